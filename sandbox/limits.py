@@ -1,0 +1,233 @@
+"""Resource limits of one jail, and the cgroups that make the kernel enforce them.
+
+Every limit carries its unit in its name. Memory and process count are enforced by a cgroup
+(v1 or v2, whichever the host lets us write) with RLIMIT fallbacks; CPU time, file size and
+open files by RLIMITs; wall-clock time and output size by the trusted parent, which kills the
+whole jail when they are exceeded.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+MIB = 1024 * 1024
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+@dataclass(frozen=True)
+class JailLimits:
+    """What one jail may use.
+
+    Attributes:
+        wall_time_limit_s: seconds from handing over the submission until the bundle is written.
+        cpu_time_limit_s: CPU seconds (all threads) the submission phase may use.
+        startup_time_limit_s: seconds the jail may take to start and import JAX.
+        memory_limit_mib: resident memory of the whole jail (cgroup), in MiB. `import jax`
+            alone takes about 215 MB here (DESIGN.md, measured).
+        address_space_limit_mib: RLIMIT_AS, a coarse backstop; `import jax` needs more than
+            1 GiB of address space (measured: fails at 1 GiB, works at 2 GiB).
+        process_limit: processes plus threads in the jail (JAX starts about 17 threads).
+        file_size_limit_bytes: largest file the jail may write (RLIMIT_FSIZE).
+        tmpfs_size_bytes: size of the jail's private /tmp.
+        open_files_limit: RLIMIT_NOFILE.
+        output_limit_bytes: stdout and stderr, each; more kills the jail.
+        bundle_limit_bytes: the result bundle; more kills the jail.
+    """
+
+    wall_time_limit_s: float = 20.0
+    cpu_time_limit_s: float = 20.0
+    startup_time_limit_s: float = 60.0
+    memory_limit_mib: int = 1536
+    address_space_limit_mib: int = 8192
+    process_limit: int = 64
+    file_size_limit_bytes: int = 16 * MIB
+    tmpfs_size_bytes: int = 64 * MIB
+    open_files_limit: int = 256
+    output_limit_bytes: int = 1 * MIB
+    bundle_limit_bytes: int = 32 * MIB
+
+
+def _own_cgroup_v1(controller: str) -> Path | None:
+    """Path of the v1 cgroup this process is in for `controller`, or None when not mounted."""
+    mount = CGROUP_ROOT / controller
+    if not (mount / "cgroup.procs").exists():
+        return None
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controller in controllers.split(","):
+            return mount / path.lstrip("/")
+    return mount
+
+
+def _own_cgroup_v2() -> Path | None:
+    if not (CGROUP_ROOT / "cgroup.controllers").exists():
+        return None
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        if line.startswith("0::"):
+            return CGROUP_ROOT / line[3:].lstrip("/")
+    return None
+
+
+class JailCgroup:
+    """A fresh cgroup (one per jail) capping memory and process count.
+
+    Create with `JailCgroup.create(...)`, which returns None when the host offers no writable
+    memory and pids controllers (the caller then relies on RLIMITs and logs a warning). The
+    jail's first process joins by writing its pid to every path in `procs_files` before it
+    execs bubblewrap (see `sandbox/enter.py`), so nothing of the submission runs outside it.
+    """
+
+    def __init__(self, version: int, dirs: dict[str, Path]):
+        self.version = version
+        self.dirs = dirs  # controller name ("memory", "pids", "cpuacct"; "unified" for v2) -> dir
+
+    @classmethod
+    def create(cls, *, memory_limit_bytes: int, process_limit: int) -> "JailCgroup | None":
+        """Creates the cgroup; returns None (and creates nothing) when it cannot be made."""
+        name = f"remat-judge-{uuid.uuid4().hex[:12]}"
+        try:
+            made = cls._create_v1(name, memory_limit_bytes, process_limit)
+            if made is None:
+                made = cls._create_v2(name, memory_limit_bytes, process_limit)
+            return made
+        except OSError as exc:
+            log.warning("cannot create a cgroup for the jail (%s); relying on RLIMITs", exc)
+            return None
+
+    @classmethod
+    def _create_v1(cls, name: str, memory_limit_bytes: int, process_limit: int) -> "JailCgroup | None":
+        memory, pids = _own_cgroup_v1("memory"), _own_cgroup_v1("pids")
+        if memory is None or pids is None or not os.access(memory, os.W_OK):
+            return None
+        dirs = {"memory": memory / name, "pids": pids / name}
+        cpuacct = _own_cgroup_v1("cpuacct")
+        if cpuacct is not None and os.access(cpuacct, os.W_OK):
+            dirs["cpuacct"] = cpuacct / name
+        made = cls(1, {})
+        try:
+            for controller, path in dirs.items():
+                path.mkdir()
+                made.dirs[controller] = path
+            (dirs["memory"] / "memory.limit_in_bytes").write_text(str(memory_limit_bytes))
+            memsw = dirs["memory"] / "memory.memsw.limit_in_bytes"
+            if memsw.exists():  # no swapping around the limit
+                memsw.write_text(str(memory_limit_bytes))
+            (dirs["pids"] / "pids.max").write_text(str(process_limit))
+        except OSError:
+            made.remove()
+            raise
+        return made
+
+    @classmethod
+    def _create_v2(cls, name: str, memory_limit_bytes: int, process_limit: int) -> "JailCgroup | None":
+        parent = _own_cgroup_v2()
+        if parent is None or not os.access(parent, os.W_OK):
+            return None
+        enabled = (parent / "cgroup.subtree_control").read_text().split()
+        if not {"memory", "pids"} <= set(enabled):
+            return None  # enabling them here would break v2's no-internal-processes rule
+        path = parent / name
+        path.mkdir()
+        made = cls(2, {"unified": path})
+        try:
+            (path / "memory.max").write_text(str(memory_limit_bytes))
+            if (path / "memory.swap.max").exists():
+                (path / "memory.swap.max").write_text("0")
+            (path / "pids.max").write_text(str(process_limit))
+        except OSError:
+            made.remove()
+            raise
+        return made
+
+    @property
+    def procs_files(self) -> list[str]:
+        """The `cgroup.procs` files a process writes its pid to in order to join."""
+        return [str(d / "cgroup.procs") for d in self.dirs.values()]
+
+    def _read_int(self, controller: str, filename: str) -> int | None:
+        try:
+            return int((self.dirs[controller] / filename).read_text().split()[0])
+        except (KeyError, OSError, ValueError, IndexError):
+            return None
+
+    def _read_keyed(self, controller: str, filename: str, key: str) -> int | None:
+        try:
+            for line in (self.dirs[controller] / filename).read_text().splitlines():
+                k, _, v = line.partition(" ")
+                if k == key:
+                    return int(v)
+        except (KeyError, OSError, ValueError):
+            return None
+        return None
+
+    def oom_killed(self) -> bool:
+        """True when the kernel's OOM killer killed a process of this cgroup for exceeding it."""
+        if self.version == 1:
+            kills = self._read_keyed("memory", "memory.oom_control", "oom_kill")
+            return bool(kills) or bool(self._read_int("memory", "memory.failcnt") and kills is None)
+        return bool(self._read_keyed("unified", "memory.events", "oom_kill"))
+
+    def peak_memory_bytes(self) -> int | None:
+        """Highest memory use of the jail (bytes), as the kernel accounted it."""
+        if self.version == 1:
+            return self._read_int("memory", "memory.max_usage_in_bytes")
+        return self._read_int("unified", "memory.peak")
+
+    def cpu_time_ms(self) -> float | None:
+        """CPU time of every process that ran in the cgroup, in milliseconds."""
+        if self.version == 1:
+            ns = self._read_int("cpuacct", "cpuacct.usage")
+            return None if ns is None else ns / 1e6
+        usec = self._read_keyed("unified", "cpu.stat", "usage_usec")
+        return None if usec is None else usec / 1e3
+
+    def pids_limit_hit(self) -> bool:
+        """True when a fork or clone in the jail failed because of the process limit."""
+        key_dir = "pids" if self.version == 1 else "unified"
+        return bool(self._read_keyed(key_dir, "pids.events", "max"))
+
+    def pids(self) -> list[int]:
+        """Pids still in the cgroup."""
+        found: set[int] = set()
+        for d in self.dirs.values():
+            try:
+                found.update(int(p) for p in (d / "cgroup.procs").read_text().split())
+            except OSError:
+                pass
+        return sorted(found)
+
+    def kill_all(self) -> None:
+        """SIGKILLs every process left in the cgroup (v2: cgroup.kill; v1: one by one)."""
+        kill_file = self.dirs.get("unified", Path("/nonexistent")) / "cgroup.kill"
+        if kill_file.exists():
+            kill_file.write_text("1")
+            return
+        for _ in range(20):  # repeat: a process may fork while we kill
+            pids = self.pids()
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, 9)
+                except ProcessLookupError:
+                    pass
+
+    def remove(self) -> None:
+        """Kills what is left and removes the cgroup directories."""
+        self.kill_all()
+        for d in self.dirs.values():
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:  # busy until the last process is reaped
+                    time.sleep(0.01)
