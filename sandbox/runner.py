@@ -115,11 +115,12 @@ def export_case(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> tuple[by
     return bytes(fwd_exp.serialize()), bytes(bwd_exp.serialize()), n_out
 
 
-def residual_notes(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> list[str] | None:
+def residual_notes(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     """Describes each saved residual the way `print_saved_residuals` does ("output of sin from ...").
 
     Advisory only: for people reading a verdict. Uses `jax._src.ad_checkpoint.saved_residuals`,
-    which JAX 0.10.2 no longer exports publicly. Returns None when the description fails.
+    which JAX 0.10.2 no longer exports publicly. Returns `[{"shape", "dtype", "note"}, ...]` in
+    the order the VJP stores residuals, or None when the description fails.
     """
     try:
         from jax._src import ad_checkpoint
@@ -128,7 +129,9 @@ def residual_notes(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> list[
         names = [s["name"] for s in specs if s["kind"] != "static"]
         found = ad_checkpoint.saved_residuals(bind_static(fn, specs), *dynamic)
         # our wrapper's parameter is `*dynamic`: give the arguments their problem's names back
-        return [re.sub(r"dynamic\[(\d+)\]", lambda m: names[int(m.group(1))], str(note)) for _, note in found]
+        return [{"shape": [int(d) for d in aval.shape], "dtype": str(aval.dtype),
+                 "note": re.sub(r"dynamic\[(\d+)\]", lambda m: names[int(m.group(1))], str(note))}
+                for aval, note in found]
     except Exception:  # advisory: a failure here must not change the verdict
         return None
 

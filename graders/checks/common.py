@@ -1,0 +1,89 @@
+"""What every check reads: one case's reference expectation next to what the submission did."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from graders.problem import Tolerance
+from graders.verdict import ResidualAval
+
+if TYPE_CHECKING:
+    from graders.reference import CaseExpectation
+
+
+@dataclass
+class CaseRun:
+    """The submission's artifacts run on one case's hidden inputs.
+
+    Attributes:
+        expected: the reference's expectation for the case.
+        outputs: per hidden input k, the primal output leaves of the submission's fwd.
+        gradients: per k, the gradient leaves its bwd returned for the k-th cotangent.
+        fd: per k, (central-difference estimate, analytic value) of the directional derivative.
+        residuals: the residual avals read from the fwd artifact (notes where they agree).
+        fwd_peak_bytes, bwd_peak_bytes: peak live bytes of its artifacts.
+    """
+
+    expected: "CaseExpectation"
+    outputs: list[list[np.ndarray]] = field(default_factory=list)
+    gradients: list[list[np.ndarray]] = field(default_factory=list)
+    fd: list[tuple[float, float]] = field(default_factory=list)
+    residuals: list[ResidualAval] = field(default_factory=list)
+    fwd_peak_bytes: int = 0
+    bwd_peak_bytes: int = 0
+
+    @property
+    def label(self) -> str:
+        """`case 'small' (d=4, N=8)` for messages."""
+        parts = [f"{k}={v}" for k, v in self.expected.dims.items()]
+        parts += [f"{k}={v!r}" for k, v in self.expected.static.items()]
+        return f"case {self.expected.name!r}" + (f" ({', '.join(parts)})" if parts else "")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """How far one array is from its expected value.
+
+    Attributes:
+        ratio: max over elements of |got - expected| / allowed (<= 1 passes; inf on NaN mismatch).
+        max_abs_diff: the largest |got - expected|.
+        max_abs_expected: the largest |expected| (for a relative figure in messages).
+        all_zero: every element of `got` is 0 while `expected` is not all 0.
+    """
+
+    ratio: float
+    max_abs_diff: float
+    max_abs_expected: float
+    all_zero: bool
+
+    @property
+    def passed(self) -> bool:
+        return self.ratio <= 1.0
+
+
+def compare_arrays(got: np.ndarray, expected: np.ndarray, tol: Tolerance) -> Comparison:
+    """Elementwise: |got - expected| <= atol * max(1, max|expected|) + rtol * |expected|.
+
+    NaN matches NaN only; an infinity matches the same infinity only. Shapes must be equal
+    (callers check avals first).
+    """
+    g = np.asarray(got, dtype=np.float64)
+    e = np.asarray(expected, dtype=np.float64)
+    if g.shape != e.shape:
+        return Comparison(float("inf"), float("inf"), 0.0, False)
+    finite_e = e[np.isfinite(e)]
+    max_abs_expected = float(np.max(np.abs(finite_e))) if finite_e.size else 0.0
+    allowed = tol.atol * max(1.0, max_abs_expected) + tol.rtol * np.abs(np.where(np.isfinite(e), e, 0.0))
+    same_special = (np.isnan(g) & np.isnan(e)) | (np.isinf(g) & (g == e))
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.where(same_special, 0.0, np.abs(g - e))
+    diff = np.where(np.isnan(diff), np.inf, diff)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where(diff == 0, 0.0, diff / np.where(allowed > 0, allowed, np.nan))
+    ratios = np.where(np.isnan(ratios), np.inf, ratios)
+    all_zero = bool(g.size and not np.any(g) and np.any(e))
+    return Comparison(float(np.max(ratios)) if ratios.size else 0.0,
+                      float(np.max(diff)) if diff.size else 0.0, max_abs_expected, all_zero)

@@ -1,0 +1,110 @@
+"""Gradient checks: the backward artifact against the reference, and against finite differences."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from graders.checks.common import CaseRun, compare_arrays
+from graders.problem import ProblemSpec
+from graders.verdict import CheckResult, Verdict
+
+
+def directional_derivatives(fwd_call: Callable[..., Any], inputs: Sequence[np.ndarray],
+                            directions: Sequence[np.ndarray], cotangents: Sequence[np.ndarray],
+                            gradients: Sequence[np.ndarray], *, n_out: int, step: float) -> tuple[float, float]:
+    """Two opinions on d/dt <u, f(x + t v)> at t = 0.
+
+    Args:
+        fwd_call: the fwd artifact, `(*leaves) -> (*primal outputs, *residuals)`.
+        inputs: x, one array per input leaf; directions: v, the same avals.
+        cotangents: u, one per primal output; gradients: the VJP of u (the bwd artifact's output).
+        n_out: number of primal outputs; step: h, scaled by max(1, max|x|) per leaf.
+
+    Returns:
+        (central difference (phi(h) - phi(-h)) / 2h in float64, analytic sum_i <g_i, v_i>).
+    """
+
+    def phi(t: float) -> float:
+        shifted = [np.asarray(x + t * max(1.0, float(np.max(np.abs(x)))) * v, dtype=x.dtype)
+                   for x, v in zip(inputs, directions)]
+        outs = fwd_call(*shifted)[:n_out]
+        return float(sum(np.vdot(np.asarray(o, np.float64), np.asarray(u, np.float64))
+                         for o, u in zip(outs, cotangents)))
+
+    fd = (phi(step) - phi(-step)) / (2 * step)
+    analytic = float(sum(np.vdot(np.asarray(g, np.float64), np.asarray(v, np.float64))
+                         * max(1.0, float(np.max(np.abs(x))))
+                         for g, v, x in zip(gradients, directions, inputs)))
+    return fd, analytic
+
+
+def check_gradients(runs: list[CaseRun], *, spec: ProblemSpec, leaf_names: list[str]) -> CheckResult:
+    """Compares the bwd artifact's gradients with the reference's VJP of the same random cotangent.
+
+    Returns:
+        A "gradient" CheckResult; fails with WRONG_GRADIENT naming the argument whose gradient is
+        wrong (and saying so when it is all zeros, the mark of a stray `stop_gradient`).
+    """
+    failure = None
+    wrong_leaves: list[str] = []
+    per_case = {}
+    for run in runs:
+        bad_here: set[str] = set()
+        for k, (got, want) in enumerate(zip(run.gradients, run.expected.gradients)):
+            for i, (g, w) in enumerate(zip(got, want)):
+                cmp = compare_arrays(g, w, spec.tolerance_for(run.expected.input_avals[i].dtype))
+                if cmp.passed:
+                    continue
+                name = leaf_names[i] if i < len(leaf_names) else f"argument leaf {i}"
+                bad_here.add(name)
+                if failure is None:
+                    hint = (f" It is all zeros: is `{name}` behind `jax.lax.stop_gradient`, or cut off "
+                            f"from the output?" if cmp.all_zero else "")
+                    failure = (f"{run.label}, hidden input {k + 1} of {len(run.gradients)}: the gradient "
+                               f"with respect to `{name}` differs from the expected one by up to "
+                               f"{cmp.max_abs_diff:.4g} (largest expected magnitude "
+                               f"{cmp.max_abs_expected:.4g}).{hint}")
+        per_case[run.expected.name] = {"wrong_gradients": sorted(bad_here)}
+        wrong_leaves += [n for n in sorted(bad_here) if n not in wrong_leaves]
+    if failure:
+        others = [n for n in wrong_leaves]
+        failure += f" Wrong gradients: {', '.join(others)}."
+        return CheckResult(name="gradient", passed=False, message=failure, details=per_case,
+                           verdict=Verdict.WRONG_GRADIENT)
+    return CheckResult(name="gradient", passed=True,
+                       message=f"gradients with respect to {', '.join(leaf_names)} match the reference "
+                               f"for random cotangents", details=per_case)
+
+
+def check_finite_difference(runs: list[CaseRun], *, min_tolerance: float = 1e-2,
+                            reference_factor: float = 10.0) -> CheckResult:
+    """A second opinion on gradients: the bwd artifact against central differences of the
+    submission's own fwd artifact, along random directions.
+
+    The tolerance per input is max(min_tolerance, reference_factor * the reference's own relative
+    error on the same input and direction), so float32 rounding and kinks (relu) that trouble the
+    reference too do not fail a submission.
+    """
+    failure = None
+    per_case = {}
+    for run in runs:
+        errors = []
+        for k, (fd, analytic) in enumerate(run.fd):
+            err = abs(fd - analytic) / (abs(analytic) + 1e-12)
+            if not np.isfinite(err):
+                err = float("inf")
+            errors.append(err)
+            allowed = max(min_tolerance, reference_factor * run.expected.fd_reference_error[k])
+            if err > allowed and failure is None:
+                failure = (f"{run.label}, hidden input {k + 1} of {len(run.fd)}: your gradients say the "
+                           f"function changes at rate {analytic:.6g} along a random direction, but your "
+                           f"function itself changes at rate {fd:.6g} (relative difference {err:.2%}). "
+                           f"The backward pass does not differentiate the forward pass.")
+        per_case[run.expected.name] = {"relative_errors": errors}
+    if failure:
+        return CheckResult(name="finite_difference", passed=False, message=failure, details=per_case,
+                           verdict=Verdict.WRONG_GRADIENT)
+    return CheckResult(name="finite_difference", passed=True,
+                       message="gradients agree with finite differences of your own function", details=per_case)

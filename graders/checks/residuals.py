@@ -1,0 +1,108 @@
+"""Memory checks: which residuals autodiff saves, and the backward pass's peak live bytes."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from graders.checks.common import CaseRun
+from graders.problem import MemoryRule
+from graders.verdict import CheckResult, ResidualAval, Verdict
+
+
+def signature(residuals: list[ResidualAval]) -> Counter[tuple[tuple[int, ...], str]]:
+    """The residual signature: the multiset of residual avals (order-free: two correct programs
+    may save the same values in a different order)."""
+    return Counter((tuple(r.shape), r.dtype) for r in residuals)
+
+
+def format_residuals(residuals: list[ResidualAval], *, title: str) -> str:
+    """A `print_saved_residuals`-style listing with a count and total bytes."""
+    total = sum(r.nbytes for r in residuals)
+    lines = [f"{title}: {len(residuals)} residual{'s' if len(residuals) != 1 else ''}, {total:,} bytes"]
+    width = max((len(r.short()) for r in residuals), default=0)
+    for r in residuals:
+        lines.append(f"  {r.short():<{width}}  {r.note or ''}".rstrip())
+    return "\n".join(lines)
+
+
+def _difference(expected: list[ResidualAval], submitted: list[ResidualAval]) -> str:
+    want, got = signature(expected), signature(submitted)
+    missing, extra = want - got, got - want
+    short = lambda key: ResidualAval(shape=list(key[0]), dtype=key[1]).short()  # noqa: E731
+    parts = []
+    if missing:
+        parts.append("not saved by yours: " + ", ".join(f"{short(k)} x{n}" for k, n in sorted(missing.items())))
+    if extra:
+        parts.append("saved by yours only: " + ", ".join(f"{short(k)} x{n}" for k, n in sorted(extra.items())))
+    return "; ".join(parts)
+
+
+def check_residuals(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
+    """Compares saved residuals with the reference's under `rule`.
+
+    `exact`: the residual signatures must be equal. `at_most`: the residual bytes must not exceed
+    the reference's plus `rule.slack_bytes`.
+
+    Returns:
+        A "residuals" CheckResult; fails with WRONG_POLICY and both listings.
+    """
+    details = {}
+    failure = None
+    for run in runs:
+        expected, submitted = run.expected.residuals, run.residuals
+        exp_bytes, sub_bytes = sum(r.nbytes for r in expected), sum(r.nbytes for r in submitted)
+        details[run.expected.name] = {"expected_count": len(expected), "submitted_count": len(submitted),
+                                      "expected_bytes": exp_bytes, "submitted_bytes": sub_bytes}
+        if rule.rule == "exact":
+            ok = signature(expected) == signature(submitted)
+            why = "saves different residuals than the required checkpoint policy"
+        else:
+            ok = sub_bytes <= exp_bytes + rule.slack_bytes
+            why = (f"saves {sub_bytes:,} bytes of residuals, more than the {exp_bytes + rule.slack_bytes:,} "
+                   f"allowed")
+        if not ok and failure is None:
+            diff = _difference(expected, submitted)
+            failure = (f"{run.label}: your function {why}"
+                       + (f" ({diff})" if diff else "") + ".\n"
+                       + format_residuals(expected, title="expected") + "\n"
+                       + format_residuals(submitted, title="yours"))
+    if failure:
+        return CheckResult(name="residuals", passed=False, message=failure, details=details,
+                           verdict=Verdict.WRONG_POLICY)
+    kind = "the same residuals as" if rule.rule == "exact" else "no more residual bytes than"
+    return CheckResult(name="residuals", passed=True, message=f"saves {kind} the reference on every case",
+                       details=details)
+
+
+def check_peak_memory(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
+    """Compares the backward pass's peak live bytes with the reference's.
+
+    Under `at_most` a peak above the reference's plus `rule.slack_bytes` fails with WRONG_POLICY:
+    checkpointing a whole chain saves few residuals but holds every recomputed value at once in
+    the backward pass, and only this check sees it. Under `exact` the residual signature decides
+    and this check only reports the numbers.
+    """
+    details = {}
+    failure = None
+    for run in runs:
+        exp_peak, sub_peak = run.expected.bwd_peak_bytes, run.bwd_peak_bytes
+        details[run.expected.name] = {"expected_bwd_peak_bytes": exp_peak, "submitted_bwd_peak_bytes": sub_peak,
+                                      "expected_fwd_peak_bytes": run.expected.fwd_peak_bytes,
+                                      "submitted_fwd_peak_bytes": run.fwd_peak_bytes}
+        if rule.rule == "at_most" and sub_peak > exp_peak + rule.slack_bytes and failure is None:
+            failure = (f"{run.label}: your backward pass holds up to {sub_peak:,} bytes live at once, more than "
+                       f"the reference's {exp_peak:,} bytes (+{rule.slack_bytes:,} allowed). Saving few residuals "
+                       f"is not enough if the backward pass then recomputes everything and keeps it all.")
+    if failure:
+        return CheckResult(name="peak_memory", passed=False, message=failure, details=details,
+                           verdict=Verdict.WRONG_POLICY)
+    last = runs[-1] if runs else None
+    summary = (f"; {last.label}: backward pass peak {last.bwd_peak_bytes:,} bytes, reference "
+               f"{last.expected.bwd_peak_bytes:,} bytes" if last else "")
+    if rule.rule == "exact":
+        return CheckResult(name="peak_memory", passed=True,
+                           message="reported only (this problem's rule is an exact residual signature)" + summary,
+                           details=details)
+    return CheckResult(name="peak_memory", passed=True,
+                       message="backward pass peak live bytes within the reference's on every case" + summary,
+                       details=details)

@@ -1,0 +1,43 @@
+"""The value check: the submission's primal outputs against the reference's on hidden inputs."""
+
+from __future__ import annotations
+
+from graders.checks.common import CaseRun, compare_arrays
+from graders.problem import ProblemSpec
+from graders.verdict import CheckResult, Verdict
+
+
+def check_values(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
+    """Compares primal outputs on every case and hidden input.
+
+    Args:
+        runs: one CaseRun per case, with `outputs` filled in.
+        spec: the problem (tolerances per dtype).
+
+    Returns:
+        A "value" CheckResult that fails with WRONG_ANSWER on the first mismatch it reports.
+    """
+    per_case = {}
+    failure = None
+    for run in runs:
+        worst = 0.0
+        for k, (got, want) in enumerate(zip(run.outputs, run.expected.outputs)):
+            for i, (g, w) in enumerate(zip(got, want)):
+                avals = run.expected.output_avals[i]
+                cmp = compare_arrays(g, w, spec.tolerance_for(avals.dtype))
+                worst = max(worst, cmp.ratio)
+                if not cmp.passed and failure is None:
+                    rel = cmp.max_abs_diff / cmp.max_abs_expected if cmp.max_abs_expected else float("inf")
+                    which = f"output {i} " if len(got) > 1 else "the output "
+                    failure = (f"{run.label}, hidden input {k + 1} of {len(run.outputs)}: {which}differs from "
+                               f"the expected value by up to {cmp.max_abs_diff:.4g} "
+                               f"({rel:.2%} of its largest magnitude), beyond the tolerance. Check the "
+                               f"formula against the statement.")
+        per_case[run.expected.name] = {"worst_error_to_tolerance": worst}
+    if failure:
+        return CheckResult(name="value", passed=False, message=failure, details=per_case,
+                           verdict=Verdict.WRONG_ANSWER)
+    n = sum(len(r.outputs) for r in runs)
+    return CheckResult(name="value", passed=True,
+                       message=f"outputs match the reference on {n} hidden inputs across {len(runs)} cases",
+                       details=per_case)

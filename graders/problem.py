@@ -1,0 +1,418 @@
+"""The problem package: `problems/<slug>/problem.toml` and its files, loaded and validated strictly.
+
+A package holds `problem.toml` (this module's `ProblemSpec`), `statement.md`, `starter.py`,
+`reference.py` (never served, never mounted into a jail), optional `hints.md`, and `wrong/*.py`,
+known-wrong submissions whose first line is `# expect: VERDICT`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import tomllib
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+import numpy as np
+from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator,
+                      model_validator)
+
+SLUG_RE = r"^[a-z][a-z0-9_]{1,63}$"
+DIM_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+class ProblemError(Exception):
+    """A problem package is missing or invalid; the message names the file and the field."""
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NormalGenerator(_Spec):
+    """Hidden inputs drawn from N(mean, scale**2)."""
+
+    kind: Literal["normal"] = "normal"
+    mean: float = 0.0
+    scale: Annotated[float, Field(gt=0)] = 1.0
+
+
+class UniformGenerator(_Spec):
+    """Hidden inputs drawn uniformly from [low, high)."""
+
+    kind: Literal["uniform"]
+    low: float = -1.0
+    high: float = 1.0
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "UniformGenerator":
+        if not self.low < self.high:
+            raise ValueError(f"uniform generator needs low < high, got low={self.low}, high={self.high}")
+        return self
+
+
+def _kind_or(default: str):
+    """A discriminator that reads `kind`, taking `default` when the field is left out."""
+
+    def kind(value: object) -> str:
+        if isinstance(value, dict):
+            return str(value.get("kind", default))
+        return str(getattr(value, "kind", default))
+
+    return Discriminator(kind)
+
+
+Generator = Annotated[Union[Annotated[NormalGenerator, Tag("normal")], Annotated[UniformGenerator, Tag("uniform")]],
+                      _kind_or("normal")]
+Dim = Union[Annotated[int, Field(ge=0, le=1 << 20)], Annotated[str, Field(pattern=DIM_RE)]]
+
+
+class ArraySpec(_Spec):
+    """One array argument (or one item of a list argument).
+
+    Attributes:
+        shape: sizes, each an int or a dimension name bound by every case's `dims`.
+        dtype: a float dtype name, e.g. "float32".
+        generator: how hidden inputs are drawn.
+    """
+
+    shape: list[Dim]
+    dtype: Literal["float16", "bfloat16", "float32", "float64"] = "float32"
+    generator: Generator = NormalGenerator()
+
+
+class ArrayArg(ArraySpec):
+    """A positional argument that is one array."""
+
+    name: Annotated[str, Field(pattern=DIM_RE)]
+    kind: Literal["array"] = "array"
+
+
+class ListArg(_Spec):
+    """A positional argument that is a Python list of arrays (e.g. `params = [W1, W2, W3]`)."""
+
+    name: Annotated[str, Field(pattern=DIM_RE)]
+    kind: Literal["list"]
+    items: Annotated[list[ArraySpec], Field(min_length=1, max_length=64)]
+
+
+class StaticArg(_Spec):
+    """A positional argument passed as a Python value (a bool, int, float or str), set per case."""
+
+    name: Annotated[str, Field(pattern=DIM_RE)]
+    kind: Literal["static"]
+
+
+Arg = Annotated[Union[Annotated[ArrayArg, Tag("array")], Annotated[ListArg, Tag("list")],
+                      Annotated[StaticArg, Tag("static")]], _kind_or("array")]
+
+
+class CaseSpec(_Spec):
+    """A test case: sizes for the named dimensions and values for the static arguments."""
+
+    name: Annotated[str, Field(pattern=DIM_RE)]
+    dims: dict[Annotated[str, Field(pattern=DIM_RE)], Annotated[int, Field(ge=0, le=1 << 20)]] = {}
+    static: dict[str, Union[bool, int, float, str]] = {}
+
+
+class Tolerance(_Spec):
+    """|submitted - expected| <= atol * max(1, max|expected|) + rtol * |expected|, elementwise."""
+
+    rtol: Annotated[float, Field(ge=0)] = 1e-4
+    atol: Annotated[float, Field(ge=0)] = 1e-5
+
+
+class MemoryRule(_Spec):
+    """What the saved residuals must be.
+
+    `exact`: the residual signature (the multiset of residual avals) equals the reference's.
+    `at_most`: residual bytes and backward-pass peak live bytes are each at most the reference's
+    plus `slack_bytes`.
+    """
+
+    rule: Literal["exact", "at_most"] = "exact"
+    slack_bytes: Annotated[int, Field(ge=0)] = 0
+
+
+class Scoring(_Spec):
+    """Weights of the three parts of a score; they must sum to 1."""
+
+    value: Annotated[float, Field(ge=0)] = 0.34
+    gradient: Annotated[float, Field(ge=0)] = 0.33
+    policy: Annotated[float, Field(ge=0)] = 0.33
+
+    @model_validator(mode="after")
+    def _sums_to_one(self) -> "Scoring":
+        total = self.value + self.gradient + self.policy
+        if not math.isclose(total, 1.0, abs_tol=1e-6):
+            raise ValueError(f"scoring weights must sum to 1, they sum to {total}")
+        return self
+
+
+class ProblemLimits(_Spec):
+    """Per-problem jail limits (units in the names); unset fields use the deployment's defaults."""
+
+    wall_time_limit_s: Annotated[float, Field(gt=0, le=600)] | None = None
+    cpu_time_limit_s: Annotated[float, Field(gt=0, le=600)] | None = None
+    memory_limit_mib: Annotated[int, Field(ge=512, le=65536)] | None = None
+
+
+class VerifySpec(_Spec):
+    """How hard the verifier looks.
+
+    Attributes:
+        inputs_per_case: fresh hidden inputs (each with its own random cotangent) per case.
+        allowed_custom_calls: custom_call targets this problem permits (none by default).
+    """
+
+    inputs_per_case: Annotated[int, Field(ge=1, le=20)] = 3
+    allowed_custom_calls: list[str] = []
+
+
+class ProblemSpec(_Spec):
+    """`problem.toml`."""
+
+    slug: Annotated[str, Field(pattern=SLUG_RE)]
+    title: Annotated[str, Field(min_length=1, max_length=200)]
+    difficulty: Literal["easy", "medium", "hard"]
+    tags: list[Annotated[str, Field(min_length=1, max_length=60)]] = []
+    entry_point: Annotated[str, Field(pattern=DIM_RE)]
+    args: Annotated[list[Arg], Field(min_length=1, max_length=32)]
+    cases: Annotated[list[CaseSpec], Field(min_length=1, max_length=16)]
+    tolerance: dict[Literal["float16", "bfloat16", "float32", "float64"], Tolerance] = {}
+    memory: MemoryRule = MemoryRule()
+    scoring: Scoring = Scoring()
+    limits: ProblemLimits = ProblemLimits()
+    verify: VerifySpec = VerifySpec()
+
+    @field_validator("cases")
+    @classmethod
+    def _unique_case_names(cls, cases: list[CaseSpec]) -> list[CaseSpec]:
+        names = [c.name for c in cases]
+        if len(set(names)) != len(names):
+            raise ValueError(f"case names must be unique, got {names}")
+        return cases
+
+    @model_validator(mode="after")
+    def _cases_bind_everything(self) -> "ProblemSpec":
+        arg_names = [a.name for a in self.args]
+        if len(set(arg_names)) != len(arg_names):
+            raise ValueError(f"argument names must be unique, got {arg_names}")
+        needed = {d for spec in _array_specs(self.args) for d in spec.shape if isinstance(d, str)}
+        statics = {a.name for a in self.args if isinstance(a, StaticArg)}
+        for case in self.cases:
+            missing = needed - set(case.dims)
+            if missing:
+                raise ValueError(f"case {case.name!r} does not give dims {sorted(missing)}")
+            if set(case.static) != statics:
+                raise ValueError(f"case {case.name!r} must give static values for exactly {sorted(statics)}, "
+                                 f"it gives {sorted(case.static)}")
+        return self
+
+    def tolerance_for(self, dtype: str) -> Tolerance:
+        """The tolerance for outputs of `dtype` (the default Tolerance when unset)."""
+        return self.tolerance.get(dtype, Tolerance())  # type: ignore[call-overload]
+
+
+def _array_specs(args: list[Arg]) -> list[ArraySpec]:
+    out: list[ArraySpec] = []
+    for a in args:
+        if isinstance(a, ArrayArg):
+            out.append(a)
+        elif isinstance(a, ListArg):
+            out.extend(a.items)
+    return out
+
+
+def _concrete(spec: ArraySpec, dims: dict[str, int]) -> list[int]:
+    return [d if isinstance(d, int) else dims[d] for d in spec.shape]
+
+
+def case_arg_specs(spec: ProblemSpec, case: CaseSpec) -> list[dict]:
+    """The argument avals of one case in the form the jail's runner takes (see sandbox/runner.py).
+
+    Only shapes, dtypes and static values: this is all a jail ever learns about a case.
+    """
+    out: list[dict] = []
+    for a in spec.args:
+        if isinstance(a, ArrayArg):
+            out.append({"kind": "array", "name": a.name, "shape": _concrete(a, case.dims), "dtype": a.dtype})
+        elif isinstance(a, ListArg):
+            out.append({"kind": "list", "name": a.name, "items": [
+                {"kind": "array", "name": f"{a.name}[{i}]", "shape": _concrete(item, case.dims), "dtype": item.dtype}
+                for i, item in enumerate(a.items)]})
+        else:
+            out.append({"kind": "static", "name": a.name, "value": case.static[a.name]})
+    return out
+
+
+def leaf_names(spec: ProblemSpec) -> list[str]:
+    """Names of the array leaves in the order fwd takes them, e.g. ['params[0]', 'params[1]', 'x']."""
+    names: list[str] = []
+    for a in spec.args:
+        if isinstance(a, ArrayArg):
+            names.append(a.name)
+        elif isinstance(a, ListArg):
+            names.extend(f"{a.name}[{i}]" for i in range(len(a.items)))
+    return names
+
+
+def hidden_inputs(spec: ProblemSpec, case: CaseSpec, *, seed: bytes, version: str, index: int) -> list[np.ndarray]:
+    """Draws the `index`-th hidden input of `case`: one array per leaf, in fwd's order.
+
+    Deterministic in (seed, slug, version, case name, index); unknowable without the deployment's
+    secret seed.
+    """
+    rng = _rng(seed, spec.slug, version, case.name, "input", index)
+    out = []
+    for item in _array_specs(spec.args):
+        shape = _concrete(item, case.dims)
+        g = item.generator
+        if isinstance(g, UniformGenerator):
+            values = rng.uniform(g.low, g.high, size=shape)
+        else:
+            values = rng.normal(g.mean, g.scale, size=shape)
+        out.append(np.asarray(values, dtype=_np_dtype(item.dtype)))
+    return out
+
+
+def random_cotangents(avals: list[tuple[tuple[int, ...], str]], *, seed: bytes, slug: str, version: str,
+                      case: str, index: int) -> list[np.ndarray]:
+    """Standard-normal cotangents, one per primal output aval (shape, dtype)."""
+    rng = _rng(seed, slug, version, case, "cotangent", index)
+    return [np.asarray(rng.standard_normal(size=shape), dtype=_np_dtype(dtype)) for shape, dtype in avals]
+
+
+def _rng(seed: bytes, *parts: object) -> np.random.Generator:
+    digest = hashlib.sha256(seed + b"\0" + "\0".join(str(p) for p in parts).encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:16], "little"))
+
+
+def _np_dtype(name: str) -> np.dtype:
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+class Problem:
+    """A loaded, validated problem package.
+
+    Attributes:
+        spec: the parsed problem.toml.
+        root: the package folder.
+        version: sha256 (12 hex digits) of problem.toml and reference.py: a changed reference or
+            case set is a new version, and cached expectations are per version.
+    """
+
+    def __init__(self, spec: ProblemSpec, root: Path, version: str):
+        self.spec, self.root, self.version = spec, root, version
+
+    @property
+    def slug(self) -> str:
+        return self.spec.slug
+
+    @property
+    def reference_path(self) -> Path:
+        return self.root / "reference.py"
+
+    def read_text(self, name: str) -> str | None:
+        """Text of a package file (statement.md, starter.py, hints.md), or None when absent."""
+        path = self.root / name
+        return path.read_text(encoding="utf-8") if path.is_file() else None
+
+    @cached_property
+    def statement(self) -> str:
+        return self.read_text("statement.md") or ""
+
+    @cached_property
+    def starter(self) -> str:
+        return self.read_text("starter.py") or ""
+
+    def wrong_submissions(self) -> list[tuple[Path, str]]:
+        """(path, expected verdict) of every `wrong/*.py`, from its `# expect: VERDICT` first line.
+
+        Raises:
+            ProblemError: a wrong submission without a valid expect line.
+        """
+        from graders.verdict import Verdict
+
+        out = []
+        for path in sorted((self.root / "wrong").glob("*.py")):
+            first = path.read_text(encoding="utf-8").splitlines()[:1]
+            m = re.match(r"#\s*expect:\s*([A-Z_]+)\s*$", first[0]) if first else None
+            if m is None or m.group(1) not in Verdict.__members__:
+                raise ProblemError(f"{path}: the first line must be `# expect: VERDICT` with a verdict "
+                                   f"from {', '.join(Verdict.__members__)}")
+            out.append((path, m.group(1)))
+        return out
+
+
+def _format_validation_error(path: Path, exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        lines.append(f"{path}: {where}: {err['msg']}")
+    return "\n".join(lines)
+
+
+def load_problem(root: Path) -> Problem:
+    """Loads and validates the package at `root`.
+
+    Raises:
+        ProblemError: a missing file, bad TOML or a bad field; the message names file and field.
+    """
+    toml_path = root / "problem.toml"
+    for required in ("problem.toml", "statement.md", "starter.py", "reference.py"):
+        if not (root / required).is_file():
+            raise ProblemError(f"{root}: missing {required}")
+    raw = toml_path.read_bytes()
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ProblemError(f"{toml_path}: not valid TOML: {exc}") from None
+    try:
+        spec = ProblemSpec.model_validate(data)
+    except ValidationError as exc:
+        raise ProblemError(_format_validation_error(toml_path, exc)) from None
+    if spec.slug != root.name:
+        raise ProblemError(f"{toml_path}: slug: {spec.slug!r} must equal the folder name {root.name!r}")
+    version = hashlib.sha256(raw + b"\0" + (root / "reference.py").read_bytes()).hexdigest()[:12]
+    return Problem(spec, root, version)
+
+
+class ProblemRepository:
+    """The problems folder: every `<slug>/problem.toml` under it, reloaded when files change."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def slugs(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if (p / "problem.toml").is_file())
+
+    def get(self, slug: str) -> Problem:
+        """Loads one problem.
+
+        Raises:
+            KeyError: no such problem.
+            ProblemError: the package is invalid.
+        """
+        if not re.match(SLUG_RE, slug) or not (self.root / slug / "problem.toml").is_file():
+            raise KeyError(slug)
+        return load_problem(self.root / slug)
+
+    def all(self) -> list[Problem]:
+        """Every valid problem (invalid ones are skipped; `problems validate` reports them)."""
+        out = []
+        for slug in self.slugs():
+            try:
+                out.append(self.get(slug))
+            except ProblemError:
+                continue
+        return out

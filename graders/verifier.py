@@ -1,0 +1,242 @@
+"""The verifier: judges a bundle's exported artifacts against the reference, never running submission Python.
+
+Steps (DESIGN.md): 1. module checks before anything runs (op allowlist, sizes, platform, effects);
+2. aval checks against the case and the reference; 3. the residual signature read from the fwd
+artifact; 4. values and gradients on the hidden inputs with random cotangents; 5. a
+finite-difference second opinion; 6. peak live bytes of both artifacts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from graders.artifacts import ArtifactError, Aval, deserialize, exported_avals, inspect_module
+from graders.checks.common import CaseRun
+from graders.checks.gradients import check_finite_difference, check_gradients, directional_derivatives
+from graders.checks.residuals import check_peak_memory, check_residuals
+from graders.checks.values import check_values
+from graders.problem import Problem
+from graders.reference import CaseExpectation, Expectations
+from graders.verdict import CheckResult, ResidualAval, ResidualReport, Verdict, first_verdict
+from sandbox.bundle import Bundle, BundleCase
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class VerifyLimits:
+    """Caps on untrusted artifacts, checked before they run.
+
+    Attributes:
+        max_artifact_bytes: serialized size of one artifact.
+        max_ops: operations in one module (all functions and regions).
+        max_peak_live_bytes: the static peak live bytes of one artifact; above it the verdict is
+            MEMORY_LIMIT_EXCEEDED without running it.
+    """
+
+    max_artifact_bytes: int = 8 * MIB
+    max_ops: int = 50_000
+    max_peak_live_bytes: int = 1024 * MIB
+
+
+@dataclass
+class VerifyResult:
+    """Checks, the residual report, the verdict and the score of one bundle."""
+
+    checks: list[CheckResult]
+    residuals: ResidualReport | None
+    verdict: Verdict
+    score: float
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class _Stop(Exception):
+    """Ends verification early with one failed check."""
+
+    def __init__(self, check: CheckResult):
+        super().__init__(check.message)
+        self.check = check
+
+
+def _fail(name: str, verdict: Verdict, message: str, **details: Any) -> _Stop:
+    return _Stop(CheckResult(name=name, passed=False, message=message, details=details, verdict=verdict))
+
+
+def _avals_text(avals: list[Aval]) -> str:
+    return "(" + ", ".join(str(a) for a in avals) + ")"
+
+
+@dataclass
+class _Loaded:
+    expected: CaseExpectation
+    case: BundleCase
+    fwd: Any
+    bwd: Any
+    fwd_peak: int
+    bwd_peak: int
+    residuals: list[ResidualAval]
+
+
+def _load_case(expected: CaseExpectation, case: BundleCase, problem: Problem, limits: VerifyLimits) -> _Loaded:
+    """Steps 1 to 3 for one case: nothing here runs the artifacts."""
+    label = f"case {expected.name!r}"
+    for kind, blob in (("forward", case.fwd), ("backward", case.bwd)):
+        if len(blob) > limits.max_artifact_bytes:
+            raise _fail("module", Verdict.RUNTIME_ERROR,
+                        f"{label}: the exported {kind} program is {len(blob):,} bytes, more than the "
+                        f"{limits.max_artifact_bytes:,} allowed. Large constants captured by the function "
+                        f"(arrays built at trace time) end up inside the program.")
+    try:
+        fwd, bwd = deserialize(case.fwd), deserialize(case.bwd)
+    except ArtifactError as exc:
+        raise _fail("module", Verdict.RUNTIME_ERROR, f"{label}: the result is not a valid exported program ({exc})")
+    allowed = frozenset(problem.spec.verify.allowed_custom_calls)
+    peaks = []
+    for kind, exp in (("forward", fwd), ("backward", bwd)):
+        if tuple(exp.platforms) != ("cpu",) or exp.nr_devices != 1:
+            raise _fail("module", Verdict.RUNTIME_ERROR,
+                        f"{label}: the {kind} program targets {exp.platforms} on {exp.nr_devices} devices, "
+                        f"not one CPU")
+        if exp.ordered_effects or exp.unordered_effects or exp.disabled_safety_checks:
+            raise _fail("module", Verdict.RUNTIME_ERROR,
+                        f"{label}: the {kind} program has side effects (callbacks, I/O) or disabled safety "
+                        f"checks; only pure array computation can be judged")
+        try:
+            info = inspect_module(exp, allowed_custom_calls=allowed)
+        except ArtifactError as exc:
+            raise _fail("module", Verdict.RUNTIME_ERROR, f"{label}: the {kind} program cannot be read ({exc})")
+        if info.disallowed:
+            raise _fail("module", Verdict.RUNTIME_ERROR,
+                        f"{label}: the {kind} program uses operations the judge does not run: "
+                        f"{', '.join(info.disallowed)}. Host callbacks (jax.pure_callback, jax.debug.print, "
+                        f"io_callback) and library calls outside pure array math are not allowed.",
+                        disallowed=info.disallowed)
+        if info.n_ops > limits.max_ops:
+            raise _fail("module", Verdict.RUNTIME_ERROR,
+                        f"{label}: the {kind} program has {info.n_ops:,} operations, more than the "
+                        f"{limits.max_ops:,} allowed")
+        if info.peak_live_bytes > limits.max_peak_live_bytes:
+            raise _fail("module", Verdict.MEMORY_LIMIT_EXCEEDED,
+                        f"{label}: the {kind} program would hold {info.peak_live_bytes:,} bytes live at once, "
+                        f"more than the {limits.max_peak_live_bytes:,} allowed")
+        peaks.append(info.peak_live_bytes)
+
+    n_out = len(expected.output_avals)
+    fwd_in, fwd_out = exported_avals(fwd.in_avals), exported_avals(fwd.out_avals)
+    if fwd_in != expected.input_avals:
+        raise _fail("avals", Verdict.RUNTIME_ERROR,
+                    f"{label}: the exported program takes {_avals_text(fwd_in)}, but the case passes "
+                    f"{_avals_text(expected.input_avals)}; the result was not produced by the runner")
+    if case.n_primal_outputs != n_out or fwd_out[:n_out] != expected.output_avals:
+        got = fwd_out[: case.n_primal_outputs] if case.n_primal_outputs <= len(fwd_out) else fwd_out
+        raise _fail("avals", Verdict.WRONG_ANSWER,
+                    f"{label}: your function returns {_avals_text(got)} but {_avals_text(expected.output_avals)} "
+                    f"is expected (shape and dtype).")
+    residual_avals = fwd_out[n_out:]
+    if exported_avals(bwd.in_avals) != residual_avals + expected.output_avals:
+        raise _fail("avals", Verdict.RUNTIME_ERROR,
+                    f"{label}: the backward program does not take exactly the saved residuals and a cotangent")
+    if exported_avals(bwd.out_avals) != expected.input_avals:
+        raise _fail("avals", Verdict.WRONG_GRADIENT,
+                    f"{label}: the backward program returns gradients {_avals_text(exported_avals(bwd.out_avals))}"
+                    f", expected {_avals_text(expected.input_avals)}")
+    notes = case.residual_notes or []
+    agree = len(notes) == len(residual_avals) and all(
+        tuple(n.shape) == a.shape and n.dtype == a.dtype for n, a in zip(notes, residual_avals))
+    residuals = [ResidualAval(shape=list(a.shape), dtype=a.dtype, note=notes[i].note if agree else None)
+                 for i, a in enumerate(residual_avals)]
+    return _Loaded(expected, case, fwd, bwd, peaks[0], peaks[1], residuals)
+
+
+def _execute(loaded: _Loaded) -> CaseRun:
+    """Steps 4 and 5: run fwd then bwd on every hidden input of the case."""
+    import jax
+
+    exp = loaded.expected
+    n_out = len(exp.output_avals)
+    fwd_call, bwd_call = jax.jit(loaded.fwd.call), jax.jit(loaded.bwd.call)
+    run = CaseRun(expected=exp, residuals=loaded.residuals, fwd_peak_bytes=loaded.fwd_peak,
+                  bwd_peak_bytes=loaded.bwd_peak)
+    for k, xs in enumerate(exp.inputs):
+        results = fwd_call(*xs)
+        run.outputs.append([np.asarray(r) for r in results[:n_out]])
+        grads = [np.asarray(g) for g in bwd_call(*results[n_out:], *exp.cotangents[k])]
+        run.gradients.append(grads)
+        run.fd.append(directional_derivatives(fwd_call, xs, exp.fd_directions[k], exp.cotangents[k], grads,
+                                              n_out=n_out, step=exp.fd_step))
+    return run
+
+
+def residual_report(runs: list[CaseRun]) -> ResidualReport | None:
+    """The report shown beside the verdict: the first case whose residuals differ, else the last
+    (largest) case."""
+    if not runs:
+        return None
+    from graders.checks.residuals import signature
+
+    chosen = next((r for r in runs if signature(r.residuals) != signature(r.expected.residuals)), runs[-1])
+    exp = chosen.expected
+    return ResidualReport(
+        case=exp.name, expected=exp.residuals, submitted=chosen.residuals,
+        expected_bytes=exp.residual_bytes, submitted_bytes=sum(r.nbytes for r in chosen.residuals),
+        expected_bwd_peak_bytes=exp.bwd_peak_bytes, submitted_bwd_peak_bytes=chosen.bwd_peak_bytes,
+        expected_fwd_peak_bytes=exp.fwd_peak_bytes, submitted_fwd_peak_bytes=chosen.fwd_peak_bytes,
+        no_checkpoint_bytes=exp.plain_residual_bytes, no_checkpoint_bwd_peak_bytes=exp.plain_bwd_peak_bytes,
+    )
+
+
+def score_of(checks: list[CheckResult], problem: Problem) -> float:
+    """value weight if values pass; + gradient weight if gradients also pass; + policy weight if
+    the memory checks also pass (a policy is only worth something when gradients are right)."""
+    passed = {c.name: c.passed for c in checks}
+    w = problem.spec.scoring
+    value_ok = passed.get("value", False)
+    gradient_ok = value_ok and passed.get("gradient", False) and passed.get("finite_difference", False)
+    policy_ok = gradient_ok and passed.get("residuals", False) and passed.get("peak_memory", False)
+    return round(w.value * value_ok + w.gradient * gradient_ok + w.policy * policy_ok, 4)
+
+
+def verify(bundle: Bundle, problem: Problem, expectations: Expectations, *, limits: VerifyLimits,
+           on_execute: Callable[[], None] = lambda: None) -> VerifyResult:
+    """Judges an "ok" bundle.
+
+    Args:
+        bundle: the parsed bundle (status "ok").
+        problem: the problem it is judged against.
+        expectations: the reference's expectations for the same problem version.
+        limits: caps on the artifacts.
+        on_execute: called once, just before the first untrusted artifact runs (the process
+            running us reports it so a time-out after it is the submission's, not ours).
+
+    Returns:
+        VerifyResult with every check that could be made.
+    """
+    checks: list[CheckResult] = []
+    expected_names = [c.name for c in expectations.cases]
+    got_names = [c.name for c in bundle.cases]
+    try:
+        if got_names != expected_names:
+            raise _fail("module", Verdict.RUNTIME_ERROR,
+                        f"the result has cases {got_names}, expected {expected_names}")
+        loaded = [_load_case(e, c, problem, limits) for e, c in zip(expectations.cases, bundle.cases)]
+    except _Stop as stop:
+        checks.append(stop.check)
+        return VerifyResult(checks, None, first_verdict([stop.check.verdict or Verdict.RUNTIME_ERROR]), 0.0)
+    checks.append(CheckResult(name="module", passed=True,
+                              message=f"{2 * len(loaded)} exported programs use only allowed operations"))
+    checks.append(CheckResult(name="avals", passed=True,
+                              message="inputs, outputs and gradients have the expected shapes and dtypes"))
+    on_execute()
+    runs = [_execute(item) for item in loaded]
+    checks += [
+        check_values(runs, spec=problem.spec),
+        check_gradients(runs, spec=problem.spec, leaf_names=expectations.leaf_names),
+        check_finite_difference(runs),
+        check_residuals(runs, rule=problem.spec.memory),
+        check_peak_memory(runs, rule=problem.spec.memory),
+    ]
+    verdict = first_verdict([c.verdict for c in checks if not c.passed and c.verdict is not None])
+    return VerifyResult(checks, residual_report(runs), verdict, score_of(checks, problem))
