@@ -25,6 +25,7 @@ import numpy as np
 
 from graders.artifacts import Aval, deserialize, exported_avals, inspect_module
 from graders.checks.gradients import directional_derivatives
+from graders.checks.residuals import describe_residuals
 from graders.problem import Problem, case_arg_specs, hidden_inputs, leaf_names, random_cotangents
 from graders.verdict import ResidualAval
 from sandbox.runner import export_case, residual_notes
@@ -172,10 +173,7 @@ def build_expectations(problem: Problem, *, seed: bytes) -> Expectations:
             raise ReferenceSolutionError(f"exporting the reference on case {case.name!r}: {type(exc).__name__}: {exc}") from exc
         fwd_call, bwd_call, fwd, bwd = _run_artifacts(fwd_blob, bwd_blob)
         out_avals = exported_avals(fwd.out_avals)
-        notes = residual_notes(fn, specs) or []
-        residuals = [ResidualAval(shape=list(a.shape), dtype=a.dtype,
-                                  note=notes[i]["note"] if i < len(notes) else None)
-                     for i, a in enumerate(out_avals[n_out:])]
+        residuals = describe_residuals(out_avals[n_out:], residual_notes(fn, specs), hide_source=True)
         plain_res_bytes = plain_peak = None
         if plain_fn is not None:
             try:

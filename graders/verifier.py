@@ -16,7 +16,7 @@ import numpy as np
 from graders.artifacts import ArtifactError, Aval, deserialize, exported_avals, inspect_module
 from graders.checks.common import CaseRun
 from graders.checks.gradients import check_finite_difference, check_gradients, directional_derivatives
-from graders.checks.residuals import check_peak_memory, check_residuals
+from graders.checks.residuals import check_peak_memory, check_residuals, describe_residuals
 from graders.checks.values import check_values
 from graders.problem import Problem
 from graders.reference import CaseExpectation, Expectations
@@ -143,11 +143,7 @@ def _load_case(expected: CaseExpectation, case: BundleCase, problem: Problem, li
         raise _fail("avals", Verdict.WRONG_GRADIENT,
                     f"{label}: the backward program returns gradients {_avals_text(exported_avals(bwd.out_avals))}"
                     f", expected {_avals_text(expected.input_avals)}")
-    notes = case.residual_notes or []
-    agree = len(notes) == len(residual_avals) and all(
-        tuple(n.shape) == a.shape and n.dtype == a.dtype for n, a in zip(notes, residual_avals))
-    residuals = [ResidualAval(shape=list(a.shape), dtype=a.dtype, note=notes[i].note if agree else None)
-                 for i, a in enumerate(residual_avals)]
+    residuals = describe_residuals(residual_avals, case.residual_notes)
     return _Loaded(expected, case, fwd, bwd, peaks[0], peaks[1], residuals)
 
 

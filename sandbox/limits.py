@@ -41,8 +41,8 @@ class JailLimits:
         bundle_limit_bytes: the result bundle; more kills the jail.
     """
 
-    wall_time_limit_s: float = 20.0
-    cpu_time_limit_s: float = 20.0
+    wall_time_limit_s: float = 10.0
+    cpu_time_limit_s: float = 10.0
     startup_time_limit_s: float = 60.0
     memory_limit_mib: int = 1536
     address_space_limit_mib: int = 8192

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from typing import Any, Sequence
 
 from graders.checks.common import CaseRun
 from graders.problem import MemoryRule
@@ -13,6 +15,39 @@ def signature(residuals: list[ResidualAval]) -> Counter[tuple[tuple[int, ...], s
     """The residual signature: the multiset of residual avals (order-free: two correct programs
     may save the same values in a different order)."""
     return Counter((tuple(r.shape), r.dtype) for r in residuals)
+
+
+def describe_residuals(avals: Sequence[Any], notes: Sequence[Any] | None, *,
+                       hide_source: bool = False) -> list[ResidualAval]:
+    """The residuals read from an artifact, with `saved_residuals` notes where they agree.
+
+    `saved_residuals` lists the same values as the VJP's leaves, but not always in the same order
+    (measured with JAX 0.10.2: a relu's boolean mask comes before the intermediates it follows in
+    the VJP). So notes are used only when their avals form the same multiset as the artifact's
+    residual avals, and then the listing follows the notes' order. Otherwise the artifact's avals
+    are listed without notes: the artifact decides, the notes only explain.
+
+    Args:
+        avals: residual avals read from the fwd artifact (objects with `.shape` and `.dtype`).
+        notes: `{"shape", "dtype", "note"}` dicts or objects, or None.
+        hide_source: drop "from <file>:<line> (<function>)" (for the reference: never show its
+            path or structure to students).
+    """
+    from_artifact = [ResidualAval(shape=list(a.shape), dtype=str(a.dtype)) for a in avals]
+    if not notes:
+        return from_artifact
+
+    def field(n: Any, name: str) -> Any:
+        return n[name] if isinstance(n, dict) else getattr(n, name)
+
+    described = [ResidualAval(shape=list(field(n, "shape")), dtype=str(field(n, "dtype")),
+                              note=str(field(n, "note"))) for n in notes]
+    if signature(described) != signature(from_artifact):
+        return from_artifact
+    if hide_source:
+        for r in described:
+            r.note = re.sub(r" from (?!the argument).*$", "", r.note or "")
+    return described
 
 
 def format_residuals(residuals: list[ResidualAval], *, title: str) -> str:

@@ -1,6 +1,7 @@
 # expect: WRONG_POLICY
 # Forgery: no checkpoint, but JAX's residual report is patched to list what the policy saves.
 import jax
+import jax.ad_checkpoint
 import jax.numpy as jnp
 from jax._src import ad_checkpoint
 

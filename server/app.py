@@ -1,0 +1,74 @@
+"""The FastAPI application: REST API v1 under /api/v1, OpenAPI docs at /docs."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+from typing import AsyncIterator
+
+from fastapi import FastAPI, Request, status
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from graders.problem import ProblemRepository
+from server.api import health, problems, submissions
+from server.api.deps import Services
+from server.db import SubmissionStore, make_engine
+from server.limits import BodySizeLimit
+from server.queue import Completions, InProcessQueue, WorkerPool
+from server.settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
+
+
+def _validation_message(exc: RequestValidationError) -> tuple[int, str]:
+    errors = exc.errors()
+    if any(e.get("type") == "json_invalid" for e in errors):
+        first = next(e for e in errors if e.get("type") == "json_invalid")
+        return status.HTTP_400_BAD_REQUEST, f"malformed JSON: {first.get('ctx', {}).get('error', first.get('msg'))}"
+    parts = []
+    for e in errors[:5]:
+        where = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
+        parts.append(f"{where}: {e.get('msg')}")
+    return status.HTTP_422_UNPROCESSABLE_CONTENT, "; ".join(parts)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Builds the app; its lifespan opens the database, requeues unfinished submissions and
+    starts the worker pool."""
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        store = SubmissionStore(make_engine(settings.resolved_database_url))
+        repo = ProblemRepository(settings.problems_dir)
+        jobs, completions = InProcessQueue(), Completions()
+        config = settings.judge_config()
+        pool = WorkerPool(jobs=jobs, store=store, problems=repo, config_factory=lambda: config,
+                          workers=settings.workers, completions=completions)
+        app.state.services = Services(settings=settings, store=store, problems=repo, jobs=jobs,
+                                      completions=completions, pool=pool)
+        pool.start()
+        log.info("remat-judge: %d workers, problems from %s, data in %s", settings.workers,
+                 settings.problems_dir, settings.data_dir.resolve())
+        try:
+            yield
+        finally:
+            pool.stop()
+
+    app = FastAPI(title="remat-judge", version="1", lifespan=lifespan,
+                  description="An online judge for JAX gradient-checkpointing (rematerialization) exercises.")
+
+    @app.exception_handler(RequestValidationError)
+    async def on_validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        code, message = _validation_message(exc)
+        return JSONResponse(status_code=code, content={"detail": message})
+
+    # JSON escapes can make a 64 KiB source up to 6 times longer on the wire.
+    app.add_middleware(BodySizeLimit, max_body_bytes=6 * settings.max_source_bytes + 64 * 1024)
+    app.include_router(problems.router, prefix="/api/v1")
+    app.include_router(submissions.router, prefix="/api/v1")
+    app.include_router(health.router, prefix="/api/v1")
+    app.include_router(health.router)
+    return app

@@ -1,0 +1,148 @@
+"""The `remat-judge` command line (Typer): serve, grade a file, list problems."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from graders.checks.residuals import format_residuals
+from graders.problem import ProblemError, ProblemRepository
+from graders.verdict import VERDICT_EXPLANATIONS, Verdict, VerdictReport
+from server.settings import Settings
+
+app = typer.Typer(help="remat-judge: an online judge for JAX gradient-checkpointing exercises.",
+                  no_args_is_help=True, add_completion=False)
+problems_app = typer.Typer(help="Work with problem packages.", no_args_is_help=True)
+app.add_typer(problems_app, name="problems")
+
+console = Console()
+err = Console(stderr=True)
+
+EXIT_ACCEPTED, EXIT_REJECTED, EXIT_USAGE = 0, 1, 2
+
+
+def _settings(data_dir: Optional[Path] = None, problems_dir: Optional[Path] = None) -> Settings:
+    overrides = {}
+    if data_dir is not None:
+        overrides["data_dir"] = data_dir
+    if problems_dir is not None:
+        overrides["problems_dir"] = problems_dir
+    return Settings(**overrides)
+
+
+@app.command()
+def serve(host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+          port: Annotated[int, typer.Option(help="TCP port")] = 8000,
+          data_dir: Annotated[Optional[Path], typer.Option(help="database, cache and seed folder")] = None,
+          problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+          workers: Annotated[Optional[int], typer.Option(help="submissions graded at once")] = None) -> None:
+    """Start the HTTP server (REST API under /api/v1, docs at /docs)."""
+    import uvicorn
+
+    from server.app import create_app
+
+    settings = _settings(data_dir, problems_dir)
+    if workers is not None:
+        settings = settings.model_copy(update={"workers": workers})
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+
+
+def _print_report(report: VerdictReport) -> None:
+    verdict = report.verdict or Verdict.INTERNAL_ERROR
+    color = "green" if verdict == Verdict.ACCEPTED else "red"
+    console.print(f"[bold {color}]{verdict.value}[/]  score {report.score:.2f}  ({report.problem}, "
+                  f"version {report.problem_version})")
+    console.print(VERDICT_EXPLANATIONS[verdict])
+    table = Table(show_header=True, header_style="bold")
+    table.add_column("check")
+    table.add_column("")
+    table.add_column("message", overflow="fold")
+    for check in report.checks:
+        table.add_row(check.name, "[green]ok[/]" if check.passed else "[red]FAIL[/]", check.message)
+    console.print(table)
+    if report.residuals is not None:
+        r = report.residuals
+        console.print(format_residuals(r.expected, title=f"expected ({r.case})"), markup=False, highlight=False)
+        console.print(format_residuals(r.submitted, title=f"yours ({r.case})"), markup=False, highlight=False)
+        if r.expected_bwd_peak_bytes is not None:
+            console.print(f"backward pass peak live bytes: yours {r.submitted_bwd_peak_bytes:,}, "
+                          f"reference {r.expected_bwd_peak_bytes:,}")
+    for name in ("stdout", "stderr"):
+        text = getattr(report, name)
+        if text.strip():
+            console.print(f"[bold]{name}[/]")
+            console.print(text.rstrip(), markup=False, highlight=False)
+    console.print(f"timing (ms): {report.timing_ms}")
+
+
+@app.command("grade")
+def grade_file(file: Annotated[Path, typer.Argument(help="the submission's .py file")],
+               problem: Annotated[str, typer.Option("--problem", "-p", help="problem slug")],
+               as_json: Annotated[bool, typer.Option("--json", help="print the verdict JSON")] = False,
+               data_dir: Annotated[Optional[Path], typer.Option(help="cache and seed folder")] = None,
+               problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None) -> None:
+    """Grade FILE against a problem through the same sandbox and verifier as the server.
+
+    Exits 0 only for ACCEPTED, 1 for any other verdict, 2 for usage errors.
+    """
+    from graders.pipeline import grade
+
+    settings = _settings(data_dir, problems_dir)
+    try:
+        source = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        err.print(f"cannot read {file}: {exc}")
+        raise typer.Exit(EXIT_USAGE)
+    try:
+        loaded = ProblemRepository(settings.problems_dir).get(problem)
+    except KeyError:
+        err.print(f"no problem {problem!r} in {settings.problems_dir}; `remat-judge problems list` lists them")
+        raise typer.Exit(EXIT_USAGE)
+    except ProblemError as exc:
+        err.print(f"problem {problem!r} is invalid:\n{exc}")
+        raise typer.Exit(EXIT_USAGE)
+    with err.status(f"grading {file.name} against {problem}...") if not as_json else nullcontext():
+        report = grade(source, loaded, settings.judge_config())
+    if as_json:
+        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+    else:
+        _print_report(report)
+    raise typer.Exit(EXIT_ACCEPTED if report.verdict == Verdict.ACCEPTED else EXIT_REJECTED)
+
+
+@problems_app.command("list")
+def problems_list(problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None) -> None:
+    """List the problems: slug, title, difficulty, tags, cases."""
+    settings = _settings(problems_dir=problems_dir)
+    repo = ProblemRepository(settings.problems_dir)
+    table = Table(title=f"problems in {settings.problems_dir}")
+    for column in ("slug", "title", "difficulty", "tags", "cases", "version"):
+        table.add_column(column)
+    broken = []
+    for slug in repo.slugs():
+        try:
+            p = repo.get(slug)
+        except ProblemError as exc:
+            broken.append(f"{slug}: {exc}")
+            continue
+        table.add_row(p.slug, p.spec.title, p.spec.difficulty, ", ".join(p.spec.tags),
+                      ", ".join(c.name for c in p.spec.cases), p.version)
+    console.print(table)
+    for line in broken:
+        err.print(f"[red]invalid[/] {line}")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""Request and response schemas of the REST API, kept apart from stored records so a response
+can never carry an internal field (a source path, a reference, a hidden input)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from graders.verdict import VerdictReport
+
+
+class ProblemSummary(BaseModel):
+    """One row of `GET /api/v1/problems`."""
+
+    slug: str
+    title: str
+    difficulty: str
+    tags: list[str]
+    version: str
+
+
+class ArgumentPublic(BaseModel):
+    """A positional argument of the entry point: its shape (dimension names or sizes) and dtype."""
+
+    name: str
+    kind: Literal["array", "list", "static"]
+    shape: list[int | str] | None = None
+    dtype: str | None = None
+    items: list["ArgumentPublic"] | None = None
+
+
+class CasePublic(BaseModel):
+    """A test case's sizes (the inputs themselves are hidden)."""
+
+    name: str
+    dims: dict[str, int]
+    static: dict[str, Any]
+
+
+class ProblemDetail(ProblemSummary):
+    """`GET /api/v1/problems/{slug}`: everything a student needs, never the reference."""
+
+    entry_point: str
+    signature: str
+    arguments: list[ArgumentPublic]
+    cases: list[CasePublic]
+    memory_rule: Literal["exact", "at_most"]
+    statement: str
+    starter: str
+
+
+class SubmissionCreate(BaseModel):
+    """`POST /api/v1/submissions` body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    problem: str = Field(min_length=1, max_length=64, description="slug of the problem")
+    source: str = Field(min_length=1, description="the Python source of the submission")
+
+
+class SubmissionPublic(VerdictReport):
+    """A submission as the API shows it: the verdict JSON of DESIGN.md plus links."""
+
+    links: dict[str, str] = Field(default_factory=dict)
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    jax_version: str
+    workers: int
+    queue_depth: int
+    submissions: dict[str, int]
+    problems: int
+
+
+class ErrorBody(BaseModel):
+    detail: str

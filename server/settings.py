@@ -1,0 +1,84 @@
+"""Deployment settings, read from `REMAT_JUDGE_*` environment variables (pydantic-settings).
+
+Obtain them through `get_settings` (a FastAPI dependency tests can override), never through a
+module-level singleton read at import.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from graders.pipeline import JudgeConfig
+from graders.verifier import VerifyLimits
+from sandbox.limits import JailLimits
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+class Settings(BaseSettings):
+    """Every setting of a deployment. Units are in the names.
+
+    Attributes:
+        data_dir: SQLite database, reference cache and the generated hidden-input seed.
+        problems_dir: the problem packages.
+        database_url: SQLAlchemy URL; default `sqlite:///<data_dir>/remat-judge.db`.
+        hidden_seed: secret seed of hidden inputs; when unset, 32 random bytes are generated once
+            and kept in `<data_dir>/hidden_seed` (mode 0600).
+        workers: submissions graded at once (each uses a jail and a verifier process).
+        max_source_bytes: largest submission accepted (HTTP 413 above it).
+        wait_timeout_s: how long `POST /submissions?wait=true` waits before answering 202.
+        wall_time_limit_s, cpu_time_limit_s, memory_limit_mib: default jail limits (a problem
+            may override them).
+        verify_time_limit_s: wall seconds for running a submission's exported programs.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="REMAT_JUDGE_", extra="ignore")
+
+    data_dir: Path = Path("data")
+    problems_dir: Path = REPO_ROOT / "problems"
+    database_url: str | None = None
+    hidden_seed: str | None = Field(default=None, repr=False)
+    workers: int = Field(default=2, ge=1, le=64)
+    max_source_bytes: int = 64 * 1024
+    wait_timeout_s: float = Field(default=60.0, ge=0, le=600)
+    wall_time_limit_s: float = 10.0
+    cpu_time_limit_s: float = 10.0
+    memory_limit_mib: int = 1536
+    verify_time_limit_s: float = 60.0
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.data_dir.resolve() / 'remat-judge.db'}"
+
+    def seed_bytes(self) -> bytes:
+        """The hidden-input seed (creates and stores one on first use when none is configured)."""
+        if self.hidden_seed:
+            return self.hidden_seed.encode("utf-8")
+        path = self.data_dir / "hidden_seed"
+        if not path.exists():
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_hex(32))
+        return path.read_text().strip().encode("utf-8")
+
+    def judge_config(self) -> JudgeConfig:
+        """What the grading pipeline needs from these settings."""
+        return JudgeConfig(
+            cache_dir=(self.data_dir / "cache").resolve(),
+            seed=self.seed_bytes(),
+            jail_limits=JailLimits(wall_time_limit_s=self.wall_time_limit_s, cpu_time_limit_s=self.cpu_time_limit_s,
+                                   memory_limit_mib=self.memory_limit_mib),
+            verify_limits=VerifyLimits(),
+            verify_time_limit_s=self.verify_time_limit_s,
+        )
+
+
+def get_settings() -> Settings:
+    """FastAPI dependency: the settings from the environment (tests override it)."""
+    return Settings()

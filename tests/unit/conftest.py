@@ -1,0 +1,52 @@
+"""Shared fixtures for the unit tests: the real example problem and a request builder for the runner.
+
+Everything here runs in-process on the trusted side (no bubblewrap jail): `sandbox.runner.run_request`
+and `export_case` are plain functions.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from graders.problem import Problem, case_arg_specs, load_problem
+from sandbox.bundle import Bundle, parse_bundle
+from sandbox.runner import run_request
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DOT_POLICY_DIR = REPO_ROOT / "problems" / "checkpoint_dot_policy"
+BUNDLE_LIMIT_BYTES = 64 * 1024 * 1024
+
+
+@pytest.fixture(scope="session")
+def dot_problem() -> Problem:
+    """The real `problems/checkpoint_dot_policy` package."""
+    return load_problem(DOT_POLICY_DIR)
+
+
+@pytest.fixture(scope="session")
+def request_for() -> Callable[[Problem, str], dict[str, Any]]:
+    """Builds the runner's request for `source` on every case of `problem` (as the jail receives it)."""
+
+    def build(problem: Problem, source: str) -> dict[str, Any]:
+        return {"source": source, "entry_point": problem.spec.entry_point, "cpu_time_limit_s": 30,
+                "cases": [{"name": c.name, "args": case_arg_specs(problem.spec, c)} for c in problem.spec.cases]}
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def bundle_of(request_for: Callable[[Problem, str], dict[str, Any]]) -> Callable[[Problem, str], Bundle]:
+    """Runs a problem file (relative to the package, e.g. "wrong/no_checkpoint.py") through the
+    runner in-process, serialises the bundle to JSON bytes and parses it back strictly."""
+
+    def build(problem: Problem, relative_path: str) -> Bundle:
+        source = (problem.root / relative_path).read_text(encoding="utf-8")
+        raw = run_request(request_for(problem, source))
+        assert raw["status"] == "ok", raw["error"]
+        return parse_bundle(json.dumps(raw).encode("utf-8"), limit_bytes=BUNDLE_LIMIT_BYTES)
+
+    return build

@@ -1,0 +1,212 @@
+"""graders/artifacts.py: residual bytes read from exported artifacts, peak live bytes, the op allowlist."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from pathlib import Path
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from graders.artifacts import ArtifactError, deserialize, exported_avals, inspect_module
+from sandbox.runner import export_case
+
+X_1024 = [{"kind": "array", "name": "x", "shape": [1024], "dtype": "float32"}]
+X_8 = [{"kind": "array", "name": "x", "shape": [8], "dtype": "float32"}]
+
+
+def sin_chain(depth: int) -> Callable[[Any], Any]:
+    """`jnp.sin` applied `depth` times."""
+
+    def f(x):
+        for _ in range(depth):
+            x = jnp.sin(x)
+        return x
+
+    return f
+
+
+def recursive_checkpoint(funs):
+    """The recursive scheme from the `jax.checkpoint` docstring (seeds/jax-checkpoint-api.txt)."""
+    if len(funs) == 1:
+        return funs[0]
+    elif len(funs) == 2:
+        f1, f2 = funs
+        return lambda x: f1(f2(x))
+    else:
+        f1 = recursive_checkpoint(funs[:len(funs) // 2])
+        f2 = recursive_checkpoint(funs[len(funs) // 2:])
+        return lambda x: f1(jax.checkpoint(f2)(x))
+
+
+SCHEMES: dict[str, Callable[[int], Callable[[Any], Any]]] = {
+    "plain": sin_chain,
+    "whole_chain_checkpointed": lambda depth: jax.checkpoint(sin_chain(depth)),
+    "recursive": lambda depth: recursive_checkpoint([jnp.sin] * depth),
+}
+
+# DESIGN.md, step 6: (residual bytes, bwd peak live bytes) per depth and scheme.
+DESIGN_TABLE = {
+    8: {"plain": (32768, 40960), "whole_chain_checkpointed": (4096, 40960), "recursive": (16384, 24576)},
+    16: {"plain": (65536, 73728), "whole_chain_checkpointed": (4096, 73728), "recursive": (20480, 28672)},
+    32: {"plain": (131072, 139264), "whole_chain_checkpointed": (4096, 139264), "recursive": (24576, 32768)},
+}
+
+
+def residual_bytes_and_bwd_peak(fn: Callable[..., Any], specs: list[dict]) -> tuple[int, int]:
+    fwd_blob, bwd_blob, n_out = export_case(fn, specs)
+    fwd, bwd = deserialize(fwd_blob), deserialize(bwd_blob)
+    residual_bytes = sum(a.nbytes for a in exported_avals(fwd.out_avals)[n_out:])
+    return residual_bytes, inspect_module(bwd).peak_live_bytes
+
+
+@pytest.mark.parametrize("depth", sorted(DESIGN_TABLE))
+@pytest.mark.parametrize("scheme", list(SCHEMES))
+def test_sin_chain_residual_bytes_and_bwd_peak_match_design_table(depth: int, scheme: str) -> None:
+    got = residual_bytes_and_bwd_peak(SCHEMES[scheme](depth), X_1024)
+    assert got == DESIGN_TABLE[depth][scheme]
+
+
+def test_only_peak_live_bytes_separates_whole_chain_checkpoint_from_plain_chain() -> None:
+    plain = residual_bytes_and_bwd_peak(sin_chain(16), X_1024)
+    whole = residual_bytes_and_bwd_peak(jax.checkpoint(sin_chain(16)), X_1024)
+    recursive = residual_bytes_and_bwd_peak(recursive_checkpoint([jnp.sin] * 16), X_1024)
+    assert whole[0] < recursive[0] < plain[0]  # by residual bytes the whole-chain checkpoint looks best
+    assert whole[1] == plain[1] > recursive[1]  # its backward pass holds as much as no checkpoint at all
+
+
+def test_exported_avals_reads_shapes_dtypes_and_nbytes_of_artifact() -> None:
+    specs = [{"kind": "array", "name": "w", "shape": [4, 3], "dtype": "float32"},
+             {"kind": "array", "name": "x", "shape": [5, 4], "dtype": "float32"}]
+    fwd_blob, _, _ = export_case(lambda w, x: jnp.sum(jnp.tanh(x @ w)), specs)
+    fwd = deserialize(fwd_blob)
+    ins = exported_avals(fwd.in_avals)
+    assert [(a.shape, a.dtype) for a in ins] == [((4, 3), "float32"), ((5, 4), "float32")]
+    assert [a.nbytes for a in ins] == [48, 80]
+    assert str(ins[1]) == "float32[5,4]"
+
+
+# --- host callbacks and other non-pure operations ---------------------------------------------------
+
+def test_export_refuses_to_differentiate_a_plain_pure_callback() -> None:
+    def f(x):
+        y = jax.pure_callback(lambda a: np.sin(a), jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+        return jnp.sum(y)
+
+    with pytest.raises(ValueError, match="Pure callbacks do not support JVP"):
+        export_case(f, X_8)
+
+
+def test_export_refuses_to_serialize_a_differentiable_pure_callback() -> None:
+    @jax.custom_jvp
+    def host_sin(x):
+        return jax.pure_callback(lambda a: np.sin(a).astype(a.dtype), jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+
+    @host_sin.defjvp
+    def _(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return host_sin(x), jnp.cos(x) * t
+
+    with pytest.raises(NotImplementedError, match="serialization of host_callbacks"):
+        export_case(lambda x: jnp.sum(host_sin(x)), X_8)
+
+
+def test_export_refuses_to_serialize_jax_debug_print() -> None:
+    def f(x):
+        jax.debug.print("x = {x}", x=x)
+        return jnp.sum(jnp.sin(x))
+
+    with pytest.raises(NotImplementedError, match="serialization of host_callbacks"):
+        export_case(f, X_8)
+
+
+def _forge_artifact_from_lowering(fn: Callable[[Any], Any]) -> bytes:
+    """A serialized Exported whose module is `fn` lowered by jit, callbacks included: what a forger
+    who bypasses `jax.export`'s own refusal could put in a bundle."""
+    from jax import export
+    from jax._src.interpreters import mlir as jax_mlir
+    from jax._src.lib.mlir import ir
+
+    spec = jax.ShapeDtypeStruct((8,), jnp.float32)
+    text = jax.jit(fn).lower(spec).as_text()
+    assert "custom_call" in text
+    honest = export.export(jax.jit(jnp.sin), platforms=["cpu"])(spec)
+    with jax_mlir.make_ir_context():
+        bytecode = jax_mlir.module_to_bytecode(ir.Module.parse(text))
+    return bytes(dataclasses.replace(honest, mlir_module_serialized=bytecode).serialize())
+
+
+@pytest.mark.parametrize("kind", ["pure_callback", "debug_print"])
+def test_forged_artifact_with_host_callback_is_flagged_as_disallowed(kind: str) -> None:
+    def with_pure_callback(x):
+        return jax.pure_callback(lambda a: np.sin(a), jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+
+    def with_debug_print(x):
+        jax.debug.print("{x}", x=x)
+        return jnp.sin(x)
+
+    fn = with_pure_callback if kind == "pure_callback" else with_debug_print
+    info = inspect_module(deserialize(_forge_artifact_from_lowering(fn)))
+    assert "stablehlo.custom_call @xla_ffi_python_cpu_callback" in info.disallowed
+    assert info.peak_live_bytes == 0  # never walked: the module is not run
+
+
+def test_matmul_artifacts_use_only_allowed_ops() -> None:
+    specs = [{"kind": "array", "name": "w", "shape": [4, 4], "dtype": "float32"},
+             {"kind": "array", "name": "x", "shape": [3, 4], "dtype": "float32"}]
+    fwd_blob, bwd_blob, _ = export_case(lambda w, x: jnp.sum(jnp.tanh(x @ w)), specs)
+    for blob in (fwd_blob, bwd_blob):
+        info = inspect_module(deserialize(blob))
+        assert info.disallowed == []
+        assert info.op_counts["stablehlo.dot_general"] >= 1
+        assert info.functions >= 1
+        assert info.peak_live_bytes > 0
+
+
+def test_lapack_custom_call_is_disallowed_unless_the_problem_allows_its_target() -> None:
+    specs = [{"kind": "array", "name": "a", "shape": [4, 4], "dtype": "float32"}]
+    fwd_blob, _, _ = export_case(lambda a: jnp.sum(jnp.linalg.cholesky(a @ a.T + 4 * jnp.eye(4))), specs)
+    fwd = deserialize(fwd_blob)
+    blocked = inspect_module(fwd)
+    assert blocked.disallowed == ["stablehlo.custom_call @lapack_spotrf_ffi"]
+    allowed = inspect_module(fwd, allowed_custom_calls=frozenset({"lapack_spotrf_ffi"}))
+    assert allowed.disallowed == []
+    assert allowed.peak_live_bytes > 0
+
+
+# --- deserialization of untrusted bytes ---------------------------------------------------------------
+
+@pytest.mark.parametrize("blob", [b"garbage", b"", b"\x00" * 64], ids=["garbage", "empty", "zeros"])
+def test_deserialize_rejects_bytes_that_are_not_an_artifact(blob: bytes) -> None:
+    with pytest.raises(ArtifactError, match="not a jax.export artifact"):
+        deserialize(blob)
+
+
+class _Tripwire:
+    """Unpickling this writes a file: proof that the bytes were unpickled."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.write_text, (self.marker, "unpickled"))
+
+
+def test_deserialize_rejects_a_pickle_without_unpickling_it(tmp_path: Path) -> None:
+    marker = tmp_path / "unpickled"
+    blob = pickle.dumps(_Tripwire(marker))
+    with pytest.raises(ArtifactError):
+        deserialize(blob)
+    assert not marker.exists()
+
+
+def test_deserialize_round_trips_a_real_artifact() -> None:
+    fwd_blob, _, n_out = export_case(jnp.sin, X_8)
+    fwd = deserialize(fwd_blob)
+    assert n_out == 1
+    assert [(a.shape, a.dtype) for a in exported_avals(fwd.in_avals)] == [((8,), "float32")]
+    assert tuple(fwd.platforms) == ("cpu",)
