@@ -12,10 +12,6 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 
-class _TooLarge(Exception):
-    pass
-
-
 class BodySizeLimit:
     """Answers 413 when Content-Length, or the bytes actually received, exceed `max_body_bytes`."""
 
@@ -36,25 +32,22 @@ class BodySizeLimit:
             if name == b"content-length" and value.isdigit() and int(value) > self.max_body_bytes:
                 await self._reject(send)
                 return
+        # Read the whole (small) body first, so an oversized one is refused before the app sees it.
+        messages: list[Message] = []
         received = 0
-        started = False
-
-        async def limited_receive() -> Message:
-            nonlocal received
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_body_bytes:
-                    raise _TooLarge
-            return message
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _TooLarge:
-            if not started:
+            messages.append(message)
+            if message["type"] != "http.request":
+                break
+            received += len(message.get("body", b""))
+            if received > self.max_body_bytes:
                 await self._reject(send)
+                return
+            if not message.get("more_body", False):
+                break
+
+        async def replay() -> Message:
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
