@@ -1,0 +1,41 @@
+# remat-judge: `make run` starts the judge on 127.0.0.1:8000, `make test` runs the whole suite.
+# Both create .venv, install the pinned dependencies and bubblewrap (apt, when root) first.
+
+PYTHON ?= python3
+VENV   := .venv
+STAMP  := $(VENV)/.installed-stamp
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
+
+.PHONY: setup run test bench clean bwrap
+
+setup: $(STAMP) bwrap
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+# The jail needs bubblewrap; setpriv (util-linux) is part of every Debian system.
+bwrap:
+	@if ! command -v bwrap >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing bubblewrap"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends bubblewrap >/dev/null 2>&1 || \
+	    { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends bubblewrap >/dev/null; }; \
+	  else \
+	    echo "bubblewrap is missing: install it (Debian/Ubuntu: sudo apt-get install bubblewrap)"; exit 1; \
+	  fi; \
+	fi
+
+run: setup
+	$(VENV)/bin/remat-judge serve --host $(HOST) --port $(PORT)
+
+test: setup
+	$(VENV)/bin/python -m pytest
+
+bench: setup
+	$(VENV)/bin/python bench/latency.py
+
+clean:
+	rm -rf $(VENV) data .pytest_cache test-artifacts
