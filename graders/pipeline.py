@@ -92,7 +92,8 @@ class VerifierProcess:
                    "RLIMIT_FSIZE": [1 << 30, 1 << 30]}
         if cgroup is None:
             rlimits["RLIMIT_AS"] = [memory + (4096 * MIB), memory + (4096 * MIB)]
-        setup = {"procs": cgroup.procs_files if cgroup else [], "rlimits": rlimits}
+        setup = {"procs": cgroup.procs_files if cgroup else [], "rlimits": rlimits,
+                 "die_with_parent": True, "parent_pid": os.getpid()}
         argv = [sys.executable, "-I", "-S", str(SANDBOX_DIR / "enter.py"), json.dumps(setup),
                 sys.executable, "-m", "graders.verify_main"]
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

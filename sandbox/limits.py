@@ -146,6 +146,27 @@ class JailCgroup:
             raise
         return made
 
+    @staticmethod
+    def remove_stale() -> int:
+        """Removes empty `remat-judge-*` cgroups left by a judge process that was killed; returns
+        how many. Non-empty ones (a jail still running) are left alone: rmdir refuses them."""
+        parents = [p for p in (*(_own_cgroup_v1(c) for c in ("memory", "pids", "cpuacct")), _own_cgroup_v2())
+                   if p is not None]
+        removed = 0
+        for parent in parents:
+            try:
+                stale = [d for d in parent.glob("remat-judge-*") if d.is_dir()]
+            except OSError:
+                continue
+            for d in stale:
+                try:
+                    if not (d / "cgroup.procs").read_text().strip():
+                        d.rmdir()
+                        removed += 1
+                except OSError:
+                    pass
+        return removed
+
     @property
     def procs_files(self) -> list[str]:
         """The `cgroup.procs` files a process writes its pid to in order to join."""
@@ -220,14 +241,25 @@ class JailCgroup:
                     pass
 
     def remove(self) -> None:
-        """Kills what is left and removes the cgroup directories."""
+        """Kills what is left, waits for it to be gone, and removes the cgroup directories.
+
+        A killed process leaves its cgroup only once the kernel has torn it down, which for a
+        process with hundreds of MiB takes a moment; rmdir fails with EBUSY until then.
+        """
+        deadline = time.monotonic() + 5.0
         self.kill_all()
+        while self.pids() and time.monotonic() < deadline:
+            time.sleep(0.01)
+            self.kill_all()
         for d in self.dirs.values():
-            for _ in range(50):
+            while True:
                 try:
                     d.rmdir()
                     break
                 except FileNotFoundError:
                     break
-                except OSError:  # busy until the last process is reaped
-                    time.sleep(0.01)
+                except OSError as exc:
+                    if time.monotonic() > deadline:
+                        log.warning("cannot remove cgroup %s (%s); it is removed at the next start", d, exc)
+                        break
+                    time.sleep(0.02)

@@ -15,6 +15,7 @@ from typing import Callable, Protocol
 from graders.pipeline import JudgeConfig, grade
 from graders.problem import ProblemError, ProblemRepository
 from graders.verdict import CheckResult, Verdict, VerdictReport
+from sandbox.limits import JailCgroup
 from server.db import SubmissionStore, utcnow
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,11 @@ class WorkerPool:
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        """Requeues what was queued or running when the server last stopped, then starts workers."""
+        """Requeues what was queued or running when the server last stopped, removes cgroups its
+        jails left behind, then starts workers."""
+        removed = JailCgroup.remove_stale()
+        if removed:
+            log.info("removed %d stale jail cgroups", removed)
         for submission_id in self.store.unfinished():
             self.jobs.put(submission_id)
         for i in range(self.workers):
