@@ -141,6 +141,17 @@ def _nested_operands(op: Any, out: list[Any]) -> None:
                 _nested_operands(inner, out)
 
 
+def _callee(op: Any) -> str | None:
+    """The function `op` runs: `func.call`'s callee, or a composite's decomposition."""
+    ir = _ir()
+    name = op.operation.name
+    if name == "func.call":
+        return ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+    if name == "stablehlo.composite":
+        return ir.FlatSymbolRefAttr(op.attributes["decomposition"]).value
+    return None
+
+
 class _PeakWalker:
     """Computes peak live bytes per function and region, memoised by function name."""
 
@@ -216,8 +227,8 @@ class _PeakWalker:
         for i, op in enumerate(ops):
             name = op.operation.name
             extra = 0
-            if name == "func.call":
-                callee = _ir().FlatSymbolRefAttr(op.attributes["callee"]).value
+            callee = _callee(op)
+            if callee is not None:
                 callee_peak, callee_args = self.function(callee)
                 extra = callee_peak - callee_args
             for inner_region in op.regions:
@@ -280,6 +291,12 @@ def inspect_module(exported: Any, *, allowed_custom_calls: frozenset[str] = froz
                 target = ir.StringAttr(op.attributes["call_target_name"]).value
                 if target not in allowed_custom_calls:
                     info.disallowed.append(f"stablehlo.custom_call @{target}")
+            elif name == "stablehlo.composite":
+                # JAX 0.10.2 exports erf and top_k as composites with a pure decomposition, which is
+                # itself a function of the module (and so checked like every function).
+                composite = ir.StringAttr(op.attributes["name"]).value
+                if composite not in ALLOWED_OPS:
+                    info.disallowed.append(f"stablehlo.composite {composite!r}")
             elif name not in ALLOWED_OPS:
                 info.disallowed.append(name)
             for region in op.regions:

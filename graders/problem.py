@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Annotated, Literal, Union
 
 import numpy as np
-from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator,
+from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, ValidationInfo, field_validator,
                       model_validator)
 
 SLUG_RE = r"^[a-z][a-z0-9_]{1,63}$"
@@ -188,29 +188,33 @@ class ProblemSpec(_Spec):
     limits: ProblemLimits = ProblemLimits()
     verify: VerifySpec = VerifySpec()
 
+    @field_validator("args")
+    @classmethod
+    def _unique_arg_names(cls, args: list[Arg]) -> list[Arg]:
+        names = [a.name for a in args]
+        if len(set(names)) != len(names):
+            raise ValueError(f"argument names must be unique, got {names}")
+        return args
+
     @field_validator("cases")
     @classmethod
-    def _unique_case_names(cls, cases: list[CaseSpec]) -> list[CaseSpec]:
+    def _cases_bind_everything(cls, cases: list[CaseSpec], info: ValidationInfo) -> list[CaseSpec]:
         names = [c.name for c in cases]
         if len(set(names)) != len(names):
             raise ValueError(f"case names must be unique, got {names}")
-        return cases
-
-    @model_validator(mode="after")
-    def _cases_bind_everything(self) -> "ProblemSpec":
-        arg_names = [a.name for a in self.args]
-        if len(set(arg_names)) != len(arg_names):
-            raise ValueError(f"argument names must be unique, got {arg_names}")
-        needed = {d for spec in _array_specs(self.args) for d in spec.shape if isinstance(d, str)}
-        statics = {a.name for a in self.args if isinstance(a, StaticArg)}
-        for case in self.cases:
+        args = info.data.get("args")
+        if args is None:  # args failed validation; that error is reported already
+            return cases
+        needed = {d for spec in _array_specs(args) for d in spec.shape if isinstance(d, str)}
+        statics = {a.name for a in args if isinstance(a, StaticArg)}
+        for case in cases:
             missing = needed - set(case.dims)
             if missing:
                 raise ValueError(f"case {case.name!r} does not give dims {sorted(missing)}")
             if set(case.static) != statics:
                 raise ValueError(f"case {case.name!r} must give static values for exactly {sorted(statics)}, "
                                  f"it gives {sorted(case.static)}")
-        return self
+        return cases
 
     def tolerance_for(self, dtype: str) -> Tolerance:
         """The tolerance for outputs of `dtype` (the default Tolerance when unset)."""

@@ -39,14 +39,33 @@ def request_for() -> Callable[[Problem, str], dict[str, Any]]:
 
 
 @pytest.fixture(scope="session")
-def bundle_of(request_for: Callable[[Problem, str], dict[str, Any]]) -> Callable[[Problem, str], Bundle]:
+def bundle_dict_of(request_for: Callable[[Problem, str], dict[str, Any]]) -> Callable[[Problem, str], dict[str, Any]]:
     """Runs a problem file (relative to the package, e.g. "wrong/no_checkpoint.py") through the
-    runner in-process, serialises the bundle to JSON bytes and parses it back strictly."""
+    runner in-process and returns the bundle dict the jail would serialise.
 
-    def build(problem: Problem, relative_path: str) -> Bundle:
+    A jail serves one submission and dies; in-process, what a submission patches in JAX (for
+    example wrong/patched_saved_residuals.py) is put back afterwards so later tests see real JAX.
+    """
+    from jax._src import ad_checkpoint
+
+    def build(problem: Problem, relative_path: str) -> dict[str, Any]:
         source = (problem.root / relative_path).read_text(encoding="utf-8")
-        raw = run_request(request_for(problem, source))
+        saved_residuals = ad_checkpoint.saved_residuals
+        try:
+            raw = run_request(request_for(problem, source))
+        finally:
+            ad_checkpoint.saved_residuals = saved_residuals
         assert raw["status"] == "ok", raw["error"]
-        return parse_bundle(json.dumps(raw).encode("utf-8"), limit_bytes=BUNDLE_LIMIT_BYTES)
+        return raw
 
     return build
+
+
+def to_bundle(raw: dict[str, Any]) -> Bundle:
+    """Serialises a bundle dict to JSON bytes and parses it back strictly, as the worker does."""
+    return parse_bundle(json.dumps(raw).encode("utf-8"), limit_bytes=BUNDLE_LIMIT_BYTES)
+
+
+@pytest.fixture(scope="session")
+def parse_bundle_dict() -> Callable[[dict[str, Any]], Bundle]:
+    return to_bundle

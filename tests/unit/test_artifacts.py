@@ -124,20 +124,24 @@ def test_export_refuses_to_serialize_jax_debug_print() -> None:
         export_case(f, X_8)
 
 
-def _forge_artifact_from_lowering(fn: Callable[[Any], Any]) -> bytes:
-    """A serialized Exported whose module is `fn` lowered by jit, callbacks included: what a forger
-    who bypasses `jax.export`'s own refusal could put in a bundle."""
+def _forge_artifact(module_text: str) -> bytes:
+    """A serialized Exported (of float32[8] -> float32[8]) whose module is replaced by `module_text`:
+    what a forger who bypasses `jax.export`'s own checks could put in a bundle."""
     from jax import export
     from jax._src.interpreters import mlir as jax_mlir
     from jax._src.lib.mlir import ir
 
-    spec = jax.ShapeDtypeStruct((8,), jnp.float32)
-    text = jax.jit(fn).lower(spec).as_text()
-    assert "custom_call" in text
-    honest = export.export(jax.jit(jnp.sin), platforms=["cpu"])(spec)
+    honest = export.export(jax.jit(jnp.sin), platforms=["cpu"])(jax.ShapeDtypeStruct((8,), jnp.float32))
     with jax_mlir.make_ir_context():
-        bytecode = jax_mlir.module_to_bytecode(ir.Module.parse(text))
+        bytecode = jax_mlir.module_to_bytecode(ir.Module.parse(module_text))
     return bytes(dataclasses.replace(honest, mlir_module_serialized=bytecode).serialize())
+
+
+def _forge_artifact_from_lowering(fn: Callable[[Any], Any]) -> bytes:
+    """`fn` lowered by jit (host callbacks included, which `jax.export` would refuse), as an artifact."""
+    text = jax.jit(fn).lower(jax.ShapeDtypeStruct((8,), jnp.float32)).as_text()
+    assert "custom_call" in text
+    return _forge_artifact(text)
 
 
 @pytest.mark.parametrize("kind", ["pure_callback", "debug_print"])
@@ -155,6 +159,58 @@ def test_forged_artifact_with_host_callback_is_flagged_as_disallowed(kind: str) 
     assert info.peak_live_bytes == 0  # never walked: the module is not run
 
 
+def test_forged_artifact_with_outfeed_is_flagged_as_disallowed() -> None:
+    text = """
+    module @forged {
+      func.func public @main(%arg0: tensor<8xf32>) -> (tensor<8xf32>) {
+        %0 = stablehlo.create_token : !stablehlo.token
+        %1 = "stablehlo.outfeed"(%arg0, %0) {outfeed_config = ""} : (tensor<8xf32>, !stablehlo.token) -> !stablehlo.token
+        return %arg0 : tensor<8xf32>
+      }
+    }
+    """
+    info = inspect_module(deserialize(_forge_artifact(text)))
+    assert info.disallowed == ["stablehlo.create_token", "stablehlo.outfeed"]
+
+
+def test_forged_artifact_without_main_is_an_artifact_error() -> None:
+    text = """
+    module @forged {
+      func.func public @not_main(%arg0: tensor<8xf32>) -> (tensor<8xf32>) {
+        return %arg0 : tensor<8xf32>
+      }
+    }
+    """
+    with pytest.raises(ArtifactError, match="no main function"):
+        inspect_module(deserialize(_forge_artifact(text)))
+
+
+OUTER_BYTES = 1024 * 1024 * 4  # jnp.outer of two float32[1024]
+
+
+def test_peak_live_bytes_include_temporaries_inside_a_loop_body() -> None:
+    from jax import export, lax
+
+    def f(x):  # the loop carries a scalar, but each iteration builds a float32[1024, 1024]
+        return lax.fori_loop(0, 3, lambda i, c: c + jnp.sum(jnp.outer(x, x)), 0.0)
+
+    exported = export.export(jax.jit(f), platforms=["cpu"])(jax.ShapeDtypeStruct((1024,), jnp.float32))
+    info = inspect_module(exported)
+    assert info.op_counts["stablehlo.while"] == 1
+    assert OUTER_BYTES < info.peak_live_bytes <= 3 * OUTER_BYTES + 64 * 1024
+
+
+def test_peak_live_bytes_include_temporaries_inside_a_called_function() -> None:
+    from jax import export
+
+    inner = jax.jit(lambda x: jnp.sum(jnp.outer(x, x)))
+    exported = export.export(jax.jit(lambda x: inner(x) + inner(2 * x)), platforms=["cpu"])(
+        jax.ShapeDtypeStruct((1024,), jnp.float32))
+    info = inspect_module(exported)
+    assert info.functions == 2 and info.op_counts["func.call"] == 2
+    assert OUTER_BYTES < info.peak_live_bytes <= 3 * OUTER_BYTES + 64 * 1024
+
+
 def test_matmul_artifacts_use_only_allowed_ops() -> None:
     specs = [{"kind": "array", "name": "w", "shape": [4, 4], "dtype": "float32"},
              {"kind": "array", "name": "x", "shape": [3, 4], "dtype": "float32"}]
@@ -165,6 +221,36 @@ def test_matmul_artifacts_use_only_allowed_ops() -> None:
         assert info.op_counts["stablehlo.dot_general"] >= 1
         assert info.functions >= 1
         assert info.peak_live_bytes > 0
+
+
+X_6x5 = [{"kind": "array", "name": "x", "shape": [6, 5], "dtype": "float32"}]
+TYPICAL_DIFFERENTIABLE_FUNCTIONS: dict[str, Callable[[Any], Any]] = {
+    "softmax": lambda x: jnp.sum(jax.nn.softmax(x) * x),
+    "logsumexp": lambda x: jax.nn.logsumexp(x),
+    "gelu_tanh": lambda x: jnp.sum(jax.nn.gelu(x)),
+    "layer_norm": lambda x: jnp.sum((x - x.mean(-1, keepdims=True)) / jnp.sqrt(x.var(-1, keepdims=True) + 1e-5)),
+    "scan_with_checkpointed_body": lambda x: jax.lax.scan(
+        jax.checkpoint(lambda c, r: (jnp.tanh(c * r), None)), jnp.ones(5), x)[0].sum(),
+    "cond": lambda x: jax.lax.cond(x.sum() > 0, jnp.sin, jnp.cos, x).sum(),
+    "sort": lambda x: jnp.sum(jnp.sort(x, axis=1) * jnp.arange(5.0)),
+    "cumsum": lambda x: jnp.sum(jnp.cumsum(x, axis=0) ** 2),
+    "gather_scatter": lambda x: jnp.sum(x.at[1].set(3.0)[jnp.array([0, 1, 4])] ** 2),
+    "random_mask": lambda x: jnp.sum(jnp.where(jax.random.bernoulli(jax.random.PRNGKey(1), 0.5, x.shape), x, 0)),
+    "checkpoint_dots_saveable": lambda x: jax.checkpoint(
+        lambda y: jnp.tanh(y @ y.T), policy=jax.checkpoint_policies.dots_saveable)(x).sum(),
+    # chlo.erf and chlo.top_k are on the allowlist; JAX 0.10.2 emits them as stablehlo.composite
+    # ops whose decomposition is a private function of pure ops.
+    "erf": lambda x: jnp.sum(jax.lax.erf(x)),
+    "top_k": lambda x: jnp.sum(jax.lax.top_k(x, 2)[0]),
+}
+
+
+@pytest.mark.parametrize("name", list(TYPICAL_DIFFERENTIABLE_FUNCTIONS))
+def test_typical_differentiable_functions_use_only_allowed_ops(name: str) -> None:
+    """A correct submission must not be refused for using ordinary jax.numpy / jax.nn / lax functions."""
+    fwd_blob, bwd_blob, _ = export_case(TYPICAL_DIFFERENTIABLE_FUNCTIONS[name], X_6x5)
+    assert inspect_module(deserialize(fwd_blob)).disallowed == []
+    assert inspect_module(deserialize(bwd_blob)).disallowed == []
 
 
 def test_lapack_custom_call_is_disallowed_unless_the_problem_allows_its_target() -> None:
