@@ -11,9 +11,9 @@ PORT   ?= 8000
 
 setup: $(STAMP) bwrap
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[test]'
 	touch $(STAMP)
 
 # The jail needs bubblewrap; setpriv (util-linux) is part of every Debian system.
