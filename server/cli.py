@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from graders.checks.residuals import format_residuals
-from graders.problem import ProblemError, ProblemRepository
+from graders.problem import Problem, ProblemError, ProblemRepository
 from graders.verdict import VERDICT_EXPLANATIONS, Verdict, VerdictReport
 from server.settings import Settings
 
@@ -138,6 +138,87 @@ def problems_list(problems_dir: Annotated[Optional[Path], typer.Option(help="pro
     console.print(table)
     for line in broken:
         err.print(f"[red]invalid[/] {line}")
+
+
+@problems_app.command("new")
+def problems_new(slug: Annotated[str, typer.Argument(help="the new problem's slug (folder name)")],
+                 problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None) -> None:
+    """Scaffold a problem package with every file, each field commented."""
+    import re
+
+    from graders.problem import SLUG_RE
+    from graders.scaffold import scaffold
+
+    if not re.match(SLUG_RE, slug):
+        err.print(f"{slug!r} is not a valid slug: lowercase letters, digits and underscores, starting with a letter")
+        raise typer.Exit(EXIT_USAGE)
+    settings = _settings(problems_dir=problems_dir)
+    try:
+        target = scaffold(settings.problems_dir, slug)
+    except FileExistsError:
+        err.print(f"{settings.problems_dir / slug} exists already")
+        raise typer.Exit(EXIT_USAGE)
+    console.print(f"created {target}: edit problem.toml, statement.md, starter.py, reference.py and wrong/, "
+                  f"then run `remat-judge problems validate {slug}`")
+
+
+def _validate_packages(problems: list[Problem], settings: Settings, jobs: int) -> bool:
+    """Validates packages with a progress bar and one table per package; True when all pass."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from graders.validate import validate_problem
+
+    config = settings.judge_config()
+    total = sum(1 + len(list((p.root / "wrong").glob("*.py"))) for p in problems)
+    all_ok = True
+    reports = []
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err) as progress:
+        task = progress.add_task("validating", total=total)
+        for problem in problems:
+            progress.update(task, description=f"validating {problem.slug}")
+            report = validate_problem(problem, config, jobs=jobs, on_row=lambda _: progress.advance(task))
+            reports.append(report)
+    for report in reports:
+        table = Table(title=f"{report.slug} (version {report.version})", title_justify="left")
+        for column in ("file", "expected", "got", "", "seconds", "residual bytes", "bwd peak bytes", "note"):
+            table.add_column(column, overflow="fold")
+        for row in report.rows:
+            table.add_row(row.file, row.expected.value, row.got.value if row.got else "-",
+                          "[green]ok[/]" if row.ok else "[red]MISMATCH[/]", f"{row.seconds:.1f}",
+                          f"{row.residual_bytes:,}" if row.residual_bytes is not None else "",
+                          f"{row.bwd_peak_bytes:,}" if row.bwd_peak_bytes is not None else "", row.note)
+        console.print(table)
+        if report.error:
+            console.print(f"[red]{report.slug}: {report.error}[/]")
+        all_ok = all_ok and report.ok
+    return all_ok
+
+
+@problems_app.command("validate")
+def problems_validate(slugs: Annotated[Optional[list[str]], typer.Argument(help="slugs (default: all)")] = None,
+                      jobs: Annotated[int, typer.Option(help="files graded at once")] = 2,
+                      data_dir: Annotated[Optional[Path], typer.Option(help="cache and seed folder")] = None,
+                      problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+                      ) -> None:
+    """Load packages strictly, grade each reference (must be ACCEPTED) and every wrong/ file (must get
+    its verdict) through the real sandbox. Exits 1 on any mismatch or invalid package."""
+    settings = _settings(data_dir, problems_dir)
+    repo = ProblemRepository(settings.problems_dir)
+    wanted = slugs or repo.slugs()
+    loaded, ok = [], True
+    for slug in wanted:
+        try:
+            loaded.append(repo.get(slug))
+        except KeyError:
+            err.print(f"[red]no problem {slug!r} in {settings.problems_dir}[/]")
+            ok = False
+        except ProblemError as exc:
+            err.print(f"[red]invalid package {slug}:[/]\n{exc}")
+            ok = False
+    if loaded:
+        ok = _validate_packages(loaded, settings, jobs) and ok
+    raise typer.Exit(0 if ok else 1)
 
 
 def main() -> None:

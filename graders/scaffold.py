@@ -1,0 +1,138 @@
+"""`remat-judge problems new SLUG`: a new problem package with every file, commented."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PROBLEM_TOML = '''# {slug}: one problem package. Every field is checked when the package loads; a bad one is an
+# error naming this file and the field.
+slug = "{slug}"                 # must equal the folder name: lowercase letters, digits, underscores
+title = "TODO: a short title"
+difficulty = "easy"             # easy | medium | hard
+tags = ["jax.checkpoint"]       # shown in problem lists
+entry_point = "{slug}"          # the function a submission must define
+
+# Positional arguments of the entry point, in order. Each is one of:
+#   an array:    shape (ints, or dimension names bound by each case's `dims`), dtype, generator
+#   a list:      kind = "list", items = [{{ shape = [...], dtype = "float32" }}, ...]
+#   a static:    kind = "static" (a Python bool/int/float/str given per case in `static`)
+# Generators draw the hidden inputs: {{ kind = "normal", mean = 0.0, scale = 1.0 }} or
+# {{ kind = "uniform", low = -1.0, high = 1.0 }}.
+[[args]]
+name = "x"
+shape = ["N"]
+dtype = "float32"
+generator = {{ kind = "normal", scale = 1.0 }}
+
+# Test cases: give several shapes, including one large enough that a wrong residual set shows
+# in bytes. Names must be unique.
+[[cases]]
+name = "small"
+dims = {{ N = 8 }}
+
+[[cases]]
+name = "large"
+dims = {{ N = 4096 }}
+
+# Per dtype: |submitted - expected| <= atol * max(1, max|expected|) + rtol * |expected|
+[tolerance.float32]
+rtol = 1e-4
+atol = 1e-5
+
+# The memory rule. "exact": the residual avals (shape and dtype, as a multiset) must equal the
+# reference's. "at_most": residual bytes AND backward-pass peak live bytes must each be at most the
+# reference's plus slack_bytes. Expected residuals are always read from reference.py, never typed.
+[memory]
+rule = "exact"
+slack_bytes = 0
+
+# Score weights (sum to 1): value right; + gradients right; + residuals right.
+[scoring]
+value = 0.34
+gradient = 0.33
+policy = 0.33
+
+# Optional per-problem jail limits (units in the names).
+[limits]
+# wall_time_limit_s = 10
+# cpu_time_limit_s = 10
+# memory_limit_mib = 1536
+
+[verify]
+inputs_per_case = 3            # hidden inputs (each with a random cotangent) per case
+allowed_custom_calls = []      # custom_call targets permitted (none unless the problem needs one)
+'''
+
+STATEMENT = '''# TODO: title
+
+## Why it matters
+
+TODO: what the technique is for, in terms of residuals (what autodiff saves for the backward pass)
+and rematerialization (what it recomputes instead).
+
+## A worked example
+
+TODO: a small example that is not the task, with the real `print_saved_residuals` output.
+
+## Common pitfalls
+
+- TODO
+
+## The task
+
+Define `{slug}(x)` where `x` is a `float32` array of shape `(N,)`. TODO: what it returns and what
+it must save.
+'''
+
+STARTER = '''import jax
+import jax.numpy as jnp
+
+
+def {slug}(x):
+    """x: float32[N]. TODO: describe the return value and the residuals to save."""
+    raise NotImplementedError
+'''
+
+REFERENCE = '''"""Reference solution of {slug}. Never served, never mounted into a jail."""
+
+import jax
+import jax.numpy as jnp
+
+
+def {slug}(x):
+    return jnp.sum(jax.checkpoint(lambda v: jnp.sin(jnp.sin(v)))(x))
+'''
+
+WRONG = '''# expect: WRONG_POLICY
+# Every file in wrong/ starts with "# expect: VERDICT"; `remat-judge problems validate` checks it.
+# The same function without jax.checkpoint saves two cosines instead of x.
+import jax.numpy as jnp
+
+
+def {slug}(x):
+    return jnp.sum(jnp.sin(jnp.sin(x)))
+'''
+
+HINTS = '''# Hints
+
+## Hint 1
+
+TODO
+'''
+
+
+def scaffold(root: Path, slug: str) -> Path:
+    """Creates `root/slug/` with problem.toml, statement.md, starter.py, reference.py, hints.md and
+    wrong/no_checkpoint.py. The scaffold validates as it is (its reference checkpoints sin(sin(x))).
+
+    Raises:
+        FileExistsError: the folder exists.
+    """
+    target = root / slug
+    target.mkdir(parents=True, exist_ok=False)
+    (target / "wrong").mkdir()
+    files = {"problem.toml": PROBLEM_TOML, "statement.md": STATEMENT, "starter.py": STARTER,
+             "reference.py": REFERENCE, "hints.md": HINTS, "wrong/no_checkpoint.py": WRONG}
+    for name, template in files.items():
+        (target / name).write_text(template.format(slug=slug), encoding="utf-8")
+    return target

@@ -1,0 +1,124 @@
+"""Validating a problem package through the real sandbox: the reference must be ACCEPTED and every
+`wrong/` submission must get the verdict its first line promises."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from graders.checks.residuals import signature
+from graders.pipeline import JudgeConfig, grade
+from graders.problem import Problem
+from graders.verdict import Verdict, VerdictReport
+
+
+@dataclass
+class ValidationRow:
+    """One graded file of a package.
+
+    Attributes:
+        file: path relative to the package ("reference.py", "wrong/no_checkpoint.py").
+        expected, got: verdicts.
+        note: what the judge said when the verdict differs, or why a WRONG_POLICY submission
+            cannot be told apart from the reference; "" when the row is fine.
+        seconds: grading time.
+        residual_bytes, bwd_peak_bytes: what the file saves and its backward peak (largest case).
+    """
+
+    file: str
+    expected: Verdict
+    got: Verdict | None
+    note: str = ""
+    seconds: float = 0.0
+    residual_bytes: int | None = None
+    bwd_peak_bytes: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.got == self.expected and not self.note
+
+
+@dataclass
+class ValidationReport:
+    """The result of validating one package."""
+
+    slug: str
+    version: str
+    rows: list[ValidationRow] = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and bool(self.rows) and all(r.ok for r in self.rows)
+
+
+def _indistinguishable(problem: Problem, report: VerdictReport, reference: VerdictReport) -> str:
+    """A note when a submission meant to fail on its policy saves what the reference saves."""
+    mine, theirs = report.residuals, reference.residuals
+    if mine is None or theirs is None:
+        return ""
+    if problem.spec.memory.rule == "exact":
+        same = signature(mine.submitted) == signature(theirs.submitted)
+    else:
+        same = (mine.submitted_bytes <= theirs.submitted_bytes + problem.spec.memory.slack_bytes
+                and (mine.submitted_bwd_peak_bytes or 0) <= (theirs.submitted_bwd_peak_bytes or 0)
+                + problem.spec.memory.slack_bytes)
+    if same:
+        return ("the residual signature cannot tell this submission apart from the reference: give the "
+                "values distinct shapes, or choose another wrong submission")
+    return ""
+
+
+def validate_problem(problem: Problem, config: JudgeConfig, *, jobs: int = 2,
+                     on_row: Callable[[ValidationRow], None] | None = None) -> ValidationReport:
+    """Grades the reference and every `wrong/` file of `problem` through the real jail.
+
+    Args:
+        problem: a loaded package.
+        config: judge configuration (its cache and seed are used).
+        jobs: files graded at once.
+        on_row: called after each file is graded (for progress display).
+
+    Returns:
+        The report; `ok` is False on any mismatch, a reference that is not ACCEPTED, or a
+        WRONG_POLICY submission the residual signature cannot tell apart from the reference.
+    """
+    result = ValidationReport(slug=problem.slug, version=problem.version)
+    try:
+        wrong = problem.wrong_submissions()
+    except Exception as exc:  # a malformed expect line
+        result.error = str(exc)
+        return result
+
+    def run(path: Path, expected: Verdict) -> tuple[ValidationRow, VerdictReport]:
+        import time
+
+        t0 = time.monotonic()
+        report = grade(path.read_text(encoding="utf-8"), problem, config)
+        residuals = report.residuals
+        row = ValidationRow(file=str(path.relative_to(problem.root)), expected=expected, got=report.verdict,
+                            seconds=time.monotonic() - t0,
+                            residual_bytes=residuals.submitted_bytes if residuals else None,
+                            bwd_peak_bytes=residuals.submitted_bwd_peak_bytes if residuals else None)
+        if report.verdict != expected:
+            failed = [c for c in report.checks if not c.passed]
+            row.note = (failed[0].message.splitlines()[0][:300] if failed else "") if report.verdict != \
+                Verdict.ACCEPTED else ""
+        return row, report
+
+    ref_row, ref_report = run(problem.reference_path, Verdict.ACCEPTED)
+    result.rows.append(ref_row)
+    if on_row:
+        on_row(ref_row)
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [pool.submit(run, path, Verdict(expected)) for path, expected in wrong]
+        for future in futures:
+            row, report = future.result()
+            if row.expected == Verdict.WRONG_POLICY and row.got == Verdict.ACCEPTED and ref_row.ok:
+                row.note = _indistinguishable(problem, report, ref_report) or row.note
+            result.rows.append(row)
+            if on_row:
+                on_row(row)
+    return result
