@@ -15,6 +15,7 @@ from server.api import health, problems, submissions
 from server.api.deps import Services
 from server.db import SubmissionStore, make_engine
 from server.limits import BodySizeLimit
+from server.packages import MAX_ARCHIVE_BYTES
 from server.queue import Completions, InProcessQueue, WorkerPool
 from server.settings import Settings, get_settings
 
@@ -66,7 +67,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return JSONResponse(status_code=code, content={"detail": message})
 
     # JSON escapes can make a 64 KiB source up to 6 times longer on the wire.
-    app.add_middleware(BodySizeLimit, max_body_bytes=6 * settings.max_source_bytes + 64 * 1024)
+    app.add_middleware(BodySizeLimit, max_body_bytes=6 * settings.max_source_bytes + 64 * 1024,
+                       per_path={"/api/v1/problems": MAX_ARCHIVE_BYTES})
     app.include_router(problems.router, prefix="/api/v1")
     app.include_router(submissions.router, prefix="/api/v1")
     app.include_router(health.router, prefix="/api/v1")

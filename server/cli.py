@@ -162,6 +162,21 @@ def problems_new(slug: Annotated[str, typer.Argument(help="the new problem's slu
                   f"then run `remat-judge problems validate {slug}`")
 
 
+ROW_COLUMNS = ("file", "expected", "got", "", "seconds", "residual bytes", "bwd peak bytes", "note")
+
+
+def _rows_table(title: str, rows: list[tuple]) -> Table:
+    """The expected-against-got table of `problems validate` and `problems add`; each row is
+    (file, expected, got, ok, then the remaining columns as text)."""
+    table = Table(title=title, title_justify="left")
+    for column in ROW_COLUMNS:
+        table.add_column(column, overflow="fold")
+    for file, expected, got, ok, *rest in rows:
+        rest = list(rest) + [""] * (len(ROW_COLUMNS) - 4 - len(rest))
+        table.add_row(file, expected, got, "[green]ok[/]" if ok else "[red]MISMATCH[/]", *rest)
+    return table
+
+
 def _validate_packages(problems: list[Problem], settings: Settings, jobs: int) -> bool:
     """Validates packages with a progress bar and one table per package; True when all pass."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -180,15 +195,11 @@ def _validate_packages(problems: list[Problem], settings: Settings, jobs: int) -
             report = validate_problem(problem, config, jobs=jobs, on_row=lambda _: progress.advance(task))
             reports.append(report)
     for report in reports:
-        table = Table(title=f"{report.slug} (version {report.version})", title_justify="left")
-        for column in ("file", "expected", "got", "", "seconds", "residual bytes", "bwd peak bytes", "note"):
-            table.add_column(column, overflow="fold")
-        for row in report.rows:
-            table.add_row(row.file, row.expected.value, row.got.value if row.got else "-",
-                          "[green]ok[/]" if row.ok else "[red]MISMATCH[/]", f"{row.seconds:.1f}",
-                          f"{row.residual_bytes:,}" if row.residual_bytes is not None else "",
-                          f"{row.bwd_peak_bytes:,}" if row.bwd_peak_bytes is not None else "", row.note)
-        console.print(table)
+        console.print(_rows_table(f"{report.slug} (version {report.version})", [
+            (row.file, row.expected.value, row.got.value if row.got else "-", row.ok, f"{row.seconds:.1f}",
+             f"{row.residual_bytes:,}" if row.residual_bytes is not None else "",
+             f"{row.bwd_peak_bytes:,}" if row.bwd_peak_bytes is not None else "", row.note)
+            for row in report.rows]))
         if report.error:
             console.print(f"[red]{report.slug}: {report.error}[/]")
         all_ok = all_ok and report.ok
@@ -219,6 +230,70 @@ def problems_validate(slugs: Annotated[Optional[list[str]], typer.Argument(help=
     if loaded:
         ok = _validate_packages(loaded, settings, jobs) and ok
     raise typer.Exit(0 if ok else 1)
+
+
+@problems_app.command("add")
+def problems_add(path: Annotated[Path, typer.Argument(help="the package folder")],
+                 server: Annotated[Optional[str], typer.Option(help="upload to this server instead (URL)")] = None,
+                 token: Annotated[Optional[str], typer.Option(envvar="REMAT_JUDGE_INSTRUCTOR_TOKEN",
+                                                              help="instructor token for --server")] = None,
+                 jobs: Annotated[int, typer.Option(help="files graded at once")] = 2,
+                 data_dir: Annotated[Optional[Path], typer.Option(help="cache and seed folder")] = None,
+                 problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+                 ) -> None:
+    """Validate a package and install it into the problems folder, or with --server upload it to a
+    running judge (which validates it again before publishing)."""
+    from graders.problem import load_problem
+    from server.packages import PackageError, pack, publish, staging_root, unpack
+
+    if not (path / "problem.toml").is_file():
+        err.print(f"{path} is not a problem package (no problem.toml)")
+        raise typer.Exit(EXIT_USAGE)
+    if server is not None:
+        import httpx
+
+        if not token:
+            err.print("--server needs --token (or REMAT_JUDGE_INSTRUCTOR_TOKEN)")
+            raise typer.Exit(EXIT_USAGE)
+        with err.status(f"uploading {path} to {server} (the server validates it through its sandbox)..."):
+            try:
+                response = httpx.post(f"{server.rstrip('/')}/api/v1/problems", content=pack(path), timeout=900,
+                                      headers={"Authorization": f"Bearer {token}", "Content-Type": "application/gzip"})
+            except httpx.HTTPError as exc:
+                err.print(f"cannot reach {server}: {exc}")
+                raise typer.Exit(EXIT_REJECTED)
+        body = response.json() if response.headers.get("content-type", "").startswith("application/json") else {}
+        if body.get("rows"):
+            console.print(_rows_table(f"validated by {server}", [
+                (r["file"], r["expected"], r["got"] or "-", r["ok"], f"{r['seconds']:.1f}",
+                 "" if r["residual_bytes"] is None else f"{r['residual_bytes']:,}",
+                 "" if r["bwd_peak_bytes"] is None else f"{r['bwd_peak_bytes']:,}", r["note"])
+                for r in body["rows"]]))
+        if response.status_code == 201:
+            console.print(f"published {body['slug']} version {body['version']}"
+                          + (f" (replaces {body['previous_version']})" if body.get("previous_version") else ""))
+            raise typer.Exit(0)
+        err.print(f"[red]refused ({response.status_code}):[/] {body.get('detail', response.text[:500])}")
+        raise typer.Exit(EXIT_REJECTED)
+
+    settings = _settings(data_dir, problems_dir)
+    try:
+        staged = unpack(pack(path), staging_root(settings.problems_dir))
+        problem = load_problem(staged)
+    except (PackageError, ProblemError) as exc:
+        err.print(f"[red]invalid package:[/] {exc}")
+        raise typer.Exit(EXIT_USAGE)
+    try:
+        if not _validate_packages([problem], settings, jobs):
+            err.print("[red]not installed: the package does not validate[/]")
+            raise typer.Exit(EXIT_REJECTED)
+        target = publish(staged, settings.problems_dir, settings.data_dir / "problem-history")
+        console.print(f"installed {problem.slug} version {problem.version} at {target}")
+    finally:
+        if staged.exists():
+            import shutil
+
+            shutil.rmtree(staged.parent, ignore_errors=True)
 
 
 def main() -> None:

@@ -13,13 +13,15 @@ Send = Callable[[Message], Awaitable[None]]
 
 
 class BodySizeLimit:
-    """Answers 413 when Content-Length, or the bytes actually received, exceed `max_body_bytes`."""
+    """Answers 413 when Content-Length, or the bytes actually received, exceed the cap: `max_body_bytes`,
+    or `per_path[path]` for the paths listed there (e.g. problem uploads)."""
 
-    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], *, max_body_bytes: int):
-        self.app, self.max_body_bytes = app, max_body_bytes
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], *, max_body_bytes: int,
+                 per_path: dict[str, int] | None = None):
+        self.app, self.default_bytes, self.per_path = app, max_body_bytes, per_path or {}
 
-    async def _reject(self, send: Send) -> None:
-        body = json.dumps({"detail": f"request body larger than {self.max_body_bytes:,} bytes"}).encode()
+    async def _reject(self, send: Send, limit: int) -> None:
+        body = json.dumps({"detail": f"request body larger than {limit:,} bytes"}).encode()
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
@@ -28,9 +30,10 @@ class BodySizeLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.per_path.get(scope.get("path", "").rstrip("/"), self.default_bytes)
         for name, value in scope.get("headers", []):
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_body_bytes:
-                await self._reject(send)
+            if name == b"content-length" and value.isdigit() and int(value) > limit:
+                await self._reject(send, limit)
                 return
         # Read the whole (small) body first, so an oversized one is refused before the app sees it.
         messages: list[Message] = []
@@ -41,8 +44,8 @@ class BodySizeLimit:
             if message["type"] != "http.request":
                 break
             received += len(message.get("body", b""))
-            if received > self.max_body_bytes:
-                await self._reject(send)
+            if received > limit:
+                await self._reject(send, limit)
                 return
             if not message.get("more_body", False):
                 break

@@ -50,6 +50,28 @@ class ProblemDetail(ProblemSummary):
     starter: str
 
 
+class ValidationRowPublic(BaseModel):
+    """One graded file of an uploaded package."""
+
+    file: str
+    expected: str
+    got: str | None
+    ok: bool
+    note: str = ""
+    seconds: float = 0.0
+    residual_bytes: int | None = None
+    bwd_peak_bytes: int | None = None
+
+
+class ProblemPublished(BaseModel):
+    """`POST /api/v1/problems` 201: the package validated and is served from now on."""
+
+    slug: str
+    version: str
+    previous_version: str | None
+    rows: list[ValidationRowPublic]
+
+
 class SubmissionCreate(BaseModel):
     """`POST /api/v1/submissions` body."""
 

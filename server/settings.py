@@ -35,6 +35,8 @@ class Settings(BaseSettings):
         wall_time_limit_s, cpu_time_limit_s, memory_limit_mib: default jail limits (a problem
             may override them).
         verify_time_limit_s: wall seconds for running a submission's exported programs.
+        instructor_token: the bearer token that may upload problems (`POST /api/v1/problems`);
+            uploads are refused while it is unset.
     """
 
     model_config = SettingsConfigDict(env_prefix="REMAT_JUDGE_", extra="ignore")
@@ -50,6 +52,7 @@ class Settings(BaseSettings):
     cpu_time_limit_s: float = 10.0
     memory_limit_mib: int = 1536
     verify_time_limit_s: float = 60.0
+    instructor_token: str | None = Field(default=None, repr=False)
 
     @property
     def resolved_database_url(self) -> str:

@@ -100,7 +100,9 @@ def check_residuals(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
             failure = (f"{run.label}: your function {why}"
                        + (f" ({diff})" if diff else "") + ".\n"
                        + format_residuals(expected, title="expected") + "\n"
-                       + format_residuals(submitted, title="yours"))
+                       + format_residuals(submitted, title="yours") + "\n"
+                       + f"backward pass peak live bytes: yours {run.bwd_peak_bytes:,}, "
+                         f"reference {run.expected.bwd_peak_bytes:,}")
     if failure:
         return CheckResult(name="residuals", passed=False, message=failure, details=details,
                            verdict=Verdict.WRONG_POLICY)

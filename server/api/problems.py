@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import secrets
+import shutil
+import threading
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, status
+from fastapi import APIRouter, Depends, Header, HTTPException, Request, status
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
 
-from graders.problem import ArrayArg, ListArg, Problem, ProblemError
+from graders.problem import ArrayArg, ListArg, Problem, ProblemError, load_problem
+from graders.validate import validate_problem
 from server.api.deps import Services, get_services
-from server.schemas import ArgumentPublic, CasePublic, ProblemDetail, ProblemSummary
+from server.packages import PackageError, publish, staging_root, unpack
+from server.schemas import (ArgumentPublic, CasePublic, ProblemDetail, ProblemPublished, ProblemSummary,
+                            ValidationRowPublic)
 
 router = APIRouter(prefix="/problems", tags=["problems"])
 ServicesDep = Annotated[Services, Depends(get_services)]
@@ -57,3 +65,71 @@ def get_problem(slug: str, services: ServicesDep) -> ProblemDetail:
         signature=f"{spec.entry_point}({', '.join(a.name for a in spec.args)})", arguments=arguments,
         cases=[CasePublic(name=c.name, dims=dict(c.dims), static=dict(c.static)) for c in spec.cases],
         memory_rule=spec.memory.rule, statement=problem.statement, starter=problem.starter)
+
+
+_publish_lock = threading.Lock()
+
+
+def require_instructor(services: ServicesDep,
+                       authorization: Annotated[str | None, Header(description="Bearer <instructor token>")] = None,
+                       ) -> None:
+    """Dependency: the request carries the instructor token (401), and uploads are enabled (403)."""
+    expected = services.settings.instructor_token
+    if not expected:
+        raise HTTPException(status.HTTP_403_FORBIDDEN,
+                            "problem uploads are disabled: the server has no REMAT_JUDGE_INSTRUCTOR_TOKEN")
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not secrets.compare_digest(token.encode(), expected.encode()):
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "an instructor token is required: "
+                            "Authorization: Bearer <token>", headers={"WWW-Authenticate": "Bearer"})
+
+
+def _validate_and_publish(services: Services, data: bytes) -> tuple[int, dict]:
+    root = staging_root(services.settings.problems_dir)
+    try:
+        staged = unpack(data, root)
+    except PackageError as exc:
+        return status.HTTP_400_BAD_REQUEST, {"detail": f"bad package archive: {exc}"}
+    try:
+        try:
+            problem = load_problem(staged)
+        except ProblemError as exc:
+            return status.HTTP_400_BAD_REQUEST, {"detail": f"invalid package: {exc}"}
+        report = validate_problem(problem, services.settings.judge_config())
+        rows = [ValidationRowPublic(file=r.file, expected=r.expected.value, got=r.got.value if r.got else None,
+                                    ok=r.ok, note=r.note, seconds=round(r.seconds, 2), residual_bytes=r.residual_bytes,
+                                    bwd_peak_bytes=r.bwd_peak_bytes) for r in report.rows]
+        if not report.ok:
+            return status.HTTP_422_UNPROCESSABLE_CONTENT, {
+                "detail": report.error or "the package does not validate: the reference must be ACCEPTED and "
+                                          "every wrong/ file must get its verdict",
+                "rows": [r.model_dump() for r in rows]}
+        with _publish_lock:
+            try:
+                previous = services.problems.get(problem.slug).version
+            except (KeyError, ProblemError):
+                previous = None
+            publish(staged, services.settings.problems_dir, services.settings.data_dir / "problem-history")
+        body = ProblemPublished(slug=problem.slug, version=problem.version, previous_version=previous, rows=rows)
+        return status.HTTP_201_CREATED, body.model_dump()
+    finally:
+        if staged.exists():
+            shutil.rmtree(staged.parent, ignore_errors=True)
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=ProblemPublished,
+             dependencies=[Depends(require_instructor)],
+             responses={400: {"description": "not a valid package archive"},
+                        401: {"description": "missing or wrong instructor token"},
+                        403: {"description": "uploads disabled"},
+                        422: {"description": "the package does not validate through the sandbox"}},
+             openapi_extra={"requestBody": {"content": {"application/gzip": {"schema": {"type": "string",
+                                                                                        "format": "binary"}}},
+                                            "required": True}})
+async def upload_problem(request: Request, services: ServicesDep) -> JSONResponse:
+    """Uploads a problem package (a tar.gz of its folder; `remat-judge problems add --server` makes
+    one). It is validated through the real sandbox before it is published; a changed package becomes
+    a new version, served at once without a restart."""
+    data = await request.body()
+    code, body = await run_in_threadpool(_validate_and_publish, services, data)
+    return JSONResponse(status_code=code, content=body)

@@ -1,0 +1,134 @@
+"""Problem packages as archives: packing a folder, unpacking an upload safely, publishing it.
+
+An uploaded archive is untrusted bytes until validated: it is unpacked with strict rules (regular
+files and folders only, no links, no absolute or `..` paths, caps on size and count) into a
+staging folder beside the problems folder, validated through the real sandbox, and only then
+renamed into place. The version it replaces is kept in `<data>/problem-history/`.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+import tarfile
+import time
+import uuid
+from pathlib import Path, PurePosixPath
+
+from graders.problem import SLUG_RE
+
+MAX_ARCHIVE_BYTES = 4 * 1024 * 1024  # compressed upload
+MAX_ARCHIVE_FILES = 200
+MAX_UNPACKED_BYTES = 8 * 1024 * 1024
+ALLOWED_SUFFIXES = {".toml", ".md", ".py", ".txt", ".json"}
+SKIPPED_PARTS = {"__pycache__", ".pytest_cache", ".git"}
+
+
+class PackageError(Exception):
+    """An archive that is not a well-formed problem package (HTTP 400 / CLI usage error)."""
+
+
+def pack(folder: Path) -> bytes:
+    """A gzipped tar of the package at `folder`, with paths relative to it (no caches, no links)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for path in sorted(folder.rglob("*")):
+            rel = path.relative_to(folder)
+            if set(rel.parts) & SKIPPED_PARTS or path.is_symlink() or not path.is_file():
+                continue
+            tar.add(path, arcname=str(rel), recursive=False)
+    return buffer.getvalue()
+
+
+def _member_path(name: str) -> PurePosixPath:
+    path = PurePosixPath(name)
+    if path.is_absolute() or ".." in path.parts or not path.parts:
+        raise PackageError(f"archive member {name!r} has an unsafe path")
+    if path.parts[0] in (".", "") and len(path.parts) > 1:
+        path = PurePosixPath(*path.parts[1:])
+    return path
+
+
+def unpack(data: bytes, staging_root: Path) -> Path:
+    """Unpacks a package archive into a fresh `staging_root/<id>/<slug>/` and returns that folder.
+
+    The slug is read from the archive's problem.toml; the archive may hold the files at its top
+    or inside one folder.
+
+    Raises:
+        PackageError: not a tar archive, unsafe members (links, devices, absolute or `..` paths,
+            odd file types), too many files or bytes, or no problem.toml with a valid slug.
+    """
+    try:
+        tar = tarfile.open(fileobj=io.BytesIO(data), mode="r:*")
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise PackageError(f"not a tar archive: {exc}") from None
+    files: dict[PurePosixPath, bytes] = {}
+    total = 0
+    with tar:
+        try:
+            members = tar.getmembers()
+        except (tarfile.TarError, EOFError, OSError) as exc:
+            raise PackageError(f"corrupt archive: {exc}") from None
+        if len(members) > MAX_ARCHIVE_FILES:
+            raise PackageError(f"the archive has {len(members)} members; at most {MAX_ARCHIVE_FILES}")
+        for member in members:
+            path = _member_path(member.name)
+            if member.isdir():
+                continue
+            if not member.isfile():
+                raise PackageError(f"archive member {member.name!r} is not a regular file (links are refused)")
+            if set(path.parts) & SKIPPED_PARTS:
+                continue
+            if path.suffix not in ALLOWED_SUFFIXES:
+                raise PackageError(f"archive member {member.name!r}: only {sorted(ALLOWED_SUFFIXES)} files")
+            total += member.size
+            if total > MAX_UNPACKED_BYTES:
+                raise PackageError(f"the package is larger than {MAX_UNPACKED_BYTES:,} bytes unpacked")
+            extracted = tar.extractfile(member)
+            if extracted is None:
+                raise PackageError(f"cannot read {member.name!r}")
+            files[path] = extracted.read(MAX_UNPACKED_BYTES + 1)
+    tops = {p.parts[0] for p in files if len(p.parts) > 1}
+    if PurePosixPath("problem.toml") not in files and len(tops) == 1:  # files inside one folder
+        top = tops.pop()
+        files = {PurePosixPath(*p.parts[1:]): b for p, b in files.items() if p.parts[0] == top and len(p.parts) > 1}
+    toml = files.get(PurePosixPath("problem.toml"))
+    if toml is None:
+        raise PackageError("the archive has no problem.toml")
+    match = re.search(rb'^\s*slug\s*=\s*"([^"]*)"', toml, re.MULTILINE)
+    if match is None or not re.match(SLUG_RE, match.group(1).decode("ascii", "replace")):
+        raise PackageError("problem.toml has no valid slug")
+    slug = match.group(1).decode("ascii")
+    target = staging_root / uuid.uuid4().hex / slug
+    target.mkdir(parents=True)
+    for rel, content in files.items():
+        if len(rel.parts) > 3:
+            raise PackageError(f"{rel}: folders nest too deep")
+        out = target.joinpath(*rel.parts)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(content)
+    return target
+
+
+def publish(staged: Path, problems_dir: Path, history_dir: Path) -> Path:
+    """Moves a validated package into `problems_dir/<slug>`, keeping the previous one in history.
+
+    `staged` must be on the same filesystem as `problems_dir` (it is made under its `.staging`).
+    Returns the published folder.
+    """
+    slug = staged.name
+    target = problems_dir / slug
+    if target.exists():
+        history_dir.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(target), str(history_dir / f"{slug}-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"))
+    staged.rename(target)
+    shutil.rmtree(staged.parent, ignore_errors=True)
+    return target
+
+
+def staging_root(problems_dir: Path) -> Path:
+    """Where uploads are unpacked: inside the problems folder (same filesystem, so publishing is a
+    rename), in a folder no slug can name."""
+    return problems_dir / ".staging"

@@ -1,0 +1,188 @@
+"""Instructor workflow against a real server: upload, validation before publishing, versions,
+hostile archives, and the CLI's `problems new`, `problems validate` and `problems add`."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+import pytest
+
+from graders.pipeline import JudgeConfig
+from server.packages import pack
+from tests.support import PROBLEMS
+
+pytestmark = [pytest.mark.e2e, pytest.mark.jail]
+CLI = str(Path(sys.executable).parent / "remat-judge")
+TOKEN = "instructor-test-token"
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory, judge_config: JudgeConfig) -> Iterator[tuple[str, Path, Path]]:
+    """A server with its own problems folder (a copy of checkpoint_dot_policy) and an instructor token."""
+    root = tmp_path_factory.mktemp("site")
+    problems, data = root / "problems", root / "data"
+    problems.mkdir()
+    shutil.copytree(PROBLEMS / "checkpoint_dot_policy", problems / "checkpoint_dot_policy")
+    port = free_port()
+    env = {**os.environ, "REMAT_JUDGE_INSTRUCTOR_TOKEN": TOKEN, "REMAT_JUDGE_PROBLEMS_DIR": str(problems),
+           "REMAT_JUDGE_HIDDEN_SEED": "upload-seed"}
+    proc = subprocess.Popen([CLI, "serve", "--port", str(port), "--data-dir", str(data)], env=env,
+                            stdout=(root / "server.log").open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            httpx.get(f"{url}/healthz", timeout=1)
+            break
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    yield url, problems, root
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(30)
+
+
+def new_package(tmp: Path, slug: str) -> Path:
+    """`remat-judge problems new` in a scratch folder; the scaffold validates as it is."""
+    result = subprocess.run([CLI, "problems", "new", slug, "--problems-dir", str(tmp)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return tmp / slug
+
+
+def upload(url: str, data: bytes, token: str | None = TOKEN) -> httpx.Response:
+    headers = {"Content-Type": "application/gzip"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    return httpx.post(f"{url}/api/v1/problems", content=data, headers=headers, timeout=600)
+
+
+def test_upload_needs_the_instructor_token(site: tuple[str, Path, Path], tmp_path: Path) -> None:
+    url, problems, _ = site
+    package = pack(new_package(tmp_path, "token_check"))
+    assert upload(url, package, token=None).status_code == 401
+    assert upload(url, package, token="guess").status_code == 401
+    assert not (problems / "token_check").exists()
+
+
+def test_a_valid_upload_is_served_at_once_and_a_change_makes_a_new_version(site: tuple[str, Path, Path],
+                                                                          tmp_path: Path) -> None:
+    url, problems, root = site
+    folder = new_package(tmp_path, "uploaded_sin")
+    first = upload(url, pack(folder))
+    assert first.status_code == 201, first.text
+    body = first.json()
+    assert body["slug"] == "uploaded_sin" and body["previous_version"] is None
+    assert [(r["file"], r["got"], r["ok"]) for r in body["rows"]] == [
+        ("reference.py", "ACCEPTED", True), ("wrong/no_checkpoint.py", "WRONG_POLICY", True)]
+    listed = {p["slug"]: p for p in httpx.get(f"{url}/api/v1/problems").json()}
+    assert listed["uploaded_sin"]["version"] == body["version"]
+
+    # a submission is judged against, and records, the version it saw
+    source = (folder / "reference.py").read_text()
+    graded = httpx.post(f"{url}/api/v1/submissions", params={"wait": "true"}, timeout=120,
+                        json={"problem": "uploaded_sin", "source": source}).json()
+    assert graded["verdict"] == "ACCEPTED" and graded["problem_version"] == body["version"]
+
+    # change the case set: a new version replaces the old, which is kept in history
+    toml = (folder / "problem.toml").read_text().replace("dims = { N = 4096 }", "dims = { N = 2048 }")
+    (folder / "problem.toml").write_text(toml)
+    second = upload(url, pack(folder))
+    assert second.status_code == 201, second.text
+    assert second.json()["previous_version"] == body["version"] != second.json()["version"]
+    assert httpx.get(f"{url}/api/v1/problems/uploaded_sin").json()["version"] == second.json()["version"]
+    assert any(p.name.startswith("uploaded_sin-") for p in (root / "data" / "problem-history").iterdir())
+    old = httpx.get(f"{url}/api/v1/submissions/{graded['id']}").json()
+    assert old["problem_version"] == body["version"]
+
+
+def test_a_package_that_does_not_validate_is_not_published(site: tuple[str, Path, Path], tmp_path: Path) -> None:
+    url, problems, _ = site
+    folder = new_package(tmp_path, "bad_expectation")
+    wrong = folder / "wrong" / "no_checkpoint.py"
+    wrong.write_text(wrong.read_text().replace("# expect: WRONG_POLICY", "# expect: WRONG_ANSWER"))
+    response = upload(url, pack(folder))
+    assert response.status_code == 422
+    rows = {r["file"]: r for r in response.json()["rows"]}
+    assert rows["wrong/no_checkpoint.py"]["got"] == "WRONG_POLICY" and not rows["wrong/no_checkpoint.py"]["ok"]
+    assert not (problems / "bad_expectation").exists()
+    assert httpx.get(f"{url}/api/v1/problems/bad_expectation").status_code == 404
+
+
+def _tar(members: list[tuple[tarfile.TarInfo, bytes | None]]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for info, content in members:
+            tar.addfile(info, io.BytesIO(content) if content is not None else None)
+    return buffer.getvalue()
+
+
+def _file(name: str, content: bytes) -> tuple[tarfile.TarInfo, bytes]:
+    info = tarfile.TarInfo(name)
+    info.size = len(content)
+    return info, content
+
+
+def _link(name: str, target: str, kind: bytes = tarfile.SYMTYPE) -> tuple[tarfile.TarInfo, None]:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, target
+    return info, None
+
+
+@pytest.mark.parametrize("archive,reason", [
+    (b"not an archive at all", "not a tar archive"),
+    (_tar([_file("../../evil.py", b"x")]), "unsafe path"),
+    (_tar([_file("/etc/evil.toml", b"x")]), "unsafe path"),
+    (_tar([_file("problem.toml", b'slug = "linked"'), _link("reference.py", "/etc/passwd")]), "not a regular file"),
+    (_tar([_file("problem.toml", b'slug = "linked"'), _link("reference.py", "problem.toml", tarfile.LNKTYPE)]),
+     "not a regular file"),
+    (_tar([_file("problem.toml", b'slug = "binary"'), _file("payload.so", b"\x7fELF")]), "only"),
+    (_tar([_file("statement.md", b"# no toml")]), "no problem.toml"),
+    (_tar([_file("problem.toml", b'slug = "../../etc"')]), "no valid slug"),
+])
+def test_hostile_archives_are_refused_and_write_nothing(site: tuple[str, Path, Path], archive: bytes,
+                                                        reason: str) -> None:
+    url, problems, _ = site
+    before = sorted(p.name for p in problems.iterdir())
+    response = upload(url, archive)
+    assert response.status_code == 400, response.text
+    assert reason in response.json()["detail"]
+    assert sorted(p.name for p in problems.iterdir()) == before
+    assert not list((problems / ".staging").glob("*/*")) if (problems / ".staging").exists() else True
+    assert not Path("/etc/evil.toml").exists()
+
+
+def test_cli_new_validate_add_locally(tmp_path: Path, judge_config: JudgeConfig) -> None:
+    problems = tmp_path / "problems"
+    scratch = tmp_path / "scratch"
+    folder = new_package(scratch, "local_sin")
+    env = {**os.environ, "REMAT_JUDGE_DATA_DIR": str(tmp_path / "data"), "COLUMNS": "200"}
+    validate = subprocess.run([CLI, "problems", "validate", "local_sin", "--problems-dir", str(scratch)],
+                              capture_output=True, text=True, env=env)
+    assert validate.returncode == 0, validate.stdout + validate.stderr
+    assert "wrong/no_checkpoint.py" in validate.stdout and "MISMATCH" not in validate.stdout
+    add = subprocess.run([CLI, "problems", "add", str(folder), "--problems-dir", str(problems)],
+                         capture_output=True, text=True, env=env)
+    assert add.returncode == 0, add.stdout + add.stderr
+    assert (problems / "local_sin" / "reference.py").is_file()
+    # a broken expectation makes validate fail and add refuse
+    wrong = folder / "wrong" / "no_checkpoint.py"
+    wrong.write_text(wrong.read_text().replace("WRONG_POLICY", "ACCEPTED", 1))
+    bad = subprocess.run([CLI, "problems", "validate", "local_sin", "--problems-dir", str(scratch)],
+                         capture_output=True, text=True, env=env)
+    assert bad.returncode == 1 and "MISMATCH" in bad.stdout
