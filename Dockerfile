@@ -1,7 +1,7 @@
 # The embedded deployment in one container: API, workers, SQLite under /data.
 FROM python:3.11-slim-bookworm
 RUN apt-get update \
- && apt-get install -y --no-install-recommends bubblewrap make \
+ && apt-get install -y --no-install-recommends bubblewrap libseccomp2 make \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY pyproject.toml README.md ./

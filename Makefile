@@ -16,15 +16,16 @@ $(STAMP): pyproject.toml requirements.lock
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[test]'
 	touch $(STAMP)
 
-# The jail needs bubblewrap; setpriv (util-linux) is part of every Debian system.
+# The jail needs bubblewrap and libseccomp (for its seccomp filter); setpriv (util-linux) is part
+# of every Debian system.
 bwrap:
-	@if ! command -v bwrap >/dev/null 2>&1; then \
+	@if ! command -v bwrap >/dev/null 2>&1 || ! ldconfig -p | grep -q 'libseccomp\.so\.2'; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing bubblewrap"; \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends bubblewrap >/dev/null 2>&1 || \
-	    { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends bubblewrap >/dev/null; }; \
+	    echo "installing bubblewrap and libseccomp2"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends bubblewrap libseccomp2 >/dev/null 2>&1 || \
+	    { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends bubblewrap libseccomp2 >/dev/null; }; \
 	  else \
-	    echo "bubblewrap is missing: install it (Debian/Ubuntu: sudo apt-get install bubblewrap)"; exit 1; \
+	    echo "bubblewrap or libseccomp2 is missing: install them (Debian/Ubuntu: sudo apt-get install bubblewrap libseccomp2)"; exit 1; \
 	  fi; \
 	fi
 

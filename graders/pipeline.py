@@ -259,15 +259,14 @@ def judge_outcome(outcome: JailOutcome, limits: JailLimits) -> tuple[CheckResult
     if outcome.bundle_too_large:
         candidates.append((Verdict.RUNTIME_ERROR,
                            f"the exported programs are larger than {limits.bundle_limit_bytes:,} bytes"))
-    if outcome.exit_code == 128 + signal.SIGXFSZ:
-        candidates.append((Verdict.OUTPUT_LIMIT_EXCEEDED,
-                           f"the submission wrote a file larger than {limits.file_size_limit_bytes:,} bytes"))
     bundle = None
     if not candidates:
         try:
             bundle = parse_bundle(outcome.bundle, limit_bytes=limits.bundle_limit_bytes)
         except BundleError as exc:
             why = f"the process {_exit_text(outcome.exit_code)} without a valid result ({exc})"
+            if outcome.exit_code == 128 + signal.SIGXFSZ:
+                why += f"; it wrote a file larger than the {limits.file_size_limit_bytes:,}-byte limit"
             if outcome.process_limit_hit:
                 why += f"; it hit the limit of {limits.process_limit} processes and threads"
             candidates.append((Verdict.RUNTIME_ERROR, why))

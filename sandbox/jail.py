@@ -19,6 +19,7 @@ namespace with uid 65534 (which then maps to the caller's own unprivileged uid).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.limits import MIB, JailCgroup, JailLimits
+from sandbox.seccomp import filter_fd
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,9 @@ SANDBOX_DIR = Path(__file__).resolve().parent
 RUNNER_IN_JAIL = "/judge/runner.py"
 READY = b"READY\n"
 KEPT_OUTPUT_BYTES = 8 * 1024
+# RLIMIT_CPU counts whole seconds from a rounded start; a jail killed by it has used at least
+# this fraction of its CPU limit after READY (the runner rounds the limit up, never down).
+CPU_LIMIT_FRACTION = 0.9
 
 # The only environment a jail gets (`--clearenv` first).
 JAIL_ENV = {
@@ -136,26 +141,107 @@ class JailOutcome:
 
 
 class _UidPool:
-    """Hands out the dedicated host uids jails run as, one per concurrent jail, so that
-    RLIMIT_NPROC counts each jail's processes separately."""
+    """Hands out the dedicated host uids jails run as: one per concurrent jail on the whole host, so
+    that RLIMIT_NPROC counts each jail's processes apart and no jail can signal another's.
 
-    def __init__(self, base: int, count: int):
-        self._free = list(range(base, base + count))
+    A uid is held through an exclusive `flock` on `<lock_dir>/uid-<uid>.lock`, which the kernel
+    releases if the holder dies, so several judge processes (a server and a CLI `grade`) share the
+    range safely. A uid is only taken when no process of it is alive.
+    """
+
+    def __init__(self, base: int, count: int, lock_dir: Path = Path("/run/remat-judge")):
+        self.uids = range(base, base + count)
+        self.lock_dir = lock_dir
+        self._held: dict[int, int] = {}
         self._lock = threading.Lock()
 
+    def _lock_path(self, uid: int) -> Path:
+        return self.lock_dir / f"uid-{uid}.lock"
+
     def take(self) -> int:
+        """Locks and returns a free uid.
+
+        Raises:
+            JailError: every uid of the range is held or has live processes.
+        """
+        self.lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         with self._lock:
-            if not self._free:
-                raise JailError("no free jail uid: too many jails at once")
-            return self._free.pop(0)
+            for uid in self.uids:
+                if uid in self._held:
+                    continue
+                fd = os.open(self._lock_path(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    continue
+                if _processes_of(uid) and not _kill_uid(uid):
+                    os.close(fd)  # a leftover that will not die: skip this uid
+                    continue
+                self._held[uid] = fd
+                return uid
+        raise JailError(f"no free jail uid in {self.uids.start}..{self.uids.stop - 1}: too many jails at once")
 
     def give_back(self, uid: int) -> None:
         with self._lock:
-            self._free.append(uid)
+            fd = self._held.pop(uid, None)
+        if fd is not None:
+            os.close(fd)  # closing releases the flock
+
+    def is_free(self, uid: int) -> bool:
+        """True when no judge process on the host holds `uid` (for leak checks)."""
+        if uid in self._held:
+            return False
+        try:
+            fd = os.open(self._lock_path(uid), os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)
 
 
 JAIL_UIDS = _UidPool(base=61000, count=64)
 _warned_no_cgroup = False
+
+
+def _processes_of(uid: int) -> list[tuple[int, str]]:
+    """(pid, state letter) of every process whose real uid is `uid`, from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue  # it exited while we looked
+        if int(fields.get("Uid", "-1").split()[0]) == uid:
+            found.append((int(entry), fields.get("State", "?").strip()[:1]))
+    return found
+
+
+def _kill_uid(uid: int, timeout_s: float = 5.0) -> bool:
+    """SIGKILLs every process of a jail uid and waits until none is left (zombies included, which
+    the dying PID namespace reaps). Returns False if some survive the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = _processes_of(uid)
+        if not left:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        for pid, state in left:
+            if state != "Z":
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        time.sleep(0.01)
 
 
 def _ancestors(path: Path) -> list[str]:
@@ -164,7 +250,8 @@ def _ancestors(path: Path) -> list[str]:
     return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def bwrap_argv(runtime: JailRuntime, limits: JailLimits, *, bundle_fd: int, jail_uid: int | None) -> list[str]:
+def bwrap_argv(runtime: JailRuntime, limits: JailLimits, *, bundle_fd: int, jail_uid: int | None,
+               seccomp_fd: int | None = None) -> list[str]:
     """The bubblewrap command line of one jail.
 
     Args:
@@ -173,6 +260,7 @@ def bwrap_argv(runtime: JailRuntime, limits: JailLimits, *, bundle_fd: int, jail
         bundle_fd: the inherited descriptor the runner writes the bundle to.
         jail_uid: the host uid to drop to with setpriv (we are root), or None to use an
             unprivileged user namespace (we are not root).
+        seccomp_fd: a descriptor with the compiled seccomp filter (sandbox/seccomp.py), or None.
     """
     bwrap = shutil.which("bwrap")
     if bwrap is None:
@@ -187,7 +275,8 @@ def bwrap_argv(runtime: JailRuntime, limits: JailLimits, *, bundle_fd: int, jail
              "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
              "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
              "--proc", "/proc", "--dev", "/dev",
-             "--perms", "1777", "--size", str(limits.tmpfs_size_bytes), "--tmpfs", "/tmp"]
+             "--perms", "1777", "--size", str(limits.tmpfs_size_bytes), "--tmpfs", "/tmp",
+             "--perms", "1777", "--size", str(limits.tmpfs_size_bytes), "--tmpfs", "/dev/shm"]
     made: set[str] = {"/", "/usr", "/tmp", "/proc", "/dev"}
     for source in dict.fromkeys([runtime.python_prefix, runtime.venv]):
         if str(source) == "/usr" or str(source).startswith("/usr/"):
@@ -200,6 +289,8 @@ def bwrap_argv(runtime: JailRuntime, limits: JailLimits, *, bundle_fd: int, jail
         made.add(str(source))
     argv += ["--perms", "0755", "--dir", "/judge", "--ro-bind", str(runtime.runner), RUNNER_IN_JAIL,
              "--chdir", "/tmp", "--cap-drop", "ALL"]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
     if jail_uid is not None:
         argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP",
                  "/usr/bin/setpriv", f"--reuid={jail_uid}", f"--regid={jail_uid}", "--clear-groups",
@@ -244,6 +335,7 @@ class Jail:
         self._totals = {"stdout": 0, "stderr": 0, "bundle": 0}
         self._open: dict[int, str] = {}
         self._ready = False
+        self._cpu_ms_at_ready: float | None = None
         self._closed = False
         self.started_at = time.monotonic()
 
@@ -270,16 +362,23 @@ class Jail:
         self.jail_uid = JAIL_UIDS.take() if as_root else None
         bundle_r, bundle_w = os.pipe()
         self._bundle_r = bundle_r
+        try:
+            seccomp_fd = filter_fd()
+        except OSError as exc:
+            os.close(bundle_w)
+            raise JailError(f"cannot build the seccomp filter (is libseccomp2 installed?): {exc}") from exc
         setup = {"procs": self.cgroup.procs_files if self.cgroup else [],
                  "rlimits": _rlimits(self.limits, self.cgroup is not None)}
         argv = [sys.executable, "-I", "-S", str(SANDBOX_DIR / "enter.py"), json.dumps(setup)]
-        argv += bwrap_argv(self.runtime, self.limits, bundle_fd=bundle_w, jail_uid=self.jail_uid)
+        argv += bwrap_argv(self.runtime, self.limits, bundle_fd=bundle_w, jail_uid=self.jail_uid,
+                           seccomp_fd=seccomp_fd)
         try:
             self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, pass_fds=(bundle_w,), env={},
+                                         stderr=subprocess.PIPE, pass_fds=(bundle_w, seccomp_fd), env={},
                                          start_new_session=True)
         finally:
             os.close(bundle_w)
+            os.close(seccomp_fd)
         assert self.proc.stdout is not None and self.proc.stderr is not None
         self._open = {self.proc.stdout.fileno(): "stdout", self.proc.stderr.fileno(): "stderr", bundle_r: "bundle"}
         for fd in self._open:
@@ -357,6 +456,7 @@ class Jail:
         del self._buffers["bundle"][: len(READY)]
         self._totals["bundle"] -= len(READY)
         self._ready = True
+        self._cpu_ms_at_ready = self.cgroup.cpu_time_ms() if self.cgroup is not None else None
 
     def run(self, request: JailRequest) -> JailOutcome:
         """Hands the submission to the jail and waits for it to finish or be killed.
@@ -404,13 +504,20 @@ class Jail:
         outcome.bundle = bytes(self._buffers["bundle"])
         outcome.stdout, outcome.stderr = bytes(self._buffers["stdout"]), bytes(self._buffers["stderr"])
         outcome.stdout_bytes, outcome.stderr_bytes = self._totals["stdout"], self._totals["stderr"]
-        if outcome.exit_code == 128 + signal.SIGXCPU:
-            outcome.cpu_time_exceeded = True
         if self.cgroup is not None:
+            # Decided from the kernel's accounting, never from what the jail's exit status claims:
+            # CPU used after READY (all processes and threads) against the limit the runner set.
             outcome.memory_exceeded = self.cgroup.oom_killed()
             outcome.process_limit_hit = self.cgroup.pids_limit_hit()
             outcome.cpu_ms = self.cgroup.cpu_time_ms()
             outcome.peak_memory_bytes = self.cgroup.peak_memory_bytes()
+            if outcome.cpu_ms is not None and self._cpu_ms_at_ready is not None:
+                used_ms = outcome.cpu_ms - self._cpu_ms_at_ready
+                outcome.cpu_time_exceeded = used_ms >= self.limits.cpu_time_limit_s * 1000 * CPU_LIMIT_FRACTION
+        if outcome.cpu_ms is None or self._cpu_ms_at_ready is None:
+            # no cgroup CPU accounting: the runner's RLIMIT_CPU kills with SIGXCPU (this can only
+            # make a verdict worse for the submission, never better)
+            outcome.cpu_time_exceeded = outcome.exit_code == 128 + signal.SIGXCPU
 
     def close(self) -> None:
         """Kills every process of the jail, reaps it and removes its cgroup. Idempotent."""
@@ -436,5 +543,8 @@ class Jail:
         if self.cgroup is not None:
             self.cgroup.remove()
         if self.jail_uid is not None:
-            JAIL_UIDS.give_back(self.jail_uid)
+            if _kill_uid(self.jail_uid):
+                JAIL_UIDS.give_back(self.jail_uid)
+            else:  # never hand a uid to a new jail while an old process of it could still run
+                log.error("processes of jail uid %d survive SIGKILL; the uid is retired", self.jail_uid)
             self.jail_uid = None

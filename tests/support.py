@@ -8,7 +8,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PROBLEMS = REPO / "problems"
-JAIL_UID_RANGE = range(61000, 61064)
 
 
 def jail_available() -> str | None:
@@ -19,6 +18,10 @@ def jail_available() -> str | None:
 
 
 def jail_processes() -> list[str]:
-    """`ps` lines of processes running as a jail uid (there must be none between gradings)."""
-    out = subprocess.run(["ps", "-eo", "uid=,pid=,args="], capture_output=True, text=True, check=True).stdout
-    return [line for line in out.splitlines() if line.split() and int(line.split()[0]) in JAIL_UID_RANGE]
+    """`ps` lines of processes running as a jail uid that no judge process holds: leftovers of a
+    finished jail (there must be none). Jails of other judge processes running now are not counted."""
+    from sandbox.jail import JAIL_UIDS
+
+    out = subprocess.run(["ps", "-eo", "uid=,pid=,stat=,args="], capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines()
+            if line.split() and int(line.split()[0]) in JAIL_UIDS.uids and JAIL_UIDS.is_free(int(line.split()[0]))]
