@@ -95,6 +95,20 @@ def deserialize(blob: bytes) -> Any:
         raise ArtifactError(f"not a jax.export artifact: {type(exc).__name__}: {exc}"[:500]) from None
 
 
+def flat_call(exported: Any) -> Any:
+    """A jitted `f(*input_leaves) -> [*output_leaves]` for a deserialized artifact, whatever pytrees
+    its exporter used (the runner exports flat lists; a forged artifact might not)."""
+    import jax
+
+    called = jax.jit(exported.call)
+
+    def call(*leaves: Any) -> list[Any]:
+        args, kwargs = jax.tree_util.tree_unflatten(exported.in_tree, list(leaves))
+        return jax.tree_util.tree_leaves(called(*args, **kwargs))
+
+    return call
+
+
 def exported_avals(avals: Any) -> list[Aval]:
     """`Exported.in_avals` / `out_avals` as our Aval list."""
     return [Aval(tuple(int(d) for d in a.shape), str(a.dtype)) for a in avals]

@@ -99,7 +99,7 @@ class VerifierProcess:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True, cwd=str(Path(__file__).resolve().parents[1]),
                                 env={"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu", "TF_CPP_MIN_LOG_LEVEL": "2",
-                                     "HOME": "/tmp"})
+                                     "HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1"})
         made = cls(proc, cgroup, config)
         line = json.dumps({"problem_dir": str(problem.root), "cache_dir": str(config.cache_dir),
                            "seed_hex": config.seed.hex(),

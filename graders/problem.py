@@ -128,13 +128,22 @@ class Tolerance(_Spec):
 class MemoryRule(_Spec):
     """What the saved residuals must be.
 
-    `exact`: the residual signature (the multiset of residual avals) equals the reference's.
+    `exact`: the residual signature (the multiset of residual avals) equals the reference's; with
+    `bound_bwd_peak`, the backward pass's peak live bytes must also be at most the reference's plus
+    `slack_bytes` (for problems whose values all share one shape, where a wrong checkpoint placement
+    can save as many arrays of that shape as the right one but holds more at once afterwards).
     `at_most`: residual bytes and backward-pass peak live bytes are each at most the reference's
     plus `slack_bytes`.
     """
 
     rule: Literal["exact", "at_most"] = "exact"
     slack_bytes: Annotated[int, Field(ge=0)] = 0
+    bound_bwd_peak: bool = False
+
+    @property
+    def bounds_peak(self) -> bool:
+        """Whether the backward pass's peak live bytes are judged (not only reported)."""
+        return self.rule == "at_most" or self.bound_bwd_peak
 
 
 class Scoring(_Spec):

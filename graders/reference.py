@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from graders.artifacts import Aval, deserialize, exported_avals, inspect_module
+from graders.artifacts import Aval, deserialize, exported_avals, flat_call, inspect_module
 from graders.checks.gradients import directional_derivatives
 from graders.checks.residuals import describe_residuals
 from graders.problem import Problem, case_arg_specs, hidden_inputs, leaf_names, random_cotangents
@@ -135,10 +135,8 @@ def checkpoint_disabled() -> Iterator[None]:
 
 
 def _run_artifacts(fwd_blob: bytes, bwd_blob: bytes) -> tuple[Callable[..., Any], Callable[..., Any], Any, Any]:
-    import jax
-
     fwd, bwd = deserialize(fwd_blob), deserialize(bwd_blob)
-    return jax.jit(fwd.call), jax.jit(bwd.call), fwd, bwd
+    return flat_call(fwd), flat_call(bwd), fwd, bwd
 
 
 # --- building -------------------------------------------------------------------------------------

@@ -59,12 +59,12 @@ def _indistinguishable(problem: Problem, report: VerdictReport, reference: Verdi
     mine, theirs = report.residuals, reference.residuals
     if mine is None or theirs is None:
         return ""
-    if problem.spec.memory.rule == "exact":
-        same = signature(mine.submitted) == signature(theirs.submitted)
+    rule = problem.spec.memory
+    peak_ok = (mine.submitted_bwd_peak_bytes or 0) <= (theirs.submitted_bwd_peak_bytes or 0) + rule.slack_bytes
+    if rule.rule == "exact":
+        same = signature(mine.submitted) == signature(theirs.submitted) and (peak_ok or not rule.bounds_peak)
     else:
-        same = (mine.submitted_bytes <= theirs.submitted_bytes + problem.spec.memory.slack_bytes
-                and (mine.submitted_bwd_peak_bytes or 0) <= (theirs.submitted_bwd_peak_bytes or 0)
-                + problem.spec.memory.slack_bytes)
+        same = mine.submitted_bytes <= theirs.submitted_bytes + rule.slack_bytes and peak_ok
     if same:
         return ("the residual signature cannot tell this submission apart from the reference: give the "
                 "values distinct shapes, or choose another wrong submission")

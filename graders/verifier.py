@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from graders.artifacts import ArtifactError, Aval, deserialize, exported_avals, inspect_module
+from graders.artifacts import ArtifactError, Aval, deserialize, exported_avals, flat_call, inspect_module
 from graders.checks.common import CaseRun
 from graders.checks.gradients import check_finite_difference, check_gradients, directional_derivatives
 from graders.checks.residuals import check_peak_memory, check_residuals, describe_residuals
@@ -148,12 +148,25 @@ def _load_case(expected: CaseExpectation, case: BundleCase, problem: Problem, li
 
 
 def _execute(loaded: _Loaded) -> CaseRun:
-    """Steps 4 and 5: run fwd then bwd on every hidden input of the case."""
-    import jax
+    """Steps 4 and 5: run fwd then bwd on every hidden input of the case.
 
+    Raises:
+        _Stop: an artifact failed to run (RUNTIME_ERROR: it is the submission's program).
+    """
+    try:
+        return _run_case(loaded)
+    except MemoryError:
+        raise
+    except Exception as exc:  # XLA or jax refusing to run the untrusted program
+        raise _fail("execute", Verdict.RUNTIME_ERROR,
+                    f"case {loaded.expected.name!r}: your exported program failed to run: "
+                    f"{type(exc).__name__}: {str(exc)[:300]}") from None
+
+
+def _run_case(loaded: _Loaded) -> CaseRun:
     exp = loaded.expected
     n_out = len(exp.output_avals)
-    fwd_call, bwd_call = jax.jit(loaded.fwd.call), jax.jit(loaded.bwd.call)
+    fwd_call, bwd_call = flat_call(loaded.fwd), flat_call(loaded.bwd)
     run = CaseRun(expected=exp, residuals=loaded.residuals, fwd_peak_bytes=loaded.fwd_peak,
                   bwd_peak_bytes=loaded.bwd_peak)
     for k, xs in enumerate(exp.inputs):
@@ -167,13 +180,15 @@ def _execute(loaded: _Loaded) -> CaseRun:
 
 
 def residual_report(runs: list[CaseRun]) -> ResidualReport | None:
-    """The report shown beside the verdict: the first case whose residuals differ, else the last
-    (largest) case."""
+    """The report shown beside the verdict: the case whose residuals differ from the reference's
+    with the most bytes at stake (so the numbers show what the mistake costs), else the case with
+    the most residual bytes."""
     if not runs:
         return None
     from graders.checks.residuals import signature
 
-    chosen = next((r for r in runs if signature(r.residuals) != signature(r.expected.residuals)), runs[-1])
+    differing = [r for r in runs if signature(r.residuals) != signature(r.expected.residuals)]
+    chosen = max(differing or runs, key=lambda r: max(r.expected.residual_bytes, sum(x.nbytes for x in r.residuals)))
     exp = chosen.expected
     return ResidualReport(
         case=exp.name, expected=exp.residuals, submitted=chosen.residuals,
@@ -226,7 +241,11 @@ def verify(bundle: Bundle, problem: Problem, expectations: Expectations, *, limi
     checks.append(CheckResult(name="avals", passed=True,
                               message="inputs, outputs and gradients have the expected shapes and dtypes"))
     on_execute()
-    runs = [_execute(item) for item in loaded]
+    try:
+        runs = [_execute(item) for item in loaded]
+    except _Stop as stop:
+        checks.append(stop.check)
+        return VerifyResult(checks, None, stop.check.verdict or Verdict.RUNTIME_ERROR, 0.0)
     checks += [
         check_values(runs, spec=problem.spec),
         check_gradients(runs, spec=problem.spec, leaf_names=expectations.leaf_names),

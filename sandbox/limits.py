@@ -147,9 +147,10 @@ class JailCgroup:
         return made
 
     @staticmethod
-    def remove_stale() -> int:
+    def remove_stale(min_age_s: float = 60.0) -> int:
         """Removes empty `remat-judge-*` cgroups left by a judge process that was killed; returns
-        how many. Non-empty ones (a jail still running) are left alone: rmdir refuses them."""
+        how many. Non-empty ones (a jail still running) are left alone: rmdir refuses them; so are
+        ones younger than `min_age_s`, which another judge process may be about to join."""
         parents = [p for p in (*(_own_cgroup_v1(c) for c in ("memory", "pids", "cpuacct")), _own_cgroup_v2())
                    if p is not None]
         removed = 0
@@ -160,6 +161,8 @@ class JailCgroup:
                 continue
             for d in stale:
                 try:
+                    if time.time() - d.stat().st_mtime < min_age_s:
+                        continue
                     if not (d / "cgroup.procs").read_text().strip():
                         d.rmdir()
                         removed += 1

@@ -69,11 +69,12 @@ def bind_static(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> Callable
 def export_case(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> tuple[bytes, bytes, int]:
     """Exports the VJP of `fn` at the argument avals `specs` as two serialized StableHLO artifacts.
 
-    `fwd(*dynamic_leaves) -> (*primal_output_leaves, *residuals)`: the primal outputs followed by
+    `fwd(*input_leaves) -> [*primal_output_leaves, *residuals]`: the primal outputs followed by
     every residual the VJP saves (the leaves of the `jax.vjp` closure ARE the residuals, measured
     with JAX 0.10.2: they equal what `jax.ad_checkpoint.print_saved_residuals` lists).
-    `bwd(residuals, cotangent) -> gradient leaves`: may use nothing but the residuals, so correct
-    gradients from it prove that the saved residuals suffice.
+    `bwd(*residuals, *cotangent_leaves) -> [*gradient_leaves]`: may use nothing but the residuals,
+    so correct gradients from it prove that the saved residuals suffice. Both programs take and
+    return flat lists, one array per pytree leaf, in `jax.tree_util.tree_leaves` order.
 
     Args:
         fn: the function to differentiate; its output is a pytree of float arrays.
@@ -90,28 +91,28 @@ def export_case(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> tuple[by
 
     g = bind_static(fn, specs)
     dynamic = [_abstract_arg(s) for s in specs if s["kind"] != "static"]
+    in_tree = jax.tree_util.tree_structure(dynamic)
     captured: dict[str, Any] = {}
 
-    def fwd(*args: Any) -> tuple[Any, list[Any]]:
-        out, vjp_fn = jax.vjp(g, *args)
+    # Both programs take and return flat lists of arrays, whatever the argument pytrees (a list of
+    # weights, say), so the verifier can call them with one array per leaf.
+    def fwd(*leaves: Any) -> list[Any]:
+        out, vjp_fn = jax.vjp(g, *jax.tree_util.tree_unflatten(in_tree, leaves))
         captured["vjp_tree"] = jax.tree_util.tree_structure(vjp_fn)
         captured["out_tree"] = jax.tree_util.tree_structure(out)
-        return out, jax.tree_util.tree_leaves(vjp_fn)
+        return [*jax.tree_util.tree_leaves(out), *jax.tree_util.tree_leaves(vjp_fn)]
 
-    fwd_exp = export.export(jax.jit(fwd), platforms=["cpu"])(*dynamic)
+    fwd_exp = export.export(jax.jit(fwd), platforms=["cpu"])(*jax.tree_util.tree_leaves(dynamic))
     n_out = captured["out_tree"].num_leaves
-    residual_avals = fwd_exp.out_avals[n_out:]
-    out_avals = fwd_exp.out_avals[:n_out]
+    n_res = len(fwd_exp.out_avals) - n_out
 
-    def bwd(residuals: list[Any], cotangent: Any) -> Any:
-        vjp_fn = jax.tree_util.tree_unflatten(captured["vjp_tree"], residuals)
-        return vjp_fn(cotangent)
+    def bwd(*leaves: Any) -> list[Any]:
+        vjp_fn = jax.tree_util.tree_unflatten(captured["vjp_tree"], leaves[:n_res])
+        cotangent = jax.tree_util.tree_unflatten(captured["out_tree"], leaves[n_res:])
+        return jax.tree_util.tree_leaves(vjp_fn(cotangent))
 
-    cotangent_spec = jax.tree_util.tree_unflatten(
-        captured["out_tree"], [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in out_avals]
-    )
-    residual_specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in residual_avals]
-    bwd_exp = export.export(jax.jit(bwd), platforms=["cpu"])(residual_specs, cotangent_spec)
+    specs_out = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in fwd_exp.out_avals]
+    bwd_exp = export.export(jax.jit(bwd), platforms=["cpu"])(*specs_out[n_out:], *specs_out[:n_out])
     return bytes(fwd_exp.serialize()), bytes(bwd_exp.serialize()), n_out
 
 

@@ -114,10 +114,10 @@ def check_residuals(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
 def check_peak_memory(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
     """Compares the backward pass's peak live bytes with the reference's.
 
-    Under `at_most` a peak above the reference's plus `rule.slack_bytes` fails with WRONG_POLICY:
-    checkpointing a whole chain saves few residuals but holds every recomputed value at once in
-    the backward pass, and only this check sees it. Under `exact` the residual signature decides
-    and this check only reports the numbers.
+    Under `at_most` (and `exact` with `bound_bwd_peak`) a peak above the reference's plus
+    `rule.slack_bytes` fails with WRONG_POLICY: checkpointing a whole chain saves few residuals but
+    holds every recomputed value at once in the backward pass, and only this check sees it.
+    Otherwise the residual signature decides and this check only reports the numbers.
     """
     details = {}
     failure = None
@@ -126,7 +126,7 @@ def check_peak_memory(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
         details[run.expected.name] = {"expected_bwd_peak_bytes": exp_peak, "submitted_bwd_peak_bytes": sub_peak,
                                       "expected_fwd_peak_bytes": run.expected.fwd_peak_bytes,
                                       "submitted_fwd_peak_bytes": run.fwd_peak_bytes}
-        if rule.rule == "at_most" and sub_peak > exp_peak + rule.slack_bytes and failure is None:
+        if rule.bounds_peak and sub_peak > exp_peak + rule.slack_bytes and failure is None:
             failure = (f"{run.label}: your backward pass holds up to {sub_peak:,} bytes live at once, more than "
                        f"the reference's {exp_peak:,} bytes (+{rule.slack_bytes:,} allowed). Saving few residuals "
                        f"is not enough if the backward pass then recomputes everything and keeps it all.")
@@ -136,7 +136,7 @@ def check_peak_memory(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
     last = runs[-1] if runs else None
     summary = (f"; {last.label}: backward pass peak {last.bwd_peak_bytes:,} bytes, reference "
                f"{last.expected.bwd_peak_bytes:,} bytes" if last else "")
-    if rule.rule == "exact":
+    if not rule.bounds_peak:
         return CheckResult(name="peak_memory", passed=True,
                            message="reported only (this problem's rule is an exact residual signature)" + summary,
                            details=details)

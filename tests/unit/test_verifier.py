@@ -112,11 +112,11 @@ def test_no_checkpoint_is_wrong_policy_with_two_thirds_score(dot_problem: Proble
     assert not residuals.passed
     assert "saved by yours only: bool[8,4] x1, f32[8,4] x1" in residuals.message
     report = result.residuals
-    assert report is not None and report.case == "small"  # the first case whose residuals differ
+    assert report is not None and report.case == "large"  # the differing case with the most bytes at stake
     assert (len(report.expected), len(report.submitted)) == (5, 7)
     # the relu mask bool[N, d] and one more float32[N, d] intermediate
-    assert report.expected_bytes == reference_residual_bytes(4, 8) == 512
-    assert report.submitted_bytes == 512 + f32_bytes(8, 4) + 8 * 4
+    assert report.expected_bytes == reference_residual_bytes(256, 1024) == 3_670_016
+    assert report.submitted_bytes == 3_670_016 + f32_bytes(1024, 256) + 1024 * 256
     assert report.no_checkpoint_bytes == report.submitted_bytes  # it IS the no-checkpoint variant
 
 
@@ -126,7 +126,9 @@ def test_checkpoint_without_policy_saves_too_little(dot_problem: Problem, expect
     assert result.verdict is Verdict.WRONG_POLICY
     assert "not saved by yours: f32[8,4] x2" in check(result, "residuals").message
     assert result.residuals is not None
-    assert (len(result.residuals.submitted), result.residuals.submitted_bytes) == (3, 2 * 64 + 128)
+    assert result.residuals.case == "large"
+    assert (len(result.residuals.submitted), result.residuals.submitted_bytes) == (3, 2 * f32_bytes(256, 256)
+                                                                                  + f32_bytes(1024, 256))
 
 
 def test_patched_saved_residuals_cannot_fake_the_policy(dot_problem: Problem, expectations: Expectations,
