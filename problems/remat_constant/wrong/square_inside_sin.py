@@ -1,0 +1,12 @@
+# expect: WRONG_ANSWER
+# Squares inside the sine, sin(arange(N) ** 2), instead of squaring the sine.
+import jax
+import jax.numpy as jnp
+
+
+def remat_constant(x):
+    def scaled(x):
+        a = jnp.sin(jnp.arange(x.shape[0], dtype=jnp.float32) ** 2)
+        return a * x
+
+    return jax.checkpoint(scaled)(x)

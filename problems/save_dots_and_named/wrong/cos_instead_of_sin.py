@@ -1,0 +1,15 @@
+# expect: WRONG_ANSWER
+# Uses cos instead of sin on the second matmul, under the right policy.
+import jax
+import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
+
+
+def save_dots_and_named(w1, w2, x):
+    def net(w1, w2, x):
+        a = checkpoint_name(jnp.tanh(x @ w1), "act")
+        return jnp.sum(jnp.cos(a @ w2))
+
+    cp = jax.checkpoint_policies
+    policy = cp.save_from_both_policies(cp.dots_with_no_batch_dims_saveable, cp.save_only_these_names("act"))
+    return jax.checkpoint(net, policy=policy)(w1, w2, x)

@@ -1,0 +1,16 @@
+# expect: WRONG_POLICY
+# The value is named 'acts' but the policy asks for 'act': no error, the name policy just matches
+# nothing, and only the matmul outputs are saved.
+import jax
+import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
+
+
+def save_dots_and_named(w1, w2, x):
+    def net(w1, w2, x):
+        a = checkpoint_name(jnp.tanh(x @ w1), "acts")
+        return jnp.sum(jnp.sin(a @ w2))
+
+    cp = jax.checkpoint_policies
+    policy = cp.save_from_both_policies(cp.dots_with_no_batch_dims_saveable, cp.save_only_these_names("act"))
+    return jax.checkpoint(net, policy=policy)(w1, w2, x)

@@ -1,0 +1,15 @@
+# expect: WRONG_ANSWER
+# Drops the sin when wrapping the first layer in checkpoint_name: a = W1 @ x instead of sin(W1 @ x).
+import jax
+import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
+
+
+def save_named_layer(W1, W2, W3, x):
+    def network(W1, W2, W3, x):
+        a = checkpoint_name(W1 @ x, "a")
+        b = checkpoint_name(jnp.sin(W2 @ a), "b")
+        return checkpoint_name(jnp.sin(W3 @ b), "c")
+
+    policy = jax.checkpoint_policies.save_only_these_names("a")
+    return jax.checkpoint(network, policy=policy)(W1, W2, W3, x)
