@@ -251,7 +251,7 @@ def judge_outcome(outcome: JailOutcome, limits: JailLimits) -> tuple[CheckResult
     if outcome.memory_exceeded:
         candidates.append((Verdict.MEMORY_LIMIT_EXCEEDED,
                            f"the submission used more than the {limits.memory_limit_mib} MiB memory limit "
-                           f"and was killed"))
+                           f"(on top of the JAX runtime) and was killed"))
     if outcome.output_exceeded:
         candidates.append((Verdict.OUTPUT_LIMIT_EXCEEDED,
                            f"the submission wrote more than {limits.output_limit_bytes:,} bytes to stdout or "
@@ -275,6 +275,8 @@ def judge_outcome(outcome: JailOutcome, limits: JailLimits) -> tuple[CheckResult
         message = error.message if error else f"the submission failed ({bundle.status})"
         verdict = {"compile_error": Verdict.COMPILE_ERROR, "memory_error": Verdict.MEMORY_LIMIT_EXCEEDED}.get(
             bundle.status, Verdict.RUNTIME_ERROR)
+        if verdict == Verdict.MEMORY_LIMIT_EXCEEDED:
+            message += f" (the limit is {limits.memory_limit_mib} MiB on top of the JAX runtime)"
         candidates.append((verdict, message))
         bundle = None
     details = {"exit": _exit_text(outcome.exit_code), "wall_ms": round(outcome.wall_ms, 1),
@@ -317,7 +319,8 @@ def grade_once(source: str, problem: Problem, config: JudgeConfig) -> VerdictRep
             request = JailRequest(source=source, entry_point=problem.spec.entry_point,
                                   cases=[{"name": c.name, "args": case_arg_specs(problem.spec, c)}
                                          for c in problem.spec.cases],
-                                  cpu_time_limit_s=limits.cpu_time_limit_s)
+                                  cpu_time_limit_s=limits.cpu_time_limit_s,
+                                  memory_limit_mib=limits.memory_limit_mib)
             outcome = jail.run(request)
         except JailError as exc:
             return _internal(problem, f"jail: {exc}", t0)

@@ -99,10 +99,12 @@ class JailRequest:
     entry_point: str
     cases: list[dict[str, Any]]
     cpu_time_limit_s: float
+    memory_limit_mib: int = 0
 
     def to_json(self) -> bytes:
-        return json.dumps({"source": self.source, "entry_point": self.entry_point,
-                           "cases": self.cases, "cpu_time_limit_s": self.cpu_time_limit_s}).encode()
+        return json.dumps({"source": self.source, "entry_point": self.entry_point, "cases": self.cases,
+                           "cpu_time_limit_s": self.cpu_time_limit_s,
+                           "memory_limit_mib": self.memory_limit_mib}).encode()
 
 
 @dataclass
@@ -300,9 +302,9 @@ def bwrap_argv(runtime: JailRuntime, limits: JailLimits, *, bundle_fd: int, jail
 
 
 def _rlimits(limits: JailLimits, with_cgroup: bool) -> dict[str, list[int]]:
+    # A coarse cap for the start-up; the runner tightens RLIMIT_AS to its size after importing JAX
+    # plus memory_limit_mib before the submission runs.
     address_space = limits.address_space_limit_mib * MIB
-    if not with_cgroup:  # RLIMIT_AS is then the only memory cap: make it as tight as JAX allows
-        address_space = min(address_space, (limits.memory_limit_mib + 2048) * MIB)
     cpu_s = int(limits.startup_time_limit_s + limits.cpu_time_limit_s) + 1  # coarse; runner tightens
     return {
         "RLIMIT_AS": [address_space, address_space],
@@ -353,8 +355,9 @@ class Jail:
     def _spawn(self) -> None:
         global _warned_no_cgroup
         as_root = os.geteuid() == 0
-        self.cgroup = JailCgroup.create(memory_limit_bytes=self.limits.memory_limit_mib * MIB,
-                                        process_limit=self.limits.process_limit) if as_root else None
+        self.cgroup = JailCgroup.create(
+            memory_limit_bytes=(self.limits.memory_limit_mib + self.limits.runtime_memory_mib) * MIB,
+            process_limit=self.limits.process_limit) if as_root else None
         if self.cgroup is None and not _warned_no_cgroup:
             log.warning("no writable memory+pids cgroup: the jail's memory and process caps fall back "
                         "to RLIMIT_AS and RLIMIT_NPROC, which are coarser")

@@ -29,10 +29,14 @@ class JailLimits:
         wall_time_limit_s: seconds from handing over the submission until the bundle is written.
         cpu_time_limit_s: CPU seconds (all threads) the submission phase may use.
         startup_time_limit_s: seconds the jail may take to start and import JAX.
-        memory_limit_mib: resident memory of the whole jail (cgroup), in MiB. `import jax`
-            alone takes about 215 MB here (DESIGN.md, measured).
-        address_space_limit_mib: RLIMIT_AS, a coarse backstop; `import jax` needs more than
-            1 GiB of address space (measured: fails at 1 GiB, works at 2 GiB).
+        memory_limit_mib: memory the submission may use on top of the Python and JAX runtime, in
+            MiB. The runner caps its address space at its size after importing JAX plus this
+            (RLIMIT_AS: an allocation beyond it fails at once with MemoryError), and the jail's
+            cgroup caps resident memory at this plus `runtime_memory_mib`.
+        runtime_memory_mib: resident memory allowed for the runtime itself; `import jax` takes
+            about 190 MB resident and 1.5 GB of address space here (measured, 17 threads).
+        address_space_limit_mib: RLIMIT_AS during start-up, a coarse backstop; `import jax` needs
+            more than 1 GiB of address space (measured: fails at 1 GiB, works at 2 GiB).
         process_limit: processes plus threads in the jail (JAX starts about 17 threads).
         file_size_limit_bytes: largest file the jail may write (RLIMIT_FSIZE).
         tmpfs_size_bytes: size of the jail's private /tmp.
@@ -45,6 +49,7 @@ class JailLimits:
     cpu_time_limit_s: float = 10.0
     startup_time_limit_s: float = 60.0
     memory_limit_mib: int = 1536
+    runtime_memory_mib: int = 512
     address_space_limit_mib: int = 8192
     process_limit: int = 64
     file_size_limit_bytes: int = 16 * MIB

@@ -9,7 +9,7 @@ Protocol (see `sandbox/jail.py` for the parent's side):
 
 1. `python -I -B /judge/runner.py BUNDLE_FD` imports JAX, then writes `READY\\n` to BUNDLE_FD.
 2. The parent writes one JSON request to stdin and closes it:
-   `{"source": str, "entry_point": str, "cpu_time_limit_s": float,
+   `{"source": str, "entry_point": str, "cpu_time_limit_s": float, "memory_limit_mib": int,
      "cases": [{"name": str, "args": [ArgSpec, ...]}]}` where an ArgSpec is
    `{"kind": "array", "name": str, "shape": [int, ...], "dtype": str}`,
    `{"kind": "list", "name": str, "items": [ArgSpec, ...]}` or
@@ -235,6 +235,25 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
     return bundle
 
 
+def _limit_address_space(allowance_mib: int) -> None:
+    """Caps RLIMIT_AS at what the process maps now plus `allowance_mib`, before the submission runs.
+
+    JAX maps about 1.5 GB of address space at import but keeps only about 200 MB resident
+    (measured here), so a fixed RLIMIT_AS is either too tight for JAX or too loose to matter. Set
+    relative to the current size, a large allocation fails at once with MemoryError
+    (MEMORY_LIMIT_EXCEEDED) instead of thrashing against the cgroup's limit until the OOM killer
+    comes. Without CAP_SYS_RESOURCE the limit can only be lowered afterwards.
+    """
+    if allowance_mib <= 0:
+        return
+    with open("/proc/self/status") as status:
+        vm_kb = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
+    limit = vm_kb * 1024 + allowance_mib * 1024 * 1024
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard == resource.RLIM_INFINITY or limit < hard:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -254,6 +273,7 @@ def main(argv: list[str]) -> int:
 
     request = json.loads(sys.stdin.buffer.read())
     sys.stdin.close()
+    _limit_address_space(int(request.get("memory_limit_mib", 0)))
     # The kernel enforces the CPU budget from here on: a process can lower its hard limit but,
     # without CAP_SYS_RESOURCE, never raise it again, so the submission cannot lift it.
     used_s = resource.getrusage(resource.RUSAGE_SELF).ru_utime + resource.getrusage(resource.RUSAGE_SELF).ru_stime
