@@ -7,9 +7,11 @@ STAMP  := $(VENV)/.installed-stamp
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: setup run test bench clean bwrap
+WEB_BUNDLE := server/web/static/dist/app.js
 
-setup: $(STAMP) bwrap
+.PHONY: setup run test bench clean bwrap web chromium
+
+setup: $(STAMP) bwrap web
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -29,14 +31,36 @@ bwrap:
 	  fi; \
 	fi
 
+# The editor bundle (CodeMirror, KaTeX), built reproducibly from web/package-lock.json. The pages
+# work without it (a plain textarea, TeX shown as text), so a machine without npm still runs.
+web: $(WEB_BUNDLE)
+
+$(WEB_BUNDLE): web/package.json web/package-lock.json web/build.mjs $(wildcard web/src/*.js)
+	@if command -v npm >/dev/null 2>&1; then \
+	  cd web && npm ci --no-audit --no-fund --loglevel=error && npm run build --silent; \
+	else \
+	  echo "npm not found: the pages will use a plain textarea instead of the editor"; \
+	fi
+
+# Browser tests drive Debian's Chromium (test tools' own browser downloads fail here).
+chromium:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing chromium for the browser tests"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium >/dev/null 2>&1 || \
+	    { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium >/dev/null; } || \
+	    echo "chromium could not be installed: the browser tests will say why they skip"; \
+	  fi; \
+	fi
+
 run: setup
 	$(VENV)/bin/remat-judge serve --host $(HOST) --port $(PORT)
 
-test: setup
+test: setup chromium
 	$(VENV)/bin/python -m pytest
 
 bench: setup
 	$(VENV)/bin/python bench/latency.py
 
 clean:
-	rm -rf $(VENV) data .pytest_cache test-artifacts
+	rm -rf $(VENV) data .pytest_cache test-artifacts web/node_modules server/web/static/dist

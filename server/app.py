@@ -7,17 +7,25 @@ from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
 from fastapi import FastAPI, Request, status
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.gzip import GZipMiddleware
+from starlette.middleware.sessions import SessionMiddleware
 
 from graders.problem import ProblemRepository
 from server.api import health, problems, submissions
 from server.api.deps import Services
-from server.db import SubmissionStore, make_engine
+from server.db import SubmissionStore, UserStore, make_engine
 from server.limits import BodySizeLimit
 from server.packages import MAX_ARCHIVE_BYTES
 from server.queue import Completions, InProcessQueue, WorkerPool
 from server.settings import Settings, get_settings
+from server.web import pages as web_pages
+from server.web.markdown import pygments_css
+from server.web.pages import WEB_DIR, error_page
 
 log = logging.getLogger(__name__)
 
@@ -42,14 +50,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        store = SubmissionStore(make_engine(settings.resolved_database_url))
+        engine = make_engine(settings.resolved_database_url)
+        store = SubmissionStore(engine)
         repo = ProblemRepository(settings.problems_dir)
         jobs, completions = InProcessQueue(), Completions()
         config = settings.judge_config()
         pool = WorkerPool(jobs=jobs, store=store, problems=repo, config_factory=lambda: config,
                           workers=settings.workers, completions=completions)
-        app.state.services = Services(settings=settings, store=store, problems=repo, jobs=jobs,
-                                      completions=completions, pool=pool)
+        app.state.services = Services(settings=settings, store=store, users=UserStore(engine), problems=repo,
+                                      jobs=jobs, completions=completions, pool=pool)
         pool.start()
         log.info("remat-judge: %d workers, problems from %s, data in %s", settings.workers,
                  settings.problems_dir, settings.data_dir.resolve())
@@ -61,6 +70,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="remat-judge", version="1", lifespan=lifespan,
                   description="An online judge for JAX gradient-checkpointing (rematerialization) exercises.")
 
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if request.url.path.startswith("/api/") or "text/html" not in request.headers.get("accept", ""):
+            return await http_exception_handler(request, exc)
+        return error_page(request, exc)
+
     @app.exception_handler(RequestValidationError)
     async def on_validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
         code, message = _validation_message(exc)
@@ -69,6 +84,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # JSON escapes can make a 64 KiB source up to 6 times longer on the wire.
     app.add_middleware(BodySizeLimit, max_body_bytes=6 * settings.max_source_bytes + 64 * 1024,
                        per_path={"/api/v1/problems": MAX_ARCHIVE_BYTES})
+    app.add_middleware(SessionMiddleware, secret_key=settings.session_key(), session_cookie="remat_session",
+                       max_age=settings.session_max_age_s, same_site="lax", https_only=settings.cookie_secure)
+    app.add_middleware(GZipMiddleware, minimum_size=1024)
+    app.mount("/static", StaticFiles(directory=str(WEB_DIR / "static")), name="static")
+
+    @app.get("/assets/pygments.css", include_in_schema=False)
+    def pygments_stylesheet() -> Response:
+        return Response(pygments_css(), media_type="text/css", headers={"Cache-Control": "public, max-age=86400"})
+
+    app.include_router(web_pages.router)
     app.include_router(problems.router, prefix="/api/v1")
     app.include_router(submissions.router, prefix="/api/v1")
     app.include_router(health.router, prefix="/api/v1")

@@ -6,7 +6,7 @@ import logging
 import sys
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -17,10 +17,15 @@ from graders.problem import Problem, ProblemError, ProblemRepository
 from graders.verdict import VERDICT_EXPLANATIONS, Verdict, VerdictReport
 from server.settings import Settings
 
+if TYPE_CHECKING:
+    from server.db import UserStore
+
 app = typer.Typer(help="remat-judge: an online judge for JAX gradient-checkpointing exercises.",
                   no_args_is_help=True, add_completion=False)
 problems_app = typer.Typer(help="Work with problem packages.", no_args_is_help=True)
 app.add_typer(problems_app, name="problems")
+users_app = typer.Typer(help="Accounts of the web judge.", no_args_is_help=True)
+app.add_typer(users_app, name="users")
 
 console = Console()
 err = Console(stderr=True)
@@ -294,6 +299,37 @@ def problems_add(path: Annotated[Path, typer.Argument(help="the package folder")
             import shutil
 
             shutil.rmtree(staged.parent, ignore_errors=True)
+
+
+def _user_store(data_dir: Optional[Path]) -> "UserStore":
+    from server.db import UserStore, make_engine
+
+    return UserStore(make_engine(_settings(data_dir).resolved_database_url))
+
+
+@users_app.command("list")
+def users_list(data_dir: Annotated[Optional[Path], typer.Option(help="database folder")] = None) -> None:
+    """List accounts: email, name, role, created."""
+    table = Table()
+    for column in ("email", "name", "role", "created (UTC)"):
+        table.add_column(column)
+    for u in _user_store(data_dir).all():
+        table.add_row(u.email, u.display_name, u.role, u.created_at.strftime("%Y-%m-%d %H:%M"))
+    console.print(table)
+
+
+@users_app.command("role")
+def users_role(email: Annotated[str, typer.Argument(help="the account's email")],
+               role: Annotated[str, typer.Argument(help="student or instructor")],
+               data_dir: Annotated[Optional[Path], typer.Option(help="database folder")] = None) -> None:
+    """Make an account a student or an instructor (instructors see every submission)."""
+    if role not in ("student", "instructor"):
+        err.print("the role is student or instructor")
+        raise typer.Exit(EXIT_USAGE)
+    if not _user_store(data_dir).set_role(email, role):
+        err.print(f"no account {email!r}; it is made by signing up on the web page")
+        raise typer.Exit(EXIT_USAGE)
+    console.print(f"{email} is now {'an' if role == 'instructor' else 'a'} {role}")
 
 
 def main() -> None:

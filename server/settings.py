@@ -37,6 +37,10 @@ class Settings(BaseSettings):
         verify_time_limit_s: wall seconds for running a submission's exported programs.
         instructor_token: the bearer token that may upload problems (`POST /api/v1/problems`);
             uploads are refused while it is unset.
+        session_secret: signs the web session cookie; when unset, 32 random bytes are generated
+            once and kept in `<data_dir>/session_secret` (mode 0600).
+        cookie_secure: send the session cookie only over HTTPS (turn on behind TLS).
+        session_max_age_s: how long a sign-in lasts.
     """
 
     model_config = SettingsConfigDict(env_prefix="REMAT_JUDGE_", extra="ignore")
@@ -53,22 +57,34 @@ class Settings(BaseSettings):
     memory_limit_mib: int = 1536
     verify_time_limit_s: float = 60.0
     instructor_token: str | None = Field(default=None, repr=False)
+    session_secret: str | None = Field(default=None, repr=False)
+    cookie_secure: bool = False
+    session_max_age_s: int = 14 * 24 * 3600
 
     @property
     def resolved_database_url(self) -> str:
         return self.database_url or f"sqlite:///{self.data_dir.resolve() / 'remat-judge.db'}"
 
-    def seed_bytes(self) -> bytes:
-        """The hidden-input seed (creates and stores one on first use when none is configured)."""
-        if self.hidden_seed:
-            return self.hidden_seed.encode("utf-8")
-        path = self.data_dir / "hidden_seed"
+    def _persisted_secret(self, name: str) -> str:
+        """A random secret kept in `<data_dir>/<name>` (0600), created on first use."""
+        path = self.data_dir / name
         if not path.exists():
             self.data_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            except FileExistsError:  # another process made it first
+                return path.read_text().strip()
             with os.fdopen(fd, "w") as f:
                 f.write(secrets.token_hex(32))
-        return path.read_text().strip().encode("utf-8")
+        return path.read_text().strip()
+
+    def seed_bytes(self) -> bytes:
+        """The hidden-input seed (creates and stores one on first use when none is configured)."""
+        return (self.hidden_seed or self._persisted_secret("hidden_seed")).encode("utf-8")
+
+    def session_key(self) -> str:
+        """The key that signs session cookies."""
+        return self.session_secret or self._persisted_secret("session_secret")
 
     def judge_config(self) -> JudgeConfig:
         """What the grading pipeline needs from these settings."""

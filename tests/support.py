@@ -6,6 +6,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import httpx
+
 REPO = Path(__file__).resolve().parents[1]
 PROBLEMS = REPO / "problems"
 
@@ -25,3 +27,52 @@ def jail_processes() -> list[str]:
     out = subprocess.run(["ps", "-eo", "uid=,pid=,stat=,args="], capture_output=True, text=True, check=True).stdout
     return [line for line in out.splitlines()
             if line.split() and int(line.split()[0]) in JAIL_UIDS.uids and JAIL_UIDS.is_free(int(line.split()[0]))]
+
+
+class Server:
+    """A real `remat-judge serve` process on a free loopback port, with its own data directory."""
+
+    def __init__(self, data_dir: Path, *, workers: int = 2, env: dict[str, str] | None = None):
+        import os
+        import socket
+
+        self.data_dir, self.workers = data_dir, workers
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, "REMAT_JUDGE_HIDDEN_SEED": "test-seed", "REMAT_JUDGE_WAIT_TIMEOUT_S": "90",
+                    **(env or {})}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = data_dir / f"server-{self.port}.log"
+
+    def start(self) -> "Server":
+        import sys
+        import time
+
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        cli = str(Path(sys.executable).parent / "remat-judge")
+        self.proc = subprocess.Popen([cli, "serve", "--host", "127.0.0.1", "--port", str(self.port),
+                                      "--data-dir", str(self.data_dir), "--workers", str(self.workers)],
+                                     stdout=self.log.open("ab"), stderr=subprocess.STDOUT, env=self.env,
+                                     start_new_session=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log.read_text()[-3000:]
+            try:
+                if httpx.get(f"{self.url}/api/v1/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        raise AssertionError("server did not start: " + self.log.read_text()[-3000:])
+
+    def stop(self, sig: int = 15) -> None:
+        """Sends `sig` (SIGTERM by default; SIGKILL to simulate a crash) to the server's group."""
+        import os
+
+        assert self.proc is not None
+        os.killpg(self.proc.pid, sig)
+        self.proc.wait(30)
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=120)

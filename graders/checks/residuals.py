@@ -79,10 +79,11 @@ def check_residuals(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
     the reference's plus `rule.slack_bytes`.
 
     Returns:
-        A "residuals" CheckResult; fails with WRONG_POLICY and both listings.
+        A "residuals" CheckResult; fails with WRONG_POLICY and both listings, for the failing case
+        with the most bytes at stake (the case the residual report shows too).
     """
     details = {}
-    failure = None
+    failures: list[tuple[int, str]] = []  # (bytes at stake, message) per failing case
     for run in runs:
         expected, submitted = run.expected.residuals, run.residuals
         exp_bytes, sub_bytes = sum(r.nbytes for r in expected), sum(r.nbytes for r in submitted)
@@ -95,14 +96,16 @@ def check_residuals(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
             ok = sub_bytes <= exp_bytes + rule.slack_bytes
             why = (f"saves {sub_bytes:,} bytes of residuals, more than the {exp_bytes + rule.slack_bytes:,} "
                    f"allowed")
-        if not ok and failure is None:
+        if not ok:
             diff = _difference(expected, submitted)
-            failure = (f"{run.label}: your function {why}"
-                       + (f" ({diff})" if diff else "") + ".\n"
-                       + format_residuals(expected, title="expected") + "\n"
-                       + format_residuals(submitted, title="yours") + "\n"
-                       + f"backward pass peak live bytes: yours {run.bwd_peak_bytes:,}, "
-                         f"reference {run.expected.bwd_peak_bytes:,}")
+            failures.append((max(exp_bytes, sub_bytes), f"{run.label}: your function {why}"
+                             + (f" ({diff})" if diff else "") + ".\n"
+                             + format_residuals(expected, title="expected") + "\n"
+                             + format_residuals(submitted, title="yours") + "\n"
+                             + f"backward pass peak live bytes: yours {run.bwd_peak_bytes:,}, "
+                               f"reference {run.expected.bwd_peak_bytes:,}"))
+    # the case with the most bytes at stake, as in the residual report beside the verdict
+    failure = max(failures, key=lambda f: f[0])[1] if failures else None
     if failure:
         return CheckResult(name="residuals", passed=False, message=failure, details=details,
                            verdict=Verdict.WRONG_POLICY)

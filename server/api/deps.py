@@ -7,17 +7,18 @@ from dataclasses import dataclass
 from fastapi import Request
 
 from graders.problem import ProblemRepository
-from server.db import SubmissionStore
+from server.db import SubmissionStore, UserStore
 from server.queue import Completions, JobQueue, WorkerPool
 from server.settings import Settings
 
 
 @dataclass
 class Services:
-    """Everything a running app holds: settings, store, problems, queue, workers."""
+    """Everything a running app holds: settings, stores, problems, queue, workers."""
 
     settings: Settings
     store: SubmissionStore
+    users: UserStore
     problems: ProblemRepository
     jobs: JobQueue
     completions: Completions

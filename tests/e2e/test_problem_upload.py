@@ -6,11 +6,9 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tarfile
-import time
 from pathlib import Path
 from typing import Iterator
 
@@ -19,19 +17,11 @@ import pytest
 
 from graders.pipeline import JudgeConfig
 from server.packages import pack
-from tests.support import PROBLEMS
+from tests.support import PROBLEMS, Server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.jail]
 CLI = str(Path(sys.executable).parent / "remat-judge")
 TOKEN = "instructor-test-token"
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -41,21 +31,10 @@ def site(tmp_path_factory: pytest.TempPathFactory, judge_config: JudgeConfig) ->
     problems, data = root / "problems", root / "data"
     problems.mkdir()
     shutil.copytree(PROBLEMS / "checkpoint_dot_policy", problems / "checkpoint_dot_policy")
-    port = free_port()
-    env = {**os.environ, "REMAT_JUDGE_INSTRUCTOR_TOKEN": TOKEN, "REMAT_JUDGE_PROBLEMS_DIR": str(problems),
-           "REMAT_JUDGE_HIDDEN_SEED": "upload-seed"}
-    proc = subprocess.Popen([CLI, "serve", "--port", str(port), "--data-dir", str(data)], env=env,
-                            stdout=(root / "server.log").open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            httpx.get(f"{url}/healthz", timeout=1)
-            break
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    yield url, problems, root
-    os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(30)
+    server = Server(data, env={"REMAT_JUDGE_INSTRUCTOR_TOKEN": TOKEN, "REMAT_JUDGE_PROBLEMS_DIR": str(problems),
+                               "REMAT_JUDGE_HIDDEN_SEED": "upload-seed"}).start()
+    yield server.url, problems, root
+    server.stop()
 
 
 def new_package(tmp: Path, slug: str) -> Path:

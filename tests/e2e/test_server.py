@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Iterator
@@ -17,60 +13,17 @@ import httpx
 import pytest
 
 from graders.pipeline import JudgeConfig
-from tests.support import PROBLEMS, jail_processes
+from tests.support import PROBLEMS, Server, jail_processes
 
 pytestmark = [pytest.mark.e2e, pytest.mark.jail]
-CLI = str(Path(sys.executable).parent / "remat-judge")
 DOT = PROBLEMS / "checkpoint_dot_policy"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """A `remat-judge serve` process with its own data directory."""
-
-    def __init__(self, data_dir: Path, *, workers: int = 2):
-        self.data_dir, self.workers = data_dir, workers
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log = data_dir / f"server-{self.port}.log"
-
-    def start(self) -> "Server":
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "REMAT_JUDGE_HIDDEN_SEED": "e2e-seed", "REMAT_JUDGE_WAIT_TIMEOUT_S": "90"}
-        self.proc = subprocess.Popen([CLI, "serve", "--host", "127.0.0.1", "--port", str(self.port),
-                                      "--data-dir", str(self.data_dir), "--workers", str(self.workers)],
-                                     stdout=self.log.open("ab"), stderr=subprocess.STDOUT, env=env,
-                                     start_new_session=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.log.read_text()[-3000:]
-            try:
-                if httpx.get(f"{self.url}/api/v1/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        raise AssertionError("server did not start: " + self.log.read_text()[-3000:])
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        assert self.proc is not None
-        os.killpg(self.proc.pid, sig)
-        self.proc.wait(30)
-
-    def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=120)
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, judge_config: JudgeConfig) -> Iterator[Server]:
-    srv = Server(tmp_path_factory.mktemp("server-data")).start()
+    srv = Server(tmp_path_factory.mktemp("server-data"), env={"REMAT_JUDGE_HIDDEN_SEED": "e2e-seed"}).start()
     yield srv
-    srv.kill(signal.SIGTERM)
+    srv.stop()
 
 
 def submit(client: httpx.Client, source: str, *, wait: bool = True) -> httpx.Response:
@@ -181,7 +134,7 @@ def test_queued_and_running_submissions_survive_a_crash(tmp_path: Path, judge_co
         while client.get(f"/api/v1/submissions/{slow}").json()["status"] != "running":
             assert time.monotonic() < deadline
             time.sleep(0.2)
-    first.kill(signal.SIGKILL)  # a crash: no shutdown handler runs
+    first.stop(signal.SIGKILL)  # a crash: no shutdown handler runs
     rows = dict(sqlite3.connect(data / "remat-judge.db").execute("select id, status from submissions").fetchall())
     assert rows == {slow: "running", queued: "queued"}
 
@@ -197,7 +150,7 @@ def test_queued_and_running_submissions_survive_a_crash(tmp_path: Path, judge_co
                         results[sid] = body
                 time.sleep(0.5)
     finally:
-        second.kill(signal.SIGTERM)
+        second.stop()
     assert results[slow]["verdict"] == "TIME_LIMIT_EXCEEDED"
     assert results[queued]["verdict"] == "ACCEPTED"
     stored = json.loads(sqlite3.connect(data / "remat-judge.db").execute(

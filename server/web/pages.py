@@ -1,0 +1,275 @@
+"""The web judge's pages: problem list and pages, submitting, live verdicts, accounts, history,
+solutions after a first ACCEPTED, and the instructor's views. Server-rendered (Jinja2); the
+JavaScript bundle (web/) only enhances them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Form, HTTPException, Request, status
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+
+from graders.problem import Problem, ProblemError
+from graders.verdict import VerdictReport
+from server.api.deps import Services, get_services
+from server.db import SubmissionRecord, UserRecord
+from server.web.auth import (OptionalUser, check_csrf, csrf_token, current_user, hash_password, sign_in,
+                             sign_out, signup_errors, verify_password)
+from server.web.markdown import render_markdown
+from server.web.panel import panel_context
+
+HERE = WEB_DIR = Path(__file__).resolve().parent
+templates = Jinja2Templates(directory=str(HERE / "templates"))
+
+
+def human_bytes(n: int) -> str:
+    """`3.5 MiB`, `812 B`: binary units, as memory is counted."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+templates.env.filters["human_bytes"] = human_bytes
+router = APIRouter(include_in_schema=False)
+ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+def render(request: Request, name: str, user: UserRecord | None, status_code: int = 200, **context: Any) -> HTMLResponse:
+    """A page with the fields every template uses (user, CSRF token, whether the JS bundle exists)."""
+    return templates.TemplateResponse(request, name, {
+        "user": user, "csrf": csrf_token(request), "bundle": (HERE / "static" / "dist" / "app.js").exists(),
+        **context}, status_code=status_code)
+
+
+def _problem(services: Services, slug: str) -> Problem:
+    try:
+        return services.problems.get(slug)
+    except (KeyError, ProblemError):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no problem {slug!r}") from None
+
+
+def _require_user(user: UserRecord | None, request: Request) -> UserRecord:
+    if user is None:
+        raise HTTPException(status.HTTP_303_SEE_OTHER, headers={"Location": f"/signin?next={request.url.path}"})
+    return user
+
+
+def _visible_submission(services: Services, submission_id: str, user: UserRecord | None) -> SubmissionRecord:
+    """A submission its author or an instructor may see; 404 for anyone else (ids are not secrets)."""
+    record = services.store.get(submission_id)
+    if record is None or user is None or (record.user_id != user.id and user.role != "instructor"):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such submission")
+    return record
+
+
+def _report(record: SubmissionRecord) -> VerdictReport | None:
+    return VerdictReport.model_validate_json(record.result_json) if record.result_json else None
+
+
+# --- problems --------------------------------------------------------------------------------------
+
+@router.get("/", response_class=HTMLResponse)
+def problem_list(request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
+    solved = services.store.solved(user.id) if user else set()
+    order = {"easy": 0, "medium": 1, "hard": 2}
+    problems = sorted(services.problems.all(), key=lambda p: (order[p.spec.difficulty], p.spec.title))
+    return render(request, "problems.html", user, problems=problems, solved=solved)
+
+
+@router.get("/problems/{slug}", response_class=HTMLResponse)
+def problem_page(slug: str, request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
+    problem = _problem(services, slug)
+    mine = services.store.for_user(user.id, problem=slug, limit=20) if user else []
+    solved = user is not None and (user.role == "instructor" or slug in services.store.solved(user.id))
+    return render(request, "problem.html", user, problem=problem, statement=render_markdown(problem.statement),
+                  starter=problem.starter, mine=mine, solved=solved,
+                  draft_key=f"remat-draft:{user.id if user else 'anon'}:{slug}")
+
+
+@router.post("/problems/{slug}/submit")
+def submit(slug: str, request: Request, services: ServicesDep, user: OptionalUser,
+           source: Annotated[str, Form()] = "", csrf_token: Annotated[str, Form()] = "") -> Response:
+    """Stores and queues a submission from the problem page. JSON for the page's script
+    (`Accept: application/json`), else a redirect to the submission's page."""
+    wants_json = "application/json" in request.headers.get("accept", "")
+    if user is None:
+        if wants_json:
+            return JSONResponse({"detail": "sign in to submit"}, status_code=status.HTTP_401_UNAUTHORIZED)
+        return RedirectResponse(f"/signin?next=/problems/{slug}", status_code=status.HTTP_303_SEE_OTHER)
+    check_csrf(request, csrf_token)
+    problem = _problem(services, slug)
+    source = source.replace("\r\n", "\n")  # forms send textareas with CRLF line endings
+    error = None
+    if not source.strip():
+        error = "the editor is empty"
+    elif len(source.encode("utf-8")) > services.settings.max_source_bytes:
+        error = f"the source is larger than {services.settings.max_source_bytes:,} bytes"
+    if error:
+        if wants_json:
+            return JSONResponse({"detail": error}, status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, error)
+    record = services.store.create(problem=problem.slug, source=source, user_id=user.id)
+    services.jobs.put(record.id)
+    if wants_json:
+        return JSONResponse({"id": record.id, "status": record.status,
+                             "status_url": f"/submissions/{record.id}/status",
+                             "panel_url": f"/submissions/{record.id}/panel",
+                             "page_url": f"/submissions/{record.id}"}, status_code=status.HTTP_201_CREATED)
+    return RedirectResponse(f"/submissions/{record.id}", status_code=status.HTTP_303_SEE_OTHER)
+
+
+@router.get("/problems/{slug}/solution", response_class=HTMLResponse)
+def solution(slug: str, request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
+    """Hints and the reference solution: only after the user's first ACCEPTED (instructors always)."""
+    user = _require_user(user, request)
+    problem = _problem(services, slug)
+    if user.role != "instructor" and slug not in services.store.solved(user.id):
+        return render(request, "locked.html", user, problem=problem, status_code=status.HTTP_403_FORBIDDEN)
+    reference = problem.reference_path.read_text(encoding="utf-8")
+    hints = problem.read_text("hints.md") or ""
+    return render(request, "solution.html", user, problem=problem,
+                  reference=render_markdown(f"```python\n{reference}\n```"), hints=render_markdown(hints))
+
+
+# --- submissions -----------------------------------------------------------------------------------
+
+@router.get("/submissions/{submission_id}", response_class=HTMLResponse)
+def submission_page(submission_id: str, request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
+    user = _require_user(user, request)
+    record = _visible_submission(services, submission_id, user)
+    report = _report(record)
+    context = panel_context(report) if report else {}
+    return render(request, "submission.html", user, record=record, pending=report is None, **context)
+
+
+@router.get("/submissions/{submission_id}/status")
+def submission_status(submission_id: str, services: ServicesDep, user: OptionalUser) -> JSONResponse:
+    record = _visible_submission(services, submission_id, user)
+    return JSONResponse({"id": record.id, "status": record.status, "verdict": record.verdict})
+
+
+@router.get("/submissions/{submission_id}/panel", response_class=HTMLResponse)
+def submission_panel(submission_id: str, request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
+    record = _visible_submission(services, submission_id, user)
+    report = _report(record)
+    if report is None:
+        return HTMLResponse('<p class="pending">Not graded yet.</p>', status_code=status.HTTP_202_ACCEPTED)
+    return render(request, "_panel.html", user, record=record, **panel_context(report))
+
+
+@router.get("/me", response_class=HTMLResponse)
+def my_submissions(request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
+    user = _require_user(user, request)
+    return render(request, "me.html", user, submissions=services.store.for_user(user.id, limit=200),
+                  solved=services.store.solved(user.id))
+
+
+# --- accounts --------------------------------------------------------------------------------------
+
+def _safe_next(target: str | None) -> str:
+    """Only same-site paths: never redirect to another host after sign-in."""
+    if target and target.startswith("/") and not target.startswith("//") and "\\" not in target:
+        return target
+    return "/"
+
+
+@router.get("/signup", response_class=HTMLResponse)
+def signup_form(request: Request, user: OptionalUser, next: str = "/") -> HTMLResponse:
+    return render(request, "signup.html", user, errors=[], email="", display_name="", next=_safe_next(next))
+
+
+@router.post("/signup", response_class=HTMLResponse)
+def signup(request: Request, services: ServicesDep, email: Annotated[str, Form()] = "",
+           display_name: Annotated[str, Form()] = "", password: Annotated[str, Form()] = "",
+           csrf_token: Annotated[str, Form()] = "", next: Annotated[str, Form()] = "/") -> Response:
+    check_csrf(request, csrf_token)
+    email = email.strip()
+    errors = signup_errors(email, display_name, password)
+    if not errors:
+        try:
+            user = services.users.create(email=email, display_name=display_name.strip(),
+                                         password_hash=hash_password(password))
+        except ValueError:
+            errors = ["An account with that email exists already: sign in instead."]
+        else:
+            sign_in(request, user)
+            return RedirectResponse(_safe_next(next), status_code=status.HTTP_303_SEE_OTHER)
+    return render(request, "signup.html", None, errors=errors, email=email, display_name=display_name,
+                  next=_safe_next(next), status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
+
+
+@router.get("/signin", response_class=HTMLResponse)
+def signin_form(request: Request, user: OptionalUser, next: str = "/") -> HTMLResponse:
+    return render(request, "signin.html", user, error=None, email="", next=_safe_next(next))
+
+
+@router.post("/signin", response_class=HTMLResponse)
+def signin(request: Request, services: ServicesDep, email: Annotated[str, Form()] = "",
+           password: Annotated[str, Form()] = "", csrf_token: Annotated[str, Form()] = "",
+           next: Annotated[str, Form()] = "/") -> Response:
+    check_csrf(request, csrf_token)
+    user = services.users.by_email(email.strip())
+    ok, new_hash = verify_password(password, user.password_hash) if user else (False, None)
+    if user is None or not ok:
+        return render(request, "signin.html", None, error="Wrong email or password.", email=email,
+                      next=_safe_next(next), status_code=status.HTTP_401_UNAUTHORIZED)
+    if new_hash:
+        services.users.update_password_hash(user.id, new_hash)
+    sign_in(request, user)
+    return RedirectResponse(_safe_next(next), status_code=status.HTTP_303_SEE_OTHER)
+
+
+@router.post("/signout")
+def signout(request: Request, csrf_token: Annotated[str, Form()] = "") -> Response:
+    check_csrf(request, csrf_token)
+    sign_out(request)
+    return RedirectResponse("/", status_code=status.HTTP_303_SEE_OTHER)
+
+
+# --- instructors -----------------------------------------------------------------------------------
+
+def _require_instructor(user: UserRecord | None, request: Request) -> UserRecord:
+    user = _require_user(user, request)
+    if user.role != "instructor":
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "instructors only")
+    return user
+
+
+@router.get("/instructor", response_class=HTMLResponse)
+def instructor_home(request: Request, services: ServicesDep, user: OptionalUser, problem: str | None = None) -> HTMLResponse:
+    user = _require_instructor(user, request)
+    counts = services.store.verdict_counts()
+    return render(request, "instructor.html", user, submissions=services.store.recent(problem=problem, limit=300),
+                  counts=counts, problems=services.problems.all(), selected=problem)
+
+
+@router.get("/instructor/problems/{slug}", response_class=HTMLResponse)
+def instructor_problem(slug: str, request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
+    user = _require_instructor(user, request)
+    problem = _problem(services, slug)
+    counts = services.store.verdict_counts().get(slug, {})
+    return render(request, "instructor_problem.html", user, problem=problem, counts=counts,
+                  total=sum(counts.values()), submissions=services.store.recent(problem=slug, limit=300))
+
+
+@router.get("/instructor/submissions/{submission_id}/source", response_class=HTMLResponse)
+def instructor_source(submission_id: str, request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
+    _require_instructor(user, request)
+    record = _visible_submission(services, submission_id, user)
+    return HTMLResponse(render_markdown(f"```python\n{record.source}\n```"))
+
+
+def error_page(request: Request, exc: Any) -> Response:
+    """HTML error pages for browsers; JSON stays JSON for the API."""
+    if exc.status_code == status.HTTP_303_SEE_OTHER:
+        return RedirectResponse(exc.headers["Location"], status_code=status.HTTP_303_SEE_OTHER)
+    return render(request, "error.html", current_user(request), status_code=exc.status_code,
+                  code=exc.status_code, detail=str(exc.detail))
+
+
+__all__ = ["router", "error_page", "WEB_DIR"]

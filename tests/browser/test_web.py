@@ -1,0 +1,259 @@
+"""The web judge in a real browser: Playwright for Python driving Debian's Chromium against a real
+server on loopback. Screenshots of every page go to test-artifacts/browser/.
+
+Outside CI these tests skip (saying why) only when no Chromium can be had; in CI (CI=1) a missing
+Chromium fails them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from graders.pipeline import JudgeConfig
+from tests.support import PROBLEMS, REPO, Server
+
+pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.jail]
+SHOTS = REPO / "test-artifacts" / "browser"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+PASSWORD = "correct horse battery"
+SEEN: dict[str, str] = {}  # facts one test leaves for the next (they run in file order)
+
+NO_POLICY = '''import jax
+import jax.numpy as jnp
+
+
+def checkpoint_dot_policy(w1, w2, x):
+    def pipeline(w1, w2, x):
+        return jnp.sum((jax.nn.relu(x @ w1) @ w2) ** 2)
+
+    return jax.checkpoint(pipeline)(w1, w2, x)
+'''
+WITH_POLICY = NO_POLICY.replace("jax.checkpoint(pipeline)",
+                                "jax.checkpoint(pipeline, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)")
+
+
+def chromium_path() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        reason = "no Chromium (make test installs Debian's chromium when run as root)"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return found
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, judge_config: JudgeConfig) -> Iterator[Server]:
+    srv = Server(tmp_path_factory.mktemp("web-data"), env={"REMAT_JUDGE_HIDDEN_SEED": "browser-seed"}).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[object]:
+    """Debian's Chromium under Playwright (each launch gets a fresh temporary profile)."""
+    executable = chromium_path()
+    from playwright.sync_api import sync_playwright
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def browser(chromium: object) -> Iterator[object]:
+    """One desktop-sized browser context shared by the tests of this module (one cookie jar)."""
+    context = chromium.new_context(viewport={"width": 1366, "height": 900})  # type: ignore[attr-defined]
+    yield context
+    context.close()
+
+
+def shot(page: object, name: str) -> None:
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
+
+
+def replace_editor_text(page: object, text: str) -> None:
+    """Selects everything in the CodeMirror editor and types `text` (inserted as one paste-like
+    input, so the editor's auto-indent does not re-indent it)."""
+    page.click(".cm-content")  # type: ignore[attr-defined]
+    page.keyboard.press("Control+A")  # type: ignore[attr-defined]
+    page.keyboard.press("Delete")  # type: ignore[attr-defined]
+    page.keyboard.insert_text(text)  # type: ignore[attr-defined]
+
+
+def submit_and_wait(page: object) -> str:
+    page.click("#submit-button")  # type: ignore[attr-defined]
+    page.wait_for_selector("#live-status[data-status=done]", timeout=120_000)  # type: ignore[attr-defined]
+    return page.get_attribute("#live-status", "data-verdict")  # type: ignore[attr-defined]
+
+
+def test_a_new_user_solves_a_problem_and_understands_why_an_attempt_was_wrong(browser: object, server: Server) -> None:
+    page = browser.new_page()  # type: ignore[attr-defined]
+    page.goto(server.url + "/")
+    assert page.locator("table.problems tbody tr").count() >= 13
+    shot(page, "01-problem-list")
+
+    page.click("text=Sign up")
+    page.fill("input[name=display_name]", "Ada")
+    page.fill("input[name=email]", "ada@example.org")
+    page.fill("input[name=password]", PASSWORD)
+    shot(page, "02-sign-up")
+    page.click("main button[type=submit]")
+    page.wait_for_url(server.url + "/")
+    assert page.locator(".who").inner_text() == "Ada"
+
+    page.goto(server.url + "/problems/checkpoint_dot_policy")
+    page.wait_for_selector(".cm-editor")
+    assert page.locator("#statement h2").first.inner_text() == "Why the policy matters"
+    assert page.locator(".katex").count() > 0  # the statement's math is rendered
+    assert not page.locator("#source").is_visible()  # the editor replaced the textarea
+    shot(page, "03-problem-page")
+
+    # an attempt without a policy: right values and gradients, wrong residuals
+    replace_editor_text(page, NO_POLICY)
+    assert submit_and_wait(page) == "WRONG_POLICY"
+    panel = page.locator("#verdict-panel .verdict-panel")
+    assert panel.get_attribute("data-verdict") == "WRONG_POLICY"
+    assert "saves different residuals" in panel.inner_text()
+    differing = page.locator("#residual-table tr.differs")
+    assert differing.count() == 1  # 2 dot outputs expected, none saved: one aval row differs
+    assert differing.locator("td").nth(2).inner_text() == "3" and "-2" in differing.locator("td").nth(3).inner_text()
+    bars = page.locator("#memory-chart svg rect.bar")
+    assert bars.count() == 6  # yours, reference, no checkpoint; residual bytes and backward peak
+    assert page.locator("#memory-chart .bar.plain").count() == 2
+    panel.scroll_into_view_if_needed()
+    SEEN["ada_submission"] = panel.locator("a.permalink").get_attribute("href")
+    shot(page, "04-wrong-policy")
+    panel.screenshot(path=str(SHOTS / "04b-wrong-policy-panel.png"))
+
+    # the fix: the policy that saves the matmul outputs
+    replace_editor_text(page, WITH_POLICY)
+    assert submit_and_wait(page) == "ACCEPTED"
+    assert page.locator("#residual-table tr.differs").count() == 0
+    assert page.locator("#verdict-panel .verdict-panel.accepted").count() == 1
+    shot(page, "05-accepted")
+    page.locator("#verdict-panel .verdict-panel").screenshot(path=str(SHOTS / "05b-accepted-panel.png"))
+
+    # solved: hints and the reference solution are open now
+    page.goto(server.url + "/problems/checkpoint_dot_policy")
+    page.click("text=Hints and the reference solution")
+    solution = page.locator("#reference-solution").inner_text()
+    assert "dots_with_no_batch_dims_saveable" in solution
+    assert page.locator(".hints h2").count() >= 1
+    shot(page, "06-solution")
+
+    page.goto(server.url + "/")
+    row = page.locator("table.problems tr", has=page.locator("a[href='/problems/checkpoint_dot_policy']"))
+    assert row.locator(".tick").count() == 1
+    page.goto(server.url + "/me")
+    assert page.locator("table.history tbody tr").count() == 2
+    shot(page, "07-history")
+    page.close()
+
+
+def test_the_draft_survives_a_reload(browser: object, server: Server) -> None:
+    page = browser.new_page()  # type: ignore[attr-defined]
+    _sign_in(page, server, "ada@example.org")
+    page.goto(server.url + "/problems/remat_sin_sin")
+    page.wait_for_selector(".cm-editor")
+    replace_editor_text(page, "# my draft\n")
+    page.wait_for_timeout(600)  # the draft is saved after a short pause
+    page.reload()
+    page.wait_for_selector(".cm-editor")
+    assert page.locator("#draft-note").is_visible()
+    assert "# my draft" in page.locator(".cm-content").inner_text()
+    page.click("#reset-starter")
+    assert "raise NotImplementedError" in page.locator(".cm-content").inner_text()
+    page.close()
+
+
+def test_locked_until_solved_and_private_to_the_author(browser: object, server: Server) -> None:
+    page = browser.new_page()  # type: ignore[attr-defined]
+    page.goto(server.url + "/signup")
+    page.fill("input[name=display_name]", "Bob")
+    page.fill("input[name=email]", "bob@example.org")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("main button[type=submit]")
+    page.wait_for_url(server.url + "/")
+    response = page.goto(server.url + "/problems/checkpoint_dot_policy/solution")
+    assert response.status == 403
+    assert "open after your first ACCEPTED" in page.inner_text("main")
+    # Ada's submissions are not Bob's to see
+    assert page.goto(server.url + SEEN["ada_submission"]).status == 404
+    assert page.context.request.get(server.url + SEEN["ada_submission"] + "/panel").status == 404
+    page.close()
+
+
+def test_instructor_sees_every_submission_and_verdict_counts(browser: object, server: Server) -> None:
+    cli = str(Path(sys.executable).parent / "remat-judge")
+    promoted = subprocess.run([cli, "users", "role", "ada@example.org", "instructor", "--data-dir", str(server.data_dir)],
+                              capture_output=True, text=True, env=server.env)
+    assert promoted.returncode == 0, promoted.stderr
+    page = browser.new_page()  # type: ignore[attr-defined]
+    _sign_in(page, server, "ada@example.org")
+    page.goto(server.url + "/instructor")
+    assert page.locator("table.history tbody tr").count() >= 2
+    page.click("a[href='/instructor/problems/checkpoint_dot_policy']")
+    counts = page.locator("#verdict-counts").inner_text()
+    assert re.search(r"ACCEPTED\s+1", counts) and re.search(r"WRONG_POLICY\s+1", counts)
+    shot(page, "08-instructor-problem")
+    page.close()
+
+
+def test_phone_sized_screen_and_no_javascript(chromium: object, server: Server) -> None:
+    phone = chromium.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)  # type: ignore[attr-defined]
+    page = phone.new_page()
+    for path in ("/", "/problems/checkpoint_dot_policy", "/problems/scan_layers_remat", "/signin"):
+        page.goto(server.url + path)
+        overflow = page.evaluate("document.scrollingElement.scrollWidth - window.innerWidth")
+        assert overflow <= 1, f"{path} scrolls sideways by {overflow}px on a phone"
+    page.goto(server.url + "/problems/checkpoint_dot_policy")
+    shot(page, "09-phone")
+    phone.close()
+
+    no_js = chromium.new_context(java_script_enabled=False)  # type: ignore[attr-defined]
+    page = no_js.new_page()
+    page.goto(server.url + "/problems/checkpoint_dot_policy")
+    text = page.inner_text("#statement")
+    assert "Why the policy matters" in text and "dots_with_no_batch_dims_saveable" in text
+    assert "\\sum" in text  # the TeX stays readable as text
+    assert page.locator(".katex").count() == 0
+    shot(page, "10-no-javascript")
+    no_js.close()
+
+
+def test_forms_need_the_csrf_token(browser: object, server: Server) -> None:
+    page = browser.new_page()  # type: ignore[attr-defined]
+    _sign_in(page, server, "ada@example.org")
+    forged = page.context.request.post(server.url + "/problems/checkpoint_dot_policy/submit",
+                                       form={"source": WITH_POLICY, "csrf_token": "not-the-token"})
+    assert forged.status == 403
+    cookie = next(c for c in page.context.cookies() if c["name"] == "remat_session")
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Lax"
+    page.close()
+
+
+def _sign_in(page: object, server: Server, email: str) -> None:
+    """Signs in as `email` (signing out whoever this browser context is signed in as)."""
+    page.goto(server.url + "/signin")  # type: ignore[attr-defined]
+    who = page.locator(".who")  # type: ignore[attr-defined]
+    if who.count():
+        if who.get_attribute("title") == email:
+            return
+        page.click("text=Sign out")  # type: ignore[attr-defined]
+        page.goto(server.url + "/signin")  # type: ignore[attr-defined]
+    page.fill("input[name=email]", email)  # type: ignore[attr-defined]
+    page.fill("input[name=password]", PASSWORD)  # type: ignore[attr-defined]
+    page.click("main button[type=submit]")  # type: ignore[attr-defined]
+    page.wait_for_url(server.url + "/")  # type: ignore[attr-defined]

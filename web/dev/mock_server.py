@@ -1,0 +1,207 @@
+"""Mock of the judge's submission endpoints, for trying the front-end without the real server.
+
+    python web/dev/mock_server.py [--port 8765]      then open http://127.0.0.1:8765/
+
+Serves web/dev/index.html at /, the built bundle (server/web/static/dist/) at /static/dist/, and:
+  POST /problems/demo/submit          201 {"id", "status": "queued", "status_url", "panel_url"}
+                                      (400/403/422 {"detail"} on errors; source containing
+                                      FAIL_422 gets a 422; a form post without
+                                      `Accept: application/json` gets a plain HTML page, like
+                                      the real server's no-JS path)
+  GET  /submissions/<id>/status       queued, queued, running, running, then done
+  GET  /submissions/<id>/panel        <div class="verdict-panel" data-verdict="WRONG_POLICY">...
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import itertools
+import json
+import mimetypes
+import re
+import threading
+from email.parser import BytesParser
+from email.policy import HTTP
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+HERE = Path(__file__).resolve().parent
+DIST = HERE.parent.parent / "server" / "web" / "static" / "dist"
+CSRF_TOKEN = "mock-csrf-token"
+VERDICT = "WRONG_POLICY"
+# Poll number (1-based) -> status; later polls are "done".
+SCHEDULE = ["queued", "queued", "running", "running"]
+
+_ids = itertools.count(1)
+_lock = threading.Lock()
+_polls: dict[str, int] = {}
+_sources: dict[str, str] = {}
+
+
+def parse_form(content_type: str, body: bytes) -> dict[str, str]:
+    """multipart/form-data (what fetch + FormData sends) or urlencoded (plain form post)."""
+    if content_type.startswith("application/x-www-form-urlencoded"):
+        return {k: v[0] for k, v in parse_qs(body.decode("utf-8"), keep_blank_values=True).items()}
+    if content_type.startswith("multipart/form-data"):
+        msg = BytesParser(policy=HTTP).parsebytes(
+            b"Content-Type: " + content_type.encode("latin-1") + b"\r\n\r\n" + body
+        )
+        fields: dict[str, str] = {}
+        for part in msg.iter_parts():
+            name = part.get_param("name", header="content-disposition")
+            if name:
+                payload = part.get_payload(decode=True) or b""
+                fields[name] = payload.decode(part.get_content_charset() or "utf-8")
+        return fields
+    return {}
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "remat-judge-mock/1"
+
+    def log_message(self, fmt: str, *args) -> None:  # keep test output quiet
+        if getattr(self.server, "verbose", False):
+            super().log_message(fmt, *args)
+
+    # -- helpers -------------------------------------------------------------------------------
+    def send_body(self, status: int, body: bytes, content_type: str, headers: dict | None = None):
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def send_json(self, status: int, obj) -> None:
+        self.send_body(status, json.dumps(obj).encode(), "application/json")
+
+    def send_file(self, path: Path) -> None:
+        if not path.is_file():
+            self.send_json(404, {"detail": "Not Found"})
+            return
+        ctype = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        if ctype.startswith("text/") or ctype == "application/javascript":
+            ctype += "; charset=utf-8"
+        self.send_body(200, path.read_bytes(), ctype)
+
+    # -- routes --------------------------------------------------------------------------------
+    def do_GET(self) -> None:  # noqa: N802
+        path = urlsplit(self.path).path
+        if path in ("/", "/index.html"):
+            self.send_file(HERE / "index.html")
+            return
+        if path.startswith("/static/dist/"):
+            rel = path[len("/static/dist/"):]
+            target = (DIST / rel).resolve()
+            if DIST.resolve() not in target.parents:
+                self.send_json(404, {"detail": "Not Found"})
+                return
+            self.send_file(target)
+            return
+        m = re.fullmatch(r"/submissions/(\w+)/(status|panel)", path)
+        if m:
+            sid, what = m.groups()
+            with _lock:
+                if sid not in _polls:
+                    self.send_json(404, {"detail": "No such submission"})
+                    return
+                if what == "status":
+                    _polls[sid] += 1
+                    n = _polls[sid]
+            if what == "status":
+                if n <= len(SCHEDULE):
+                    self.send_json(200, {"status": SCHEDULE[n - 1], "verdict": None})
+                else:
+                    self.send_json(200, {"status": "done", "verdict": VERDICT})
+                return
+            panel = (
+                f'<div class="verdict-panel" data-verdict="{VERDICT}">'
+                f"<h2>Verdict: {VERDICT}</h2>"
+                "<p>Submission #" + html.escape(sid) + ": the policy saves residuals that the "
+                'budget <span class="math inline">2^{20}</span> does not allow.</p>'
+                "<ul><li>peak residual bytes: 3 145 728</li><li>budget: 1 048 576</li></ul>"
+                "</div>"
+            )
+            self.send_body(200, panel.encode(), "text/html; charset=utf-8")
+            return
+        self.send_json(404, {"detail": "Not Found"})
+
+    do_HEAD = do_GET
+
+    def do_POST(self) -> None:  # noqa: N802
+        path = urlsplit(self.path).path
+        if path != "/problems/demo/submit":
+            self.send_json(404, {"detail": "Not Found"})
+            return
+        length = int(self.headers.get("Content-Length") or 0)
+        fields = parse_form(self.headers.get("Content-Type") or "", self.rfile.read(length))
+        wants_json = "application/json" in (self.headers.get("Accept") or "")
+        error = None
+        if fields.get("csrf_token") != CSRF_TOKEN:
+            error = (403, "CSRF token missing or invalid.")
+        elif not fields.get("source", "").strip():
+            error = (400, "The source code is empty.")
+        elif "FAIL_422" in fields.get("source", ""):
+            error = (422, "Mock rejection: the source contains FAIL_422.")
+        if error:
+            status, detail = error
+            if wants_json:
+                self.send_json(status, {"detail": detail})
+            else:
+                self.send_body(status, f"<p>{html.escape(detail)}</p>".encode(), "text/html; charset=utf-8")
+            return
+        sid = f"s{next(_ids)}"
+        with _lock:
+            _polls[sid] = 0
+            _sources[sid] = fields["source"]
+        if not wants_json:
+            page = (
+                "<!doctype html><title>Submission queued</title>"
+                f"<p>Submission {sid} queued (no-JS path). "
+                f'<a href="/submissions/{sid}/panel">Verdict</a></p>'
+            )
+            self.send_body(200, page.encode(), "text/html; charset=utf-8")
+            return
+        self.send_json(
+            201,
+            {
+                "id": sid,
+                "status": "queued",
+                "status_url": f"/submissions/{sid}/status",
+                "panel_url": f"/submissions/{sid}/panel",
+            },
+        )
+
+
+def make_server(host: str = "127.0.0.1", port: int = 0, verbose: bool = False) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    server.verbose = verbose  # type: ignore[attr-defined]
+    return server
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8765)
+    args = ap.parse_args()
+    if not (DIST / "app.js").is_file():
+        print(f"warning: {DIST / 'app.js'} is missing: run `npm ci && npm run build` in web/ first")
+    server = make_server(args.host, args.port, verbose=True)
+    print(f"mock judge on http://{args.host}:{server.server_address[1]}/")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+if __name__ == "__main__":
+    main()
