@@ -306,6 +306,37 @@ def _internal(problem: Problem, message: str, t0: float) -> VerdictReport:
                          timing_ms={"total": (time.monotonic() - t0) * 1000})
 
 
+def _verify_into(report: VerdictReport, verifier: VerifierProcess, bundle_bytes: bytes,
+                 config: JudgeConfig) -> str | None:
+    """Runs the verifier on an "ok" bundle and fills `report` (checks, verdict, score, residuals).
+
+    Returns:
+        None, or the description of a judge fault (the caller reports INTERNAL_ERROR). A time-out
+        or memory kill while the submission's artifacts run is the submission's verdict.
+    """
+    try:
+        verifier.wait_ready()
+        result = verifier.verify(bundle_bytes)
+    except VerifierError as exc:
+        if exc.phase == "running" and exc.timed_out:
+            verdict, message = Verdict.TIME_LIMIT_EXCEEDED, str(exc)
+        elif exc.phase == "running" and exc.memory_exceeded:
+            verdict, message = Verdict.MEMORY_LIMIT_EXCEEDED, (
+                f"running your exported program took more than {config.verifier_memory_limit_mib} MiB")
+        else:
+            return str(exc)
+        report.checks.append(CheckResult(name="execute", passed=False, message=message, verdict=verdict))
+        report.verdict = verdict
+        return None
+    report.checks += [CheckResult.model_validate({**c, "verdict": c.get("verdict")}) for c in result["checks"]]
+    report.verdict = Verdict(result["verdict"])
+    report.score = float(result["score"])
+    report.residuals = ResidualReport.model_validate(result["residuals"]) if result["residuals"] else None
+    report.problem_version = result.get("problem_version", report.problem_version)
+    report.jax_version = result.get("jax_version")
+    return None
+
+
 def grade_once(source: str, problem: Problem, config: JudgeConfig) -> VerdictReport:
     """One attempt at grading (see `grade`)."""
     t0 = time.monotonic()
@@ -331,34 +362,13 @@ def grade_once(source: str, problem: Problem, config: JudgeConfig) -> VerdictRep
                                jax_version=bundle.jax_version if bundle else None)
         if bundle is None:
             report.verdict = sandbox_check.verdict
-            report.timing_ms["total"] = round((time.monotonic() - t0) * 1000, 1)
-            return report
-        t1 = time.monotonic()
-        try:
-            verifier.wait_ready()
-            result = verifier.verify(outcome.bundle)
-        except VerifierError as exc:
-            if exc.phase != "running":
-                return _internal(problem, str(exc), t0)
-            if exc.timed_out:
-                verdict, message = Verdict.TIME_LIMIT_EXCEEDED, str(exc)
-            elif exc.memory_exceeded:
-                verdict, message = Verdict.MEMORY_LIMIT_EXCEEDED, (
-                    f"running your exported program took more than {config.verifier_memory_limit_mib} MiB")
-            else:
-                return _internal(problem, str(exc), t0)
-            report.checks.append(CheckResult(name="execute", passed=False, message=message, verdict=verdict))
-            report.verdict = verdict
+        else:
+            assert verifier is not None  # started before the jail ran
+            t1 = time.monotonic()
+            fault = _verify_into(report, verifier, outcome.bundle, config)
+            if fault is not None:
+                return _internal(problem, fault, t0)
             report.timing_ms["verify"] = round((time.monotonic() - t1) * 1000, 1)
-            report.timing_ms["total"] = round((time.monotonic() - t0) * 1000, 1)
-            return report
-        report.checks += [CheckResult.model_validate({**c, "verdict": c.get("verdict")}) for c in result["checks"]]
-        report.verdict = Verdict(result["verdict"])
-        report.score = float(result["score"])
-        report.residuals = ResidualReport.model_validate(result["residuals"]) if result["residuals"] else None
-        report.problem_version = result.get("problem_version", problem.version)
-        report.jax_version = result.get("jax_version")
-        report.timing_ms["verify"] = round((time.monotonic() - t1) * 1000, 1)
         report.timing_ms["total"] = round((time.monotonic() - t0) * 1000, 1)
         return report
     except Exception as exc:  # any other fault is ours

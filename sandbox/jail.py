@@ -421,11 +421,8 @@ class Jail:
                     else:
                         outcome.output_exceeded = True
                     self._kill()
-                    return self._drain_after_kill()
-        return True
-
-    def _drain_after_kill(self) -> bool:
-        self._open.clear()  # what is still in the pipes after a kill is not read
+                    self._open.clear()  # what is still in the pipes after a kill is not read
+                    return True
         return True
 
     def _kill(self) -> None:
@@ -482,7 +479,7 @@ class Jail:
             if not finished:
                 outcome.wall_time_exceeded = True
                 self._kill()
-                self._drain_after_kill()
+                self._open.clear()
             try:
                 outcome.exit_code = self.proc.wait(timeout=max(1.0, t0 + self.limits.wall_time_limit_s - time.monotonic()))
             except subprocess.TimeoutExpired:

@@ -69,8 +69,7 @@ def check_gradients(runs: list[CaseRun], *, spec: ProblemSpec, leaf_names: list[
         per_case[run.expected.name] = {"wrong_gradients": sorted(bad_here)}
         wrong_leaves += [n for n in sorted(bad_here) if n not in wrong_leaves]
     if failure:
-        others = [n for n in wrong_leaves]
-        failure += f" Wrong gradients: {', '.join(others)}."
+        failure += f" Wrong gradients: {', '.join(wrong_leaves)}."
         return CheckResult(name="gradient", passed=False, message=failure, details=per_case,
                            verdict=Verdict.WRONG_GRADIENT)
     return CheckResult(name="gradient", passed=True,

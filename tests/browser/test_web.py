@@ -18,7 +18,7 @@ from typing import Iterator
 import pytest
 
 from graders.pipeline import JudgeConfig
-from tests.support import PROBLEMS, REPO, Server
+from tests.support import REPO, Server
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.jail]
 SHOTS = REPO / "test-artifacts" / "browser"
