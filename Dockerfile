@@ -1,15 +1,23 @@
-# The embedded deployment in one container: API, workers, SQLite under /data.
+# The embedded deployment in one container: pages, API, workers, SQLite under /data.
+# Stage 1 builds the editor bundle from web/ (npm, lock file); stage 2 is the judge.
+FROM node:20-bookworm-slim AS web
+WORKDIR /build/web
+COPY web/package.json web/package-lock.json web/build.mjs ./
+COPY web/src src
+RUN npm ci --no-audit --no-fund --loglevel=error && node build.mjs
+
 FROM python:3.11-slim-bookworm
 RUN apt-get update \
- && apt-get install -y --no-install-recommends bubblewrap libseccomp2 make \
+ && apt-get install -y --no-install-recommends bubblewrap libseccomp2 util-linux \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml requirements.lock README.md ./
 COPY server server
 COPY graders graders
 COPY sandbox sandbox
 COPY problems problems
-RUN pip install --no-cache-dir -e .
+COPY --from=web /build/server/web/static/dist server/web/static/dist
+RUN pip install --no-cache-dir -c requirements.lock -e .
 ENV REMAT_JUDGE_DATA_DIR=/data
 EXPOSE 8000
 CMD ["remat-judge", "serve", "--host", "0.0.0.0", "--port", "8000"]
