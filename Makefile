@@ -60,7 +60,7 @@ test: setup chromium
 	$(VENV)/bin/python -m pytest
 
 bench: setup
-	$(VENV)/bin/python bench/latency.py
+	$(VENV)/bin/python bench/latency.py 10 --pause-s 3
 
 clean:
 	rm -rf $(VENV) data .pytest_cache test-artifacts web/node_modules server/web/static/dist

@@ -2,8 +2,9 @@
 
 Starts `remat-judge serve` on a free loopback port with a fresh data directory (so the first
 submission also builds the reference cache), posts the reference N times with `wait=true`, one
-at a time, and prints the latency of each and the median. Usage:
-    .venv/bin/python bench/latency.py [N] [--url http://127.0.0.1:8000]
+at a time (with --pause-s seconds between them), and prints the latency of each and the median.
+Usage:
+    .venv/bin/python bench/latency.py [N] [--pause-s 3] [--url http://127.0.0.1:8000]
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ def main() -> None:
     parser.add_argument("n", type=int, nargs="?", default=10)
     parser.add_argument("--url", default=None, help="use a running server instead of starting one")
     parser.add_argument("--file", default=str(REPO / "problems/checkpoint_dot_policy/reference.py"))
+    parser.add_argument("--pause-s", type=float, default=0.0,
+                        help="seconds between submissions (0: back to back; real users pause, and the "
+                             "warm pool refills in the pause)")
     args = parser.parse_args()
     proc = None
     with tempfile.TemporaryDirectory() as tmp:
@@ -58,6 +62,8 @@ def main() -> None:
         try:
             with httpx.Client(base_url=url, timeout=300) as client:
                 for i in range(args.n):
+                    if i:
+                        time.sleep(args.pause_s)
                     t0 = time.perf_counter()
                     r = client.post("/api/v1/submissions", params={"wait": "true"},
                                     json={"problem": "checkpoint_dot_policy", "source": source})

@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from graders.problem import Problem, case_arg_specs
 from graders.verdict import CheckResult, ResidualReport, Verdict, VerdictReport, first_verdict
@@ -24,6 +24,9 @@ from graders.verifier import VerifyLimits
 from sandbox.bundle import Bundle, BundleError, parse_bundle
 from sandbox.jail import SANDBOX_DIR, Jail, JailError, JailOutcome, JailRequest
 from sandbox.limits import MIB, JailCgroup, JailLimits
+
+if TYPE_CHECKING:
+    from graders.pool import WarmPool
 
 log = logging.getLogger(__name__)
 KEPT_STDERR_BYTES = 64 * 1024
@@ -76,13 +79,20 @@ class VerifierProcess:
         self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.stderr = bytearray()
         self.running = False
-        self.started_at = time.monotonic()
+        self.assigned_at = time.monotonic()
         threading.Thread(target=self._read_stdout, daemon=True).start()
         threading.Thread(target=self._read_stderr, daemon=True).start()
 
     @classmethod
     def start(cls, config: JudgeConfig, problem: Problem) -> "VerifierProcess":
-        """Spawns the verifier; it loads the problem's expectations while the jail runs."""
+        """Spawns a verifier and hands it `problem`; it loads the expectations while the jail runs."""
+        made = cls.spawn(config)
+        made.assign(problem)
+        return made
+
+    @classmethod
+    def spawn(cls, config: JudgeConfig) -> "VerifierProcess":
+        """Spawns a verifier that imports JAX and then waits for `assign` (it can be started early)."""
         import os
 
         memory = config.verifier_memory_limit_mib * MIB
@@ -100,20 +110,27 @@ class VerifierProcess:
                                 start_new_session=True, cwd=str(Path(__file__).resolve().parents[1]),
                                 env={"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu", "TF_CPP_MIN_LOG_LEVEL": "2",
                                      "HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1"})
-        made = cls(proc, cgroup, config)
+        return cls(proc, cgroup, config)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def assign(self, problem: Problem) -> None:
+        """Hands the verifier its problem (it then loads or builds the reference's expectations)."""
+        config = self.config
         line = json.dumps({"problem_dir": str(problem.root), "cache_dir": str(config.cache_dir),
                            "seed_hex": config.seed.hex(),
                            "limits": {"max_artifact_bytes": config.verify_limits.max_artifact_bytes,
                                       "max_ops": config.verify_limits.max_ops,
                                       "max_peak_live_bytes": config.verify_limits.max_peak_live_bytes},
                            "bundle_limit_bytes": config.jail_limits.bundle_limit_bytes})
+        self.assigned_at = time.monotonic()
         try:
-            assert proc.stdin is not None
-            proc.stdin.write(line.encode() + b"\n")
-            proc.stdin.flush()
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(line.encode() + b"\n")
+            self.proc.stdin.flush()
         except OSError:
             pass  # it died; wait_ready reports why
-        return made
 
     def _read_stdout(self) -> None:
         assert self.proc.stdout is not None
@@ -151,7 +168,7 @@ class VerifierProcess:
         Raises:
             VerifierError: with phase "startup" (a judge fault).
         """
-        deadline = self.started_at + self.config.verify_startup_time_limit_s
+        deadline = self.assigned_at + self.config.verify_startup_time_limit_s
         try:
             event = self._next_event(deadline)
         except TimeoutError:
@@ -337,7 +354,7 @@ def _verify_into(report: VerdictReport, verifier: VerifierProcess, bundle_bytes:
     return None
 
 
-def grade_once(source: str, problem: Problem, config: JudgeConfig) -> VerdictReport:
+def grade_once(source: str, problem: Problem, config: JudgeConfig, pool: "WarmPool | None" = None) -> VerdictReport:
     """One attempt at grading (see `grade`)."""
     t0 = time.monotonic()
     limits = config.jail_limits_for(problem)
@@ -345,8 +362,9 @@ def grade_once(source: str, problem: Problem, config: JudgeConfig) -> VerdictRep
     verifier: VerifierProcess | None = None
     try:
         try:
-            jail = Jail.start(limits)
-            verifier = VerifierProcess.start(config, problem)
+            jail = pool.jail(limits) if pool is not None else Jail.start(limits)
+            verifier = pool.verifier() if pool is not None else VerifierProcess.spawn(config)
+            verifier.assign(problem)
             request = JailRequest(source=source, entry_point=problem.spec.entry_point,
                                   cases=[{"name": c.name, "args": case_arg_specs(problem.spec, c)}
                                          for c in problem.spec.cases],
@@ -382,7 +400,7 @@ def grade_once(source: str, problem: Problem, config: JudgeConfig) -> VerdictRep
 
 
 def grade(source: str, problem: Problem, config: JudgeConfig,
-          on_attempt: Callable[[int], None] | None = None) -> VerdictReport:
+          on_attempt: Callable[[int], None] | None = None, pool: "WarmPool | None" = None) -> VerdictReport:
     """Grades `source` against `problem`; a judge fault (INTERNAL_ERROR) is retried.
 
     Args:
@@ -390,6 +408,7 @@ def grade(source: str, problem: Problem, config: JudgeConfig,
         problem: the loaded problem.
         config: deployment settings.
         on_attempt: called with the attempt number (0, 1, ...) before each attempt.
+        pool: pre-started jails and verifiers to use (graders/pool.py), or None to start them.
 
     Returns:
         The verdict report (id, created_at and queue timing are the caller's to fill in).
@@ -398,7 +417,9 @@ def grade(source: str, problem: Problem, config: JudgeConfig,
     for attempt in range(1 + config.retries_on_internal_error):
         if on_attempt is not None:
             on_attempt(attempt)
-        report = grade_once(source, problem, config)
+        report = grade_once(source, problem, config, pool)
+        if pool is not None:
+            pool.refill(config.jail_limits_for(problem))
         if report.verdict != Verdict.INTERNAL_ERROR:
             break
     assert report is not None

@@ -3,9 +3,10 @@
 It runs the untrusted exported StableHLO, so the parent starts it under a cgroup and RLIMITs
 with a time-out, and reads its progress as JSON lines on stdout:
 
-1. stdin line 1: `{"problem_dir": str, "cache_dir": str, "seed_hex": str, "limits": {...}}`.
-   The process loads the problem and the reference's expectations (building them on a cache
-   miss), then prints `{"event": "ready"}` or `{"event": "error", "message": str}`.
+1. The process imports JAX, then waits for stdin line 1 (so it can be started ahead of time):
+   `{"problem_dir": str, "cache_dir": str, "seed_hex": str, "limits": {...}}`. It loads the
+   problem and the reference's expectations (building them on a cache miss), then prints
+   `{"event": "ready"}` or `{"event": "error", "message": str}`.
 2. The rest of stdin: the bundle bytes. The process prints `{"event": "running"}` just before
    the first untrusted artifact runs, then `{"event": "result", ...}`.
 
@@ -29,14 +30,21 @@ def _emit(event: dict[str, Any]) -> None:
 
 
 def main() -> int:
-    t0 = time.monotonic()
-    config = json.loads(sys.stdin.buffer.readline())
-    try:
-        from graders.problem import load_problem
-        from graders.reference import ensure_expectations
-        from graders.verifier import VerifyLimits, verify
-        from sandbox.bundle import BundleError, parse_bundle
+    # Import and initialise JAX before the problem arrives: a warm verifier waits here.
+    import jax.numpy as jnp
 
+    from graders.problem import load_problem
+    from graders.reference import ensure_expectations
+    from graders.verifier import VerifyLimits, verify
+    from sandbox.bundle import BundleError, parse_bundle
+
+    jnp.zeros(()).block_until_ready()
+    line = sys.stdin.buffer.readline()
+    if not line:
+        return 0  # a warm verifier that was never used
+    t0 = time.monotonic()
+    config = json.loads(line)
+    try:
         problem = load_problem(Path(config["problem_dir"]))
         expectations = ensure_expectations(problem, seed=bytes.fromhex(config["seed_hex"]),
                                            cache_root=Path(config["cache_dir"]))

@@ -398,9 +398,10 @@ class Jail:
             if stop_when_ready and len(self._buffers["bundle"]) >= len(READY):
                 return True
             timeout = until - time.monotonic()
-            if timeout <= 0:
+            # past the deadline, still take what is already there (a warm jail's READY arrived long ago)
+            readable, _, _ = select.select(list(self._open), [], [], max(0.0, min(timeout, 0.5)))
+            if not readable and timeout <= 0:
                 return False
-            readable, _, _ = select.select(list(self._open), [], [], min(timeout, 0.5))
             for fd in readable:
                 name = self._open[fd]
                 try:
@@ -433,6 +434,10 @@ class Jail:
                 pass
         if self.cgroup is not None:
             self.cgroup.kill_all()
+
+    def alive(self) -> bool:
+        """True while the jail waits (or runs) and has not been closed."""
+        return not self._closed and self.proc is not None and self.proc.poll() is None
 
     # -- the two phases ------------------------------------------------------------------------
 

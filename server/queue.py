@@ -13,6 +13,7 @@ import time
 from typing import Callable, Protocol
 
 from graders.pipeline import JudgeConfig, grade
+from graders.pool import WarmPool
 from graders.problem import ProblemError, ProblemRepository
 from graders.verdict import CheckResult, Verdict, VerdictReport
 from sandbox.limits import JailCgroup
@@ -90,6 +91,7 @@ class WorkerPool:
         self.config_factory, self.workers, self.completions = config_factory, workers, completions
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self.warm: WarmPool | None = None
 
     def start(self) -> None:
         """Requeues what was queued or running when the server last stopped, removes cgroups its
@@ -97,6 +99,7 @@ class WorkerPool:
         removed = JailCgroup.remove_stale()
         if removed:
             log.info("removed %d stale jail cgroups", removed)
+        self.warm = WarmPool(self.config_factory(), size=self.workers)
         for submission_id in self.store.unfinished():
             self.jobs.put(submission_id)
         for i in range(self.workers):
@@ -109,6 +112,8 @@ class WorkerPool:
         self._stop.set()
         for t in self._threads:
             t.join(timeout_s)
+        if self.warm is not None:
+            self.warm.close()
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -149,7 +154,7 @@ class WorkerPool:
             problem = self.problems.get(slug)
         except (KeyError, ProblemError) as exc:
             return _internal_error(slug, f"the problem cannot be loaded: {exc}")
-        return grade(source, problem, self.config_factory())
+        return grade(source, problem, self.config_factory(), pool=self.warm)
 
 
 def _internal_error(slug: str, message: str) -> VerdictReport:
