@@ -248,8 +248,7 @@ def problems_add(path: Annotated[Path, typer.Argument(help="the package folder")
                  ) -> None:
     """Validate a package and install it into the problems folder, or with --server upload it to a
     running judge (which validates it again before publishing)."""
-    from graders.problem import load_problem
-    from server.packages import PackageError, pack, publish, staging_root, unpack
+    from server.packages import PackageError, pack, publish, staged_package
 
     if not (path / "problem.toml").is_file():
         err.print(f"{path} is not a problem package (no problem.toml)")
@@ -283,22 +282,15 @@ def problems_add(path: Annotated[Path, typer.Argument(help="the package folder")
 
     settings = _settings(data_dir, problems_dir)
     try:
-        staged = unpack(pack(path), staging_root(settings.problems_dir))
-        problem = load_problem(staged)
+        with staged_package(pack(path), settings.problems_dir) as problem:
+            if not _validate_packages([problem], settings, jobs):
+                err.print("[red]not installed: the package does not validate[/]")
+                raise typer.Exit(EXIT_REJECTED)
+            target = publish(problem.root, settings.problems_dir, settings.data_dir / "problem-history")
     except (PackageError, ProblemError) as exc:
         err.print(f"[red]invalid package:[/] {exc}")
         raise typer.Exit(EXIT_USAGE)
-    try:
-        if not _validate_packages([problem], settings, jobs):
-            err.print("[red]not installed: the package does not validate[/]")
-            raise typer.Exit(EXIT_REJECTED)
-        target = publish(staged, settings.problems_dir, settings.data_dir / "problem-history")
-        console.print(f"installed {problem.slug} version {problem.version} at {target}")
-    finally:
-        if staged.exists():
-            import shutil
-
-            shutil.rmtree(staged.parent, ignore_errors=True)
+    console.print(f"installed {problem.slug} version {problem.version} at {target}")
 
 
 def _user_store(data_dir: Optional[Path]) -> "UserStore":

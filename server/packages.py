@@ -8,6 +8,7 @@ renamed into place. The version it replaces is kept in `<data>/problem-history/`
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 import shutil
@@ -15,8 +16,9 @@ import tarfile
 import time
 import uuid
 from pathlib import Path, PurePosixPath
+from typing import Iterator
 
-from graders.problem import SLUG_RE
+from graders.problem import SLUG_RE, Problem, load_problem
 
 MAX_ARCHIVE_BYTES = 4 * 1024 * 1024  # compressed upload
 MAX_ARCHIVE_FILES = 200
@@ -115,8 +117,8 @@ def unpack(data: bytes, staging_root: Path) -> Path:
 def publish(staged: Path, problems_dir: Path, history_dir: Path) -> Path:
     """Moves a validated package into `problems_dir/<slug>`, keeping the previous one in history.
 
-    `staged` must be on the same filesystem as `problems_dir` (it is made under its `.staging`).
-    Returns the published folder.
+    `staged` must be on the same filesystem as `problems_dir` (`staged_package` makes it under
+    its `.staging`, and removes what is left there). Returns the published folder.
     """
     slug = staged.name
     target = problems_dir / slug
@@ -124,8 +126,23 @@ def publish(staged: Path, problems_dir: Path, history_dir: Path) -> Path:
         history_dir.mkdir(parents=True, exist_ok=True)
         shutil.move(str(target), str(history_dir / f"{slug}-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"))
     staged.rename(target)
-    shutil.rmtree(staged.parent, ignore_errors=True)
     return target
+
+
+@contextlib.contextmanager
+def staged_package(data: bytes, problems_dir: Path) -> Iterator[Problem]:
+    """Unpacks a package archive into the staging folder and loads it strictly; the staging copy
+    is removed on exit (a package published meanwhile has been moved out of it already).
+
+    Raises:
+        PackageError: the archive is unsafe or malformed.
+        ProblemError: the package does not load.
+    """
+    staged = unpack(data, staging_root(problems_dir))
+    try:
+        yield load_problem(staged)
+    finally:
+        shutil.rmtree(staged.parent, ignore_errors=True)
 
 
 def staging_root(problems_dir: Path) -> Path:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import secrets
-import shutil
 import threading
 from typing import Annotated
 
@@ -11,10 +10,10 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Request, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from graders.problem import ArrayArg, ListArg, Problem, ProblemError, load_problem
+from graders.problem import ArrayArg, ListArg, Problem, ProblemError
 from graders.validate import validate_problem
 from server.api.deps import Services, get_services
-from server.packages import PackageError, publish, staging_root, unpack
+from server.packages import PackageError, publish, staged_package
 from server.schemas import (ArgumentPublic, CasePublic, ProblemDetail, ProblemPublished, ProblemSummary,
                             ValidationRowPublic)
 
@@ -85,36 +84,30 @@ def require_instructor(services: ServicesDep,
 
 
 def _validate_and_publish(services: Services, data: bytes) -> tuple[int, dict]:
-    root = staging_root(services.settings.problems_dir)
     try:
-        staged = unpack(data, root)
+        with staged_package(data, services.settings.problems_dir) as problem:
+            report = validate_problem(problem, services.settings.judge_config())
+            rows = [ValidationRowPublic(file=r.file, expected=r.expected.value, got=r.got.value if r.got else None,
+                                        ok=r.ok, note=r.note, seconds=round(r.seconds, 2),
+                                        residual_bytes=r.residual_bytes, bwd_peak_bytes=r.bwd_peak_bytes)
+                    for r in report.rows]
+            if not report.ok:
+                return status.HTTP_422_UNPROCESSABLE_CONTENT, {
+                    "detail": report.error or "the package does not validate: the reference must be ACCEPTED and "
+                                              "every wrong/ file must get its verdict",
+                    "rows": [r.model_dump() for r in rows]}
+            with _publish_lock:
+                try:
+                    previous = services.problems.get(problem.slug).version
+                except (KeyError, ProblemError):
+                    previous = None
+                publish(problem.root, services.settings.problems_dir, services.settings.data_dir / "problem-history")
     except PackageError as exc:
         return status.HTTP_400_BAD_REQUEST, {"detail": f"bad package archive: {exc}"}
-    try:
-        try:
-            problem = load_problem(staged)
-        except ProblemError as exc:
-            return status.HTTP_400_BAD_REQUEST, {"detail": f"invalid package: {exc}"}
-        report = validate_problem(problem, services.settings.judge_config())
-        rows = [ValidationRowPublic(file=r.file, expected=r.expected.value, got=r.got.value if r.got else None,
-                                    ok=r.ok, note=r.note, seconds=round(r.seconds, 2), residual_bytes=r.residual_bytes,
-                                    bwd_peak_bytes=r.bwd_peak_bytes) for r in report.rows]
-        if not report.ok:
-            return status.HTTP_422_UNPROCESSABLE_CONTENT, {
-                "detail": report.error or "the package does not validate: the reference must be ACCEPTED and "
-                                          "every wrong/ file must get its verdict",
-                "rows": [r.model_dump() for r in rows]}
-        with _publish_lock:
-            try:
-                previous = services.problems.get(problem.slug).version
-            except (KeyError, ProblemError):
-                previous = None
-            publish(staged, services.settings.problems_dir, services.settings.data_dir / "problem-history")
-        body = ProblemPublished(slug=problem.slug, version=problem.version, previous_version=previous, rows=rows)
-        return status.HTTP_201_CREATED, body.model_dump()
-    finally:
-        if staged.exists():
-            shutil.rmtree(staged.parent, ignore_errors=True)
+    except ProblemError as exc:
+        return status.HTTP_400_BAD_REQUEST, {"detail": f"invalid package: {exc}"}
+    body = ProblemPublished(slug=problem.slug, version=problem.version, previous_version=previous, rows=rows)
+    return status.HTTP_201_CREATED, body.model_dump()
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=ProblemPublished,
