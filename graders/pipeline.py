@@ -314,13 +314,21 @@ def _text(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
-def _internal(problem: Problem, message: str, t0: float) -> VerdictReport:
-    log.error("internal error grading %s: %s", problem.slug, message)
-    return VerdictReport(problem=problem.slug, problem_version=problem.version, verdict=Verdict.INTERNAL_ERROR,
+def internal_error_report(slug: str, message: str, *, version: str | None = None,
+                          t0: float | None = None) -> VerdictReport:
+    """The INTERNAL_ERROR report of a judge fault: the student is told it is not their fault, the
+    cause (for instructors and logs) goes in the check's details, capped at 4000 characters."""
+    log.error("internal error grading %s: %s", slug, message)
+    timing = {"total": (time.monotonic() - t0) * 1000} if t0 is not None else {}
+    return VerdictReport(problem=slug, problem_version=version, verdict=Verdict.INTERNAL_ERROR,
                          checks=[CheckResult(name="judge", passed=False,
                                              message="the judge failed; this is not your fault",
                                              details={"error": message[:4000]})],
-                         timing_ms={"total": (time.monotonic() - t0) * 1000})
+                         timing_ms=timing)
+
+
+def _internal(problem: Problem, message: str, t0: float) -> VerdictReport:
+    return internal_error_report(problem.slug, message, version=problem.version, t0=t0)
 
 
 def _verify_into(report: VerdictReport, verifier: VerifierProcess, bundle_bytes: bytes,

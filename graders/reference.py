@@ -134,6 +134,28 @@ def checkpoint_disabled() -> Iterator[None]:
             setattr(mod, name, value)
 
 
+def evaluate_vjp(fwd_call: Callable[..., Any], bwd_call: Callable[..., Any], inputs: list[np.ndarray],
+                 cotangents: list[np.ndarray], directions: list[np.ndarray], *, n_out: int,
+                 step: float) -> tuple[list[np.ndarray], list[np.ndarray], tuple[float, float]]:
+    """Runs one exported fwd/bwd pair on one hidden input: the reference's and a submission's
+    artifacts go through this same function, so they are compared like for like.
+
+    Args:
+        fwd_call, bwd_call: flat calls of the two artifacts (`graders.artifacts.flat_call`).
+        inputs: one array per input leaf; cotangents: one per primal output; directions: one per
+            input leaf, for the finite-difference opinion.
+        n_out: number of primal outputs of fwd; step: the finite-difference step.
+
+    Returns:
+        (primal outputs, gradients, (central difference, analytic directional derivative)).
+    """
+    results = fwd_call(*inputs)
+    outputs = [np.asarray(r) for r in results[:n_out]]
+    gradients = [np.asarray(g) for g in bwd_call(*results[n_out:], *cotangents)]
+    fd = directional_derivatives(fwd_call, inputs, directions, cotangents, gradients, n_out=n_out, step=step)
+    return outputs, gradients, fd
+
+
 def _run_artifacts(fwd_blob: bytes, bwd_blob: bytes) -> tuple[Callable[..., Any], Callable[..., Any], Any, Any]:
     fwd, bwd = deserialize(fwd_blob), deserialize(bwd_blob)
     return flat_call(fwd), flat_call(bwd), fwd, bwd
@@ -196,11 +218,8 @@ def build_expectations(problem: Problem, *, seed: bytes) -> Expectations:
             directions = random_cotangents([(a.shape, a.dtype) for a in expectation.input_avals], seed=seed,
                                            slug=problem.slug, version=problem.version,
                                            case=case.name + "/fd-direction", index=k)
-            results = fwd_call(*xs)
-            outs = [np.asarray(r) for r in results[:n_out]]
-            grads = [np.asarray(g) for g in bwd_call(*results[n_out:], *cts)]
-            fd, analytic = directional_derivatives(fwd_call, xs, directions, cts, grads,
-                                                   n_out=n_out, step=expectation.fd_step)
+            outs, grads, (fd, analytic) = evaluate_vjp(fwd_call, bwd_call, xs, cts, directions, n_out=n_out,
+                                                       step=expectation.fd_step)
             expectation.inputs.append(xs)
             expectation.cotangents.append(cts)
             expectation.outputs.append(outs)

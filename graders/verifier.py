@@ -11,15 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import numpy as np
 
 from graders.artifacts import ArtifactError, Aval, deserialize, exported_avals, flat_call, inspect_module
 from graders.checks.common import CaseRun
-from graders.checks.gradients import check_finite_difference, check_gradients, directional_derivatives
+from graders.checks.gradients import check_finite_difference, check_gradients
 from graders.checks.residuals import check_peak_memory, check_residuals, describe_residuals
 from graders.checks.values import check_values
 from graders.problem import Problem
-from graders.reference import CaseExpectation, Expectations
+from graders.reference import CaseExpectation, Expectations, evaluate_vjp
 from graders.verdict import CheckResult, ResidualAval, ResidualReport, Verdict, first_verdict
 from sandbox.bundle import Bundle, BundleCase
 
@@ -170,12 +169,11 @@ def _run_case(loaded: _Loaded) -> CaseRun:
     run = CaseRun(expected=exp, residuals=loaded.residuals, fwd_peak_bytes=loaded.fwd_peak,
                   bwd_peak_bytes=loaded.bwd_peak)
     for k, xs in enumerate(exp.inputs):
-        results = fwd_call(*xs)
-        run.outputs.append([np.asarray(r) for r in results[:n_out]])
-        grads = [np.asarray(g) for g in bwd_call(*results[n_out:], *exp.cotangents[k])]
-        run.gradients.append(grads)
-        run.fd.append(directional_derivatives(fwd_call, xs, exp.fd_directions[k], exp.cotangents[k], grads,
-                                              n_out=n_out, step=exp.fd_step))
+        outputs, gradients, fd = evaluate_vjp(fwd_call, bwd_call, xs, exp.cotangents[k], exp.fd_directions[k],
+                                              n_out=n_out, step=exp.fd_step)
+        run.outputs.append(outputs)
+        run.gradients.append(gradients)
+        run.fd.append(fd)
     return run
 
 

@@ -12,10 +12,10 @@ import threading
 import time
 from typing import Callable, Protocol
 
-from graders.pipeline import JudgeConfig, grade
+from graders.pipeline import JudgeConfig, grade, internal_error_report
 from graders.pool import WarmPool
 from graders.problem import ProblemError, ProblemRepository
-from graders.verdict import CheckResult, Verdict, VerdictReport
+from graders.verdict import VerdictReport
 from sandbox.limits import JailCgroup
 from server.db import SubmissionStore, utcnow
 
@@ -135,7 +135,7 @@ class WorkerPool:
             report = self._grade(record.problem, record.source)
         except Exception as exc:
             log.exception("grading %s failed", submission_id)
-            report = _internal_error(record.problem, f"{type(exc).__name__}: {exc}")
+            report = internal_error_report(record.problem, f"{type(exc).__name__}: {exc}")
         queue_ms = (record.started_at - record.created_at).total_seconds() * 1000 if record.started_at else 0.0
         report.id = record.id
         report.status = "done"
@@ -153,10 +153,6 @@ class WorkerPool:
         try:
             problem = self.problems.get(slug)
         except (KeyError, ProblemError) as exc:
-            return _internal_error(slug, f"the problem cannot be loaded: {exc}")
+            return internal_error_report(slug, f"the problem cannot be loaded: {exc}")
         return grade(source, problem, self.config_factory(), pool=self.warm)
 
-
-def _internal_error(slug: str, message: str) -> VerdictReport:
-    return VerdictReport(problem=slug, verdict=Verdict.INTERNAL_ERROR, checks=[CheckResult(
-        name="judge", passed=False, message="the judge failed; this is not your fault", details={"error": message})])
