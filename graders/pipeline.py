@@ -118,11 +118,14 @@ class VerifierProcess:
     def assign(self, problem: Problem) -> None:
         """Hands the verifier its problem (it then loads or builds the reference's expectations)."""
         config = self.config
-        line = json.dumps({"problem_dir": str(problem.root), "cache_dir": str(config.cache_dir),
+        line = json.dumps({"problem_dir": str(problem.root), "problem_version": problem.version,
+                           "cache_dir": str(config.cache_dir),
                            "seed_hex": config.seed.hex(),
                            "limits": {"max_artifact_bytes": config.verify_limits.max_artifact_bytes,
                                       "max_ops": config.verify_limits.max_ops,
-                                      "max_peak_live_bytes": config.verify_limits.max_peak_live_bytes},
+                                      "max_peak_live_bytes": config.verify_limits.max_peak_live_bytes,
+                                      "max_depth": config.verify_limits.max_depth,
+                                      "max_call_depth": config.verify_limits.max_call_depth},
                            "bundle_limit_bytes": config.jail_limits.bundle_limit_bytes})
         self.assigned_at = time.monotonic()
         try:
@@ -155,8 +158,9 @@ class VerifierProcess:
             raise TimeoutError from None
 
     def _failure(self, message: str, *, timed_out: bool = False) -> VerifierError:
+        self._kill()
+        memory = self.cgroup.oom_killed() if self.cgroup else False  # read before close() removes it
         self.close()
-        memory = self.cgroup.oom_killed() if self.cgroup else False
         phase = "running" if self.running else "startup"
         tail = bytes(self.stderr).decode("utf-8", "replace")[-1500:]
         return VerifierError(f"{message}; verifier stderr: {tail}" if tail and phase == "startup" else message,
@@ -181,11 +185,15 @@ class VerifierProcess:
     def verify(self, bundle_bytes: bytes) -> dict[str, Any]:
         """Sends the bundle and waits for the result event.
 
+        From the moment the bundle is sent, a time-out or memory kill belongs to the submission:
+        the verifier is reading or running its artifacts (phase "running"). An "error" event is
+        an exception in our code, never the submission's (phase "startup": INTERNAL_ERROR).
+
         Raises:
-            VerifierError: phase "running" when the artifacts were running (time-out, memory),
-                else phase "startup".
+            VerifierError: phase "running" for a time-out or memory kill, else phase "startup".
         """
         assert self.proc.stdin is not None
+        self.running = True  # from here the verifier reads and runs untrusted artifacts
         writer = threading.Thread(target=self._send, args=(bundle_bytes,), daemon=True)
         writer.start()
         deadline = time.monotonic() + self.config.verify_time_limit_s
@@ -220,8 +228,8 @@ class VerifierProcess:
         except OSError:
             pass
 
-    def close(self) -> None:
-        """Kills the process (if alive) and removes its cgroup. Idempotent."""
+    def _kill(self) -> None:
+        """Kills the process group (if alive) and reaps it; the cgroup stays, for its facts."""
         if self.proc.poll() is None:
             try:
                 import os
@@ -233,6 +241,10 @@ class VerifierProcess:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             log.error("verifier %s did not die", self.proc.pid)
+
+    def close(self) -> None:
+        """Kills the process (if alive) and removes its cgroup. Idempotent."""
+        self._kill()
         if self.cgroup is not None:
             self.cgroup.remove()
             self.cgroup = None
@@ -316,14 +328,15 @@ def _text(data: bytes) -> str:
 
 def internal_error_report(slug: str, message: str, *, version: str | None = None,
                           t0: float | None = None) -> VerdictReport:
-    """The INTERNAL_ERROR report of a judge fault: the student is told it is not their fault, the
-    cause (for instructors and logs) goes in the check's details, capped at 4000 characters."""
+    """The INTERNAL_ERROR report of a judge fault: the student is told it is not their fault; the
+    cause (for instructors and logs, capped at 4000 characters) goes in the check's `internal`
+    details, which are stored but never in the verdict JSON students and API callers get."""
     log.error("internal error grading %s: %s", slug, message)
     timing = {"total": (time.monotonic() - t0) * 1000} if t0 is not None else {}
     return VerdictReport(problem=slug, problem_version=version, verdict=Verdict.INTERNAL_ERROR,
                          checks=[CheckResult(name="judge", passed=False,
                                              message="the judge failed; this is not your fault",
-                                             details={"error": message[:4000]})],
+                                             internal={"error": message[:4000]})],
                          timing_ms=timing)
 
 
@@ -360,6 +373,42 @@ def _verify_into(report: VerdictReport, verifier: VerifierProcess, bundle_bytes:
     report.problem_version = result.get("problem_version", report.problem_version)
     report.jax_version = result.get("jax_version")
     return None
+
+
+def judge_bundle(bundle_bytes: bytes, problem: Problem, config: JudgeConfig) -> VerdictReport:
+    """Judges a result bundle as if a jail had just returned it: a fresh verifier process (cgroup,
+    RLIMITs, time-out) and the same verdict rules as `grade`. For forged-artifact tests and tools.
+
+    Args:
+        bundle_bytes: the bundle exactly as a jail writes it (JSON, `sandbox/bundle.py`).
+        problem: the problem to judge against; config: deployment settings.
+
+    Returns:
+        The verdict report (never raises: a judge fault is INTERNAL_ERROR).
+    """
+    t0 = time.monotonic()
+    limits = config.jail_limits_for(problem)
+    report = VerdictReport(problem=problem.slug, problem_version=problem.version, checks=[])
+    try:
+        bundle = parse_bundle(bundle_bytes, limit_bytes=limits.bundle_limit_bytes)
+    except BundleError as exc:
+        report.checks.append(CheckResult(name="sandbox", passed=False, verdict=Verdict.RUNTIME_ERROR,
+                                         message=f"no valid result ({exc})"))
+        report.verdict = Verdict.RUNTIME_ERROR
+        return report
+    if bundle.status != "ok":
+        report.verdict = Verdict.RUNTIME_ERROR
+        return report
+    verifier = VerifierProcess.spawn(config)
+    try:
+        verifier.assign(problem)
+        fault = _verify_into(report, verifier, bundle_bytes, config)
+    finally:
+        verifier.close()
+    if fault is not None:
+        return _internal(problem, fault, t0)
+    report.timing_ms["total"] = round((time.monotonic() - t0) * 1000, 1)
+    return report
 
 
 def grade_once(source: str, problem: Problem, config: JudgeConfig, pool: "WarmPool | None" = None) -> VerdictReport:

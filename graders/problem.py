@@ -134,9 +134,14 @@ class MemoryRule(_Spec):
     can save as many arrays of that shape as the right one but holds more at once afterwards).
     `at_most`: residual bytes and backward-pass peak live bytes are each at most the reference's
     plus `slack_bytes`.
+    `match` (for `exact`): "values" (default) also requires each saved residual to equal, as a value
+    on every hidden input, a distinct residual of the reference (DESIGN.md, "Two axes of a
+    policy"); "avals" compares shapes and dtypes only, for a problem whose statement accepts any
+    value of the right shape.
     """
 
     rule: Literal["exact", "at_most"] = "exact"
+    match: Literal["values", "avals"] = "values"
     slack_bytes: Annotated[int, Field(ge=0)] = 0
     bound_bwd_peak: bool = False
 

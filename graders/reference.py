@@ -17,79 +17,25 @@ import os
 import shutil
 import sys
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from graders.artifacts import Aval, deserialize, exported_avals, flat_call, inspect_module
-from graders.checks.gradients import directional_derivatives
+from graders.artifacts import Aval, ModuleInfo, deserialize, exported_avals, flat_call, inspect_module
 from graders.checks.residuals import describe_residuals
+from graders.evaluate import evaluate_vjp
+from graders.expectation import ARRAY_FIELDS, CaseExpectation, Expectations
 from graders.problem import Problem, case_arg_specs, hidden_inputs, leaf_names, random_cotangents
-from graders.verdict import ResidualAval
+from graders.verdict import ResidualFact
 from sandbox.runner import export_case, residual_notes
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 
 
 class ReferenceSolutionError(Exception):
     """The reference solution could not be exported or run: a fault of the problem (INTERNAL_ERROR)."""
-
-
-@dataclass
-class CaseExpectation:
-    """What the reference does on one test case.
-
-    Attributes:
-        name, dims, static: the case.
-        arg_specs: the argument avals as the jail receives them.
-        input_avals: fwd's input leaves; output_avals: the primal output leaves.
-        residuals: the reference's saved residuals, with `print_saved_residuals` notes.
-        fwd_peak_bytes, bwd_peak_bytes: peak live bytes of its artifacts (graders/artifacts.py).
-        plain_residual_bytes, plain_bwd_peak_bytes: the same function with every `jax.checkpoint`
-            removed (None when that variant fails), for comparison in feedback.
-        inputs, cotangents, outputs, gradients: per hidden input k, one array per leaf.
-        fd_directions: per k, a random direction per input leaf; fd_step: the step along it;
-        fd_reference_error: per k, the reference's own relative finite-difference error.
-    """
-
-    name: str
-    dims: dict[str, int]
-    static: dict[str, Any]
-    arg_specs: list[dict[str, Any]]
-    input_avals: list[Aval]
-    output_avals: list[Aval]
-    residuals: list[ResidualAval]
-    fwd_peak_bytes: int
-    bwd_peak_bytes: int
-    plain_residual_bytes: int | None
-    plain_bwd_peak_bytes: int | None
-    fd_step: float
-    fd_reference_error: list[float]
-    inputs: list[list[np.ndarray]] = field(default_factory=list, repr=False)
-    cotangents: list[list[np.ndarray]] = field(default_factory=list, repr=False)
-    outputs: list[list[np.ndarray]] = field(default_factory=list, repr=False)
-    gradients: list[list[np.ndarray]] = field(default_factory=list, repr=False)
-    fd_directions: list[list[np.ndarray]] = field(default_factory=list, repr=False)
-
-    @property
-    def residual_bytes(self) -> int:
-        return sum(r.nbytes for r in self.residuals)
-
-
-ARRAY_FIELDS = ("inputs", "cotangents", "outputs", "gradients", "fd_directions")
-
-
-@dataclass
-class Expectations:
-    """The reference's expectations for every case of one problem version."""
-
-    slug: str
-    version: str
-    jax_version: str
-    leaf_names: list[str]
-    cases: list[CaseExpectation]
 
 
 def seed_id(seed: bytes) -> str:
@@ -134,28 +80,6 @@ def checkpoint_disabled() -> Iterator[None]:
             setattr(mod, name, value)
 
 
-def evaluate_vjp(fwd_call: Callable[..., Any], bwd_call: Callable[..., Any], inputs: list[np.ndarray],
-                 cotangents: list[np.ndarray], directions: list[np.ndarray], *, n_out: int,
-                 step: float) -> tuple[list[np.ndarray], list[np.ndarray], tuple[float, float]]:
-    """Runs one exported fwd/bwd pair on one hidden input: the reference's and a submission's
-    artifacts go through this same function, so they are compared like for like.
-
-    Args:
-        fwd_call, bwd_call: flat calls of the two artifacts (`graders.artifacts.flat_call`).
-        inputs: one array per input leaf; cotangents: one per primal output; directions: one per
-            input leaf, for the finite-difference opinion.
-        n_out: number of primal outputs of fwd; step: the finite-difference step.
-
-    Returns:
-        (primal outputs, gradients, (central difference, analytic directional derivative)).
-    """
-    results = fwd_call(*inputs)
-    outputs = [np.asarray(r) for r in results[:n_out]]
-    gradients = [np.asarray(g) for g in bwd_call(*results[n_out:], *cotangents)]
-    fd = directional_derivatives(fwd_call, inputs, directions, cotangents, gradients, n_out=n_out, step=step)
-    return outputs, gradients, fd
-
-
 def _run_artifacts(fwd_blob: bytes, bwd_blob: bytes) -> tuple[Callable[..., Any], Callable[..., Any], Any, Any]:
     fwd, bwd = deserialize(fwd_blob), deserialize(bwd_blob)
     return flat_call(fwd), flat_call(bwd), fwd, bwd
@@ -163,8 +87,78 @@ def _run_artifacts(fwd_blob: bytes, bwd_blob: bytes) -> tuple[Callable[..., Any]
 
 # --- building -------------------------------------------------------------------------------------
 
+def named_sources(sources: list[str], names: list[str]) -> list[str]:
+    """Provenance with "argument i" (a flat input index) replaced by the leaf's name ("argument x")."""
+    out = []
+    for source in sources:
+        if source.startswith("argument ") and source[9:].isdigit() and int(source[9:]) < len(names):
+            source = f"argument {names[int(source[9:])]}"
+        out.append(source)
+    return out
+
+
+def _variant_facts(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> tuple[int, ModuleInfo] | None:
+    """(residual bytes, bwd ModuleInfo) of a variant of the reference, or None when it fails."""
+    try:
+        fwd_blob, bwd_blob, n_out = export_case(fn, specs)
+        fwd = deserialize(fwd_blob)
+        return sum(a.nbytes for a in exported_avals(fwd.out_avals)[n_out:]), inspect_module(deserialize(bwd_blob))
+    except Exception:  # a comparison point only: the verdict never depends on it
+        return None
+
+
+def _everything_recomputed(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> Callable[..., Any]:
+    """`fn` under one plain `jax.checkpoint`: saves the inputs and recomputes everything."""
+    import jax
+
+    static = tuple(i for i, s in enumerate(specs) if s["kind"] == "static")
+    return jax.checkpoint(fn, static_argnums=static)
+
+
+def _float64_specs(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def widen(spec: dict[str, Any]) -> dict[str, Any]:
+        if spec["kind"] == "array":
+            return {**spec, "dtype": "float64"}
+        if spec["kind"] == "list":
+            return {**spec, "items": [widen(i) for i in spec["items"]]}
+        return spec
+
+    return [widen(s) for s in specs]
+
+
+def _float64_truth(fn: Callable[..., Any], specs: list[dict[str, Any]], expectation: CaseExpectation,
+                   n_out: int) -> None:
+    """Evaluates the reference in float64 on the case's hidden inputs and cotangents (upcast), and
+    stores outputs, gradients and (when they line up with the float32 ones) residuals as the truth
+    that tolerances are calibrated against (DESIGN.md, "Tolerances"). Leaves the truth empty when
+    the reference cannot run in float64: checks then compare with the float32 reference."""
+    import jax
+
+    try:
+        with jax.enable_x64(True):
+            fwd_blob, bwd_blob, n64 = export_case(fn, _float64_specs(specs))
+            fwd_call, bwd_call, fwd, _ = _run_artifacts(fwd_blob, bwd_blob)
+            res64 = exported_avals(fwd.out_avals)[n64:]
+            same_residuals = [a.shape for a in res64] == [tuple(r.shape) for r in expectation.residuals]
+            if n64 != n_out:
+                return
+            outputs, gradients, residuals = [], [], []
+            for xs, cts in zip(expectation.inputs, expectation.cotangents):
+                outs, res, grads, _ = evaluate_vjp(fwd_call, bwd_call, [np.asarray(x, np.float64) for x in xs],
+                                                   [np.asarray(c, np.float64) for c in cts], None,
+                                                   n_out=n_out, step=0.0)
+                outputs.append([np.asarray(o, np.float64) for o in outs])
+                gradients.append([np.asarray(g, np.float64) for g in grads])
+                residuals.append([np.asarray(r, np.float64) for r in res])
+    except Exception:
+        return
+    expectation.truth_outputs, expectation.truth_gradients = outputs, gradients
+    if same_residuals:
+        expectation.truth_residuals = residuals
+
+
 def build_expectations(problem: Problem, *, seed: bytes) -> Expectations:
-    """Exports and runs the reference on every case.
+    """Exports and runs the reference on every case, in float32 (as judged) and float64 (the truth).
 
     Raises:
         ReferenceSolutionError: the reference fails to import, export or run.
@@ -183,6 +177,7 @@ def build_expectations(problem: Problem, *, seed: bytes) -> Expectations:
             plain_fn = getattr(plain_module, problem.spec.entry_point)
     except Exception:
         plain_fn = None
+    names = leaf_names(problem.spec)
     k_inputs = problem.spec.verify.inputs_per_case
     cases = []
     for case in problem.spec.cases:
@@ -192,23 +187,26 @@ def build_expectations(problem: Problem, *, seed: bytes) -> Expectations:
         except Exception as exc:
             raise ReferenceSolutionError(f"exporting the reference on case {case.name!r}: {type(exc).__name__}: {exc}") from exc
         fwd_call, bwd_call, fwd, bwd = _run_artifacts(fwd_blob, bwd_blob)
+        fwd_info, bwd_info = inspect_module(fwd), inspect_module(bwd)
         out_avals = exported_avals(fwd.out_avals)
-        residuals = describe_residuals(out_avals[n_out:], residual_notes(fn, specs), hide_source=True)
-        plain_res_bytes = plain_peak = None
+        residuals = describe_residuals(out_avals[n_out:], residual_notes(fn, specs),
+                                       sources=named_sources(fwd_info.sources[n_out:], names), hide_source=True)
+        plain = None
         if plain_fn is not None:
-            try:
-                with checkpoint_disabled():
-                    p_fwd, p_bwd, p_n = export_case(plain_fn, specs)
-                p_fwd_exp, p_bwd_exp = deserialize(p_fwd), deserialize(p_bwd)
-                plain_res_bytes = sum(a.nbytes for a in exported_avals(p_fwd_exp.out_avals)[p_n:])
-                plain_peak = inspect_module(p_bwd_exp).peak_live_bytes
-            except Exception:
-                plain_res_bytes = plain_peak = None
+            with checkpoint_disabled():
+                plain = _variant_facts(plain_fn, specs)
+        full = _variant_facts(_everything_recomputed(fn, specs), specs)
         expectation = CaseExpectation(
             name=case.name, dims=dict(case.dims), static=dict(case.static), arg_specs=specs,
             input_avals=exported_avals(fwd.in_avals), output_avals=out_avals[:n_out], residuals=residuals,
-            fwd_peak_bytes=inspect_module(fwd).peak_live_bytes, bwd_peak_bytes=inspect_module(bwd).peak_live_bytes,
-            plain_residual_bytes=plain_res_bytes, plain_bwd_peak_bytes=plain_peak,
+            fwd_peak_bytes=fwd_info.peak_live_bytes, bwd_peak_bytes=bwd_info.peak_live_bytes,
+            bwd_flops=bwd_info.flops,
+            plain_residual_bytes=plain[0] if plain else None,
+            plain_bwd_peak_bytes=plain[1].peak_live_bytes if plain else None,
+            plain_bwd_flops=plain[1].flops if plain else None,
+            full_remat_bytes=full[0] if full else None,
+            full_remat_bwd_peak_bytes=full[1].peak_live_bytes if full else None,
+            full_remat_bwd_flops=full[1].flops if full else None,
             fd_step=1e-3, fd_reference_error=[],
         )
         for k in range(k_inputs):
@@ -218,17 +216,19 @@ def build_expectations(problem: Problem, *, seed: bytes) -> Expectations:
             directions = random_cotangents([(a.shape, a.dtype) for a in expectation.input_avals], seed=seed,
                                            slug=problem.slug, version=problem.version,
                                            case=case.name + "/fd-direction", index=k)
-            outs, grads, (fd, analytic) = evaluate_vjp(fwd_call, bwd_call, xs, cts, directions, n_out=n_out,
-                                                       step=expectation.fd_step)
+            outs, res, grads, (fd, analytic) = evaluate_vjp(fwd_call, bwd_call, xs, cts, directions, n_out=n_out,
+                                                            step=expectation.fd_step)
             expectation.inputs.append(xs)
             expectation.cotangents.append(cts)
             expectation.outputs.append(outs)
+            expectation.residual_values.append(res)
             expectation.gradients.append(grads)
             expectation.fd_directions.append(directions)
             expectation.fd_reference_error.append(abs(fd - analytic) / (abs(analytic) + 1e-12))
+        _float64_truth(fn, specs, expectation, n_out)
         cases.append(expectation)
     return Expectations(slug=problem.slug, version=problem.version, jax_version=jax.__version__,
-                        leaf_names=leaf_names(problem.spec), cases=cases)
+                        leaf_names=names, cases=cases)
 
 
 # --- the cache -------------------------------------------------------------------------------------
@@ -277,7 +277,7 @@ def load_expectations(directory: Path) -> Expectations | None:
         counts = {name: d.pop(f"n_{name}") for name in ARRAY_FIELDS}
         d["input_avals"] = [Aval(tuple(s), t) for s, t in d["input_avals"]]
         d["output_avals"] = [Aval(tuple(s), t) for s, t in d["output_avals"]]
-        d["residuals"] = [ResidualAval(**r) for r in d["residuals"]]
+        d["residuals"] = [ResidualFact(**r) for r in d["residuals"]]
         c = CaseExpectation(**d)
         for name, per_k in counts.items():
             setattr(c, name, [[arrays[f"{c.name}/{name}/{k}/{i}"] for i in range(n)] for k, n in enumerate(per_k)])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from enum import Enum
 from typing import Any
@@ -61,6 +62,10 @@ class CheckResult(BaseModel):
         message: text a student can act on.
         details: numbers behind the message (JSON-safe).
         verdict: the verdict this check implies when it fails.
+        judged: False when the check only reports numbers and cannot fail (shown without a
+            pass mark).
+        internal: details for instructors and logs only (a judge fault's cause, tracebacks, host
+            paths); never part of the JSON students and API callers get.
     """
 
     model_config = ConfigDict(use_enum_values=False)
@@ -70,17 +75,32 @@ class CheckResult(BaseModel):
     message: str
     details: dict[str, Any] = Field(default_factory=dict)
     verdict: Verdict | None = Field(default=None, exclude=True)
+    judged: bool = True
+    internal: dict[str, Any] | None = Field(default=None, exclude=True)
 
 
-class ResidualAval(BaseModel):
-    """One saved residual: its aval and, where known, where it came from."""
+class ResidualFact(BaseModel):
+    """One saved residual, as the judge knows it: the one value type for residual facts.
+
+    Attributes:
+        shape, dtype: its aval, read from the exported forward program.
+        note: what `print_saved_residuals` said of it in the jail (advisory, for people).
+        source: the op of the forward program that produces it ("dot_general", "sine",
+            "argument x"), read from the artifact (graders/artifacts.py, `_provenance`).
+        matched: for a submitted residual, whether it equals, as a value on every hidden input, a
+            residual the reference saves; for an expected one, whether the submission saves it.
+            None when values were not compared.
+    """
 
     shape: list[int]
     dtype: str
     note: str | None = None
+    source: str | None = None
+    matched: bool | None = None
 
     @property
     def nbytes(self) -> int:
+        """Size in bytes (bool as one byte, as XLA stores it)."""
         return math.prod(self.shape) * np.dtype(_dtype(self.dtype)).itemsize
 
     def short(self) -> str:
@@ -88,6 +108,10 @@ class ResidualAval(BaseModel):
         abbrev = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
                   "int32": "i32", "int64": "i64", "bool": "bool", "uint8": "u8", "int8": "i8"}
         return f"{abbrev.get(self.dtype, self.dtype)}[{','.join(str(d) for d in self.shape)}]"
+
+    def described(self) -> str:
+        """`f32[16,8] from dot_general` for messages."""
+        return self.short() + (f" from `{self.source}`" if self.source else "")
 
 
 def _dtype(name: str) -> Any:
@@ -101,12 +125,15 @@ def _dtype(name: str) -> Any:
 class ResidualReport(BaseModel):
     """Residuals of the reference and of the submission (for the case the report shows), and the
     peak live bytes of each one's forward and backward pass (graders/artifacts.py says how peaks
-    are measured). `no_checkpoint_*` describe the reference with every `jax.checkpoint` removed.
-    All sizes in bytes."""
+    are measured). `no_checkpoint_*` describe the reference with every `jax.checkpoint` removed;
+    `full_remat_*` the reference under one plain `jax.checkpoint` (saves the inputs, recomputes
+    everything). All sizes in bytes. `*_bwd_flops`: FLOPs of one run of the backward program
+    (graders/artifacts.py, `ModuleInfo.flops`); `*_recompute_flops`: those minus the backward FLOPs
+    without any checkpoint (never below 0): the forward work the backward pass redoes."""
 
     case: str | None = None
-    expected: list[ResidualAval] = Field(default_factory=list)
-    submitted: list[ResidualAval] = Field(default_factory=list)
+    expected: list[ResidualFact] = Field(default_factory=list)
+    submitted: list[ResidualFact] = Field(default_factory=list)
     expected_bytes: int = 0
     submitted_bytes: int = 0
     expected_bwd_peak_bytes: int | None = None
@@ -115,6 +142,15 @@ class ResidualReport(BaseModel):
     submitted_fwd_peak_bytes: int | None = None
     no_checkpoint_bytes: int | None = None
     no_checkpoint_bwd_peak_bytes: int | None = None
+    expected_bwd_flops: int | None = None
+    submitted_bwd_flops: int | None = None
+    no_checkpoint_bwd_flops: int | None = None
+    expected_recompute_flops: int | None = None
+    submitted_recompute_flops: int | None = None
+    full_remat_bytes: int | None = None
+    full_remat_bwd_flops: int | None = None
+    full_remat_recompute_flops: int | None = None
+    full_remat_bwd_peak_bytes: int | None = None
 
 
 class VerdictReport(BaseModel):
@@ -134,3 +170,12 @@ class VerdictReport(BaseModel):
     jax_version: str | None = None
     created_at: str | None = None
     finished_at: str | None = None
+
+    def stored_json(self) -> str:
+        """The JSON to store: the verdict JSON plus each check's instructor-only `internal`
+        details, which `model_dump_json` (what students and API callers get) leaves out."""
+        data = self.model_dump(mode="json")
+        for check, out in zip(self.checks, data["checks"]):
+            if check.internal:
+                out["internal"] = check.internal
+        return json.dumps(data)

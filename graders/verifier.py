@@ -8,21 +8,26 @@ finite-difference second opinion; 6. peak live bytes of both artifacts.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 
-from graders.artifacts import ArtifactError, Aval, deserialize, exported_avals, flat_call, inspect_module
+from graders.artifacts import (ArtifactError, Aval, ReadLimits, deserialize, exported_avals, flat_call,
+                               inspect_module)
 from graders.checks.common import CaseRun
 from graders.checks.gradients import check_finite_difference, check_gradients
-from graders.checks.residuals import check_peak_memory, check_residuals, describe_residuals
+from graders.checks.residuals import check_peak_memory, check_residuals, describe_residuals, signature
 from graders.checks.values import check_values
+from graders.evaluate import evaluate_vjp
+from graders.expectation import CaseExpectation, Expectations
 from graders.problem import Problem
-from graders.reference import CaseExpectation, Expectations, evaluate_vjp
-from graders.verdict import CheckResult, ResidualAval, ResidualReport, Verdict, first_verdict
+from graders.reference import named_sources
+from graders.verdict import CheckResult, ResidualFact, ResidualReport, Verdict, first_verdict
 from sandbox.bundle import Bundle, BundleCase
 
 MIB = 1024 * 1024
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -34,11 +39,18 @@ class VerifyLimits:
         max_ops: operations in one module (all functions and regions).
         max_peak_live_bytes: the static peak live bytes of one artifact; above it the verdict is
             MEMORY_LIMIT_EXCEEDED without running it.
+        max_depth: nesting of regions in one module; max_call_depth: longest chain of calls.
     """
 
     max_artifact_bytes: int = 8 * MIB
     max_ops: int = 50_000
     max_peak_live_bytes: int = 1024 * MIB
+    max_depth: int = 64
+    max_call_depth: int = 64
+
+    @property
+    def read_limits(self) -> ReadLimits:
+        return ReadLimits(max_ops=self.max_ops, max_depth=self.max_depth, max_call_depth=self.max_call_depth)
 
 
 @dataclass
@@ -50,6 +62,29 @@ class VerifyResult:
     verdict: Verdict
     score: float
     details: dict[str, Any] = field(default_factory=dict)
+
+
+class VersionMismatch(Exception):
+    """The expectations are not of the problem version being judged: a fault of the judge."""
+
+
+class _ArtifactRunError(Exception):
+    """An exception raised while the submission's exported program was lowered, compiled or run."""
+
+
+def _guarded(call: Callable[..., Any]) -> Callable[..., Any]:
+    """`call` (an untrusted artifact) with whatever it raises turned into _ArtifactRunError, so the
+    verdict blames the program for its own failures and only for those."""
+
+    def run(*args: Any) -> Any:
+        try:
+            return call(*args)
+        except MemoryError:
+            raise
+        except Exception as exc:
+            raise _ArtifactRunError(f"{type(exc).__name__}: {str(exc)[:300]}") from None
+
+    return run
 
 
 class _Stop(Exception):
@@ -76,10 +111,12 @@ class _Loaded:
     bwd: Any
     fwd_peak: int
     bwd_peak: int
-    residuals: list[ResidualAval]
+    bwd_flops: int
+    residuals: list[ResidualFact]
 
 
-def _load_case(expected: CaseExpectation, case: BundleCase, problem: Problem, limits: VerifyLimits) -> _Loaded:
+def _load_case(expected: CaseExpectation, case: BundleCase, problem: Problem, limits: VerifyLimits,
+               leaf_names: list[str]) -> _Loaded:
     """Steps 1 to 3 for one case: nothing here runs the artifacts."""
     label = f"case {expected.name!r}"
     for kind, blob in (("forward", case.fwd), ("backward", case.bwd)):
@@ -93,7 +130,7 @@ def _load_case(expected: CaseExpectation, case: BundleCase, problem: Problem, li
     except ArtifactError as exc:
         raise _fail("module", Verdict.RUNTIME_ERROR, f"{label}: the result is not a valid exported program ({exc})")
     allowed = frozenset(problem.spec.verify.allowed_custom_calls)
-    peaks = []
+    infos = []
     for kind, exp in (("forward", fwd), ("backward", bwd)):
         if tuple(exp.platforms) != ("cpu",) or exp.nr_devices != 1:
             raise _fail("module", Verdict.RUNTIME_ERROR,
@@ -104,27 +141,32 @@ def _load_case(expected: CaseExpectation, case: BundleCase, problem: Problem, li
                         f"{label}: the {kind} program has side effects (callbacks, I/O) or disabled safety "
                         f"checks; only pure array computation can be judged")
         try:
-            info = inspect_module(exp, allowed_custom_calls=allowed)
+            info = inspect_module(exp, allowed_custom_calls=allowed, limits=limits.read_limits)
         except ArtifactError as exc:
             raise _fail("module", Verdict.RUNTIME_ERROR, f"{label}: the {kind} program cannot be read ({exc})")
+        except (MemoryError, RecursionError):
+            raise
+        except Exception:  # the MLIR bindings refusing a forged module in a way we did not foresee
+            log.exception("reading a %s artifact failed", kind)
+            raise _fail("module", Verdict.RUNTIME_ERROR, f"{label}: the {kind} program cannot be read")
         if info.disallowed:
             raise _fail("module", Verdict.RUNTIME_ERROR,
                         f"{label}: the {kind} program uses operations the judge does not run: "
                         f"{', '.join(info.disallowed)}. Host callbacks (jax.pure_callback, jax.debug.print, "
                         f"io_callback) and library calls outside pure array math are not allowed.",
                         disallowed=info.disallowed)
-        if info.n_ops > limits.max_ops:
-            raise _fail("module", Verdict.RUNTIME_ERROR,
-                        f"{label}: the {kind} program has {info.n_ops:,} operations, more than the "
-                        f"{limits.max_ops:,} allowed")
         if info.peak_live_bytes > limits.max_peak_live_bytes:
             raise _fail("module", Verdict.MEMORY_LIMIT_EXCEEDED,
                         f"{label}: the {kind} program would hold {info.peak_live_bytes:,} bytes live at once, "
                         f"more than the {limits.max_peak_live_bytes:,} allowed")
-        peaks.append(info.peak_live_bytes)
+        infos.append(info)
 
     n_out = len(expected.output_avals)
-    fwd_in, fwd_out = exported_avals(fwd.in_avals), exported_avals(fwd.out_avals)
+    try:
+        fwd_in, fwd_out = exported_avals(fwd.in_avals), exported_avals(fwd.out_avals)
+        bwd_in, bwd_out = exported_avals(bwd.in_avals), exported_avals(bwd.out_avals)
+    except ArtifactError as exc:
+        raise _fail("avals", Verdict.RUNTIME_ERROR, f"{label}: {exc}")
     if fwd_in != expected.input_avals:
         raise _fail("avals", Verdict.RUNTIME_ERROR,
                     f"{label}: the exported program takes {_avals_text(fwd_in)}, but the case passes "
@@ -135,43 +177,44 @@ def _load_case(expected: CaseExpectation, case: BundleCase, problem: Problem, li
                     f"{label}: your function returns {_avals_text(got)} but {_avals_text(expected.output_avals)} "
                     f"is expected (shape and dtype).")
     residual_avals = fwd_out[n_out:]
-    if exported_avals(bwd.in_avals) != residual_avals + expected.output_avals:
+    if bwd_in != residual_avals + expected.output_avals:
         raise _fail("avals", Verdict.RUNTIME_ERROR,
                     f"{label}: the backward program does not take exactly the saved residuals and a cotangent")
-    if exported_avals(bwd.out_avals) != expected.input_avals:
+    if bwd_out != expected.input_avals:
         raise _fail("avals", Verdict.WRONG_GRADIENT,
-                    f"{label}: the backward program returns gradients {_avals_text(exported_avals(bwd.out_avals))}"
+                    f"{label}: the backward program returns gradients {_avals_text(bwd_out)}"
                     f", expected {_avals_text(expected.input_avals)}")
-    residuals = describe_residuals(residual_avals, case.residual_notes)
-    return _Loaded(expected, case, fwd, bwd, peaks[0], peaks[1], residuals)
+    residuals = describe_residuals(residual_avals, case.residual_notes,
+                                   sources=named_sources(infos[0].sources[n_out:], leaf_names))
+    return _Loaded(expected, case, fwd, bwd, infos[0].peak_live_bytes, infos[1].peak_live_bytes, infos[1].flops,
+                   residuals)
 
 
 def _execute(loaded: _Loaded) -> CaseRun:
     """Steps 4 and 5: run fwd then bwd on every hidden input of the case.
 
     Raises:
-        _Stop: an artifact failed to run (RUNTIME_ERROR: it is the submission's program).
+        _Stop: the submission's artifact raised while it was lowered, compiled or run
+            (RUNTIME_ERROR). Exceptions of our own code propagate: they are judge faults.
     """
     try:
         return _run_case(loaded)
-    except MemoryError:
-        raise
-    except Exception as exc:  # XLA or jax refusing to run the untrusted program
+    except _ArtifactRunError as exc:
         raise _fail("execute", Verdict.RUNTIME_ERROR,
-                    f"case {loaded.expected.name!r}: your exported program failed to run: "
-                    f"{type(exc).__name__}: {str(exc)[:300]}") from None
+                    f"case {loaded.expected.name!r}: your exported program failed to run: {exc}") from None
 
 
 def _run_case(loaded: _Loaded) -> CaseRun:
     exp = loaded.expected
     n_out = len(exp.output_avals)
-    fwd_call, bwd_call = flat_call(loaded.fwd), flat_call(loaded.bwd)
+    fwd_call, bwd_call = _guarded(flat_call(loaded.fwd)), _guarded(flat_call(loaded.bwd))
     run = CaseRun(expected=exp, residuals=loaded.residuals, fwd_peak_bytes=loaded.fwd_peak,
-                  bwd_peak_bytes=loaded.bwd_peak)
+                  bwd_peak_bytes=loaded.bwd_peak, bwd_flops=loaded.bwd_flops)
     for k, xs in enumerate(exp.inputs):
-        outputs, gradients, fd = evaluate_vjp(fwd_call, bwd_call, xs, exp.cotangents[k], exp.fd_directions[k],
-                                              n_out=n_out, step=exp.fd_step)
+        outputs, residuals, gradients, fd = evaluate_vjp(fwd_call, bwd_call, xs, exp.cotangents[k],
+                                                         exp.fd_directions[k], n_out=n_out, step=exp.fd_step)
         run.outputs.append(outputs)
+        run.residual_values.append(residuals)
         run.gradients.append(gradients)
         run.fd.append(fd)
     return run
@@ -183,17 +226,31 @@ def residual_report(runs: list[CaseRun]) -> ResidualReport | None:
     the most residual bytes."""
     if not runs:
         return None
-    from graders.checks.residuals import signature
 
-    differing = [r for r in runs if signature(r.residuals) != signature(r.expected.residuals)]
+    def differs(run: CaseRun) -> bool:
+        return signature(run.residuals) != signature(run.expected.residuals) or any(
+            f.matched is False for f in run.residuals)
+
+    differing = [r for r in runs if differs(r)]
     chosen = max(differing or runs, key=lambda r: max(r.expected.residual_bytes, sum(x.nbytes for x in r.residuals)))
     exp = chosen.expected
+    expected = [fact.model_copy() for fact in exp.residuals]
+    if chosen.expected_matched is not None:
+        for fact, saved in zip(expected, chosen.expected_matched):
+            fact.matched = saved
     return ResidualReport(
-        case=exp.name, expected=exp.residuals, submitted=chosen.residuals,
+        case=exp.name, expected=expected, submitted=chosen.residuals,
         expected_bytes=exp.residual_bytes, submitted_bytes=sum(r.nbytes for r in chosen.residuals),
         expected_bwd_peak_bytes=exp.bwd_peak_bytes, submitted_bwd_peak_bytes=chosen.bwd_peak_bytes,
         expected_fwd_peak_bytes=exp.fwd_peak_bytes, submitted_fwd_peak_bytes=chosen.fwd_peak_bytes,
         no_checkpoint_bytes=exp.plain_residual_bytes, no_checkpoint_bwd_peak_bytes=exp.plain_bwd_peak_bytes,
+        expected_bwd_flops=exp.bwd_flops, submitted_bwd_flops=chosen.bwd_flops,
+        no_checkpoint_bwd_flops=exp.plain_bwd_flops,
+        expected_recompute_flops=exp.recompute_flops(exp.bwd_flops),
+        submitted_recompute_flops=exp.recompute_flops(chosen.bwd_flops),
+        full_remat_bytes=exp.full_remat_bytes, full_remat_bwd_flops=exp.full_remat_bwd_flops,
+        full_remat_recompute_flops=exp.recompute_flops(exp.full_remat_bwd_flops),
+        full_remat_bwd_peak_bytes=exp.full_remat_bwd_peak_bytes,
     )
 
 
@@ -222,7 +279,14 @@ def verify(bundle: Bundle, problem: Problem, expectations: Expectations, *, limi
 
     Returns:
         VerifyResult with every check that could be made.
+
+    Raises:
+        VersionMismatch: `expectations` belong to another problem version (a judge fault).
+        Any exception of our own code (a judge fault); what the artifacts do is a verdict.
     """
+    if expectations.version != problem.version or expectations.slug != problem.slug:
+        raise VersionMismatch(f"expectations of {expectations.slug} {expectations.version} cannot judge "
+                              f"{problem.slug} {problem.version}")
     checks: list[CheckResult] = []
     expected_names = [c.name for c in expectations.cases]
     got_names = [c.name for c in bundle.cases]
@@ -230,7 +294,8 @@ def verify(bundle: Bundle, problem: Problem, expectations: Expectations, *, limi
         if got_names != expected_names:
             raise _fail("module", Verdict.RUNTIME_ERROR,
                         f"the result has cases {got_names}, expected {expected_names}")
-        loaded = [_load_case(e, c, problem, limits) for e, c in zip(expectations.cases, bundle.cases)]
+        loaded = [_load_case(e, c, problem, limits, expectations.leaf_names)
+                  for e, c in zip(expectations.cases, bundle.cases)]
     except _Stop as stop:
         checks.append(stop.check)
         return VerifyResult(checks, None, first_verdict([stop.check.verdict or Verdict.RUNTIME_ERROR]), 0.0)
@@ -248,7 +313,7 @@ def verify(bundle: Bundle, problem: Problem, expectations: Expectations, *, limi
         check_values(runs, spec=problem.spec),
         check_gradients(runs, spec=problem.spec, leaf_names=expectations.leaf_names),
         check_finite_difference(runs),
-        check_residuals(runs, rule=problem.spec.memory),
+        check_residuals(runs, spec=problem.spec),
         check_peak_memory(runs, rule=problem.spec.memory),
     ]
     verdict = first_verdict([c.verdict for c in checks if not c.passed and c.verdict is not None])

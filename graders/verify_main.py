@@ -4,14 +4,16 @@ It runs the untrusted exported StableHLO, so the parent starts it under a cgroup
 with a time-out, and reads its progress as JSON lines on stdout:
 
 1. The process imports JAX, then waits for stdin line 1 (so it can be started ahead of time):
-   `{"problem_dir": str, "cache_dir": str, "seed_hex": str, "limits": {...}}`. It loads the
+   `{"problem_dir": str, "problem_version": str, "cache_dir": str, "seed_hex": str, "limits": {...}}`;
+   a package on disk whose version differs from the worker's is refused (a judge fault). It loads the
    problem and the reference's expectations (building them on a cache miss), then prints
    `{"event": "ready"}` or `{"event": "error", "message": str}`.
 2. The rest of stdin: the bundle bytes. The process prints `{"event": "running"}` just before
    the first untrusted artifact runs, then `{"event": "result", ...}`.
 
-Anything that goes wrong before "running" is the judge's fault (INTERNAL_ERROR); a time-out or
-memory kill after it belongs to the submission's artifact.
+An exception in our code is the judge's fault (INTERNAL_ERROR, "error" event); a time-out or
+memory kill once the bundle has been sent belongs to the submission's artifacts, which the process
+is then reading or running.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ def main() -> int:
     config = json.loads(line)
     try:
         problem = load_problem(Path(config["problem_dir"]))
+        if problem.version != config.get("problem_version", problem.version):
+            raise RuntimeError(f"the worker judges {problem.slug} version {config['problem_version']}, but "
+                               f"the package now on disk is version {problem.version}")
         expectations = ensure_expectations(problem, seed=bytes.fromhex(config["seed_hex"]),
                                            cache_root=Path(config["cache_dir"]))
     except Exception as exc:

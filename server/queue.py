@@ -144,7 +144,7 @@ class WorkerPool:
         report.finished_at = utcnow().isoformat()
         assert report.verdict is not None
         self.store.finish(submission_id, verdict=report.verdict.value, score=report.score,
-                          problem_version=report.problem_version, result_json=report.model_dump_json())
+                          problem_version=report.problem_version, result_json=report.stored_json())
         self.completions.notify(submission_id)
         log.info("graded %s (%s): %s in %.0f ms", submission_id, record.problem, report.verdict.value,
                  report.timing_ms.get("total", 0.0))

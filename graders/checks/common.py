@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from graders.expectation import CaseExpectation
 from graders.problem import Tolerance
-from graders.verdict import ResidualAval
-
-if TYPE_CHECKING:
-    from graders.reference import CaseExpectation
+from graders.verdict import ResidualFact
 
 
 @dataclass
@@ -23,17 +20,24 @@ class CaseRun:
         outputs: per hidden input k, the primal output leaves of the submission's fwd.
         gradients: per k, the gradient leaves its bwd returned for the k-th cotangent.
         fd: per k, (central-difference estimate, analytic value) of the directional derivative.
-        residuals: the residual avals read from the fwd artifact (notes where they agree).
+        residuals: the residual facts read from the fwd artifact (provenance, notes where they agree).
+        residual_values: per k, the values its fwd returned for each residual.
         fwd_peak_bytes, bwd_peak_bytes: peak live bytes of its artifacts.
+        bwd_flops: FLOPs of one run of its backward program (None when unknown).
+        expected_matched: per reference residual, whether the submission saves it as a value
+            (filled in by the residuals check).
     """
 
-    expected: "CaseExpectation"
+    expected: CaseExpectation
     outputs: list[list[np.ndarray]] = field(default_factory=list)
     gradients: list[list[np.ndarray]] = field(default_factory=list)
+    residual_values: list[list[np.ndarray]] = field(default_factory=list)
     fd: list[tuple[float, float]] = field(default_factory=list)
-    residuals: list[ResidualAval] = field(default_factory=list)
+    residuals: list[ResidualFact] = field(default_factory=list)
     fwd_peak_bytes: int = 0
     bwd_peak_bytes: int = 0
+    bwd_flops: int | None = None
+    expected_matched: list[bool] | None = None
 
     @property
     def label(self) -> str:
@@ -87,3 +91,39 @@ def compare_arrays(got: np.ndarray, expected: np.ndarray, tol: Tolerance) -> Com
     all_zero = bool(g.size and not np.any(g) and np.any(e))
     return Comparison(float(np.max(ratios)) if ratios.size else 0.0,
                       float(np.max(diff)) if diff.size else 0.0, max_abs_expected, all_zero)
+
+
+CALIBRATION_FACTOR = 8.0  # a submission may be this many times as far from the truth as the reference
+
+
+def compare_calibrated(got: np.ndarray, reference: np.ndarray, truth: np.ndarray | None, tol: Tolerance, *,
+                       factor: float = CALIBRATION_FACTOR) -> Comparison:
+    """`got` against the float64 truth, with a tolerance calibrated on the float32 reference.
+
+    Elementwise, |got - truth| may reach the larger of the problem's fixed tolerance around the
+    truth (`compare_arrays`' formula; the floor that covers exact zeros) and `factor` times the
+    float32 reference's own largest error, max|reference - truth|. Correct code that sums in
+    another order lands within a few times the reference's rounding error; a wrong formula is off
+    by orders of magnitude more (DESIGN.md, "Tolerances"). Without a truth (the reference cannot
+    run in float64), `got` is compared with `reference` under the fixed tolerance.
+
+    Returns:
+        A Comparison whose `max_abs_diff` is against the truth (or the reference).
+    """
+    if truth is None:
+        return compare_arrays(got, reference, tol)
+    t = np.asarray(truth, dtype=np.float64)
+    r = np.asarray(reference, dtype=np.float64)
+    if t.shape != r.shape:
+        return compare_arrays(got, reference, tol)
+    with np.errstate(invalid="ignore", over="ignore"):
+        ref_error = np.abs(r - t)
+    finite = ref_error[np.isfinite(ref_error)]
+    ref_error_max = float(np.max(finite)) if finite.size else 0.0
+    widened = Tolerance(rtol=tol.rtol, atol=max(tol.atol, factor * ref_error_max / max(1.0, _max_abs(t))))
+    return compare_arrays(got, t, widened)
+
+
+def _max_abs(a: np.ndarray) -> float:
+    finite = a[np.isfinite(a)]
+    return float(np.max(np.abs(finite))) if finite.size else 0.0

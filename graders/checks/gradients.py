@@ -2,46 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
-
 import numpy as np
 
-from graders.checks.common import CaseRun, compare_arrays
+from graders.checks.common import CaseRun, compare_calibrated
 from graders.problem import ProblemSpec
 from graders.verdict import CheckResult, Verdict
 
 
-def directional_derivatives(fwd_call: Callable[..., Any], inputs: Sequence[np.ndarray],
-                            directions: Sequence[np.ndarray], cotangents: Sequence[np.ndarray],
-                            gradients: Sequence[np.ndarray], *, n_out: int, step: float) -> tuple[float, float]:
-    """Two opinions on d/dt <u, f(x + t v)> at t = 0.
-
-    Args:
-        fwd_call: the fwd artifact, `(*leaves) -> (*primal outputs, *residuals)`.
-        inputs: x, one array per input leaf; directions: v, the same avals.
-        cotangents: u, one per primal output; gradients: the VJP of u (the bwd artifact's output).
-        n_out: number of primal outputs; step: h, scaled by max(1, max|x|) per leaf.
-
-    Returns:
-        (central difference (phi(h) - phi(-h)) / 2h in float64, analytic sum_i <g_i, v_i>).
-    """
-
-    def phi(t: float) -> float:
-        shifted = [np.asarray(x + t * max(1.0, float(np.max(np.abs(x)))) * v, dtype=x.dtype)
-                   for x, v in zip(inputs, directions)]
-        outs = fwd_call(*shifted)[:n_out]
-        return float(sum(np.vdot(np.asarray(o, np.float64), np.asarray(u, np.float64))
-                         for o, u in zip(outs, cotangents)))
-
-    fd = (phi(step) - phi(-step)) / (2 * step)
-    analytic = float(sum(np.vdot(np.asarray(g, np.float64), np.asarray(v, np.float64))
-                         * max(1.0, float(np.max(np.abs(x))))
-                         for g, v, x in zip(gradients, directions, inputs)))
-    return fd, analytic
-
-
 def check_gradients(runs: list[CaseRun], *, spec: ProblemSpec, leaf_names: list[str]) -> CheckResult:
-    """Compares the bwd artifact's gradients with the reference's VJP of the same random cotangent.
+    """Compares the bwd artifact's gradients with the reference's VJP of the same random cotangent,
+    against the float64 truth under the calibrated tolerance (`compare_calibrated`).
 
     Returns:
         A "gradient" CheckResult; fails with WRONG_GRADIENT naming the argument whose gradient is
@@ -54,7 +24,8 @@ def check_gradients(runs: list[CaseRun], *, spec: ProblemSpec, leaf_names: list[
         bad_here: set[str] = set()
         for k, (got, want) in enumerate(zip(run.gradients, run.expected.gradients)):
             for i, (g, w) in enumerate(zip(got, want)):
-                cmp = compare_arrays(g, w, spec.tolerance_for(run.expected.input_avals[i].dtype))
+                truth = run.expected.truth_gradients[k][i] if run.expected.truth_gradients else None
+                cmp = compare_calibrated(g, w, truth, spec.tolerance_for(run.expected.input_avals[i].dtype))
                 if cmp.passed:
                     continue
                 name = leaf_names[i] if i < len(leaf_names) else f"argument leaf {i}"

@@ -6,64 +6,74 @@ import re
 from collections import Counter
 from typing import Any, Sequence
 
-from graders.checks.common import CaseRun
-from graders.problem import MemoryRule
-from graders.verdict import CheckResult, ResidualAval, Verdict
+import numpy as np
+
+from graders.checks.common import CaseRun, compare_calibrated
+from graders.problem import MemoryRule, ProblemSpec, Tolerance
+from graders.verdict import CheckResult, ResidualFact, Verdict
 
 
-def signature(residuals: list[ResidualAval]) -> Counter[tuple[tuple[int, ...], str]]:
+def signature(residuals: list[ResidualFact]) -> Counter[tuple[tuple[int, ...], str]]:
     """The residual signature: the multiset of residual avals (order-free: two correct programs
     may save the same values in a different order)."""
     return Counter((tuple(r.shape), r.dtype) for r in residuals)
 
 
-def describe_residuals(avals: Sequence[Any], notes: Sequence[Any] | None, *,
-                       hide_source: bool = False) -> list[ResidualAval]:
-    """The residuals read from an artifact, with `saved_residuals` notes where they agree.
+def describe_residuals(avals: Sequence[Any], notes: Sequence[Any] | None, *, sources: Sequence[str] | None = None,
+                       hide_source: bool = False) -> list[ResidualFact]:
+    """The residuals read from an artifact, in the artifact's order, with provenance and notes.
 
-    `saved_residuals` lists the same values as the VJP's leaves, but not always in the same order
-    (measured with JAX 0.10.2: a relu's boolean mask comes before the intermediates it follows in
-    the VJP). So notes are used only when their avals form the same multiset as the artifact's
-    residual avals, and then the listing follows the notes' order. Otherwise the artifact's avals
-    are listed without notes: the artifact decides, the notes only explain.
+    `saved_residuals` notes list the same values as the VJP's leaves, but not always in the same
+    order (measured with JAX 0.10.2: a relu's boolean mask comes before the intermediates it
+    follows in the VJP). So notes are attached only when their avals form the same multiset as the
+    artifact's, each note to the next residual of its aval in artifact order. Otherwise no notes:
+    the artifact decides, the notes only explain.
 
     Args:
         avals: residual avals read from the fwd artifact (objects with `.shape` and `.dtype`).
         notes: `{"shape", "dtype", "note"}` dicts or objects, or None.
+        sources: per residual, its producing op read from the artifact (`ModuleInfo.sources`).
         hide_source: drop "from <file>:<line> (<function>)" (for the reference: never show its
             path or structure to students).
     """
-    from_artifact = [ResidualAval(shape=list(a.shape), dtype=str(a.dtype)) for a in avals]
+    facts = [ResidualFact(shape=list(a.shape), dtype=str(a.dtype),
+                          source=sources[i] if sources is not None and i < len(sources) else None)
+             for i, a in enumerate(avals)]
     if not notes:
-        return from_artifact
+        return facts
 
     def field(n: Any, name: str) -> Any:
         return n[name] if isinstance(n, dict) else getattr(n, name)
 
-    described = [ResidualAval(shape=list(field(n, "shape")), dtype=str(field(n, "dtype")),
-                              note=str(field(n, "note"))) for n in notes]
-    if signature(described) != signature(from_artifact):
-        return from_artifact
-    if hide_source:
-        for r in described:
-            r.note = re.sub(r" from (?!the argument).*$", "", r.note or "")
-    return described
+    described = [((tuple(field(n, "shape")), str(field(n, "dtype"))), str(field(n, "note"))) for n in notes]
+    if Counter(key for key, _ in described) != signature(facts):
+        return facts
+    queues: dict[tuple[tuple[int, ...], str], list[str]] = {}
+    for key, note in described:
+        if hide_source:
+            note = re.sub(r" from (?!the argument).*$", "", note)
+        queues.setdefault(key, []).append(note)
+    for fact in facts:
+        fact.note = queues[(tuple(fact.shape), fact.dtype)].pop(0)
+    return facts
 
 
-def format_residuals(residuals: list[ResidualAval], *, title: str) -> str:
-    """A `print_saved_residuals`-style listing with a count and total bytes."""
+def format_residuals(residuals: list[ResidualFact], *, title: str) -> str:
+    """A `print_saved_residuals`-style listing with a count and total bytes, and where each comes from."""
     total = sum(r.nbytes for r in residuals)
     lines = [f"{title}: {len(residuals)} residual{'s' if len(residuals) != 1 else ''}, {total:,} bytes"]
     width = max((len(r.short()) for r in residuals), default=0)
     for r in residuals:
-        lines.append(f"  {r.short():<{width}}  {r.note or ''}".rstrip())
+        where = f"from `{r.source}`" if r.source else ""
+        mark = "  (not saved by the required policy)" if r.matched is False else ""
+        lines.append(f"  {r.short():<{width}}  {where}  {r.note or ''}".rstrip() + mark)
     return "\n".join(lines)
 
 
-def _difference(expected: list[ResidualAval], submitted: list[ResidualAval]) -> str:
+def _difference(expected: list[ResidualFact], submitted: list[ResidualFact]) -> str:
     want, got = signature(expected), signature(submitted)
     missing, extra = want - got, got - want
-    short = lambda key: ResidualAval(shape=list(key[0]), dtype=key[1]).short()  # noqa: E731
+    short = lambda key: ResidualFact(shape=list(key[0]), dtype=key[1]).short()  # noqa: E731
     parts = []
     if missing:
         parts.append("not saved by yours: " + ", ".join(f"{short(k)} x{n}" for k, n in sorted(missing.items())))
@@ -72,36 +82,148 @@ def _difference(expected: list[ResidualAval], submitted: list[ResidualAval]) -> 
     return "; ".join(parts)
 
 
-def check_residuals(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
-    """Compares saved residuals with the reference's under `rule`.
+MASK_MISMATCH_FRACTION = 0.005  # bool/int residuals: share of elements that may differ (float noise at 0)
 
-    `exact`: the residual signatures must be equal. `at_most`: the residual bytes must not exceed
-    the reference's plus `rule.slack_bytes`.
+
+def residuals_equal(got: np.ndarray, reference: np.ndarray, truth: np.ndarray | None, tol: Tolerance) -> bool:
+    """Whether a submitted residual holds the same value as a reference residual on one input.
+
+    Floats: within the calibrated tolerance (`compare_calibrated`). Bool and integer values (masks,
+    indices): equal except for at most MASK_MISMATCH_FRACTION of the elements (at least one), which
+    float noise next to a threshold can flip; a different mask differs in a large share.
+    """
+    if got.shape != reference.shape or got.dtype != reference.dtype:
+        return False
+    if got.dtype.kind in "biu":
+        allowed = max(1, int(MASK_MISMATCH_FRACTION * got.size))
+        return int(np.count_nonzero(got != reference)) <= allowed
+    return compare_calibrated(got, reference, truth, tol).passed
+
+
+def match_residuals(run: CaseRun, *, spec: ProblemSpec) -> list[int | None]:
+    """A one-to-one matching of the submission's residuals to the reference's, by value.
+
+    A submitted residual i may match reference residual j when both have the same aval and
+    `residuals_equal` holds on every hidden input. The matching is maximum (augmenting paths,
+    Kuhn's algorithm), so two residuals of one aval saved in swapped order still match.
 
     Returns:
-        A "residuals" CheckResult; fails with WRONG_POLICY and both listings, for the failing case
-        with the most bytes at stake (the case the residual report shows too).
+        Per submitted residual, the index of its reference residual, or None.
     """
+    exp = run.expected
+    sub_values, ref_values, truth = run.residual_values, exp.residual_values, exp.truth_residuals
+    n_sub, n_ref = len(run.residuals), len(exp.residuals)
+    candidates: list[list[int]] = []
+    for i, fact in enumerate(run.residuals):
+        same_aval = [j for j in range(n_ref)
+                     if exp.residuals[j].shape == fact.shape and exp.residuals[j].dtype == fact.dtype]
+        candidates.append(sorted(same_aval, key=lambda j: (j != i, j)))  # try the same position first
+    cache: dict[tuple[int, int], bool] = {}
+
+    def equal(i: int, j: int) -> bool:
+        if (i, j) not in cache:
+            tol = spec.tolerance_for(run.residuals[i].dtype)
+            cache[(i, j)] = all(
+                residuals_equal(sub_values[k][i], ref_values[k][j], truth[k][j] if truth else None, tol)
+                for k in range(min(len(sub_values), len(ref_values))))
+        return cache[(i, j)]
+
+    owner: dict[int, int] = {}  # reference index -> submitted index
+    for start in range(n_sub):
+        # iterative augmenting-path search from `start`
+        parent: dict[int, tuple[int, int | None]] = {}  # ref j -> (sub i that reached it, previous ref)
+        stack: list[tuple[int, int | None]] = [(start, None)]
+        seen: set[int] = set()
+        found: int | None = None
+        while stack and found is None:
+            i, via = stack.pop()
+            for j in candidates[i]:
+                if j in seen or not equal(i, j):
+                    continue
+                seen.add(j)
+                parent[j] = (i, via)
+                if j not in owner:
+                    found = j
+                    break
+                stack.append((owner[j], j))
+        j_cur: int | None = found
+        while j_cur is not None:
+            i, previous = parent[j_cur]
+            owner[j_cur] = i
+            j_cur = previous
+    by_sub = {i: j for j, i in owner.items()}
+    return [by_sub.get(i) for i in range(n_sub)]
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+def _recompute_text(run: CaseRun) -> str:
+    exp = run.expected
+    if run.bwd_flops is None:
+        return ""
+    extra = run.bwd_flops - exp.bwd_flops
+    if extra > 0:
+        return (f" Your backward pass does {extra:,} more FLOPs than the required policy's ({run.bwd_flops:,} "
+                f"against {exp.bwd_flops:,}): work it recomputes instead of saving.")
+    if extra < 0:
+        return (f" Your backward pass does {-extra:,} fewer FLOPs than the required policy's ({run.bwd_flops:,} "
+                f"against {exp.bwd_flops:,}): it keeps work the policy recomputes.")
+    return ""
+
+
+def check_residuals(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
+    """Compares saved residuals with the reference's under the problem's memory rule.
+
+    `exact`: the residual signatures must be equal and, with `match = "values"` (the default),
+    every submitted residual must equal a distinct reference residual as a value on every hidden
+    input (`match_residuals`): a policy that saves other values of the same shapes fails.
+    `at_most`: the residual bytes must not exceed the reference's plus `slack_bytes`.
+    Sets `matched` on the residual facts of every run.
+
+    Returns:
+        A "residuals" CheckResult; fails with WRONG_POLICY, naming the values that differ by
+        provenance, for the failing case with the most bytes at stake (the case the residual report
+        shows too).
+    """
+    rule = spec.memory
     details = {}
     failures: list[tuple[int, str]] = []  # (bytes at stake, message) per failing case
     for run in runs:
         expected, submitted = run.expected.residuals, run.residuals
         exp_bytes, sub_bytes = sum(r.nbytes for r in expected), sum(r.nbytes for r in submitted)
         details[run.expected.name] = {"expected_count": len(expected), "submitted_count": len(submitted),
-                                      "expected_bytes": exp_bytes, "submitted_bytes": sub_bytes}
+                                      "expected_bytes": exp_bytes, "submitted_bytes": sub_bytes,
+                                      "expected_bwd_flops": run.expected.bwd_flops,
+                                      "submitted_bwd_flops": run.bwd_flops}
+        why = ""
+        if rule.rule == "exact" or rule.match == "values":
+            matching = match_residuals(run, spec=spec)
+            matched_refs = {j for j in matching if j is not None}
+            run.expected_matched = [j in matched_refs for j in range(len(expected))]
+            for fact, j in zip(submitted, matching):
+                fact.matched = j is not None
+            details[run.expected.name]["values_matched"] = len(matched_refs)
         if rule.rule == "exact":
-            ok = signature(expected) == signature(submitted)
-            why = "saves different residuals than the required checkpoint policy"
-        else:
-            ok = sub_bytes <= exp_bytes + rule.slack_bytes
+            if signature(expected) != signature(submitted):
+                diff = _difference(expected, submitted)
+                why = ("saves different residuals than the required checkpoint policy"
+                       + (f" ({diff})" if diff else ""))
+            elif rule.match == "values" and not all(f.matched for f in submitted):
+                yours = [f for f in submitted if not f.matched]
+                theirs = [expected[j] for j, m in enumerate(run.expected_matched) if not m]
+                why = (f"saves residuals of the right shapes, but {_count(len(yours), 'value')} "
+                       f"{'is' if len(yours) == 1 else 'are'} not one the required policy saves: you save "
+                       + ", ".join(f.described() for f in yours) + " where the policy saves "
+                       + ", ".join(f.described() for f in theirs))
+        elif sub_bytes > exp_bytes + rule.slack_bytes:
             why = (f"saves {sub_bytes:,} bytes of residuals, more than the {exp_bytes + rule.slack_bytes:,} "
                    f"allowed")
-        if not ok:
-            diff = _difference(expected, submitted)
-            failures.append((max(exp_bytes, sub_bytes), f"{run.label}: your function {why}"
-                             + (f" ({diff})" if diff else "") + ".\n"
-                             + format_residuals(expected, title="expected") + "\n"
-                             + format_residuals(submitted, title="yours") + "\n"
+        if why:
+            failures.append((max(exp_bytes, sub_bytes), f"{run.label}: your function {why}.{_recompute_text(run)}\n"
+                             + format_residuals(expected, title="the required policy saves") + "\n"
+                             + format_residuals(submitted, title="yours saves") + "\n"
                              + f"backward pass peak live bytes: yours {run.bwd_peak_bytes:,}, "
                                f"reference {run.expected.bwd_peak_bytes:,}"))
     # the case with the most bytes at stake, as in the residual report beside the verdict
@@ -109,7 +231,10 @@ def check_residuals(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
     if failure:
         return CheckResult(name="residuals", passed=False, message=failure, details=details,
                            verdict=Verdict.WRONG_POLICY)
-    kind = "the same residuals as" if rule.rule == "exact" else "no more residual bytes than"
+    if rule.rule == "exact":
+        kind = ("the same values as" if rule.match == "values" else "residuals of the same shapes and dtypes as")
+    else:
+        kind = "no more residual bytes than"
     return CheckResult(name="residuals", passed=True, message=f"saves {kind} the reference on every case",
                        details=details)
 
@@ -140,7 +265,7 @@ def check_peak_memory(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
     summary = (f"; {last.label}: backward pass peak {last.bwd_peak_bytes:,} bytes, reference "
                f"{last.expected.bwd_peak_bytes:,} bytes" if last else "")
     if not rule.bounds_peak:
-        return CheckResult(name="peak_memory", passed=True,
+        return CheckResult(name="peak_memory", passed=True, judged=False,
                            message="reported only (this problem's rule is an exact residual signature)" + summary,
                            details=details)
     return CheckResult(name="peak_memory", passed=True,

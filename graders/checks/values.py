@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graders.checks.common import CaseRun, compare_arrays
+from graders.checks.common import CaseRun, compare_calibrated
 from graders.problem import ProblemSpec
 from graders.verdict import CheckResult, Verdict
 
@@ -10,9 +10,12 @@ from graders.verdict import CheckResult, Verdict
 def check_values(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
     """Compares primal outputs on every case and hidden input.
 
+    Each output is compared with the reference's float64 truth under a tolerance calibrated on the
+    float32 reference's own error (`compare_calibrated`).
+
     Args:
         runs: one CaseRun per case, with `outputs` filled in.
-        spec: the problem (tolerances per dtype).
+        spec: the problem (the fixed tolerance per dtype, the floor of the calibrated one).
 
     Returns:
         A "value" CheckResult that fails with WRONG_ANSWER on the first mismatch it reports.
@@ -24,14 +27,16 @@ def check_values(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
         for k, (got, want) in enumerate(zip(run.outputs, run.expected.outputs)):
             for i, (g, w) in enumerate(zip(got, want)):
                 avals = run.expected.output_avals[i]
-                cmp = compare_arrays(g, w, spec.tolerance_for(avals.dtype))
+                truth = run.expected.truth_outputs[k][i] if run.expected.truth_outputs else None
+                cmp = compare_calibrated(g, w, truth, spec.tolerance_for(avals.dtype))
                 worst = max(worst, cmp.ratio)
                 if not cmp.passed and failure is None:
                     rel = cmp.max_abs_diff / cmp.max_abs_expected if cmp.max_abs_expected else float("inf")
                     which = f"output {i} " if len(got) > 1 else "the output "
                     failure = (f"{run.label}, hidden input {k + 1} of {len(run.outputs)}: {which}differs from "
                                f"the expected value by up to {cmp.max_abs_diff:.4g} "
-                               f"({rel:.2%} of its largest magnitude), beyond the tolerance. Check the "
+                               f"({rel:.2%} of its largest magnitude), {cmp.ratio:.3g} times the tolerance, "
+                               f"which allows for float32 rounding in any summation order. Check the "
                                f"formula against the statement.")
         per_case[run.expected.name] = {"worst_error_to_tolerance": worst}
     if failure:

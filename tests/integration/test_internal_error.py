@@ -23,7 +23,7 @@ def test_a_verifier_that_cannot_start_is_internal_error_retried_once(judge_confi
     assert attempts == [0, 1]
     assert report.score == 0.0
     assert report.checks[0].message == "the judge failed; this is not your fault"
-    assert "did not start" in report.checks[0].details["error"]
+    assert "did not start" in report.checks[0].internal["error"]
     assert jail_processes() == []
 
 

@@ -9,22 +9,23 @@ import numpy as np
 import pytest
 
 from graders.artifacts import Aval
-from graders.checks.common import CaseRun, compare_arrays
+from graders.checks.common import CaseRun, compare_arrays, compare_calibrated
 from graders.checks.gradients import check_gradients
-from graders.checks.residuals import check_peak_memory, check_residuals
+from graders.checks.residuals import check_peak_memory, check_residuals, residuals_equal
 from graders.checks.values import check_values
+from graders.evaluate import directional_derivatives
+from graders.expectation import CaseExpectation
 from graders.problem import MemoryRule, ProblemSpec, Tolerance
-from graders.reference import CaseExpectation
-from graders.verdict import ResidualAval, Verdict
+from graders.verdict import ResidualFact, Verdict
 
 TOL = Tolerance(rtol=1e-4, atol=1e-5)
 
 
-def residual(shape: list[int], dtype: str = "float32", note: str | None = None) -> ResidualAval:
-    return ResidualAval(shape=shape, dtype=dtype, note=note)
+def residual(shape: list[int], dtype: str = "float32", note: str | None = None) -> ResidualFact:
+    return ResidualFact(shape=shape, dtype=dtype, note=note)
 
 
-def expectation(*, name: str = "small", residuals: list[ResidualAval] | None = None, bwd_peak_bytes: int = 1000,
+def expectation(*, name: str = "small", residuals: list[ResidualFact] | None = None, bwd_peak_bytes: int = 1000,
                 outputs: list[list[np.ndarray]] | None = None,
                 gradients: list[list[np.ndarray]] | None = None) -> CaseExpectation:
     """A case of `f(w: float32[2, 2], x: float32[3, 2]) -> float32[]`."""
@@ -33,11 +34,36 @@ def expectation(*, name: str = "small", residuals: list[ResidualAval] | None = N
         input_avals=[Aval((2, 2), "float32"), Aval((3, 2), "float32")],
         output_avals=[Aval((), "float32")],
         residuals=residuals if residuals is not None else [],
-        fwd_peak_bytes=500, bwd_peak_bytes=bwd_peak_bytes,
-        plain_residual_bytes=None, plain_bwd_peak_bytes=None,
+        fwd_peak_bytes=500, bwd_peak_bytes=bwd_peak_bytes, bwd_flops=1000,
+        plain_residual_bytes=None, plain_bwd_peak_bytes=None, plain_bwd_flops=None,
+        full_remat_bytes=None, full_remat_bwd_peak_bytes=None, full_remat_bwd_flops=None,
         fd_step=1e-3, fd_reference_error=[0.0],
         outputs=outputs or [], gradients=gradients or [],
+        residual_values=[values_of(residuals or [])],
     )
+
+
+def values_of(residuals: list[ResidualFact], *, seed: int = 0) -> list[np.ndarray]:
+    """One value per residual: the n-th residual of an aval gets the n-th value of that aval, so two
+    lists with the same avals in any order hold the same values."""
+    seen: dict[tuple, int] = {}
+    out = []
+    for r in residuals:
+        key = (tuple(r.shape), r.dtype)
+        n = seen[key] = seen.get(key, -1) + 1
+        rng = np.random.default_rng(hash((key, n, seed)) % (1 << 32))
+        out.append(np.asarray(rng.normal(size=r.shape) > 0 if r.dtype == "bool" else rng.normal(size=r.shape),
+                              dtype=r.dtype))
+    return out
+
+
+def rule_spec(**memory: object) -> ProblemSpec:
+    return ProblemSpec.model_validate({
+        "slug": "tiny_problem", "title": "Tiny", "difficulty": "easy", "entry_point": "f",
+        "args": [{"name": "w", "shape": ["d", "d"]}, {"name": "x", "shape": ["N", "d"]}],
+        "cases": [{"name": "small", "dims": {"d": 2, "N": 3}}],
+        "tolerance": {"float32": {"rtol": 1e-4, "atol": 1e-5}}, "memory": memory,
+    })
 
 
 @pytest.fixture(scope="module")
@@ -132,34 +158,38 @@ REFERENCE_RESIDUALS = [residual([4, 4], note="from the argument w1"), residual([
                        residual([8, 4], note="output of dot_general")]
 
 
-def run_with(submitted: list[ResidualAval], *, bwd_peak_bytes: int = 0, expected_peak: int = 1000,
-             name: str = "small") -> CaseRun:
-    return CaseRun(expected=expectation(name=name, residuals=REFERENCE_RESIDUALS, bwd_peak_bytes=expected_peak),
-                   residuals=submitted, bwd_peak_bytes=bwd_peak_bytes)
+def run_with(submitted: list[ResidualFact], *, bwd_peak_bytes: int = 0, expected_peak: int = 1000,
+             name: str = "small", values: list[np.ndarray] | None = None) -> CaseRun:
+    return CaseRun(expected=expectation(name=name, residuals=[r.model_copy() for r in REFERENCE_RESIDUALS],
+                                        bwd_peak_bytes=expected_peak),
+                   residuals=submitted, bwd_peak_bytes=bwd_peak_bytes, bwd_flops=1000,
+                   residual_values=[values if values is not None else values_of(submitted)])
 
 
 def test_exact_rule_accepts_the_same_residuals_in_another_order() -> None:
     shuffled = [residual([8, 4]), residual([4, 4]), residual([8, 4])]
-    result = check_residuals([run_with(shuffled)], rule=MemoryRule(rule="exact"))
+    result = check_residuals([run_with(shuffled)], spec=rule_spec(rule="exact"))
     assert result.passed
     assert result.details["small"] == {"expected_count": 3, "submitted_count": 3,
-                                       "expected_bytes": 64 + 128 + 128, "submitted_bytes": 320}
+                                       "expected_bytes": 64 + 128 + 128, "submitted_bytes": 320,
+                                       "expected_bwd_flops": 1000, "submitted_bwd_flops": 1000,
+                                       "values_matched": 3}
 
 
 def test_exact_rule_rejects_a_missing_residual_and_lists_both_sides() -> None:
-    result = check_residuals([run_with([residual([4, 4]), residual([8, 4])])], rule=MemoryRule(rule="exact"))
+    result = check_residuals([run_with([residual([4, 4]), residual([8, 4])])], spec=rule_spec(rule="exact"))
     assert not result.passed
     assert result.verdict is Verdict.WRONG_POLICY
     assert "not saved by yours: f32[8,4] x1" in result.message
-    assert "expected: 3 residuals, 320 bytes" in result.message
-    assert "yours: 2 residuals, 192 bytes" in result.message
+    assert "the required policy saves: 3 residuals, 320 bytes" in result.message
+    assert "yours saves: 2 residuals, 192 bytes" in result.message
     assert "output of dot_general" in result.message  # the expected listing keeps its notes
 
 
 def test_exact_rule_rejects_an_extra_residual_with_the_same_bytes_elsewhere() -> None:
     # same total bytes (f32[8,4] == 2 x f32[4,4]) but a different signature
     submitted = [residual([4, 4]), residual([8, 4]), residual([4, 4]), residual([4, 4])]
-    result = check_residuals([run_with(submitted)], rule=MemoryRule(rule="exact"))
+    result = check_residuals([run_with(submitted)], spec=rule_spec(rule="exact"))
     assert not result.passed and result.verdict is Verdict.WRONG_POLICY
     assert "not saved by yours: f32[8,4] x1" in result.message
     assert "saved by yours only: f32[4,4] x2" in result.message
@@ -167,7 +197,7 @@ def test_exact_rule_rejects_an_extra_residual_with_the_same_bytes_elsewhere() ->
 
 def test_exact_rule_distinguishes_dtypes_of_the_same_shape() -> None:
     submitted = [residual([4, 4]), residual([8, 4]), residual([8, 4], dtype="bool")]
-    result = check_residuals([run_with(submitted)], rule=MemoryRule(rule="exact"))
+    result = check_residuals([run_with(submitted)], spec=rule_spec(rule="exact"))
     assert not result.passed
     assert "saved by yours only: bool[8,4] x1" in result.message
 
@@ -175,29 +205,29 @@ def test_exact_rule_distinguishes_dtypes_of_the_same_shape() -> None:
 def test_exact_rule_reports_the_first_failing_case_by_name() -> None:
     good = run_with(list(REFERENCE_RESIDUALS), name="small")
     bad = run_with([residual([4, 4])], name="large")
-    result = check_residuals([good, bad], rule=MemoryRule(rule="exact"))
+    result = check_residuals([good, bad], spec=rule_spec(rule="exact"))
     assert not result.passed
     assert result.message.startswith("case 'large'")
     assert result.details["large"]["submitted_count"] == 1
 
 
 def test_at_most_rule_accepts_fewer_residual_bytes() -> None:
-    result = check_residuals([run_with([residual([4, 4])])], rule=MemoryRule(rule="at_most"))
+    result = check_residuals([run_with([residual([4, 4])])], spec=rule_spec(rule="at_most"))
     assert result.passed
     assert result.verdict is None
 
 
 def test_at_most_rule_rejects_more_residual_bytes() -> None:
     submitted = REFERENCE_RESIDUALS + [residual([1], dtype="float32")]
-    result = check_residuals([run_with(submitted)], rule=MemoryRule(rule="at_most"))
+    result = check_residuals([run_with(submitted)], spec=rule_spec(rule="at_most"))
     assert not result.passed and result.verdict is Verdict.WRONG_POLICY
     assert "324 bytes" in result.message and "320 allowed" in result.message
 
 
 def test_at_most_rule_respects_slack_bytes_inclusively() -> None:
     submitted = REFERENCE_RESIDUALS + [residual([4], dtype="float32")]  # 16 bytes over
-    assert check_residuals([run_with(submitted)], rule=MemoryRule(rule="at_most", slack_bytes=16)).passed
-    assert not check_residuals([run_with(submitted)], rule=MemoryRule(rule="at_most", slack_bytes=15)).passed
+    assert check_residuals([run_with(submitted)], spec=rule_spec(rule="at_most", slack_bytes=16)).passed
+    assert not check_residuals([run_with(submitted)], spec=rule_spec(rule="at_most", slack_bytes=15)).passed
 
 
 # --- check_peak_memory -------------------------------------------------------------------------------
@@ -274,3 +304,109 @@ def test_nonzero_wrong_gradient_names_argument_without_stop_gradient_hint(spec: 
     assert not result.passed and result.verdict is Verdict.WRONG_GRADIENT
     assert "`w`" in result.message
     assert "stop_gradient" not in result.message
+
+
+# --- residual values: the second axis of a policy ----------------------------------------------------
+
+def test_same_avals_but_another_value_is_wrong_policy_and_names_the_provenance() -> None:
+    reference = [r.model_copy() for r in REFERENCE_RESIDUALS]
+    submitted = [residual([4, 4]), residual([8, 4]), residual([8, 4])]
+    submitted[2].source = "maximum"
+    values = values_of(REFERENCE_RESIDUALS)
+    values[2] = np.maximum(values[2], 0)  # relu(x @ w1) saved where the policy saves x @ w1
+    run = run_with(submitted, values=values)
+    run.expected.residuals[2].source = "dot_general"
+    result = check_residuals([run], spec=rule_spec(rule="exact"))
+    assert not result.passed and result.verdict is Verdict.WRONG_POLICY
+    assert "1 value is not one the required policy saves" in result.message
+    assert "you save f32[8,4] from `maximum` where the policy saves f32[8,4] from `dot_general`" in result.message
+    assert [f.matched for f in submitted] == [True, True, False]
+    assert run.expected_matched == [True, True, False]
+    assert reference == REFERENCE_RESIDUALS  # the shared listing is untouched
+
+
+def test_two_residuals_of_one_aval_saved_in_swapped_order_match() -> None:
+    values = values_of(REFERENCE_RESIDUALS)
+    submitted = [residual([4, 4]), residual([8, 4]), residual([8, 4])]
+    swapped = [values[0], values[2], values[1]]
+    result = check_residuals([run_with(submitted, values=swapped)], spec=rule_spec(rule="exact"))
+    assert result.passed, result.message
+    assert all(f.matched for f in submitted)
+
+
+def test_float_noise_of_another_summation_order_still_matches() -> None:
+    values = values_of(REFERENCE_RESIDUALS)
+    rng = np.random.default_rng(7)
+    noisy = [np.asarray(v * (1 + 1e-6 * rng.standard_normal(v.shape)), np.float32) for v in values]
+    submitted = [residual([4, 4]), residual([8, 4]), residual([8, 4])]
+    assert check_residuals([run_with(submitted, values=noisy)], spec=rule_spec(rule="exact")).passed
+    off = [v.copy() for v in values]
+    off[1] = off[1] * 1.01  # a different value: 1% off everywhere
+    result = check_residuals([run_with([residual([4, 4]), residual([8, 4]), residual([8, 4])], values=off)],
+                             spec=rule_spec(rule="exact"))
+    assert not result.passed
+
+
+def test_a_mask_may_differ_in_a_rare_element_but_not_in_many() -> None:
+    mask = np.zeros((20, 20), dtype=bool)
+    mask[::2] = True
+    one_flip = mask.copy()
+    one_flip[0, 0] = ~one_flip[0, 0]
+    assert residuals_equal(one_flip, mask, None, TOL)
+    assert not residuals_equal(~mask, mask, None, TOL)
+
+
+def test_avals_match_rule_ignores_values() -> None:
+    values = [np.zeros(r.shape, np.float32) for r in REFERENCE_RESIDUALS]
+    submitted = [residual([4, 4]), residual([8, 4]), residual([8, 4])]
+    assert not check_residuals([run_with(submitted, values=values)], spec=rule_spec(rule="exact")).passed
+    assert check_residuals([run_with(submitted, values=values)], spec=rule_spec(rule="exact", match="avals")).passed
+
+
+def test_peak_check_that_only_reports_is_not_judged() -> None:
+    result = check_peak_memory([run_with(REFERENCE_RESIDUALS)], rule=MemoryRule(rule="exact"))
+    assert result.passed and not result.judged
+    assert check_peak_memory([run_with(REFERENCE_RESIDUALS)], rule=MemoryRule(rule="at_most")).judged
+
+
+# --- calibrated tolerances -----------------------------------------------------------------------
+
+def test_calibrated_tolerance_accepts_another_summation_order_and_rejects_a_wrong_formula() -> None:
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((64, 2048))
+    b = rng.standard_normal(2048)
+    truth = a @ b
+    reference = (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float32)
+    # another order: summed in reversed chunks, in float32
+    other = sum(a[:, i:i + 16].astype(np.float32) @ b[i:i + 16].astype(np.float32)
+                for i in reversed(range(0, 2048, 16))).astype(np.float32)
+    tight = Tolerance(rtol=1e-7, atol=1e-8)  # a fixed tolerance too tight for float32 sums
+    assert not compare_arrays(other, reference, tight).passed
+    assert compare_calibrated(other, reference, truth, tight).passed
+    wrong = (a.astype(np.float32) @ (1.001 * b).astype(np.float32)).astype(np.float32)
+    assert compare_calibrated(wrong, reference, truth, tight).ratio > 10
+    assert not compare_calibrated(np.zeros_like(reference), reference, truth, TOL).passed
+
+
+def test_calibrated_tolerance_without_truth_is_the_fixed_one() -> None:
+    a = np.array([1.0, 2.0], np.float32)
+    assert compare_calibrated(a * (1 + 1e-5), a, None, TOL).passed
+    assert not compare_calibrated(a * 1.01, a, None, TOL).passed
+
+
+def test_exact_zeros_pass_through_the_floor() -> None:
+    zero = np.zeros(5, np.float32)
+    assert compare_calibrated(zero, zero, np.zeros(5), TOL).passed
+    assert compare_calibrated(np.full(5, 1e-7, np.float32), zero, np.zeros(5), TOL).passed
+
+
+def test_checks_do_not_crash_on_a_dimension_of_size_zero(spec: ProblemSpec) -> None:
+    empty = np.zeros((0, 2), np.float32)
+    exp = expectation(outputs=[[np.zeros((0,), np.float32)]], gradients=[[W, empty]])
+    exp.output_avals = [Aval((0,), "float32")]
+    run = CaseRun(expected=exp, outputs=[[np.zeros((0,), np.float32)]], gradients=[[W.copy(), empty.copy()]])
+    assert check_values([run], spec=spec).passed
+    assert check_gradients([run], spec=spec, leaf_names=["w", "x"]).passed
+    fd, analytic = directional_derivatives(lambda *xs: [np.sum(xs[0])], [empty], [empty], [np.float32(1.0)],
+                                           [empty], n_out=1, step=1e-3)
+    assert fd == 0.0 and analytic == 0.0

@@ -246,7 +246,7 @@ def test_op_count_over_the_cap_is_rejected(dot_problem: Problem, expectations: E
                                            bundles: dict[str, Bundle]) -> None:
     result = judge(bundles["reference.py"], dot_problem, expectations, max_ops=3)
     assert result.verdict is Verdict.RUNTIME_ERROR
-    assert "operations, more than the 3 allowed" in result.checks[0].message
+    assert "more operations than the 3 allowed" in result.checks[0].message
 
 
 # --- score_of and residual_report ------------------------------------------------------------------------

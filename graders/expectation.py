@@ -1,0 +1,95 @@
+"""What the reference does on each test case: the facts every check compares a submission with.
+
+Built and cached by graders/reference.py; read by graders/checks/* and graders/verifier.py (kept
+apart from reference.py so the checks never import the module that imports `reference.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from graders.artifacts import Aval
+from graders.verdict import ResidualFact
+
+
+@dataclass
+class CaseExpectation:
+    """What the reference does on one test case.
+
+    Attributes:
+        name, dims, static: the case.
+        arg_specs: the argument avals as the jail receives them.
+        input_avals: fwd's input leaves; output_avals: the primal output leaves.
+        residuals: the reference's saved residuals, in the order its fwd returns them, with their
+            provenance (`source`) and `print_saved_residuals` notes.
+        fwd_peak_bytes, bwd_peak_bytes: peak live bytes of its artifacts (graders/artifacts.py).
+        bwd_flops: FLOPs of one run of its backward program.
+        plain_residual_bytes, plain_bwd_peak_bytes, plain_bwd_flops: the same function with every
+            `jax.checkpoint` removed (None when that variant fails).
+        full_remat_bytes, full_remat_bwd_peak_bytes, full_remat_bwd_flops: the function under one
+            plain `jax.checkpoint` (everything recomputed; None when that variant fails).
+        fd_step: the finite-difference step; fd_reference_error: per hidden input k, the
+            reference's own relative finite-difference error.
+        inputs, cotangents, outputs, gradients, residual_values, fd_directions: per hidden input k,
+            one array per leaf (float32 reference, as exported).
+        truth_outputs, truth_gradients, truth_residuals: per k, the same evaluated in float64
+            (empty when the reference cannot run in float64; truth_residuals also empty when its
+            float64 residuals do not line up with the float32 ones).
+    """
+
+    name: str
+    dims: dict[str, int]
+    static: dict[str, Any]
+    arg_specs: list[dict[str, Any]]
+    input_avals: list[Aval]
+    output_avals: list[Aval]
+    residuals: list[ResidualFact]
+    fwd_peak_bytes: int
+    bwd_peak_bytes: int
+    bwd_flops: int
+    plain_residual_bytes: int | None
+    plain_bwd_peak_bytes: int | None
+    plain_bwd_flops: int | None
+    full_remat_bytes: int | None
+    full_remat_bwd_peak_bytes: int | None
+    full_remat_bwd_flops: int | None
+    fd_step: float
+    fd_reference_error: list[float]
+    inputs: list[list[np.ndarray]] = field(default_factory=list, repr=False)
+    cotangents: list[list[np.ndarray]] = field(default_factory=list, repr=False)
+    outputs: list[list[np.ndarray]] = field(default_factory=list, repr=False)
+    gradients: list[list[np.ndarray]] = field(default_factory=list, repr=False)
+    residual_values: list[list[np.ndarray]] = field(default_factory=list, repr=False)
+    fd_directions: list[list[np.ndarray]] = field(default_factory=list, repr=False)
+    truth_outputs: list[list[np.ndarray]] = field(default_factory=list, repr=False)
+    truth_gradients: list[list[np.ndarray]] = field(default_factory=list, repr=False)
+    truth_residuals: list[list[np.ndarray]] = field(default_factory=list, repr=False)
+
+    @property
+    def residual_bytes(self) -> int:
+        return sum(r.nbytes for r in self.residuals)
+
+    def recompute_flops(self, bwd_flops: int | None) -> int | None:
+        """Backward FLOPs beyond those of the same function without checkpoints: the forward work
+        a backward pass redoes (never below 0; None when either number is unknown)."""
+        if bwd_flops is None or self.plain_bwd_flops is None:
+            return None
+        return max(0, bwd_flops - self.plain_bwd_flops)
+
+
+ARRAY_FIELDS = ("inputs", "cotangents", "outputs", "gradients", "residual_values", "fd_directions",
+                "truth_outputs", "truth_gradients", "truth_residuals")
+
+
+@dataclass
+class Expectations:
+    """The reference's expectations for every case of one problem version."""
+
+    slug: str
+    version: str
+    jax_version: str
+    leaf_names: list[str]
+    cases: list[CaseExpectation]
