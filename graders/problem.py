@@ -351,18 +351,38 @@ class Problem:
     def starter(self) -> str:
         return self.read_text("starter.py") or ""
 
+    def right_submissions(self) -> list[tuple[Path, str]]:
+        """(path, "ACCEPTED") of every `right/*.py`: correct solutions in other styles than the
+        reference's, which must be ACCEPTED; a first line `# expect: VERDICT`, when present, must
+        say ACCEPTED.
+
+        Raises:
+            ProblemError: a right/ file that expects another verdict.
+        """
+        out = self._expected_verdicts("right", required=False)
+        for path, verdict in out:
+            if verdict != "ACCEPTED":
+                raise ProblemError(f"{path}: a right/ submission must expect ACCEPTED, not {verdict}")
+        return out
+
     def wrong_submissions(self) -> list[tuple[Path, str]]:
         """(path, expected verdict) of every `wrong/*.py`, from its `# expect: VERDICT` first line.
 
         Raises:
             ProblemError: a wrong submission without a valid expect line.
         """
+        return self._expected_verdicts("wrong", required=True)
+
+    def _expected_verdicts(self, folder: str, *, required: bool) -> list[tuple[Path, str]]:
         from graders.verdict import Verdict
 
         out = []
-        for path in sorted((self.root / "wrong").glob("*.py")):
+        for path in sorted((self.root / folder).glob("*.py")):
             first = path.read_text(encoding="utf-8").splitlines()[:1]
             m = re.match(r"#\s*expect:\s*([A-Z_]+)\s*$", first[0]) if first else None
+            if m is None and not required:
+                out.append((path, "ACCEPTED"))
+                continue
             if m is None or m.group(1) not in Verdict.__members__:
                 raise ProblemError(f"{path}: the first line must be `# expect: VERDICT` with a verdict "
                                    f"from {', '.join(Verdict.__members__)}")

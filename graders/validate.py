@@ -1,5 +1,6 @@
-"""Validating a problem package through the real sandbox: the reference must be ACCEPTED and every
-`wrong/` submission must get the verdict its first line promises."""
+"""Validating a problem package through the real sandbox: the reference and every `right/`
+submission must be ACCEPTED, and every `wrong/` submission must get the verdict its first line
+promises."""
 
 from __future__ import annotations
 
@@ -24,7 +25,10 @@ class ValidationRow:
         note: what the judge said when the verdict differs, or why a WRONG_POLICY submission
             cannot be told apart from the reference; "" when the row is fine.
         seconds: grading time.
-        residual_bytes, bwd_peak_bytes: what the file saves and its backward peak (largest case).
+        residual_bytes, bwd_peak_bytes: what the file saves and its backward peak (the case the
+            residual report shows), in bytes.
+        recompute_flops: FLOPs its backward pass spends beyond the same function without any
+            checkpoint (the forward work it recomputes), same case.
     """
 
     file: str
@@ -34,6 +38,7 @@ class ValidationRow:
     seconds: float = 0.0
     residual_bytes: int | None = None
     bwd_peak_bytes: int | None = None
+    recompute_flops: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -65,6 +70,9 @@ def _indistinguishable(problem: Problem, report: VerdictReport, reference: Verdi
         same = signature(mine.submitted) == signature(theirs.submitted) and (peak_ok or not rule.bounds_peak)
     else:
         same = mine.submitted_bytes <= theirs.submitted_bytes + rule.slack_bytes and peak_ok
+    if same and rule.rule == "exact" and rule.match == "values":
+        return ("this submission saves the reference's residuals as values too: no residual-based judge "
+                "can tell it apart; choose another wrong submission")
     if same:
         return ("the residual signature cannot tell this submission apart from the reference: give the "
                 "values distinct shapes, or choose another wrong submission")
@@ -73,7 +81,7 @@ def _indistinguishable(problem: Problem, report: VerdictReport, reference: Verdi
 
 def validate_problem(problem: Problem, config: JudgeConfig, *, jobs: int = 2,
                      on_row: Callable[[ValidationRow], None] | None = None) -> ValidationReport:
-    """Grades the reference and every `wrong/` file of `problem` through the real jail.
+    """Grades the reference and every `right/` and `wrong/` file of `problem` through the real jail.
 
     Args:
         problem: a loaded package.
@@ -82,12 +90,12 @@ def validate_problem(problem: Problem, config: JudgeConfig, *, jobs: int = 2,
         on_row: called after each file is graded (for progress display).
 
     Returns:
-        The report; `ok` is False on any mismatch, a reference that is not ACCEPTED, or a
-        WRONG_POLICY submission the residual signature cannot tell apart from the reference.
+        The report; `ok` is False on any mismatch, a reference or right/ file that is not
+        ACCEPTED, or a WRONG_POLICY submission the judge cannot tell apart from the reference.
     """
     result = ValidationReport(slug=problem.slug, version=problem.version)
     try:
-        wrong = problem.wrong_submissions()
+        wrong = problem.right_submissions() + problem.wrong_submissions()
     except Exception as exc:  # a malformed expect line
         result.error = str(exc)
         return result
@@ -101,7 +109,8 @@ def validate_problem(problem: Problem, config: JudgeConfig, *, jobs: int = 2,
         row = ValidationRow(file=str(path.relative_to(problem.root)), expected=expected, got=report.verdict,
                             seconds=time.monotonic() - t0,
                             residual_bytes=residuals.submitted_bytes if residuals else None,
-                            bwd_peak_bytes=residuals.submitted_bwd_peak_bytes if residuals else None)
+                            bwd_peak_bytes=residuals.submitted_bwd_peak_bytes if residuals else None,
+                            recompute_flops=residuals.submitted_recompute_flops if residuals else None)
         if report.verdict != expected:
             failed = [c for c in report.checks if not c.passed]
             row.note = (failed[0].message.splitlines()[0][:300] if failed else "") if report.verdict != \

@@ -71,7 +71,8 @@ def _print_report(report: VerdictReport) -> None:
     table.add_column("")
     table.add_column("message", overflow="fold")
     for check in report.checks:
-        table.add_row(check.name, "[green]ok[/]" if check.passed else "[red]FAIL[/]", check.message)
+        mark = "[green]ok[/]" if check.passed else "[red]FAIL[/]"
+        table.add_row(check.name, mark if check.judged else "[dim]info[/]", check.message)
     console.print(table)
     if report.residuals is not None:
         r = report.residuals
@@ -80,6 +81,9 @@ def _print_report(report: VerdictReport) -> None:
         if r.expected_bwd_peak_bytes is not None:
             console.print(f"backward pass peak live bytes: yours {r.submitted_bwd_peak_bytes:,}, "
                           f"reference {r.expected_bwd_peak_bytes:,}")
+        if r.expected_recompute_flops is not None and r.submitted_recompute_flops is not None:
+            console.print(f"backward pass recompute FLOPs: yours {r.submitted_recompute_flops:,}, "
+                          f"reference {r.expected_recompute_flops:,}")
     for name in ("stdout", "stderr"):
         text = getattr(report, name)
         if text.strip():
@@ -167,7 +171,8 @@ def problems_new(slug: Annotated[str, typer.Argument(help="the new problem's slu
                   f"then run `remat-judge problems validate {slug}`")
 
 
-ROW_COLUMNS = ("file", "expected", "got", "", "seconds", "residual bytes", "bwd peak bytes", "note")
+ROW_COLUMNS = ("file", "expected", "got", "", "seconds", "residual bytes", "bwd peak bytes", "recompute FLOPs",
+               "note")
 
 
 def _rows_table(title: str, rows: list[tuple]) -> Table:
@@ -189,7 +194,8 @@ def _validate_packages(problems: list[Problem], settings: Settings, jobs: int) -
     from graders.validate import validate_problem
 
     config = settings.judge_config()
-    total = sum(1 + len(list((p.root / "wrong").glob("*.py"))) for p in problems)
+    total = sum(1 + len(list((p.root / "wrong").glob("*.py"))) + len(list((p.root / "right").glob("*.py")))
+                for p in problems)
     all_ok = True
     reports = []
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -203,7 +209,8 @@ def _validate_packages(problems: list[Problem], settings: Settings, jobs: int) -
         console.print(_rows_table(f"{report.slug} (version {report.version})", [
             (row.file, row.expected.value, row.got.value if row.got else "-", row.ok, f"{row.seconds:.1f}",
              f"{row.residual_bytes:,}" if row.residual_bytes is not None else "",
-             f"{row.bwd_peak_bytes:,}" if row.bwd_peak_bytes is not None else "", row.note)
+             f"{row.bwd_peak_bytes:,}" if row.bwd_peak_bytes is not None else "",
+             f"{row.recompute_flops:,}" if row.recompute_flops is not None else "", row.note)
             for row in report.rows]))
         if report.error:
             console.print(f"[red]{report.slug}: {report.error}[/]")
@@ -271,7 +278,8 @@ def problems_add(path: Annotated[Path, typer.Argument(help="the package folder")
             console.print(_rows_table(f"validated by {server}", [
                 (r["file"], r["expected"], r["got"] or "-", r["ok"], f"{r['seconds']:.1f}",
                  "" if r["residual_bytes"] is None else f"{r['residual_bytes']:,}",
-                 "" if r["bwd_peak_bytes"] is None else f"{r['bwd_peak_bytes']:,}", r["note"])
+                 "" if r["bwd_peak_bytes"] is None else f"{r['bwd_peak_bytes']:,}",
+                 "" if r.get("recompute_flops") is None else f"{r['recompute_flops']:,}", r["note"])
                 for r in body["rows"]]))
         if response.status_code == 201:
             console.print(f"published {body['slug']} version {body['version']}"

@@ -61,6 +61,7 @@ class ValidationRowPublic(BaseModel):
     seconds: float = 0.0
     residual_bytes: int | None = None
     bwd_peak_bytes: int | None = None
+    recompute_flops: int | None = None
 
 
 class ProblemPublished(BaseModel):

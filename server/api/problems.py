@@ -89,7 +89,8 @@ def _validate_and_publish(services: Services, data: bytes) -> tuple[int, dict]:
             report = validate_problem(problem, services.settings.judge_config())
             rows = [ValidationRowPublic(file=r.file, expected=r.expected.value, got=r.got.value if r.got else None,
                                         ok=r.ok, note=r.note, seconds=round(r.seconds, 2),
-                                        residual_bytes=r.residual_bytes, bwd_peak_bytes=r.bwd_peak_bytes)
+                                        residual_bytes=r.residual_bytes, bwd_peak_bytes=r.bwd_peak_bytes,
+                                        recompute_flops=r.recompute_flops)
                     for r in report.rows]
             if not report.ok:
                 return status.HTTP_422_UNPROCESSABLE_CONTENT, {
