@@ -40,3 +40,51 @@ def test_wrong_submission_gets_its_verdict(slug: str, path: Path, judge_config: 
     # the failing check that decided the verdict says something a student can act on
     assert failed and all(len(m) > 20 for m in failed)
     assert jail_processes() == []
+
+
+RIGHT = [(slug, path) for slug in REPO.slugs() for path in sorted((PROBLEMS / slug / "right").glob("*.py"))]
+
+
+@pytest.mark.jail
+@pytest.mark.parametrize("slug,path", RIGHT, ids=[f"{s}/{p.name}" for s, p in RIGHT])
+def test_correct_variant_in_another_style_is_accepted(slug: str, path: Path, judge_config: JudgeConfig) -> None:
+    """right/ holds correct solutions written differently from the reference (decorators, einsum,
+    transposed layouts, names on exactly the saved values): other summation orders must pass the
+    calibrated tolerance, and equal saved values must match whatever their order."""
+    problem = REPO.get(slug)
+    report = grade(path.read_text(), problem, judge_config)
+    assert report.verdict == Verdict.ACCEPTED, [f"{c.name}: {c.message}" for c in report.checks if not c.passed]
+    assert report.residuals is not None
+    if problem.spec.memory.rule == "exact" and problem.spec.memory.match == "values":
+        assert all(f.matched for f in report.residuals.submitted)
+    assert jail_processes() == []
+
+
+# The three false ACCEPTEDs of issue 8: each saves exactly the reference's residual avals.
+SAME_AVAL_WRONG_POLICIES = {
+    "names_post_activation.py": "maximum",      # saves relu(x @ w1) where the policy saves x @ w1
+    "exact_zero_extra_residuals.py": None,      # plain checkpoint plus an exact zero
+    "custom_vjp_saves_gradients.py": None,      # no checkpoint; gradients stored as residuals
+}
+
+
+@pytest.mark.jail
+@pytest.mark.parametrize("name", sorted(SAME_AVAL_WRONG_POLICIES))
+def test_same_aval_wrong_policy_is_told_apart_by_values(name: str, judge_config: JudgeConfig) -> None:
+    problem = REPO.get("checkpoint_dot_policy")
+    report = grade((PROBLEMS / problem.slug / "wrong" / name).read_text(), problem, judge_config)
+    assert report.verdict == Verdict.WRONG_POLICY
+    residuals = report.residuals
+    assert residuals is not None
+    assert sorted((tuple(f.shape), f.dtype) for f in residuals.submitted) == \
+        sorted((tuple(f.shape), f.dtype) for f in residuals.expected)  # the avals alone would pass
+    assert any(f.matched is False for f in residuals.submitted)
+    message = next(c.message for c in report.checks if c.name == "residuals")
+    assert "not one the required policy saves" in message
+    source = SAME_AVAL_WRONG_POLICIES[name]
+    if source is not None:
+        assert f"from `{source}`" in message and "from `dot_general`" in message
+        # it recomputes x @ w1 (2·N·d·d FLOPs on the large case) in the backward pass
+        extra = residuals.submitted_recompute_flops - residuals.expected_recompute_flops
+        assert extra >= 0.99 * 2 * 1024 * 256 * 256  # minus the elementwise relu the reference redoes
+        assert "more FLOPs than the required policy's" in message
