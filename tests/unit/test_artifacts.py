@@ -296,3 +296,170 @@ def test_deserialize_round_trips_a_real_artifact() -> None:
     assert n_out == 1
     assert [(a.shape, a.dtype) for a in exported_avals(fwd.in_avals)] == [((8,), "float32")]
     assert tuple(fwd.platforms) == ("cpu",)
+
+
+# --- recompute FLOPs and provenance, on hand-written StableHLO ---------------------------------------
+
+def _inspect_text(text: str, **limits: int) -> Any:
+    from graders.artifacts import ReadLimits
+
+    return inspect_module(deserialize(_forge_artifact(text)), limits=ReadLimits(**limits))
+
+
+NESTED = """
+module @forged {
+  func.func public @main(%arg0: tensor<8x4xf32>, %arg1: tensor<4x4xf32>) -> (tensor<8x4xf32>, tensor<4x8xf32>, tensor<8x4xf32>, tensor<8x4xf32>) {
+    %0 = func.call @layer(%arg0, %arg1) : (tensor<8x4xf32>, tensor<4x4xf32>) -> tensor<8x4xf32>
+    %1 = stablehlo.transpose %0, dims = [1, 0] : (tensor<8x4xf32>) -> tensor<4x8xf32>
+    %2 = stablehlo.reduce_precision %0, format = e8m23 : tensor<8x4xf32>
+    %3 = stablehlo.sine %arg0 : tensor<8x4xf32>
+    %4 = stablehlo.convert %arg0 : tensor<8x4xf32>
+    return %2, %1, %3, %4 : tensor<8x4xf32>, tensor<4x8xf32>, tensor<8x4xf32>, tensor<8x4xf32>
+  }
+  func.func private @layer(%x: tensor<8x4xf32>, %w: tensor<4x4xf32>) -> tensor<8x4xf32> {
+    %0 = func.call @matmul(%x, %w) : (tensor<8x4xf32>, tensor<4x4xf32>) -> tensor<8x4xf32>
+    %1 = stablehlo.tanh %0 : tensor<8x4xf32>
+    return %1 : tensor<8x4xf32>
+  }
+  func.func private @matmul(%x: tensor<8x4xf32>, %w: tensor<4x4xf32>) -> tensor<8x4xf32> {
+    %0 = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<8x4xf32>, tensor<4x4xf32>) -> tensor<8x4xf32>
+    return %0 : tensor<8x4xf32>
+  }
+}
+"""
+
+
+def test_flops_count_matmuls_from_operand_shapes_and_elementwise_ops_per_element_through_calls() -> None:
+    info = _inspect_text(NESTED)
+    # dot_general: 2*8*4*4 = 256; tanh 32; sine 32; transpose, reduce_precision, convert move data only
+    assert info.flops == 256 + 32 + 32
+    assert info.flops_exact
+
+
+def test_provenance_follows_calls_and_looks_through_data_movement() -> None:
+    info = _inspect_text(NESTED)
+    # reduce_precision and transpose of a called tanh; sine of an argument; a converted argument
+    assert info.sources == ["tanh", "tanh", "sine", "argument 0"]
+
+
+LOOP = """
+module @forged {
+  func.func public @main(%arg0: tensor<4x4xf32>, %arg1: tensor<3x4xf32>) -> (tensor<5x3x4xf32>, tensor<3x4xf32>) {
+    %c0 = stablehlo.constant dense<0> : tensor<i32>
+    %c1 = stablehlo.constant dense<1> : tensor<i32>
+    %c5 = stablehlo.constant dense<5> : tensor<i32>
+    %z = stablehlo.constant dense<0.0> : tensor<f32>
+    %stack = stablehlo.broadcast_in_dim %z, dims = [] : (tensor<f32>) -> tensor<5x3x4xf32>
+    %r:3 = stablehlo.while(%i = %c0, %h = %arg1, %s = %stack) : tensor<i32>, tensor<3x4xf32>, tensor<5x3x4xf32>
+    cond {
+      %p = stablehlo.compare LT, %i, %c5, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    } do {
+      %d = stablehlo.dot_general %h, %arg0, contracting_dims = [1] x [0] : (tensor<3x4xf32>, tensor<4x4xf32>) -> tensor<3x4xf32>
+      %n = stablehlo.sine %d : tensor<3x4xf32>
+      %u = stablehlo.reshape %n : (tensor<3x4xf32>) -> tensor<1x3x4xf32>
+      %s2 = stablehlo.dynamic_update_slice %s, %u, %i, %c0, %c0 : (tensor<5x3x4xf32>, tensor<1x3x4xf32>, tensor<i32>, tensor<i32>, tensor<i32>) -> tensor<5x3x4xf32>
+      %i2 = stablehlo.add %i, %c1 : tensor<i32>
+      stablehlo.return %i2, %n, %s2 : tensor<i32>, tensor<3x4xf32>, tensor<5x3x4xf32>
+    }
+    return %r#2, %r#1 : tensor<5x3x4xf32>, tensor<3x4xf32>
+  }
+}
+"""
+
+
+def test_loop_flops_multiply_by_the_trip_count_read_from_the_bound() -> None:
+    info = _inspect_text(LOOP)
+    per_iteration = 2 * 3 * 4 * 4 + 12 + 1 + 1  # dot_general, sine, the counter's add, the compare
+    assert info.flops == 5 * per_iteration
+    assert info.flops_exact
+
+
+def test_provenance_through_scan_stacking_and_loop_carries() -> None:
+    info = _inspect_text(LOOP)
+    assert info.sources == ["sine", "sine"]
+
+
+def test_a_loop_with_an_unknown_bound_counts_once_and_says_so() -> None:
+    info = _inspect_text(LOOP.replace("%p = stablehlo.compare LT, %i, %c5", "%p = stablehlo.compare NE, %i, %c5"))
+    assert not info.flops_exact
+    assert info.flops == 2 * 3 * 4 * 4 + 12 + 1 + 1
+
+
+CASE = """
+module @forged {
+  func.func public @main(%arg0: tensor<i32>, %arg1: tensor<16x16xf32>) -> (tensor<16x16xf32>) {
+    %0 = "stablehlo.case"(%arg0) ({
+      %a = stablehlo.dot_general %arg1, %arg1, contracting_dims = [1] x [0] : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+      stablehlo.return %a : tensor<16x16xf32>
+    }, {
+      %b = stablehlo.exponential %arg1 : tensor<16x16xf32>
+      stablehlo.return %b : tensor<16x16xf32>
+    }) : (tensor<i32>) -> tensor<16x16xf32>
+    return %0 : tensor<16x16xf32>
+  }
+}
+"""
+
+
+def test_a_case_costs_its_costliest_branch_and_names_the_first_branch() -> None:
+    info = _inspect_text(CASE)
+    assert info.flops == 2 * 16 * 16 * 16
+    assert info.sources == ["dot_general"]
+
+
+@pytest.mark.parametrize("op", [
+    "%d = stablehlo.convert %arg0 : (tensor<8xf32>) -> tensor<?xf32>",  # an allowed op, a dynamic type
+])
+def test_dynamic_shapes_are_refused_before_anything_runs(op: str) -> None:
+    """(Unranked tensors are refused by StableHLO's own verifier when the module is parsed.)"""
+    text = ("module @forged {\n func.func public @main(%arg0: tensor<8xf32>) -> (tensor<8xf32>) {\n " + op
+            + "\n return %arg0 : tensor<8xf32>\n }\n}")
+    with pytest.raises(ArtifactError, match="dynamic shape"):
+        _inspect_text(text)
+
+
+def test_deep_call_chains_and_nesting_are_refused_not_recursed() -> None:
+    depth = 1500
+    functions = [f"""
+      func.func private @f{i}(%x: tensor<8xf32>) -> tensor<8xf32> {{
+        %0 = func.call @f{i + 1}(%x) : (tensor<8xf32>) -> tensor<8xf32>
+        return %0 : tensor<8xf32>
+      }}""" for i in range(depth)]
+    functions.append(f"""
+      func.func private @f{depth}(%x: tensor<8xf32>) -> tensor<8xf32> {{
+        return %x : tensor<8xf32>
+      }}""")
+    text = ("module @forged {\n  func.func public @main(%arg0: tensor<8xf32>) -> (tensor<8xf32>) {\n"
+            "    %0 = func.call @f0(%arg0) : (tensor<8xf32>) -> tensor<8xf32>\n    return %0 : tensor<8xf32>\n  }\n"
+            + "".join(functions) + "\n}")
+    with pytest.raises(ArtifactError, match="calls nest deeper than 64"):
+        _inspect_text(text, max_ops=100_000)
+    nested = _nested_cases(100)
+    with pytest.raises(ArtifactError, match="regions nest deeper than 64"):
+        _inspect_text(nested)
+
+
+def _nested_cases(levels: int) -> str:
+    body = "%v = stablehlo.sine %arg1 : tensor<8xf32>\nstablehlo.return %v : tensor<8xf32>"
+    for _ in range(levels):
+        body = ('%v = "stablehlo.case"(%arg0) ({\n' + body + '\n}) : (tensor<i32>) -> tensor<8xf32>\n'
+                "stablehlo.return %v : tensor<8xf32>")
+    body = body.rsplit("stablehlo.return", 1)[0] + "return %v : tensor<8xf32>"
+    return ("module @forged {\n  func.func public @main(%arg0: tensor<i32>, %arg1: tensor<8xf32>) -> (tensor<8xf32>) {\n"
+            + body + "\n  }\n}")
+
+
+def test_the_op_cap_stops_the_walk_early_and_the_walk_is_linear() -> None:
+    import time
+
+    adds = "\n".join(f"%a{i} = stablehlo.add %arg1, %arg1 : tensor<8xf32>" for i in range(20_000))
+    text = ("module @forged {\n  func.func public @main(%arg0: tensor<i32>, %arg1: tensor<8xf32>) -> (tensor<8xf32>) {\n"
+            + adds + "\nreturn %arg1 : tensor<8xf32>\n  }\n}")
+    t0 = time.monotonic()
+    with pytest.raises(ArtifactError, match="more operations than the 1,000 allowed"):
+        _inspect_text(text, max_ops=1_000)
+    t1 = time.monotonic()
+    info = _inspect_text(text)  # 20,000 ops under the default cap: walked in one linear pass
+    assert info.n_ops == 20_001 and info.peak_live_bytes > 0  # the adds and the return
+    assert t1 - t0 < 5
