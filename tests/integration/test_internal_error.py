@@ -24,6 +24,9 @@ def test_a_verifier_that_cannot_start_is_internal_error_retried_once(judge_confi
     assert report.score == 0.0
     assert report.checks[0].message == "the judge failed; this is not your fault"
     assert "did not start" in report.checks[0].internal["error"]
+    public = report.model_dump_json()  # what students and API callers get
+    assert "did not start" not in public and "internal" not in public and "Traceback" not in public
+    assert "did not start" in report.stored_json()  # kept for instructors
     assert jail_processes() == []
 
 

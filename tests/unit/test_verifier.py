@@ -14,7 +14,7 @@ import pytest
 from graders.problem import Problem
 from graders.reference import Expectations, build_expectations
 from graders.verdict import Verdict
-from graders.verifier import VerifyLimits, VerifyResult, residual_report, score_of, verify
+from graders.verifier import VerifyLimits, VerifyResult, VersionMismatch, residual_report, score_of, verify
 from sandbox.bundle import Bundle, parse_bundle
 from sandbox.runner import export_case
 
@@ -82,6 +82,25 @@ def test_expectations_read_the_reference_residuals_from_its_artifacts(expectatio
         assert len(case.inputs) == len(case.outputs) == len(case.gradients) == 3
         # without jax.checkpoint the same function saves more (relu mask and more intermediates)
         assert case.plain_residual_bytes is not None and case.plain_residual_bytes > case.residual_bytes
+        # provenance read from the reference's own artifact: the arguments and two matmul outputs
+        assert sorted(r.source for r in case.residuals) == sorted(
+            ["argument w1", "argument w2", "argument x", "dot_general", "dot_general"])
+        assert len(case.residual_values) == 3 and len(case.residual_values[0]) == 5
+        # everything recomputed saves only the inputs and redoes both matmuls in the backward pass
+        assert case.full_remat_bytes == (2 * d * d + n * d) * 4
+        assert case.recompute_flops(case.full_remat_bwd_flops) >= 2 * (2 * n * d * d)
+        assert case.recompute_flops(case.bwd_flops) < 2 * n * d * d
+        # the float64 truth: the reference's own float32 error is small but not zero on the large case
+        assert len(case.truth_outputs) == len(case.truth_gradients) == len(case.truth_residuals) == 3
+        assert case.truth_outputs[0][0].dtype == "float64"
+
+
+def test_expectations_of_another_version_are_refused(dot_problem: Problem, expectations: Expectations,
+                                                     bundles: dict[str, Bundle]) -> None:
+    stale = copy.copy(expectations)
+    stale.version = "000000000000"
+    with pytest.raises(VersionMismatch):
+        judge(bundles["reference.py"], dot_problem, stale)
 
 
 # --- the problem's own files --------------------------------------------------------------------------
@@ -92,6 +111,7 @@ def test_reference_is_accepted_with_full_score(dot_problem: Problem, expectation
     assert result.verdict is Verdict.ACCEPTED, [c.message for c in result.checks if not c.passed]
     assert result.score == 1.0
     assert all(c.passed for c in result.checks)
+    assert [c.name for c in result.checks if not c.judged] == ["peak_memory"]  # reported only
     assert [c.name for c in result.checks] == ["module", "avals", "value", "gradient", "finite_difference",
                                                "residuals", "peak_memory"]
     report = result.residuals
