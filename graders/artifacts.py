@@ -59,6 +59,7 @@ NO_FLOP_OPS = MOVE_OPS | {
     "stablehlo.composite", "chlo.constant", "chlo.constant_like",
 }
 MAX_TRIP_COUNT = 1 << 30  # a loop bound read from a constant is believed up to this
+MAX_SYMBOL_CHARS = 1024  # longest function name accepted
 
 
 class ArtifactError(Exception):
@@ -341,10 +342,23 @@ class _Reader:
     # -- the allowlist --------------------------------------------------------------------------
 
     def scan(self) -> None:
-        """Counts ops and collects disallowed ones in every function (stops at max_ops)."""
+        """Counts ops and collects disallowed ones in every function, called or not (stops at
+        max_ops), and refuses any value whose type cannot be sized (`_Types.size`), in every
+        function and region, and over-long symbol names.
+
+        Raises:
+            ArtifactError: past max_ops, a dynamic or unsized type, or a symbol name longer than
+                MAX_SYMBOL_CHARS (XLA copies a callee's name at every call site: a 1 MiB name
+                called 6,000 times took the verifier past 4 GiB, measured).
+        """
         ir = self.ir
         info = self.info
-        for fn in self.functions.values():
+        for fn_name, fn in self.functions.items():
+            if len(fn_name) > MAX_SYMBOL_CHARS:
+                raise ArtifactError(f"a function name is {len(fn_name):,} characters long, more than the "
+                                    f"{MAX_SYMBOL_CHARS} allowed")
+            for arg in fn.regions[0].blocks[0].arguments if len(fn.regions) and len(fn.regions[0].blocks) else ():
+                self.types.size(arg.type)
             for op, _depth in self._ops(fn):
                 name = op.operation.name
                 info.op_counts[name] += 1
@@ -362,6 +376,13 @@ class _Reader:
                         info.disallowed.append(f"stablehlo.composite {composite[:80]!r}")
                 elif name not in ALLOWED_OPS:
                     info.disallowed.append(name[:80])
+                    continue
+                for result in op.results:  # the values of ops we would run
+                    self.types.size(result.type)
+                for region in op.regions:
+                    for block in region.blocks:
+                        for arg in block.arguments:
+                            self.types.size(arg.type)
         info.disallowed = sorted(set(info.disallowed))
 
     # -- liveness, peak and FLOPs ---------------------------------------------------------------
@@ -404,7 +425,6 @@ class _Reader:
                     raise ArtifactError("a value is used outside the region that defines it")
                 owner.last_use[value] = owner.index
             for value in op.results:
-                self.types.size(value.type)
                 defined_in[value] = frame
             for region in reversed(list(op.regions)):
                 for block in reversed(list(region.blocks)):
