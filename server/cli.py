@@ -76,8 +76,9 @@ def _print_report(report: VerdictReport) -> None:
     console.print(table)
     if report.residuals is not None:
         r = report.residuals
-        console.print(format_residuals(r.expected, title=f"expected ({r.case})"), markup=False, highlight=False)
-        console.print(format_residuals(r.submitted, title=f"yours ({r.case})"), markup=False, highlight=False)
+        console.print(format_residuals(r.expected, title=f"the required policy saves ({r.case})",
+                                       unmatched="not saved by yours"), markup=False, highlight=False)
+        console.print(format_residuals(r.submitted, title=f"yours saves ({r.case})"), markup=False, highlight=False)
         if r.expected_bwd_peak_bytes is not None:
             console.print(f"backward pass peak live bytes: yours {r.submitted_bwd_peak_bytes:,}, "
                           f"reference {r.expected_bwd_peak_bytes:,}")

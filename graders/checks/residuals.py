@@ -53,20 +53,38 @@ def describe_residuals(avals: Sequence[Any], notes: Sequence[Any] | None, *, sou
         if hide_source:
             note = re.sub(r" from (?!the argument).*$", "", note)
         queues.setdefault(key, []).append(note)
-    for fact in facts:
-        fact.note = queues[(tuple(fact.shape), fact.dtype)].pop(0)
+
+    def agrees(fact: ResidualFact, note: str) -> bool:
+        if not fact.source:
+            return False
+        if fact.source.startswith("argument "):
+            return note.startswith(f"from the {fact.source}")
+        return note.startswith(f"output of {fact.source}")
+
+    # within one aval, a note goes first to a residual whose provenance it names, then in order
+    for strict in (True, False):
+        for fact in facts:
+            if fact.note is not None:
+                continue
+            queue = queues[(tuple(fact.shape), fact.dtype)]
+            chosen = next((i for i, note in enumerate(queue) if agrees(fact, note)), None if strict else 0)
+            if chosen is not None:
+                fact.note = queue.pop(chosen)
     return facts
 
 
-def format_residuals(residuals: list[ResidualFact], *, title: str) -> str:
-    """A `print_saved_residuals`-style listing with a count and total bytes, and where each comes from."""
+def format_residuals(residuals: list[ResidualFact], *, title: str,
+                     unmatched: str = "not saved by the required policy") -> str:
+    """A `print_saved_residuals`-style listing with a count and total bytes, where each value comes
+    from, and `unmatched` beside each residual whose `matched` is False."""
     total = sum(r.nbytes for r in residuals)
     lines = [f"{title}: {len(residuals)} residual{'s' if len(residuals) != 1 else ''}, {total:,} bytes"]
     width = max((len(r.short()) for r in residuals), default=0)
     for r in residuals:
         where = f"from `{r.source}`" if r.source else ""
-        mark = "  (not saved by the required policy)" if r.matched is False else ""
-        lines.append(f"  {r.short():<{width}}  {where}  {r.note or ''}".rstrip() + mark)
+        note = "" if r.note and r.source and r.note.startswith("from the argument") else (r.note or "")
+        mark = f"  ({unmatched})" if r.matched is False else ""
+        lines.append(f"  {r.short():<{width}}  {where}  {note}".rstrip() + mark)
     return "\n".join(lines)
 
 
@@ -155,6 +173,13 @@ def match_residuals(run: CaseRun, *, spec: ProblemSpec) -> list[int | None]:
     return [by_sub.get(i) for i in range(n_sub)]
 
 
+def _with_matches(facts: list[ResidualFact], matched: list[bool] | None) -> list[ResidualFact]:
+    """Copies of the reference's facts (shared by every run) marked with what the submission saves."""
+    if matched is None:
+        return facts
+    return [f.model_copy(update={"matched": m}) for f, m in zip(facts, matched)]
+
+
 def _count(n: int, word: str) -> str:
     return f"{n} {word}{'s' if n != 1 else ''}"
 
@@ -222,7 +247,9 @@ def check_residuals(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
                    f"allowed")
         if why:
             failures.append((max(exp_bytes, sub_bytes), f"{run.label}: your function {why}.{_recompute_text(run)}\n"
-                             + format_residuals(expected, title="the required policy saves") + "\n"
+                             + format_residuals(_with_matches(expected, run.expected_matched),
+                                                title="the required policy saves", unmatched="not saved by yours")
+                             + "\n"
                              + format_residuals(submitted, title="yours saves") + "\n"
                              + f"backward pass peak live bytes: yours {run.bwd_peak_bytes:,}, "
                                f"reference {run.expected.bwd_peak_bytes:,}"))

@@ -60,7 +60,9 @@ def test_no_checkpoint_is_wrong_policy_with_both_residual_lists(server: Server) 
     assert residuals["submitted_bytes"] > residuals["expected_bytes"]
     failed = [c for c in body["checks"] if not c["passed"]]
     assert [c["name"] for c in failed] == ["residuals"]
-    assert "expected: 5 residuals" in failed[0]["message"] and "yours: 7 residuals" in failed[0]["message"]
+    assert "the required policy saves: 5 residuals" in failed[0]["message"]
+    assert "yours saves: 7 residuals" in failed[0]["message"]
+    assert "from `dot_general`" in failed[0]["message"]  # where each saved value comes from
     # the reference's notes never show its file or structure
     assert not any("reference.py" in (r["note"] or "") for r in residuals["expected"])
 
