@@ -18,23 +18,13 @@ from server.db import SubmissionRecord, UserRecord
 from server.web.auth import (OptionalUser, check_csrf, csrf_token, current_user, hash_password, sign_in,
                              sign_out, signup_errors, verify_password)
 from server.web.markdown import render_markdown
-from server.web.panel import panel_context
+from server.web.panel import FILTERS, panel_context
 
 HERE = WEB_DIR = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))
 
 
-def human_bytes(n: int) -> str:
-    """`3.5 MiB`, `812 B`: binary units, as memory is counted."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
-
-
-templates.env.filters["human_bytes"] = human_bytes
+templates.env.filters.update(FILTERS)  # human_bytes, human_flops
 router = APIRouter(include_in_schema=False)
 ServicesDep = Annotated[Services, Depends(get_services)]
 

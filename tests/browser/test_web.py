@@ -7,6 +7,7 @@ Chromium fails them.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -126,14 +127,15 @@ def test_a_new_user_solves_a_problem_and_understands_why_an_attempt_was_wrong(br
     panel = page.locator("#verdict-panel .verdict-panel")
     assert panel.get_attribute("data-verdict") == "WRONG_POLICY"
     assert "saves different residuals" in panel.inner_text()
-    differing = page.locator("#residual-table tr.differs")
-    assert differing.count() == 1  # 2 dot outputs expected, none saved: one aval row differs
-    assert differing.locator("td").nth(2).inner_text() == "3" and "-2" in differing.locator("td").nth(3).inner_text()
+    # 2 dot outputs the reference saves and this attempt does not: one row each, marked
+    assert page.locator("#residual-table tr.only-reference").count() >= 2
+    assert page.locator("#residual-table tr.only-reference td.saved").nth(1).inner_text() == "not saved"
     bars = page.locator("#memory-chart svg rect.bar")
     assert bars.count() == 6  # yours, reference, no checkpoint; residual bytes and backward peak
     assert page.locator("#memory-chart .bar.plain").count() == 2
     panel.scroll_into_view_if_needed()
     SEEN["ada_submission"] = panel.locator("a.permalink").get_attribute("href")
+    assert_panel_shows_the_report(page, server, SEEN["ada_submission"].rsplit("/", 1)[-1])
     shot(page, "04-wrong-policy")
     panel.screenshot(path=str(SHOTS / "04b-wrong-policy-panel.png"))
 
@@ -142,6 +144,8 @@ def test_a_new_user_solves_a_problem_and_understands_why_an_attempt_was_wrong(br
     assert submit_and_wait(page) == "ACCEPTED"
     assert page.locator("#residual-table tr.differs").count() == 0
     assert page.locator("#verdict-panel .verdict-panel.accepted").count() == 1
+    assert_panel_shows_the_report(page, server, page.locator("#verdict-panel a.permalink").get_attribute("href")
+                                  .rsplit("/", 1)[-1])
     shot(page, "05-accepted")
     page.locator("#verdict-panel .verdict-panel").screenshot(path=str(SHOTS / "05b-accepted-panel.png"))
 
@@ -160,6 +164,100 @@ def test_a_new_user_solves_a_problem_and_understands_why_an_attempt_was_wrong(br
     assert page.locator("table.history tbody tr").count() == 2
     shot(page, "07-history")
     page.close()
+
+
+def stored_report(server: Server, submission_id: str) -> dict:
+    """The verdict JSON as the server stored it (every field the verifier wrote)."""
+    from server.db import SubmissionStore, make_engine
+
+    engine = make_engine(f"sqlite:///{server.data_dir.resolve() / 'remat-judge.db'}")
+    record = SubmissionStore(engine).get(submission_id)
+    assert record is not None and record.result_json
+    return json.loads(record.result_json)
+
+
+def assert_panel_shows_the_report(page: object, server: Server, submission_id: str) -> None:
+    """The live panel against the stored verdict JSON: checks that were only reported get no tick,
+    and the plane has a point for each side whose numbers the verifier wrote."""
+    report = stored_report(server, submission_id)
+    panel = page.locator("#verdict-panel .verdict-panel")  # type: ignore[attr-defined]
+    for check in report["checks"]:
+        item = panel.locator(f".check[data-check={check['name']}]")
+        state = "reported" if check.get("judged") is False else "pass" if check["passed"] else "fail"
+        assert item.get_attribute("class") == f"check {state}", check["name"]
+        if state == "reported":
+            assert "✓" not in item.inner_text()
+    res = report["residuals"]
+    drawn = {"yours": ("submitted_bytes", "submitted_recompute_flops"),
+             "reference": ("expected_bytes", "expected_recompute_flops"),
+             "plain": ("no_checkpoint_bytes", "no_checkpoint_bytes"),
+             "remat": ("full_remat_bytes", "full_remat_recompute_flops")}
+    expected = {k for k, fields in drawn.items() if all(res.get(f) is not None for f in fields)}
+    shown = set(panel.locator("#plane-chart [data-point]").evaluate_all("els => els.map(e => e.dataset.point)"))
+    assert shown == (expected if len(expected) >= 2 else set())
+    has_line = res.get("submitted_recompute_flops") is not None and res.get("expected_recompute_flops") is not None
+    assert panel.locator("#recompute-line").count() == int(has_line)
+
+
+CANNED = REPO / "web" / "dev" / "verdicts"
+
+
+def test_the_panel_plots_memory_against_recomputation_on_desktop_and_phone(chromium: object, server: Server) -> None:
+    """Canned verdicts (web/dev/verdicts/: the new fields, an ACCEPTED one, and a report stored
+    before those fields existed) stored as Ada's submissions and viewed on their pages: desktop and
+    phone, with and without JavaScript."""
+    from server.db import SubmissionStore, UserStore, make_engine
+
+    engine = make_engine(f"sqlite:///{server.data_dir.resolve() / 'remat-judge.db'}")
+    ada = UserStore(engine).by_email("ada@example.org")
+    assert ada is not None
+    store = SubmissionStore(engine)
+    ids = {}
+    for name in ("wrong_policy", "accepted", "old_report"):
+        report = json.loads((CANNED / f"{name}.json").read_text())
+        # under another problem than the one whose verdict counts a later test checks
+        record = store.create(problem="remat_sin_sin", source="# canned\n", user_id=ada.id)
+        store.finish(record.id, verdict=report["verdict"], score=report["score"],
+                     problem_version=report["problem_version"], result_json=json.dumps(report))
+        ids[name] = record.id
+    for label, options in (("desktop", {"viewport": {"width": 1280, "height": 900}}),
+                           ("phone", {"viewport": {"width": 390, "height": 844}, "is_mobile": True}),
+                           ("no-js", {"viewport": {"width": 390, "height": 844}, "java_script_enabled": False})):
+        context = chromium.new_context(**options)  # type: ignore[attr-defined]
+        page = context.new_page()
+        _sign_in(page, server, "ada@example.org")
+        for name, submission_id in ids.items():
+            page.goto(f"{server.url}/submissions/{submission_id}")
+            chart = page.locator("#plane-chart")
+            if name == "old_report":
+                assert chart.count() == 0 and page.locator(".check.reported").count() == 0
+                assert page.locator("#residual-table").get_attribute("data-compared") == "shapes"
+            else:
+                points = chart.locator("[data-point]")
+                assert points.count() == 4
+                labels = " ".join(chart.locator(".point-label").all_text_contents())
+                for word in ("yours", "reference", "no", "checkpoint", "everything", "recomputed"):
+                    assert word in labels, (word, labels)
+                assert "bytes" in chart.inner_text() and "FLOPs" in chart.inner_text()
+                sizes = chart.locator("svg.plane-svg text").evaluate_all(
+                    "els => els.map(e => parseFloat(getComputedStyle(e).fontSize))")
+                assert min(sizes) >= 11, sizes
+                box = chart.locator("svg.plane-svg").bounding_box()
+                assert box["width"] > 150 and box["x"] >= 0, box
+                for p in range(points.count()):
+                    dot = points.nth(p).locator("circle").bounding_box()
+                    assert box["x"] - 10 <= dot["x"] <= box["x"] + box["width"], (name, dot, box)
+                reported = page.locator(".check.reported")
+                assert reported.count() == 1 and "✓" not in reported.inner_text()
+                assert page.locator("#residual-table").get_attribute("data-compared") == "values"
+            if name == "wrong_policy":
+                assert page.locator("#residual-table tr.only-reference").count() == 1
+                assert page.locator("#residual-table tr.only-yours").count() == 1
+                assert "the reference’s recomputes 16.4 k FLOPs" in page.locator("#recompute-line").inner_text()
+            overflow = page.evaluate("document.scrollingElement.scrollWidth - window.innerWidth")
+            assert overflow <= 1, f"{name} scrolls sideways by {overflow}px ({label})"
+            page.locator(".verdict-panel").screenshot(path=str(SHOTS / f"11-plane-{name}-{label}.png"))
+        context.close()
 
 
 def test_the_draft_survives_a_reload(browser: object, server: Server) -> None:

@@ -5,7 +5,8 @@
 
 Needs `chromium` on PATH (apt-get install chromium) and the `playwright` Python package; it never
 downloads a browser. Starts web/dev/mock_server.py on a free loopback port, checks the editor, the
-draft, the live submission status, the error paths, KaTeX and the no-JS fallback, and saves
+draft, the live submission status, the error paths, KaTeX, the verdict panel of the canned verdicts
+(web/dev/verdicts/, desktop and phone) and the no-JS fallback, and saves
 screenshots to /tmp/web-check/. Exits non-zero on the first failed check.
 """
 
@@ -234,6 +235,17 @@ def main() -> int:
                "button disabled while pending; panel fetched, shown, scrolled into view")
             page.wait_for_timeout(600)  # let the smooth scroll settle
             page.screenshot(path=str(SHOTS / "05-done.png"), full_page=False)
+            live = page.locator("#verdict-panel")
+            expect(live.locator("#plane-chart [data-point]")).to_have_count(4)
+            expect(live.locator("#plane-chart .point-label")).to_have_count(4)
+            expect(live.locator(".check.reported")).to_have_count(1)
+            expect(live.locator(".check.reported")).not_to_contain_text("✓")
+            expect(live.locator("#residual-table tr.only-reference")).to_have_count(1)
+            expect(live.locator("#residual-table tr.only-yours")).to_have_count(1)
+            expect(live.locator("#recompute-line")).to_contain_text("recomputes 524 k FLOPs")
+            live.locator("#plane-chart").screenshot(path=str(SHOTS / "05b-plane.png"))
+            ok("the fetched panel has the bytes/recompute-FLOPs plane (4 labelled points), an untick'd "
+               "reported-only check, value-marked residuals and the recompute line")
 
             # -- error paths ---------------------------------------------------------------------
             page.evaluate(
@@ -282,7 +294,23 @@ def main() -> int:
             expect(page.locator("#verdict-panel")).to_contain_text("Submission #s2")
             ok("a second submission clears the old panel while pending, then shows its own")
 
+            # -- canned verdict panels (web/dev/verdicts/), desktop and phone ----------------------
+            for width in (1280, 390):
+                page.set_viewport_size({"width": width, "height": 900})
+                for name, points in (("wrong_policy", 4), ("accepted", 4), ("old_report", 0)):
+                    page.goto(f"{base}canned/{name}" + ("?wide=1" if width > 1000 else ""))
+                    expect(page.locator("#plane-chart [data-point]")).to_have_count(points)
+                    overflow = page.evaluate("() => document.scrollingElement.scrollWidth - innerWidth")
+                    assert overflow <= 0, f"{name} scrolls sideways by {overflow}px at {width}px"
+                    sizes = page.eval_on_selector_all(
+                        "#plane-chart text", "els => els.map(e => parseFloat(getComputedStyle(e).fontSize))")
+                    assert all(size >= 11 for size in sizes), sizes
+                    page.locator(".verdict-panel").screenshot(path=str(SHOTS / f"09-{name}-{width}.png"))
+            ok("canned panels (new fields, ACCEPTED, an old report without them) at 1280px and 390px: "
+               "no sideways scroll, chart text >= 11px, no chart without FLOPs")
+
             # -- mobile ----------------------------------------------------------------------------
+            page.goto(base)
             page.evaluate("() => localStorage.clear()")
             page.set_viewport_size({"width": 390, "height": 844})
             page.reload()

@@ -9,8 +9,17 @@ Serves web/dev/index.html at /, the built bundle (server/web/static/dist/) at /s
                                       `Accept: application/json` gets a plain HTML page, like
                                       the real server's no-JS path)
   GET  /submissions/<id>/status       queued, queued, running, running, then done
-  GET  /submissions/<id>/panel        <div class="verdict-panel" data-verdict="WRONG_POLICY">...
-Standard library only.
+  GET  /submissions/<id>/panel        a line with TeX ("Submission #<id>: ...") and the verdict panel
+                                      of web/dev/verdicts/wrong_policy.json
+  GET  /canned/<name>[?wide=1]        a page with the panel of web/dev/verdicts/<name>.json inside
+                                      the problem page's layout (wrong_policy, accepted, old_report;
+                                      wide=1: the desktop two-column layout), with /static/style.css
+  GET  /static/style.css              the server's stylesheet
+The panels are the real server/web/templates/_panel.html rendered by server.web.panel (run the mock
+with the project's venv); with only the standard library it serves a stand-in panel instead.
+The canned verdicts carry every field of the verdict JSON, including judged=false checks, the
+residuals' source and matched, and the backward-pass FLOPs (old_report.json: a report stored before
+those fields existed).
 """
 
 from __future__ import annotations
@@ -29,7 +38,10 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 HERE = Path(__file__).resolve().parent
-DIST = HERE.parent.parent / "server" / "web" / "static" / "dist"
+REPO = HERE.parent.parent
+DIST = REPO / "server" / "web" / "static" / "dist"
+STYLE = REPO / "server" / "web" / "static" / "style.css"
+VERDICTS = HERE / "verdicts"
 CSRF_TOKEN = "mock-csrf-token"
 VERDICT = "WRONG_POLICY"
 # Poll number (1-based) -> status; later polls are "done".
@@ -39,6 +51,42 @@ _ids = itertools.count(1)
 _lock = threading.Lock()
 _polls: dict[str, int] = {}
 _sources: dict[str, str] = {}
+
+
+def canned(name: str) -> dict:
+    """A canned verdict report (web/dev/verdicts/<name>.json)."""
+    return json.loads((VERDICTS / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def panel_html(name: str, record_id: str) -> str:
+    """The real verdict panel for a canned report, or a stand-in without the project's packages."""
+    report = canned(name)
+    try:
+        import sys
+
+        sys.path.insert(0, str(REPO))
+        from server.web.panel import render_panel
+    except ImportError:
+        return (f'<section class="verdict-panel" data-verdict="{html.escape(report["verdict"])}">'
+                f"<p>{html.escape(report['verdict'])} (stand-in: run the mock with the project's venv "
+                "to see the real panel)</p></section>")
+    return render_panel(report, record_id)
+
+
+def canned_page(name: str, wide: bool) -> str:
+    """A page like /problems/<slug> after a submission: the panel inside the workbench."""
+    layout = "page wide" if wide else "page"
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{html.escape(name)} (canned verdict) · remat-judge mock</title>"
+        '<link rel="icon" href="data:,"><link rel="stylesheet" href="/static/style.css"></head><body>'
+        f'<main class="{layout}"><div class="problem-layout">'
+        '<article class="statement"><h1>Checkpoint with a dot policy</h1><p>A canned verdict from '
+        f"<code>web/dev/verdicts/{html.escape(name)}.json</code>, rendered by the real panel template.</p></article>"
+        '<section class="workbench"><h2>Your solution</h2><div id="verdict-panel">'
+        + panel_html(name, name) + "</div></section></div></main></body></html>"
+    )
 
 
 def parse_form(content_type: str, body: bytes) -> dict[str, str]:
@@ -96,6 +144,17 @@ class Handler(BaseHTTPRequestHandler):
         if path in ("/", "/index.html"):
             self.send_file(HERE / "index.html")
             return
+        if path == "/static/style.css":
+            self.send_file(STYLE)
+            return
+        m = re.fullmatch(r"/canned/(\w+)", path)
+        if m:
+            if not (VERDICTS / f"{m.group(1)}.json").is_file():
+                self.send_json(404, {"detail": "No such canned verdict"})
+                return
+            wide = parse_qs(urlsplit(self.path).query).get("wide") == ["1"]
+            self.send_body(200, canned_page(m.group(1), wide).encode(), "text/html; charset=utf-8")
+            return
         if path.startswith("/static/dist/"):
             rel = path[len("/static/dist/"):]
             target = (DIST / rel).resolve()
@@ -121,12 +180,9 @@ class Handler(BaseHTTPRequestHandler):
                     self.send_json(200, {"status": "done", "verdict": VERDICT})
                 return
             panel = (
-                f'<div class="verdict-panel" data-verdict="{VERDICT}">'
-                f"<h2>Verdict: {VERDICT}</h2>"
                 "<p>Submission #" + html.escape(sid) + ": the policy saves residuals that the "
                 'budget <span class="math inline">2^{20}</span> does not allow.</p>'
-                "<ul><li>peak residual bytes: 3 145 728</li><li>budget: 1 048 576</li></ul>"
-                "</div>"
+                + panel_html(VERDICT.lower(), sid)
             )
             self.send_body(200, panel.encode(), "text/html; charset=utf-8")
             return
