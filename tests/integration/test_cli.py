@@ -33,7 +33,8 @@ def test_grade_exits_zero_only_for_accepted_and_prints_json(tmp_path: Path, judg
                     data_dir=tmp_path)
     assert wrong.returncode == 1
     assert "WRONG_POLICY" in wrong.stdout
-    assert "expected (large): 5 residuals" in wrong.stdout and "yours (large): 3 residuals" in wrong.stdout
+    assert "the required policy saves (large): 5 residuals" in wrong.stdout
+    assert "yours saves (large): 3 residuals" in wrong.stdout
     # the seed it generated is private to the data directory
     assert (tmp_path / "hidden_seed").stat().st_mode & 0o077 == 0
 
