@@ -33,11 +33,12 @@ class CaseExpectation:
             plain `jax.checkpoint` (everything recomputed; None when that variant fails).
         fd_step: the finite-difference step; fd_reference_error: per hidden input k, the
             reference's own relative finite-difference error.
+        output_errors, gradient_errors, residual_errors: per hidden input k, per leaf, the float32
+            reference's own largest error max|reference - float64 reference| (the scale tolerances
+            are calibrated on; empty when the reference cannot run in float64, residual_errors
+            also when its float64 residuals do not line up with the float32 ones).
         inputs, cotangents, outputs, gradients, residual_values, fd_directions: per hidden input k,
             one array per leaf (float32 reference, as exported).
-        truth_outputs, truth_gradients, truth_residuals: per k, the same evaluated in float64
-            (empty when the reference cannot run in float64; truth_residuals also empty when its
-            float64 residuals do not line up with the float32 ones).
     """
 
     name: str
@@ -58,15 +59,15 @@ class CaseExpectation:
     full_remat_bwd_flops: int | None
     fd_step: float
     fd_reference_error: list[float]
+    output_errors: list[list[float]] = field(default_factory=list)
+    gradient_errors: list[list[float]] = field(default_factory=list)
+    residual_errors: list[list[float]] = field(default_factory=list)
     inputs: list[list[np.ndarray]] = field(default_factory=list, repr=False)
     cotangents: list[list[np.ndarray]] = field(default_factory=list, repr=False)
     outputs: list[list[np.ndarray]] = field(default_factory=list, repr=False)
     gradients: list[list[np.ndarray]] = field(default_factory=list, repr=False)
     residual_values: list[list[np.ndarray]] = field(default_factory=list, repr=False)
     fd_directions: list[list[np.ndarray]] = field(default_factory=list, repr=False)
-    truth_outputs: list[list[np.ndarray]] = field(default_factory=list, repr=False)
-    truth_gradients: list[list[np.ndarray]] = field(default_factory=list, repr=False)
-    truth_residuals: list[list[np.ndarray]] = field(default_factory=list, repr=False)
 
     @property
     def residual_bytes(self) -> int:
@@ -80,8 +81,12 @@ class CaseExpectation:
         return max(0, bwd_flops - self.plain_bwd_flops)
 
 
-ARRAY_FIELDS = ("inputs", "cotangents", "outputs", "gradients", "residual_values", "fd_directions",
-                "truth_outputs", "truth_gradients", "truth_residuals")
+ARRAY_FIELDS = ("inputs", "cotangents", "outputs", "gradients", "residual_values", "fd_directions")
+
+
+def error_of(errors: list[list[float]], k: int, i: int) -> float | None:
+    """errors[k][i], or None when the float64 evaluation is missing."""
+    return errors[k][i] if k < len(errors) and i < len(errors[k]) else None
 
 
 @dataclass

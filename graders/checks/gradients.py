@@ -5,13 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from graders.checks.common import CaseRun, compare_calibrated
+from graders.expectation import error_of
 from graders.problem import ProblemSpec
 from graders.verdict import CheckResult, Verdict
 
 
 def check_gradients(runs: list[CaseRun], *, spec: ProblemSpec, leaf_names: list[str]) -> CheckResult:
     """Compares the bwd artifact's gradients with the reference's VJP of the same random cotangent,
-    against the float64 truth under the calibrated tolerance (`compare_calibrated`).
+    under the tolerance calibrated on the reference's own float32 error (`compare_calibrated`).
 
     Returns:
         A "gradient" CheckResult; fails with WRONG_GRADIENT naming the argument whose gradient is
@@ -24,8 +25,8 @@ def check_gradients(runs: list[CaseRun], *, spec: ProblemSpec, leaf_names: list[
         bad_here: set[str] = set()
         for k, (got, want) in enumerate(zip(run.gradients, run.expected.gradients)):
             for i, (g, w) in enumerate(zip(got, want)):
-                truth = run.expected.truth_gradients[k][i] if run.expected.truth_gradients else None
-                cmp = compare_calibrated(g, w, truth, spec.tolerance_for(run.expected.input_avals[i].dtype))
+                cmp = compare_calibrated(g, w, error_of(run.expected.gradient_errors, k, i),
+                                         spec.tolerance_for(run.expected.input_avals[i].dtype))
                 if cmp.passed:
                     continue
                 name = leaf_names[i] if i < len(leaf_names) else f"argument leaf {i}"

@@ -9,6 +9,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from graders.checks.common import CaseRun, compare_calibrated
+from graders.expectation import error_of
 from graders.problem import MemoryRule, ProblemSpec, Tolerance
 from graders.verdict import CheckResult, ResidualFact, Verdict
 
@@ -103,7 +104,7 @@ def _difference(expected: list[ResidualFact], submitted: list[ResidualFact]) -> 
 MASK_MISMATCH_FRACTION = 0.005  # bool/int residuals: share of elements that may differ (float noise at 0)
 
 
-def residuals_equal(got: np.ndarray, reference: np.ndarray, truth: np.ndarray | None, tol: Tolerance) -> bool:
+def residuals_equal(got: np.ndarray, reference: np.ndarray, reference_error: float | None, tol: Tolerance) -> bool:
     """Whether a submitted residual holds the same value as a reference residual on one input.
 
     Floats: within the calibrated tolerance (`compare_calibrated`). Bool and integer values (masks,
@@ -115,7 +116,7 @@ def residuals_equal(got: np.ndarray, reference: np.ndarray, truth: np.ndarray | 
     if got.dtype.kind in "biu":
         allowed = max(1, int(MASK_MISMATCH_FRACTION * got.size))
         return int(np.count_nonzero(got != reference)) <= allowed
-    return compare_calibrated(got, reference, truth, tol).passed
+    return compare_calibrated(got, reference, reference_error, tol).passed
 
 
 def match_residuals(run: CaseRun, *, spec: ProblemSpec) -> list[int | None]:
@@ -129,7 +130,7 @@ def match_residuals(run: CaseRun, *, spec: ProblemSpec) -> list[int | None]:
         Per submitted residual, the index of its reference residual, or None.
     """
     exp = run.expected
-    sub_values, ref_values, truth = run.residual_values, exp.residual_values, exp.truth_residuals
+    sub_values, ref_values = run.residual_values, exp.residual_values
     n_sub, n_ref = len(run.residuals), len(exp.residuals)
     candidates: list[list[int]] = []
     for i, fact in enumerate(run.residuals):
@@ -142,7 +143,7 @@ def match_residuals(run: CaseRun, *, spec: ProblemSpec) -> list[int | None]:
         if (i, j) not in cache:
             tol = spec.tolerance_for(run.residuals[i].dtype)
             cache[(i, j)] = all(
-                residuals_equal(sub_values[k][i], ref_values[k][j], truth[k][j] if truth else None, tol)
+                residuals_equal(sub_values[k][i], ref_values[k][j], error_of(exp.residual_errors, k, j), tol)
                 for k in range(min(len(sub_values), len(ref_values))))
         return cache[(i, j)]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from graders.checks.common import CaseRun, compare_calibrated
+from graders.expectation import error_of
 from graders.problem import ProblemSpec
 from graders.verdict import CheckResult, Verdict
 
@@ -10,8 +11,8 @@ from graders.verdict import CheckResult, Verdict
 def check_values(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
     """Compares primal outputs on every case and hidden input.
 
-    Each output is compared with the reference's float64 truth under a tolerance calibrated on the
-    float32 reference's own error (`compare_calibrated`).
+    Each output is compared with the reference's under a tolerance calibrated on the float32
+    reference's own error against its float64 evaluation (`compare_calibrated`).
 
     Args:
         runs: one CaseRun per case, with `outputs` filled in.
@@ -27,8 +28,8 @@ def check_values(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
         for k, (got, want) in enumerate(zip(run.outputs, run.expected.outputs)):
             for i, (g, w) in enumerate(zip(got, want)):
                 avals = run.expected.output_avals[i]
-                truth = run.expected.truth_outputs[k][i] if run.expected.truth_outputs else None
-                cmp = compare_calibrated(g, w, truth, spec.tolerance_for(avals.dtype))
+                cmp = compare_calibrated(g, w, error_of(run.expected.output_errors, k, i),
+                                         spec.tolerance_for(avals.dtype))
                 worst = max(worst, cmp.ratio)
                 if not cmp.passed and failure is None:
                     rel = cmp.max_abs_diff / cmp.max_abs_expected if cmp.max_abs_expected else float("inf")
