@@ -40,10 +40,14 @@ rtol = 1e-4
 atol = 1e-5
 
 # The memory rule. "exact": the residual avals (shape and dtype, as a multiset) must equal the
-# reference's. "at_most": residual bytes AND backward-pass peak live bytes must each be at most the
-# reference's plus slack_bytes. Expected residuals are always read from reference.py, never typed.
+# reference's, and with match = "values" each saved residual must equal one of the reference's as a
+# value on every hidden input ("avals": shapes and dtypes only, for a statement that accepts any
+# value of the right shape). "at_most": residual bytes AND backward-pass peak live bytes must each
+# be at most the reference's plus slack_bytes. Expected residuals are always read from
+# reference.py, never typed.
 [memory]
 rule = "exact"
+match = "values"
 slack_bytes = 0
 
 # Score weights (sum to 1): value right; + gradients right; + residuals right.
@@ -113,6 +117,22 @@ def {slug}(x):
     return jnp.sum(jnp.sin(jnp.sin(x)))
 '''
 
+RIGHT = '''# expect: ACCEPTED
+# Every file in right/ is a correct solution in another style than reference.py; each must be
+# ACCEPTED. This one uses the decorator form and jax.remat, the alias of jax.checkpoint.
+import jax
+import jax.numpy as jnp
+
+
+@jax.remat
+def _twice_sin(v):
+    return jnp.sin(jnp.sin(v))
+
+
+def {slug}(x):
+    return jnp.sum(_twice_sin(x))
+'''
+
 HINTS = '''# Hints
 
 ## Hint 1
@@ -122,8 +142,9 @@ TODO
 
 
 def scaffold(root: Path, slug: str) -> Path:
-    """Creates `root/slug/` with problem.toml, statement.md, starter.py, reference.py, hints.md and
-    wrong/no_checkpoint.py. The scaffold validates as it is (its reference checkpoints sin(sin(x))).
+    """Creates `root/slug/` with problem.toml, statement.md, starter.py, reference.py, hints.md,
+    right/decorator_remat.py and wrong/no_checkpoint.py. The scaffold validates as it is (its
+    reference checkpoints sin(sin(x))).
 
     Raises:
         FileExistsError: the folder exists.
@@ -131,8 +152,10 @@ def scaffold(root: Path, slug: str) -> Path:
     target = root / slug
     target.mkdir(parents=True, exist_ok=False)
     (target / "wrong").mkdir()
+    (target / "right").mkdir()
     files = {"problem.toml": PROBLEM_TOML, "statement.md": STATEMENT, "starter.py": STARTER,
-             "reference.py": REFERENCE, "hints.md": HINTS, "wrong/no_checkpoint.py": WRONG}
+             "reference.py": REFERENCE, "hints.md": HINTS, "right/decorator_remat.py": RIGHT,
+             "wrong/no_checkpoint.py": WRONG}
     for name, template in files.items():
         (target / name).write_text(template.format(slug=slug), encoding="utf-8")
     return target

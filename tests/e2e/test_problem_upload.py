@@ -68,7 +68,9 @@ def test_a_valid_upload_is_served_at_once_and_a_change_makes_a_new_version(site:
     body = first.json()
     assert body["slug"] == "uploaded_sin" and body["previous_version"] is None
     assert [(r["file"], r["got"], r["ok"]) for r in body["rows"]] == [
-        ("reference.py", "ACCEPTED", True), ("wrong/no_checkpoint.py", "WRONG_POLICY", True)]
+        ("reference.py", "ACCEPTED", True), ("right/decorator_remat.py", "ACCEPTED", True),
+        ("wrong/no_checkpoint.py", "WRONG_POLICY", True)]
+    assert body["rows"][2]["recompute_flops"] == 0  # no checkpoint: nothing recomputed
     listed = {p["slug"]: p for p in httpx.get(f"{url}/api/v1/problems").json()}
     assert listed["uploaded_sin"]["version"] == body["version"]
 
