@@ -43,9 +43,6 @@ SANDBOX_DIR = Path(__file__).resolve().parent
 RUNNER_IN_JAIL = "/judge/runner.py"
 READY = b"READY\n"
 KEPT_OUTPUT_BYTES = 8 * 1024
-# RLIMIT_CPU counts whole seconds from a rounded start; a jail killed by it has used at least
-# this fraction of its CPU limit after READY (the runner rounds the limit up, never down).
-CPU_LIMIT_FRACTION = 0.9
 
 # The only environment a jail gets (`--clearenv` first).
 JAIL_ENV = {
@@ -316,6 +313,25 @@ def _rlimits(limits: JailLimits, with_cgroup: bool) -> dict[str, list[int]]:
     }
 
 
+def cpu_limit_exceeded(used_ms: float | None, limit_s: float, exit_code: int | None) -> bool:
+    """Whether a jail ran over its CPU time limit.
+
+    Args:
+        used_ms: CPU milliseconds of the whole jail (every process and thread) after READY, from
+            the cgroup's accounting; None without a cgroup.
+        limit_s: the CPU time limit in seconds.
+        exit_code: the jail's exit status (128 + signal number when killed by a signal).
+
+    Returns:
+        True when the kernel's RLIMIT_CPU killed it (SIGXCPU: the runner sets the limit rounded
+        up, so the kill means the limit was reached) or the cgroup counted more than the limit
+        itself; a run that finished under the limit is never over it.
+    """
+    if exit_code == 128 + signal.SIGXCPU:
+        return True
+    return used_ms is not None and used_ms > limit_s * 1000
+
+
 class Jail:
     """One single-use jail process.
 
@@ -516,13 +532,10 @@ class Jail:
             outcome.process_limit_hit = self.cgroup.pids_limit_hit()
             outcome.cpu_ms = self.cgroup.cpu_time_ms()
             outcome.peak_memory_bytes = self.cgroup.peak_memory_bytes()
-            if outcome.cpu_ms is not None and self._cpu_ms_at_ready is not None:
-                used_ms = outcome.cpu_ms - self._cpu_ms_at_ready
-                outcome.cpu_time_exceeded = used_ms >= self.limits.cpu_time_limit_s * 1000 * CPU_LIMIT_FRACTION
-        if outcome.cpu_ms is None or self._cpu_ms_at_ready is None:
-            # no cgroup CPU accounting: the runner's RLIMIT_CPU kills with SIGXCPU (this can only
-            # make a verdict worse for the submission, never better)
-            outcome.cpu_time_exceeded = outcome.exit_code == 128 + signal.SIGXCPU
+        used_ms = None
+        if outcome.cpu_ms is not None and self._cpu_ms_at_ready is not None:
+            used_ms = outcome.cpu_ms - self._cpu_ms_at_ready
+        outcome.cpu_time_exceeded = cpu_limit_exceeded(used_ms, self.limits.cpu_time_limit_s, outcome.exit_code)
 
     def close(self) -> None:
         """Kills every process of the jail, reaps it and removes its cgroup. Idempotent."""
