@@ -54,9 +54,12 @@ def check_finite_difference(runs: list[CaseRun], *, min_tolerance: float = 1e-2,
     """A second opinion on gradients: the bwd artifact against central differences of the
     submission's own fwd artifact, along random directions.
 
-    The tolerance per input is max(min_tolerance, reference_factor * the reference's own relative
-    error on the same input and direction), so float32 rounding and kinks (relu) that trouble the
-    reference too do not fail a submission.
+    The tolerance is max(min_tolerance, reference_factor * the reference's largest own relative
+    error over the case's inputs), so float32 rounding and kinks (relu) that trouble the reference
+    too do not fail a submission. The case-wide largest is the noise level of the case: on one
+    input the reference's error can be small by luck while a correct submission's, which sums in
+    another order, is not (measured: relative errors from 0.08 to 1.8 across the inputs of
+    mlp_dots_policy's `large` case for a correct solution).
     """
     failure = None
     per_case = {}
@@ -67,7 +70,7 @@ def check_finite_difference(runs: list[CaseRun], *, min_tolerance: float = 1e-2,
             if not np.isfinite(err):
                 err = float("inf")
             errors.append(err)
-            allowed = max(min_tolerance, reference_factor * run.expected.fd_reference_error[k])
+            allowed = max(min_tolerance, reference_factor * max(run.expected.fd_reference_error, default=0.0))
             if err > allowed and failure is None:
                 failure = (f"{run.label}, hidden input {k + 1} of {len(run.fd)}: your gradients say the "
                            f"function changes at rate {analytic:.6g} along a random direction, but your "

@@ -10,7 +10,7 @@ import pytest
 
 from graders.artifacts import Aval
 from graders.checks.common import CaseRun, compare_arrays, compare_calibrated
-from graders.checks.gradients import check_gradients
+from graders.checks.gradients import check_finite_difference, check_gradients
 from graders.checks.residuals import check_peak_memory, check_residuals, residuals_equal
 from graders.checks.values import check_values
 from graders.evaluate import directional_derivatives
@@ -413,3 +413,14 @@ def test_checks_do_not_crash_on_a_dimension_of_size_zero(spec: ProblemSpec) -> N
     fd, analytic = directional_derivatives(lambda *xs: [np.sum(xs[0])], [empty], [empty], [np.float32(1.0)],
                                            [empty], n_out=1, step=1e-3)
     assert fd == 0.0 and analytic == 0.0
+
+
+def test_finite_difference_tolerance_is_the_cases_noise_level_not_one_lucky_input() -> None:
+    exp = expectation()
+    exp.fd_reference_error = [0.02, 0.001, 0.015]  # the reference was lucky on input 2
+    noisy = CaseRun(expected=exp, fd=[(1.0, 1.01), (1.0, 1.05), (1.0, 0.99)])  # 5% off on input 2
+    assert check_finite_difference([noisy]).passed
+    wrong = CaseRun(expected=exp, fd=[(1.0, 1.01), (1.0, 2.0), (1.0, 0.99)])  # gradients twice too large
+    result = check_finite_difference([wrong])
+    assert not result.passed and result.verdict is Verdict.WRONG_GRADIENT
+    assert "hidden input 2 of 3" in result.message
