@@ -1,8 +1,10 @@
 """Time from POST to verdict for the reference of checkpoint_dot_policy, through a real server.
 
-Starts `remat-judge serve` on a free loopback port with a fresh data directory (so the first
-submission also builds the reference cache), posts the reference N times with `wait=true`, one
-at a time (with --pause-s seconds between them), and prints the latency of each and the median.
+First measures the in-process floor in the same run (bench/floor.py, in its own process: the
+judge's own work with no process boundaries). Then starts `remat-judge serve` on a free loopback
+port with a fresh data directory (so the first submission also builds the reference cache), posts
+the reference N times with `wait=true`, one at a time (with --pause-s seconds between them), and
+prints the latency of each, the median, and the median as a ratio to the floor.
 Usage:
     .venv/bin/python bench/latency.py [N] [--pause-s 3] [--url http://127.0.0.1:8000]
 """
@@ -48,10 +50,18 @@ def main() -> None:
     parser.add_argument("n", type=int, nargs="?", default=10)
     parser.add_argument("--url", default=None, help="use a running server instead of starting one")
     parser.add_argument("--file", default=str(REPO / "problems/checkpoint_dot_policy/reference.py"))
+    parser.add_argument("--no-floor", action="store_true", help="skip measuring the in-process floor")
     parser.add_argument("--pause-s", type=float, default=0.0,
                         help="seconds between submissions (0: back to back; real users pause, and the "
                              "warm pool refills in the pause)")
     args = parser.parse_args()
+    floor = None
+    if not args.no_floor:
+        out = subprocess.run([sys.executable, str(REPO / "bench" / "floor.py"), "--file", args.file, "--json"],
+                             capture_output=True, text=True, check=True)
+        floor = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"in-process floor: {floor['floor_ms']:.0f} ms (export {floor['export_ms']:.0f} ms, "
+              f"verify {floor['verify_ms']:.0f} ms)")
     proc = None
     with tempfile.TemporaryDirectory() as tmp:
         url = args.url
@@ -81,6 +91,8 @@ def main() -> None:
     print(f"first (builds the reference cache): {latencies_ms[0]:.0f} ms")
     print(f"median POST-to-verdict: {statistics.median(latencies_ms):.0f} ms over {len(latencies_ms)} "
           f"(warm median {statistics.median(warm):.0f} ms, min {min(warm):.0f}, max {max(warm):.0f})")
+    if floor is not None:
+        print(f"warm median / in-process floor: {statistics.median(warm) / floor['floor_ms']:.2f}x")
     for key in ("sandbox", "verify", "total"):
         values = [p[key] for p in phases[1:] if key in p] or [p[key] for p in phases if key in p]
         if values:

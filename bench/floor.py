@@ -1,0 +1,81 @@
+"""The in-process floor of one verdict: the judge's own work with no process boundaries.
+
+In one warm process: load a submission, trace and export every case of its problem
+(`sandbox.runner.export_case`, as the jail does), then verify the bundle against the cached
+expectations (`graders.verifier.verify`, as the verifier process does). The first round warms
+JAX up and builds the cache; the median of the rest is the floor that issue 9's POST-to-verdict
+targets are ratios to (bench/latency.py prints them).
+
+Usage:
+    .venv/bin/python bench/floor.py [--problem SLUG] [--file PATH] [--repeats 5] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import importlib.util
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def measure(problem_dir: Path, source_path: Path, repeats: int) -> dict[str, float]:
+    """Median milliseconds of export, verify and their sum over `repeats` warm rounds."""
+    from graders.problem import case_arg_specs, load_problem
+    from graders.reference import ensure_expectations
+    from graders.verifier import VerifyLimits, verify
+    from sandbox.bundle import BUNDLE_FORMAT, parse_bundle
+    from sandbox.runner import export_case
+
+    problem = load_problem(problem_dir)
+    export_ms, verify_ms = [], []
+    with tempfile.TemporaryDirectory() as cache:
+        expectations = ensure_expectations(problem, seed=b"bench-floor-seed", cache_root=Path(cache))
+        for round_ in range(repeats + 1):
+            t0 = time.perf_counter()
+            spec = importlib.util.spec_from_file_location(f"submission_{round_}", source_path)
+            module = importlib.util.module_from_spec(spec)  # a fresh function each round: no trace cache
+            spec.loader.exec_module(module)  # type: ignore[union-attr]
+            fn = getattr(module, problem.spec.entry_point)
+            cases = []
+            for case in problem.spec.cases:
+                fwd, bwd, n_out = export_case(fn, case_arg_specs(problem.spec, case))
+                cases.append({"name": case.name, "n_primal_outputs": n_out, "fwd": base64.b64encode(fwd).decode(),
+                              "bwd": base64.b64encode(bwd).decode(), "residual_notes": None})
+            raw = json.dumps({"format": BUNDLE_FORMAT, "status": "ok", "error": None, "cases": cases,
+                              "timings_ms": {}}).encode()
+            t1 = time.perf_counter()
+            verify(parse_bundle(raw, limit_bytes=1 << 30), problem, expectations, limits=VerifyLimits())
+            t2 = time.perf_counter()
+            if round_:  # the first round warms JAX up
+                export_ms.append((t1 - t0) * 1000)
+                verify_ms.append((t2 - t1) * 1000)
+    return {"export_ms": statistics.median(export_ms), "verify_ms": statistics.median(verify_ms),
+            "floor_ms": statistics.median(e + v for e, v in zip(export_ms, verify_ms))}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--problem", default="checkpoint_dot_policy")
+    parser.add_argument("--file", default=None, help="the submission (default: the problem's reference.py)")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", action="store_true", help="print one JSON line")
+    args = parser.parse_args()
+    problem_dir = REPO / "problems" / args.problem
+    result = measure(problem_dir, Path(args.file) if args.file else problem_dir / "reference.py", args.repeats)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"in-process floor: {result['floor_ms']:.0f} ms (export {result['export_ms']:.0f} ms, "
+              f"verify {result['verify_ms']:.0f} ms), median of {args.repeats}")
+
+
+if __name__ == "__main__":
+    main()
