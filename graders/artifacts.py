@@ -277,24 +277,18 @@ class _Reader:
         self.info = info
         self.types = _Types()
         self.function_summary: dict[str, _Summary] = {}
+        self.callees: dict[str, dict[str, None]] = {name: {} for name in functions}  # ordered sets
         self.block_summary: dict[Any, _Summary] = {}
 
     # -- call graph ---------------------------------------------------------------------------
 
     def call_order(self) -> list[str]:
-        """Functions reachable from main, callees first.
+        """Functions reachable from main, callees first (from the calls `scan` collected).
 
         Raises:
             ArtifactError: a call to an unknown function, recursion, or a chain past max_call_depth.
         """
-        callees: dict[str, list[str]] = {}
-        for name, fn in self.functions.items():
-            found: list[str] = []
-            for op, _depth in self._ops(fn):
-                target = _callee(op)
-                if target is not None:
-                    found.append(target)
-            callees[name] = found
+        callees = self.callees
         order: list[str] = []
         state: dict[str, int] = {}  # 1 on the stack, 2 done
         stack: list[tuple[str, Iterator[str]]] = [("main", iter(callees["main"]))]
@@ -344,7 +338,8 @@ class _Reader:
     def scan(self) -> None:
         """Counts ops and collects disallowed ones in every function, called or not (stops at
         max_ops), and refuses any value whose type cannot be sized (`_Types.size`), in every
-        function and region, and over-long symbol names.
+        function and region, and over-long symbol names. Records each function's callees for
+        `call_order`, so the module's ops are iterated once here.
 
         Raises:
             ArtifactError: past max_ops, a dynamic or unsized type, or a symbol name longer than
@@ -362,6 +357,12 @@ class _Reader:
             for op, _depth in self._ops(fn):
                 name = op.operation.name
                 info.op_counts[name] += 1
+                target = _callee(op)
+                if target is not None:
+                    if len(target) > MAX_SYMBOL_CHARS:  # never keep one copy per call site
+                        raise ArtifactError(f"a call names a function of {len(target):,} characters, more than "
+                                            f"the {MAX_SYMBOL_CHARS} allowed")
+                    self.callees[fn_name].setdefault(target, None)
                 if info.op_counts.total() > self.limits.max_ops:
                     raise ArtifactError(f"the program has more operations than the {self.limits.max_ops:,} allowed")
                 if name == "stablehlo.custom_call":

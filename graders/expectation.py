@@ -98,3 +98,13 @@ class Expectations:
     jax_version: str
     leaf_names: list[str]
     cases: list[CaseExpectation]
+
+
+def named_sources(sources: list[str], names: list[str]) -> list[str]:
+    """Provenance with "argument i" (a flat input index) replaced by the leaf's name ("argument x")."""
+    out = []
+    for source in sources:
+        if source.startswith("argument ") and source[9:].isdigit() and int(source[9:]) < len(names):
+            source = f"argument {names[int(source[9:])]}"
+        out.append(source)
+    return out

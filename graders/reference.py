@@ -26,7 +26,7 @@ import numpy as np
 from graders.artifacts import Aval, ModuleInfo, deserialize, exported_avals, flat_call, inspect_module
 from graders.checks.residuals import describe_residuals
 from graders.evaluate import evaluate_vjp
-from graders.expectation import ARRAY_FIELDS, CaseExpectation, Expectations
+from graders.expectation import ARRAY_FIELDS, CaseExpectation, Expectations, named_sources
 from graders.problem import Problem, case_arg_specs, hidden_inputs, leaf_names, random_cotangents
 from graders.verdict import ResidualFact
 from sandbox.runner import export_case, residual_notes
@@ -86,16 +86,6 @@ def _run_artifacts(fwd_blob: bytes, bwd_blob: bytes) -> tuple[Callable[..., Any]
 
 
 # --- building -------------------------------------------------------------------------------------
-
-def named_sources(sources: list[str], names: list[str]) -> list[str]:
-    """Provenance with "argument i" (a flat input index) replaced by the leaf's name ("argument x")."""
-    out = []
-    for source in sources:
-        if source.startswith("argument ") and source[9:].isdigit() and int(source[9:]) < len(names):
-            source = f"argument {names[int(source[9:])]}"
-        out.append(source)
-    return out
-
 
 def _variant_facts(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> tuple[int, ModuleInfo] | None:
     """(residual bytes, bwd ModuleInfo) of a variant of the reference, or None when it fails."""

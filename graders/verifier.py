@@ -20,9 +20,8 @@ from graders.checks.gradients import check_finite_difference, check_gradients
 from graders.checks.residuals import check_peak_memory, check_residuals, describe_residuals, signature
 from graders.checks.values import check_values
 from graders.evaluate import evaluate_vjp
-from graders.expectation import CaseExpectation, Expectations
+from graders.expectation import CaseExpectation, Expectations, named_sources
 from graders.problem import Problem
-from graders.reference import named_sources
 from graders.verdict import CheckResult, ResidualFact, ResidualReport, Verdict, first_verdict
 from sandbox.bundle import Bundle, BundleCase
 

@@ -27,8 +27,9 @@ def describe_residuals(avals: Sequence[Any], notes: Sequence[Any] | None, *, sou
     `saved_residuals` notes list the same values as the VJP's leaves, but not always in the same
     order (measured with JAX 0.10.2: a relu's boolean mask comes before the intermediates it
     follows in the VJP). So notes are attached only when their avals form the same multiset as the
-    artifact's, each note to the next residual of its aval in artifact order. Otherwise no notes:
-    the artifact decides, the notes only explain.
+    artifact's; within one aval a note goes first to a residual whose provenance it names ("output
+    of sine" to a residual from `sine`), the rest in artifact order. Otherwise no notes: the
+    artifact decides, the notes only explain.
 
     Args:
         avals: residual avals read from the fwd artifact (objects with `.shape` and `.dtype`).

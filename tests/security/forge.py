@@ -349,7 +349,7 @@ def nested_case_body(depth: int, adds: int) -> str:
     `adds` adds of a value from outside (each level's walk sees every op below it)."""
     sc, idx = tensor(()), tensor((), "int32")
     lines = [f"    %i = stablehlo.constant dense<0> : {idx}\n"]
-    lines.append(f'    %h = "stablehlo.case"(%i) ({{\n')
+    lines.append('    %h = "stablehlo.case"(%i) ({\n')
     for level in range(1, depth):
         lines.append(f'      %c{level} = "stablehlo.case"(%i) ({{\n')
     lines.append(f"        %a0 = stablehlo.add %s, %zero : {sc}\n")
