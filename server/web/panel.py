@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 import jinja2
 
-from graders.verdict import VERDICT_EXPLANATIONS, Verdict, VerdictReport
+from graders.verdict import VERDICT_EXPLANATIONS, ResidualFact, Verdict, VerdictReport
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -91,23 +91,6 @@ def check_views(checks: list[Mapping[str, Any]]) -> list[CheckView]:
 
 # --- the residual comparison ------------------------------------------------------------------------
 
-_ABBREV = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int32": "i32",
-           "int64": "i64", "bool": "bool", "uint8": "u8", "int8": "i8"}
-_ITEMSIZE = {"float64": 8, "int64": 8, "uint64": 8, "complex64": 8, "complex128": 16, "float32": 4, "int32": 4,
-             "uint32": 4, "float16": 2, "bfloat16": 2, "int16": 2, "uint16": 2, "bool": 1, "int8": 1, "uint8": 1}
-
-
-def _itemsize(dtype: str) -> int:
-    if dtype in _ITEMSIZE:
-        return _ITEMSIZE[dtype]
-    try:
-        import numpy as np
-
-        return int(np.dtype(dtype).itemsize)
-    except TypeError:
-        return 0
-
-
 @dataclass(frozen=True)
 class Saved:
     """One side's residual in a row: what produced it (`source`) and `print_saved_residuals`' note."""
@@ -142,10 +125,12 @@ class ResidualRow:
 
 
 def _aval(r: Mapping[str, Any]) -> tuple[str, int]:
-    shape = [int(d) for d in r.get("shape") or []]
-    dtype = str(r.get("dtype", ""))
-    return (f"{_ABBREV.get(dtype, dtype)}[{','.join(str(d) for d in shape)}]",
-            math.prod(shape) * _itemsize(dtype))
+    """(`f32[16,8]`, bytes) of one residual of the verdict JSON (`ResidualFact`)."""
+    fact = ResidualFact(shape=[int(d) for d in r.get("shape") or []], dtype=str(r.get("dtype", "")))
+    try:
+        return fact.short(), fact.nbytes
+    except TypeError:  # a dtype numpy does not know: shown, not sized
+        return fact.short(), 0
 
 
 def compares_values(residuals: Mapping[str, Any]) -> bool:
