@@ -95,7 +95,7 @@ def validate_problem(problem: Problem, config: JudgeConfig, *, jobs: int = 2,
     """
     result = ValidationReport(slug=problem.slug, version=problem.version)
     try:
-        wrong = problem.right_submissions() + problem.wrong_submissions()
+        variants = problem.right_submissions() + problem.wrong_submissions()
     except Exception as exc:  # a malformed expect line
         result.error = str(exc)
         return result
@@ -122,7 +122,7 @@ def validate_problem(problem: Problem, config: JudgeConfig, *, jobs: int = 2,
     if on_row:
         on_row(ref_row)
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(run, path, Verdict(expected)) for path, expected in wrong]
+        futures = [pool.submit(run, path, Verdict(expected)) for path, expected in variants]
         for future in futures:
             row, report = future.result()
             if row.expected == Verdict.WRONG_POLICY and row.got == Verdict.ACCEPTED and ref_row.ok:
