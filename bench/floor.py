@@ -1,7 +1,7 @@
 """The in-process floor of one verdict: the judge's own work with no process boundaries.
 
 In one warm process: load a submission, trace and export every case of its problem
-(`sandbox.runner.export_case`, as the jail does), then verify the bundle against the cached
+(`jailside.export.export_case`, as the jail does), then verify the bundle against the cached
 expectations (`graders.verifier.verify`, as the verifier process does). The first round warms
 JAX up and builds the cache; the median of the rest is the floor that issue 9's POST-to-verdict
 targets are ratios to (bench/latency.py prints them).
@@ -32,7 +32,7 @@ def measure(problem_dir: Path, source_path: Path, repeats: int) -> dict[str, flo
     from graders.reference import ensure_expectations
     from graders.verifier import VerifyLimits, verify
     from sandbox.bundle import BUNDLE_FORMAT, parse_bundle
-    from sandbox.runner import export_case
+    from jailside.export import export_case
 
     problem = load_problem(problem_dir)
     export_ms, verify_ms = [], []

@@ -250,7 +250,7 @@ def _concrete(spec: ArraySpec, dims: dict[str, int]) -> list[int]:
 
 
 def case_arg_specs(spec: ProblemSpec, case: CaseSpec) -> list[dict]:
-    """The argument avals of one case in the form the jail's runner takes (see sandbox/runner.py).
+    """The argument avals of one case in the form the jail's runner takes (see jailside/export.py).
 
     Only shapes, dtypes and static values: this is all a jail ever learns about a case.
     """

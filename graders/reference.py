@@ -29,7 +29,7 @@ from graders.evaluate import evaluate_vjp
 from graders.expectation import ARRAY_FIELDS, CaseExpectation, Expectations, named_sources
 from graders.problem import Problem, case_arg_specs, hidden_inputs, leaf_names, random_cotangents
 from graders.verdict import ResidualFact
-from sandbox.runner import export_case, residual_notes
+from jailside.export import export_case, residual_notes
 
 CACHE_FORMAT = 3
 

@@ -1,90 +1,124 @@
-"""The verifier process: `python -m graders.verify_main`, one per submission, trusted code only.
+"""The verifier's template process (zygote): imports JAX and our verifier once, then forks one
+child per submission. `python -m graders.verify_main CONTROL_FD SECCOMP_FD`, started by
+`graders/verifier_client.py` through `sandbox/supervise.py`.
 
-It runs the untrusted exported StableHLO, so the parent starts it under a cgroup and RLIMITs
-with a time-out, and reads its progress as JSON lines on stdout:
+The template holds no problem, expectation, seed or submission: each child receives its
+parameters (`graders.verifier_events.VerifierParams`) after the fork, in its `JobSetup`. A child:
 
-1. The process imports JAX, then waits for stdin line 1 (so it can be started ahead of time):
-   `{"problem_dir": str, "problem_version": str, "cache_dir": str, "seed_hex": str, "limits": {...}}`;
-   a package on disk whose version differs from the worker's is refused (a judge fault). It loads the
-   problem and the reference's expectations (building them on a cache miss), then prints
-   `{"event": "ready"}` or `{"event": "error", "message": str}`.
-2. The rest of stdin: the bundle bytes. The process prints `{"event": "running"}` just before
-   the first untrusted artifact runs, then `{"event": "result", ...}`.
+1. (`prepare`, still root, already inside its own cgroup, before any untrusted byte) loads the
+   problem and the reference's cached expectations, building them on a cache miss; a package on
+   disk whose version differs from the worker's is refused (a judge fault);
+2. locks down (`jailside/forkserver.py`): new network, IPC, UTS and mount namespaces with a
+   private /tmp, RLIMITs, an unprivileged uid without capabilities, no_new_privs, seccomp;
+3. (`run`) starts the CPU backend, says `ready`, reads the bundle from stdin, and reports
+   `digest`, `running` and `result` (or `error`, `memory_error`) as JSON lines on its result pipe
+   (`graders/verifier_events.py`).
 
-An exception in our code is the judge's fault (INTERNAL_ERROR, "error" event); a time-out or
-memory kill once the bundle has been sent belongs to the submission's artifacts, which the process
+An exception in our code is the judge's fault (INTERNAL_ERROR, an `error` event); a time-out or
+memory kill once the bundle has been sent belongs to the submission's artifacts, which the child
 is then reading or running.
 """
 
 from __future__ import annotations
 
-import json
+import os
 import sys
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
-
-def _emit(event: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(event) + "\n")
-    sys.stdout.flush()
+from graders.verifier_events import (Digest, Error, OutOfMemory, Ready, Result, Running, VerifierParams,
+                                     encode_event)
 
 
-def main() -> int:
-    # Import and initialise JAX before the problem arrives: a warm verifier waits here.
-    import jax.numpy as jnp
+class VerifierJob:
+    """One submission's verification in one child (the `Job` of `jailside/forkserver.py`)."""
 
-    from graders.problem import load_problem
-    from graders.reference import ensure_expectations
-    from graders.verifier import VerifyLimits, verify
-    from sandbox.bundle import BundleError, parse_bundle
+    def __init__(self) -> None:
+        self.problem: Any = None
+        self.expectations: Any = None
+        self.params: VerifierParams | None = None
+        self.loaded_ms = 0.0
 
-    jnp.zeros(()).block_until_ready()
-    line = sys.stdin.buffer.readline()
-    if not line:
-        return 0  # a warm verifier that was never used
-    t0 = time.monotonic()
-    config = json.loads(line)
-    try:
-        problem = load_problem(Path(config["problem_dir"]))
-        if problem.version != config.get("problem_version", problem.version):
-            raise RuntimeError(f"the worker judges {problem.slug} version {config['problem_version']}, but "
+    def prepare(self, params: dict[str, Any]) -> None:
+        """Loads the problem and its expectations (root's file access, before lock-down).
+
+        Raises:
+            RuntimeError: the package on disk is another version than the one being judged.
+            Whatever loading or building the expectations raises (judge faults).
+        """
+        from graders.problem import load_problem
+        from graders.reference import ensure_expectations
+
+        t0 = time.monotonic()
+        self.params = VerifierParams.model_validate(params)
+        problem = load_problem(Path(self.params.problem_dir))
+        if problem.version != self.params.problem_version:
+            raise RuntimeError(f"the worker judges {problem.slug} version {self.params.problem_version}, but "
                                f"the package now on disk is version {problem.version}")
-        expectations = ensure_expectations(problem, seed=bytes.fromhex(config["seed_hex"]),
-                                           cache_root=Path(config["cache_dir"]))
-    except Exception as exc:
-        _emit({"event": "error", "message": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
-        return 1
-    _emit({"event": "ready", "ms": (time.monotonic() - t0) * 1000, "version": problem.version})
+        self.problem = problem
+        self.expectations = ensure_expectations(problem, seed=bytes.fromhex(self.params.seed_hex),
+                                                cache_root=Path(self.params.cache_dir))
+        self.params = self.params.model_copy(update={"seed_hex": ""})  # not needed past this point
+        self.loaded_ms = (time.monotonic() - t0) * 1000
 
-    data = sys.stdin.buffer.read()
-    limits = VerifyLimits(**config.get("limits", {}))
-    t1 = time.monotonic()
-    try:
-        bundle = parse_bundle(data, limit_bytes=config.get("bundle_limit_bytes", 64 << 20))
-    except BundleError as exc:
-        _emit({"event": "error", "message": f"bundle rejected after the parent accepted it: {exc}"})
-        return 1
-    try:
-        result = verify(bundle, problem, expectations, limits=limits,
-                        on_execute=lambda: _emit({"event": "running"}))
-    except MemoryError:
-        _emit({"event": "memory_error"})
-        return 1
-    except Exception as exc:  # a fault of ours (or of XLA): never blamed on the submission
-        _emit({"event": "error", "message": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
-        return 1
-    import jax
+    def run(self, result_fd: int) -> int:
+        """Verifies the bundle read from stdin; events go to `result_fd`. Returns the exit code."""
+        import jax
+        import jax.numpy as jnp
 
-    _emit({"event": "result", "verdict": result.verdict.value, "score": result.score,
-           "checks": [c.model_dump(mode="json") | {"verdict": c.verdict.value if c.verdict else None}
-                      for c in result.checks],
-           "residuals": result.residuals.model_dump(mode="json") if result.residuals else None,
-           "problem_version": problem.version, "jax_version": jax.__version__,
-           "verify_ms": (time.monotonic() - t1) * 1000})
-    return 0
+        from graders.verifier import VerifyLimits, verify
+        from sandbox.bundle import BundleError, parse_bundle
+
+        out = os.fdopen(result_fd, "wb", buffering=0)
+
+        def emit(event: Any) -> None:
+            out.write(encode_event(event))
+
+        assert self.params is not None
+        jnp.zeros(()).block_until_ready()
+        emit(Ready(ms=self.loaded_ms, version=self.problem.version))
+        data = sys.stdin.buffer.read(self.params.bundle_limit_bytes + 1)
+        t1 = time.monotonic()
+        try:
+            bundle = parse_bundle(data, limit_bytes=self.params.bundle_limit_bytes)
+        except BundleError as exc:
+            emit(Error(message=f"bundle rejected after the parent accepted it: {exc}"))
+            return 1
+        try:
+            import inspect  # TEMP until on_digest lands
+            extra = {"on_digest": lambda digest: emit(Digest(digest=digest))} if "on_digest" in inspect.signature(verify).parameters else {}
+            result = verify(bundle, self.problem, self.expectations, limits=VerifyLimits(**self.params.limits),
+                            on_execute=lambda: emit(Running()), **extra)
+        except MemoryError:
+            emit(OutOfMemory())
+            return 1
+        except Exception as exc:  # a fault of ours (or of XLA): never blamed on the submission
+            emit(Error(message=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()))
+            return 1
+        emit(Result(verdict=result.verdict.value, score=result.score, checks=result.checks,
+                    internal=[c.internal for c in result.checks], residuals=result.residuals,
+                    problem_version=self.problem.version, jax_version=jax.__version__,
+                    verify_ms=(time.monotonic() - t1) * 1000))
+        return 0
+
+
+def main(argv: list[str]) -> int:
+    control_fd, seccomp_fd = int(argv[1]), int(argv[2])
+    with os.fdopen(seccomp_fd, "rb") as f:
+        seccomp_bpf = f.read(1 << 20)
+    t0 = time.monotonic()
+    import jax  # noqa: F401 - imported once per template; the backend starts in each child
+    from jax import export  # noqa: F401
+
+    import graders.reference  # noqa: F401
+    import graders.verifier  # noqa: F401
+    from jailside import forkserver
+
+    return forkserver.serve(control_fd, VerifierJob, seccomp_bpf=seccomp_bpf,
+                            import_ms=(time.monotonic() - t0) * 1000)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv))

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-BUNDLE_FORMAT = "remat-judge-bundle/1"  # the same literal as sandbox/runner.py writes
+BUNDLE_FORMAT = "remat-judge-bundle/1"  # the same literal as jailside/runner.py writes
 
 
 class BundleError(Exception):

@@ -1,32 +1,30 @@
-"""The bubblewrap jail: one process tree per submission, never reused.
+"""The jail: a bubblewrap template that has imported JAX, and one locked-down child per submission.
 
-Starting a jail (`Jail.start`) and handing it a submission (`Jail.run`) are separate steps: a
-started jail has imported JAX and waits on stdin, so a pool can keep jails warm ahead of time.
-
-The jail sees a read-only `/usr`, the Python runtime and virtualenv (read-only), the runner at
-`/judge/runner.py`, a private size-capped `/tmp`, a fresh `/proc` and a minimal `/dev`. It gets
-no network (`--unshare-net`), no environment but an allowlist, no view of other processes
-(`--unshare-pid`) and never the problem folder, the data folder or the database.
+The template (`jailside/jail_template.py`) runs inside bubblewrap: a read-only `/usr`, the Python
+runtime and virtualenv (read-only), the `jailside` package at `/judge/jailside`, an empty `/tmp`,
+a minimal `/dev`; no network, no environment but an allowlist, and never the problem folder, the
+data folder or the database. It forks one child per submission through `sandbox/supervise.py`;
+each child, before it reads the submission, joins its own cgroup, gets new mount, PID, IPC, UTS
+and network namespaces with a private size-capped `/tmp` and `/dev/shm` and its own `/proc`,
+RLIMITs, a dedicated unprivileged host uid with no capabilities, no_new_privs and the seccomp
+filter of `sandbox/seccomp.py` (`jailside/forkserver.py`). A child serves one submission.
 
 Identity, measured on this machine as root: `bwrap --unshare-user --uid 65534` maps the jail's
 user to host uid 0 (`/proc/PID/uid_map` reads `65534 0 1`), so RLIMIT_NPROC would not apply and
-files owned by root would be the jail's own. So when we are root we do not ask bubblewrap for a
-user namespace; bubblewrap (root) builds the mounts, keeps only CAP_SETUID, CAP_SETGID and
-CAP_SETPCAP, and `setpriv` drops to a dedicated unprivileged host uid with `no_new_privs`, an
-empty bounding set and no capabilities before Python starts. Unprivileged callers use a user
-namespace with uid 65534 (which then maps to the caller's own unprivileged uid).
+files owned by root would be the jail's own. So when we are root the template runs without a user
+namespace, as root with only CAP_SYS_ADMIN, CAP_SETUID, CAP_SETGID and CAP_SETPCAP (to build each
+child's namespaces and drop to its uid); each child drops every capability before the submission
+arrives. Unprivileged callers get a user namespace: children then share one uid and are kept
+apart by their namespaces alone (and get no cgroup: RLIMITs only).
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
-import select
 import shutil
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -34,17 +32,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sandbox.limits import MIB, JailCgroup, JailLimits
+from jailside.protocol import READY
+from sandbox.limits import MIB, JailLimits
 from sandbox.seccomp import filter_fd
+from sandbox.supervise import Child, ChildLimits, SupervisorError, Templates, TemplateSpec
+from sandbox.uids import JAIL_UIDS  # noqa: F401 - re-exported: tests check for leftover jail uids
 
 log = logging.getLogger(__name__)
 
 SANDBOX_DIR = Path(__file__).resolve().parent
-RUNNER_IN_JAIL = "/judge/runner.py"
-READY = b"READY\n"
+JAILSIDE_DIR = SANDBOX_DIR.parent / "jailside"
+PACKAGE_IN_JAIL = "/judge/jailside"
 KEPT_OUTPUT_BYTES = 8 * 1024
+TEMPLATE_CAPS = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
+CHILD_NAMESPACES = ("mount", "pid", "ipc", "uts", "net")
+MAX_FORKS_PER_TEMPLATE = 500
 
-# The only environment a jail gets (`--clearenv` first).
+# The only environment the template and its children get (`--clearenv` first).
 JAIL_ENV = {
     "PATH": "/usr/bin:/bin",
     "HOME": "/tmp",
@@ -55,6 +59,8 @@ JAIL_ENV = {
     "TF_CPP_MIN_LOG_LEVEL": "2",
     "PYTHONUNBUFFERED": "1",
 }
+BOOTSTRAP = ("import sys; sys.path.insert(0, '/judge'); from jailside.jail_template import main; "
+             "sys.exit(main(sys.argv))")
 
 
 class JailError(Exception):
@@ -68,21 +74,22 @@ class JailRuntime:
     Attributes:
         python_prefix: the base interpreter's prefix (`sys.base_prefix`).
         venv: the virtualenv with JAX installed (`sys.prefix`), or the same as python_prefix.
-        runner: path of `sandbox/runner.py` on the host.
+        package: the `jailside` package on the host, mounted read-only at /judge/jailside.
     """
 
     python_prefix: Path
     venv: Path
-    runner: Path
+    package: Path
 
     @classmethod
     def current(cls) -> "JailRuntime":
         """The interpreter and virtualenv running this process."""
-        return cls(Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), SANDBOX_DIR / "runner.py")
+        return cls(Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), JAILSIDE_DIR)
 
     @property
     def python(self) -> str:
         return str(self.venv / "bin" / "python")
+
 
 
 @dataclass
@@ -102,6 +109,7 @@ class JailRequest:
         return json.dumps({"source": self.source, "entry_point": self.entry_point, "cases": self.cases,
                            "cpu_time_limit_s": self.cpu_time_limit_s,
                            "memory_limit_mib": self.memory_limit_mib}).encode()
+
 
 
 @dataclass
@@ -139,109 +147,6 @@ class JailOutcome:
     notes: list[str] = field(default_factory=list)
 
 
-class _UidPool:
-    """Hands out the dedicated host uids jails run as: one per concurrent jail on the whole host, so
-    that RLIMIT_NPROC counts each jail's processes apart and no jail can signal another's.
-
-    A uid is held through an exclusive `flock` on `<lock_dir>/uid-<uid>.lock`, which the kernel
-    releases if the holder dies, so several judge processes (a server and a CLI `grade`) share the
-    range safely. A uid is only taken when no process of it is alive.
-    """
-
-    def __init__(self, base: int, count: int, lock_dir: Path = Path("/run/remat-judge")):
-        self.uids = range(base, base + count)
-        self.lock_dir = lock_dir
-        self._held: dict[int, int] = {}
-        self._lock = threading.Lock()
-
-    def _lock_path(self, uid: int) -> Path:
-        return self.lock_dir / f"uid-{uid}.lock"
-
-    def take(self) -> int:
-        """Locks and returns a free uid.
-
-        Raises:
-            JailError: every uid of the range is held or has live processes.
-        """
-        self.lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with self._lock:
-            for uid in self.uids:
-                if uid in self._held:
-                    continue
-                fd = os.open(self._lock_path(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    os.close(fd)
-                    continue
-                if _processes_of(uid) and not _kill_uid(uid):
-                    os.close(fd)  # a leftover that will not die: skip this uid
-                    continue
-                self._held[uid] = fd
-                return uid
-        raise JailError(f"no free jail uid in {self.uids.start}..{self.uids.stop - 1}: too many jails at once")
-
-    def give_back(self, uid: int) -> None:
-        with self._lock:
-            fd = self._held.pop(uid, None)
-        if fd is not None:
-            os.close(fd)  # closing releases the flock
-
-    def is_free(self, uid: int) -> bool:
-        """True when no judge process on the host holds `uid` (for leak checks)."""
-        if uid in self._held:
-            return False
-        try:
-            fd = os.open(self._lock_path(uid), os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return True
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            return False
-        finally:
-            os.close(fd)
-
-
-JAIL_UIDS = _UidPool(base=61000, count=64)
-_warned_no_cgroup = False
-
-
-def _processes_of(uid: int) -> list[tuple[int, str]]:
-    """(pid, state letter) of every process whose real uid is `uid`, from /proc."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/status") as f:
-                fields = dict(line.split(":", 1) for line in f if ":" in line)
-        except OSError:
-            continue  # it exited while we looked
-        if int(fields.get("Uid", "-1").split()[0]) == uid:
-            found.append((int(entry), fields.get("State", "?").strip()[:1]))
-    return found
-
-
-def _kill_uid(uid: int, timeout_s: float = 5.0) -> bool:
-    """SIGKILLs every process of a jail uid and waits until none is left (zombies included, which
-    the dying PID namespace reaps). Returns False if some survive the timeout."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        left = _processes_of(uid)
-        if not left:
-            return True
-        if time.monotonic() > deadline:
-            return False
-        for pid, state in left:
-            if state != "Z":
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        time.sleep(0.01)
-
 
 def _ancestors(path: Path) -> list[str]:
     """'/a/b/c' -> ['/a', '/a/b'] (the directories bubblewrap must create before a bind)."""
@@ -249,33 +154,28 @@ def _ancestors(path: Path) -> list[str]:
     return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def bwrap_argv(runtime: JailRuntime, limits: JailLimits, *, bundle_fd: int, jail_uid: int | None,
-               seccomp_fd: int | None = None) -> list[str]:
-    """The bubblewrap command line of one jail.
 
-    Args:
-        runtime: what to mount for Python.
-        limits: only `tmpfs_size_bytes` is used here; the rest is set by the caller.
-        bundle_fd: the inherited descriptor the runner writes the bundle to.
-        jail_uid: the host uid to drop to with setpriv (we are root), or None to use an
-            unprivileged user namespace (we are not root).
-        seccomp_fd: a descriptor with the compiled seccomp filter (sandbox/seccomp.py), or None.
+def template_argv(runtime: JailRuntime, *, as_root: bool) -> list[str]:
+    """The bubblewrap command line of the jail template (`{control_fd}` and `{seccomp_fd}` are
+    filled in by the supervisor).
+
+    Raises:
+        JailError: bubblewrap is not installed.
     """
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise JailError("bubblewrap (bwrap) is not installed: `apt-get install bubblewrap`")
-    argv = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
-    if jail_uid is None:
-        argv += ["--unshare-user", "--uid", "65534", "--gid", "65534", "--disable-userns"]
-    argv += ["--die-with-parent", "--new-session", "--clearenv"]
+    argv = [bwrap, "--unshare-ipc", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    if not as_root:
+        argv += ["--unshare-user", "--uid", "0", "--gid", "0", "--disable-userns"]
+    argv += ["--new-session", "--clearenv"]
     for key, value in JAIL_ENV.items():
         argv += ["--setenv", key, value]
     argv += ["--ro-bind", "/usr", "/usr",
              "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
              "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
-             "--proc", "/proc", "--dev", "/dev",
-             "--perms", "1777", "--size", str(limits.tmpfs_size_bytes), "--tmpfs", "/tmp",
-             "--perms", "1777", "--size", str(limits.tmpfs_size_bytes), "--tmpfs", "/dev/shm"]
+             "--proc", "/proc", "--dev", "/dev", "--perms", "0755", "--tmpfs", "/tmp",
+             "--perms", "0755", "--tmpfs", "/dev/shm"]
     made: set[str] = {"/", "/usr", "/tmp", "/proc", "/dev"}
     for source in dict.fromkeys([runtime.python_prefix, runtime.venv]):
         if str(source) == "/usr" or str(source).startswith("/usr/"):
@@ -286,23 +186,47 @@ def bwrap_argv(runtime: JailRuntime, limits: JailLimits, *, bundle_fd: int, jail
                 made.add(directory)
         argv += ["--ro-bind", str(source), str(source)]
         made.add(str(source))
-    argv += ["--perms", "0755", "--dir", "/judge", "--ro-bind", str(runtime.runner), RUNNER_IN_JAIL,
+    argv += ["--perms", "0755", "--dir", "/judge", "--ro-bind", str(runtime.package), PACKAGE_IN_JAIL,
              "--chdir", "/tmp", "--cap-drop", "ALL"]
-    if seccomp_fd is not None:
-        argv += ["--seccomp", str(seccomp_fd)]
-    if jail_uid is not None:
-        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP",
-                 "/usr/bin/setpriv", f"--reuid={jail_uid}", f"--regid={jail_uid}", "--clear-groups",
-                 "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
-    argv += [runtime.python, "-I", "-B", RUNNER_IN_JAIL, str(bundle_fd)]
+    for cap in TEMPLATE_CAPS:
+        argv += ["--cap-add", cap]
+    argv += [runtime.python, "-I", "-B", "-c", BOOTSTRAP, "{control_fd}", "{seccomp_fd}"]
     return argv
 
 
-def _rlimits(limits: JailLimits, with_cgroup: bool) -> dict[str, list[int]]:
-    # A coarse cap for the start-up; the runner tightens RLIMIT_AS to its size after importing JAX
-    # plus memory_limit_mib before the submission runs.
+def _seccomp_fds() -> dict[str, int]:
+    try:
+        return {"seccomp_fd": filter_fd()}
+    except OSError as exc:
+        raise JailError(f"cannot build the seccomp filter (is libseccomp2 installed?): {exc}") from exc
+
+
+def template_spec(runtime: JailRuntime | None = None) -> TemplateSpec:
+    """How the supervisor starts the jail template."""
+    runtime = runtime or JailRuntime.current()
+    return TemplateSpec(name="jail", argv=lambda: template_argv(runtime, as_root=os.geteuid() == 0),
+                        extra_fds=_seccomp_fds, env={}, cwd="/", memory_limit_bytes=1 << 30,
+                        startup_time_limit_s=120.0)
+
+
+_templates: Templates | None = None
+_templates_lock = threading.Lock()
+
+
+def jail_templates() -> Templates:
+    """This process's jail template set (one template, shared by every grading thread)."""
+    global _templates
+    with _templates_lock:
+        if _templates is None:
+            _templates = Templates(template_spec(), max_forks=MAX_FORKS_PER_TEMPLATE)
+        return _templates
+
+
+def _rlimits(limits: JailLimits) -> dict[str, list[int]]:
+    # A coarse cap for the set-up; the runner tightens RLIMIT_AS to its size after the backend
+    # starts plus memory_limit_mib, and RLIMIT_CPU to its use so far plus the limit.
     address_space = limits.address_space_limit_mib * MIB
-    cpu_s = int(limits.startup_time_limit_s + limits.cpu_time_limit_s) + 1  # coarse; runner tightens
+    cpu_s = int(limits.startup_time_limit_s + limits.cpu_time_limit_s) + 1
     return {
         "RLIMIT_AS": [address_space, address_space],
         "RLIMIT_CPU": [cpu_s, cpu_s + 1],
@@ -311,6 +235,18 @@ def _rlimits(limits: JailLimits, with_cgroup: bool) -> dict[str, list[int]]:
         "RLIMIT_NPROC": [limits.process_limit, limits.process_limit],
         "RLIMIT_CORE": [0, 0],
     }
+
+
+def child_limits(limits: JailLimits) -> ChildLimits:
+    """The supervisor's limits for one jail child (see `JailLimits` for each field's meaning)."""
+    bundle_cap = limits.bundle_limit_bytes + len(READY)
+    return ChildLimits(
+        memory_limit_bytes=(limits.memory_limit_mib + limits.runtime_memory_mib) * MIB,
+        process_limit=limits.process_limit, own_uid=True, rlimits=_rlimits(limits), unshare=CHILD_NAMESPACES,
+        tmpfs_bytes=limits.tmpfs_size_bytes, seccomp=True,
+        output_caps={"stdout": limits.output_limit_bytes, "stderr": limits.output_limit_bytes, "result": bundle_cap},
+        kept_bytes={"stdout": KEPT_OUTPUT_BYTES, "stderr": KEPT_OUTPUT_BYTES, "result": bundle_cap},
+        startup_time_limit_s=limits.startup_time_limit_s)
 
 
 def cpu_limit_exceeded(used_ms: float | None, limit_s: float, exit_code: int | None) -> bool:
@@ -332,237 +268,70 @@ def cpu_limit_exceeded(used_ms: float | None, limit_s: float, exit_code: int | N
     return used_ms is not None and used_ms > limit_s * 1000
 
 
-class Jail:
-    """One single-use jail process.
 
-    Usage: `jail = Jail.start(limits)`, later `outcome = jail.run(request)`; `run` always tears
-    the jail down (every process killed, cgroup removed). `close()` does so without running.
+def run_in_jail(request: JailRequest, limits: JailLimits, templates: Templates | None = None) -> JailOutcome:
+    """Runs one submission in a fresh jail child and reports what was observed from outside.
+
+    Args:
+        request: the submission and the cases' argument avals.
+        limits: this submission's limits.
+        templates: the template set to fork from (default: this process's, `jail_templates()`).
+
+    Returns:
+        The outcome; the child is torn down (every process killed, cgroup removed, uid returned).
 
     Raises:
-        JailError: when bubblewrap is missing or the jail does not start (judge fault).
+        JailError: the jail could not be started or did not become ready (a judge fault).
     """
+    try:
+        child = Child.start(templates or jail_templates(), child_limits(limits))
+    except SupervisorError as exc:
+        raise JailError(str(exc)) from None
+    try:
+        return _run(child, request, limits)
+    finally:
+        child.close()
 
-    def __init__(self, limits: JailLimits, runtime: JailRuntime):
-        self.limits = limits
-        self.runtime = runtime
-        self.cgroup: JailCgroup | None = None
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.jail_uid: int | None = None
-        self._bundle_r: int | None = None
-        self._buffers: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray(), "bundle": bytearray()}
-        self._totals = {"stdout": 0, "stderr": 0, "bundle": 0}
-        self._open: dict[int, str] = {}
-        self._ready = False
-        self._cpu_ms_at_ready: float | None = None
-        self._closed = False
-        self.started_at = time.monotonic()
 
-    @classmethod
-    def start(cls, limits: JailLimits, runtime: JailRuntime | None = None) -> "Jail":
-        """Spawns the jail; it imports JAX and then waits for `run`. Does not block on the import."""
-        jail = cls(limits, runtime or JailRuntime.current())
-        try:
-            jail._spawn()
-        except BaseException:
-            jail.close()
-            raise
-        return jail
+def _run(child: Child, request: JailRequest, limits: JailLimits) -> JailOutcome:
+    started = time.monotonic()
+    child.pump(started + limits.startup_time_limit_s, stop=lambda c: len(c.buffers["result"]) >= len(READY))
+    head = bytes(child.buffers["result"][: len(READY)])
+    if head != READY:
+        why = child.lockdown_error() or bytes(child.buffers["stderr"]).decode("utf-8", "replace")[-2000:]
+        raise JailError(f"the jail did not start (got {head!r} after {time.monotonic() - started:.1f} s): {why}")
+    del child.buffers["result"][: len(READY)]
+    child.totals["result"] -= len(READY)
+    cpu_ms_at_ready = child.cpu_ms()
+    outcome = JailOutcome()
+    t0 = time.monotonic()
+    child.send_input(request.to_json())
+    if not child.pump(t0 + limits.wall_time_limit_s):
+        outcome.wall_time_exceeded = True
+        child.kill()
+    ended = child.exit_status(timeout_s=max(1.0, t0 + limits.wall_time_limit_s - time.monotonic()))
+    if ended is None:  # still running after its pipes closed, or killed: either way it ends now
+        outcome.wall_time_exceeded = outcome.wall_time_exceeded or not child.exceeded and _still_running(child)
+        child.kill()
+        outcome.exit_code = 128 + signal.SIGKILL
+    else:
+        outcome.exit_code = ended.status
+    outcome.wall_ms = (time.monotonic() - t0) * 1000
+    outcome.bundle = bytes(child.buffers["result"])
+    outcome.stdout, outcome.stderr = bytes(child.buffers["stdout"]), bytes(child.buffers["stderr"])
+    outcome.stdout_bytes, outcome.stderr_bytes = child.totals["stdout"], child.totals["stderr"]
+    outcome.output_exceeded = bool({"stdout", "stderr"} & child.exceeded)
+    outcome.bundle_too_large = "result" in child.exceeded
+    facts = child.facts()
+    # Decided from the kernel's accounting, never from what the jail's exit status claims.
+    outcome.memory_exceeded = facts.oom_killed
+    outcome.process_limit_hit = facts.process_limit_hit
+    outcome.cpu_ms, outcome.peak_memory_bytes = facts.cpu_ms, facts.peak_memory_bytes
+    used_ms = None if facts.cpu_ms is None or cpu_ms_at_ready is None else facts.cpu_ms - cpu_ms_at_ready
+    outcome.cpu_time_exceeded = cpu_limit_exceeded(used_ms, limits.cpu_time_limit_s, outcome.exit_code)
+    return outcome
 
-    def _spawn(self) -> None:
-        global _warned_no_cgroup
-        as_root = os.geteuid() == 0
-        self.cgroup = JailCgroup.create(
-            memory_limit_bytes=(self.limits.memory_limit_mib + self.limits.runtime_memory_mib) * MIB,
-            process_limit=self.limits.process_limit) if as_root else None
-        if self.cgroup is None and not _warned_no_cgroup:
-            log.warning("no writable memory+pids cgroup: the jail's memory and process caps fall back "
-                        "to RLIMIT_AS and RLIMIT_NPROC, which are coarser")
-            _warned_no_cgroup = True
-        self.jail_uid = JAIL_UIDS.take() if as_root else None
-        bundle_r, bundle_w = os.pipe()
-        self._bundle_r = bundle_r
-        try:
-            seccomp_fd = filter_fd()
-        except OSError as exc:
-            os.close(bundle_w)
-            raise JailError(f"cannot build the seccomp filter (is libseccomp2 installed?): {exc}") from exc
-        setup = {"procs": self.cgroup.procs_files if self.cgroup else [],
-                 "rlimits": _rlimits(self.limits, self.cgroup is not None)}
-        argv = [sys.executable, "-I", "-S", str(SANDBOX_DIR / "enter.py"), json.dumps(setup)]
-        argv += bwrap_argv(self.runtime, self.limits, bundle_fd=bundle_w, jail_uid=self.jail_uid,
-                           seccomp_fd=seccomp_fd)
-        try:
-            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, pass_fds=(bundle_w, seccomp_fd), env={},
-                                         start_new_session=True)
-        finally:
-            os.close(bundle_w)
-            os.close(seccomp_fd)
-        assert self.proc.stdout is not None and self.proc.stderr is not None
-        self._open = {self.proc.stdout.fileno(): "stdout", self.proc.stderr.fileno(): "stderr", bundle_r: "bundle"}
-        for fd in self._open:
-            os.set_blocking(fd, False)
 
-    # -- pumping the three pipes -----------------------------------------------------------
-
-    def _pump(self, until: float, outcome: JailOutcome, stop_when_ready: bool = False) -> bool:
-        """Reads the pipes until all are closed (True) or `until` passes (False). Kills the jail
-        when stdout, stderr or the bundle exceed their caps."""
-        caps = {"stdout": self.limits.output_limit_bytes, "stderr": self.limits.output_limit_bytes,
-                "bundle": self.limits.bundle_limit_bytes + len(READY)}
-        while self._open:
-            if stop_when_ready and len(self._buffers["bundle"]) >= len(READY):
-                return True
-            timeout = until - time.monotonic()
-            # past the deadline, still take what is already there (a warm jail's READY arrived long ago)
-            readable, _, _ = select.select(list(self._open), [], [], max(0.0, min(timeout, 0.5)))
-            if not readable and timeout <= 0:
-                return False
-            for fd in readable:
-                name = self._open[fd]
-                try:
-                    chunk = os.read(fd, 65536)
-                except BlockingIOError:
-                    continue
-                if not chunk:
-                    del self._open[fd]
-                    continue
-                self._totals[name] += len(chunk)
-                keep = caps[name] if name == "bundle" else KEPT_OUTPUT_BYTES
-                room = keep - len(self._buffers[name])
-                if room > 0:
-                    self._buffers[name] += chunk[:room]
-                if self._totals[name] > caps[name]:
-                    if name == "bundle":
-                        outcome.bundle_too_large = True
-                    else:
-                        outcome.output_exceeded = True
-                    self._kill()
-                    self._open.clear()  # what is still in the pipes after a kill is not read
-                    return True
-        return True
-
-    def _kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        if self.cgroup is not None:
-            self.cgroup.kill_all()
-
-    def alive(self) -> bool:
-        """True while the jail waits (or runs) and has not been closed."""
-        return not self._closed and self.proc is not None and self.proc.poll() is None
-
-    # -- the two phases ------------------------------------------------------------------------
-
-    def wait_ready(self) -> None:
-        """Blocks until the jail has imported JAX.
-
-        Raises:
-            JailError: the jail exited or did not become ready within startup_time_limit_s.
-        """
-        if self._ready:
-            return
-        probe = JailOutcome()
-        deadline = self.started_at + self.limits.startup_time_limit_s
-        self._pump(deadline, probe, stop_when_ready=True)
-        head = bytes(self._buffers["bundle"][: len(READY)])
-        if head != READY:
-            stderr = bytes(self._buffers["stderr"]).decode("utf-8", "replace")[-2000:]
-            self.close()
-            raise JailError(f"the jail did not start (got {head!r} after "
-                            f"{time.monotonic() - self.started_at:.1f} s): {stderr}")
-        del self._buffers["bundle"][: len(READY)]
-        self._totals["bundle"] -= len(READY)
-        self._ready = True
-        self._cpu_ms_at_ready = self.cgroup.cpu_time_ms() if self.cgroup is not None else None
-
-    def run(self, request: JailRequest) -> JailOutcome:
-        """Hands the submission to the jail and waits for it to finish or be killed.
-
-        Returns:
-            What was observed; the jail is torn down afterwards.
-
-        Raises:
-            JailError: the jail never became ready (judge fault).
-        """
-        try:
-            self.wait_ready()
-            assert self.proc is not None and self.proc.stdin is not None
-            outcome = JailOutcome()
-            t0 = time.monotonic()
-            payload = request.to_json()
-            writer = threading.Thread(target=self._write_stdin, args=(payload,), daemon=True)
-            writer.start()
-            finished = self._pump(t0 + self.limits.wall_time_limit_s, outcome)
-            if not finished:
-                outcome.wall_time_exceeded = True
-                self._kill()
-                self._open.clear()
-            try:
-                outcome.exit_code = self.proc.wait(timeout=max(1.0, t0 + self.limits.wall_time_limit_s - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                outcome.wall_time_exceeded = True
-                self._kill()
-                outcome.exit_code = self.proc.wait()
-            outcome.wall_ms = (time.monotonic() - t0) * 1000
-            self._observe(outcome)
-            return outcome
-        finally:
-            self.close()
-
-    def _write_stdin(self, payload: bytes) -> None:
-        assert self.proc is not None and self.proc.stdin is not None
-        try:
-            self.proc.stdin.write(payload)
-            self.proc.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass  # the jail died first; its outcome says why
-
-    def _observe(self, outcome: JailOutcome) -> None:
-        outcome.bundle = bytes(self._buffers["bundle"])
-        outcome.stdout, outcome.stderr = bytes(self._buffers["stdout"]), bytes(self._buffers["stderr"])
-        outcome.stdout_bytes, outcome.stderr_bytes = self._totals["stdout"], self._totals["stderr"]
-        if self.cgroup is not None:
-            # Decided from the kernel's accounting, never from what the jail's exit status claims:
-            # CPU used after READY (all processes and threads) against the limit the runner set.
-            outcome.memory_exceeded = self.cgroup.oom_killed()
-            outcome.process_limit_hit = self.cgroup.pids_limit_hit()
-            outcome.cpu_ms = self.cgroup.cpu_time_ms()
-            outcome.peak_memory_bytes = self.cgroup.peak_memory_bytes()
-        used_ms = None
-        if outcome.cpu_ms is not None and self._cpu_ms_at_ready is not None:
-            used_ms = outcome.cpu_ms - self._cpu_ms_at_ready
-        outcome.cpu_time_exceeded = cpu_limit_exceeded(used_ms, self.limits.cpu_time_limit_s, outcome.exit_code)
-
-    def close(self) -> None:
-        """Kills every process of the jail, reaps it and removes its cgroup. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        self._kill()
-        if self.proc is not None:
-            for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-                try:
-                    if stream is not None:
-                        stream.close()
-                except OSError:
-                    pass
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                log.error("jail process %s did not die after SIGKILL", self.proc.pid)
-        self._open.clear()
-        if self._bundle_r is not None:
-            os.close(self._bundle_r)
-            self._bundle_r = None
-        if self.cgroup is not None:
-            self.cgroup.remove()
-        if self.jail_uid is not None:
-            if _kill_uid(self.jail_uid):
-                JAIL_UIDS.give_back(self.jail_uid)
-            else:  # never hand a uid to a new jail while an old process of it could still run
-                log.error("processes of jail uid %d survive SIGKILL; the uid is retired", self.jail_uid)
-            self.jail_uid = None
+def _still_running(child: Child) -> bool:
+    """True when the child's cgroup still has processes (it outlived its pipes)."""
+    return child.cgroup is not None and bool(child.cgroup.pids())

@@ -180,6 +180,17 @@ class JailCgroup:
         """The `cgroup.procs` files a process writes its pid to in order to join."""
         return [str(d / "cgroup.procs") for d in self.dirs.values()]
 
+    def attach(self, pid: int) -> None:
+        """Moves process `pid` (a host pid) into this cgroup in every hierarchy; its later children
+        start in it.
+
+        Raises:
+            OSError: the kernel refused (the process is gone, or we may not move it).
+        """
+        for procs in self.procs_files:
+            with open(procs, "w") as f:
+                f.write(str(pid))
+
     def _read_int(self, controller: str, filename: str) -> int | None:
         try:
             return int((self.dirs[controller] / filename).read_text().split()[0])

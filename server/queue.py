@@ -12,8 +12,7 @@ import threading
 import time
 from typing import Callable, Protocol
 
-from graders.pipeline import JudgeConfig, grade, internal_error_report
-from graders.pool import WarmPool
+from graders.pipeline import JudgeConfig, grade, internal_error_report, prestart
 from graders.problem import ProblemError, ProblemRepository
 from graders.verdict import VerdictReport
 from sandbox.limits import JailCgroup
@@ -91,15 +90,14 @@ class WorkerPool:
         self.config_factory, self.workers, self.completions = config_factory, workers, completions
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self.warm: WarmPool | None = None
 
     def start(self) -> None:
         """Requeues what was queued or running when the server last stopped, removes cgroups its
-        jails left behind, then starts workers."""
+        jails left behind, starts the jail and verifier templates in the background, then workers."""
         removed = JailCgroup.remove_stale()
         if removed:
             log.info("removed %d stale jail cgroups", removed)
-        self.warm = WarmPool(self.config_factory(), size=self.workers)
+        threading.Thread(target=self._prestart, name="remat-templates", daemon=True).start()
         for submission_id in self.store.unfinished():
             self.jobs.put(submission_id)
         for i in range(self.workers):
@@ -112,8 +110,13 @@ class WorkerPool:
         self._stop.set()
         for t in self._threads:
             t.join(timeout_s)
-        if self.warm is not None:
-            self.warm.close()
+
+    @staticmethod
+    def _prestart() -> None:
+        try:
+            prestart()
+        except Exception:  # the first submission will start them, or report why it cannot
+            log.exception("the jail and verifier templates could not be started ahead of time")
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -154,5 +157,5 @@ class WorkerPool:
             problem = self.problems.get(slug)
         except (KeyError, ProblemError) as exc:
             return internal_error_report(slug, f"the problem cannot be loaded: {exc}")
-        return grade(source, problem, self.config_factory(), pool=self.warm)
+        return grade(source, problem, self.config_factory())
 

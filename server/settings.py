@@ -14,7 +14,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from graders.pipeline import JudgeConfig
-from graders.verifier import VerifyLimits
+from graders.limits import VerifyLimits
 from sandbox.limits import JailLimits
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

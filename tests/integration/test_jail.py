@@ -14,7 +14,8 @@ import pytest
 
 from graders.pipeline import JudgeConfig, judge_outcome
 from graders.verdict import Verdict
-from sandbox.jail import Jail, JailRequest
+from sandbox.jail import JailRequest, child_limits, jail_templates, run_in_jail
+from sandbox.supervise import Child
 from sandbox.limits import JailLimits
 from tests.support import PROBLEMS, REPO, jail_processes
 
@@ -33,8 +34,8 @@ def run_probe(body: str, limits: JailLimits | None = None) -> tuple[dict, object
             return jnp.sum(jnp.sin(x))
         """)
     limits = limits or JailLimits()
-    outcome = Jail.start(limits).run(JailRequest(source=source, entry_point="f", cases=TRIVIAL_CASE,
-                                                 cpu_time_limit_s=limits.cpu_time_limit_s))
+    outcome = run_in_jail(JailRequest(source=source, entry_point="f", cases=TRIVIAL_CASE,
+                                                 cpu_time_limit_s=limits.cpu_time_limit_s), limits)
     line = next((ln for ln in outcome.stdout.decode().splitlines() if ln.startswith("PROBE")), None)
     assert line is not None, (outcome.stdout[-2000:], outcome.stderr[-2000:])
     return json.loads(line[len("PROBE"):]), outcome
@@ -170,8 +171,8 @@ def test_process_limit_stops_a_fork_bomb_and_nothing_is_left_behind() -> None:
 def test_a_jail_that_never_returns_is_killed_at_the_wall_time_limit() -> None:
     limits = JailLimits(wall_time_limit_s=2.0)
     source = "import time\ndef f(x):\n    time.sleep(60)\n"
-    outcome = Jail.start(limits).run(JailRequest(source=source, entry_point="f", cases=TRIVIAL_CASE,
-                                                 cpu_time_limit_s=10))
+    outcome = run_in_jail(JailRequest(source=source, entry_point="f", cases=TRIVIAL_CASE,
+                                                 cpu_time_limit_s=10), limits)
     assert outcome.wall_time_exceeded
     assert outcome.wall_ms < 15_000  # killed near the 2 s limit, not after the 60 s sleep
     check, _ = judge_outcome(outcome, limits)
@@ -182,21 +183,26 @@ def test_a_jail_that_never_returns_is_killed_at_the_wall_time_limit() -> None:
 def test_cpu_time_limit_is_enforced_by_the_kernel() -> None:
     limits = JailLimits(wall_time_limit_s=30.0, cpu_time_limit_s=1.0)
     source = "def f(x):\n    while True:\n        pass\n"
-    outcome = Jail.start(limits).run(JailRequest(source=source, entry_point="f", cases=TRIVIAL_CASE,
-                                                 cpu_time_limit_s=1.0))
+    outcome = run_in_jail(JailRequest(source=source, entry_point="f", cases=TRIVIAL_CASE,
+                                                 cpu_time_limit_s=1.0), limits)
     assert outcome.cpu_time_exceeded and not outcome.wall_time_exceeded
     assert outcome.wall_ms < 10_000
     assert judge_outcome(outcome, limits)[0].verdict == Verdict.TIME_LIMIT_EXCEEDED
 
 
-def test_cgroup_is_removed_after_the_run() -> None:
-    jail = Jail.start(JailLimits())
-    cgroup = jail.cgroup
-    if cgroup is None:
-        pytest.skip("no writable cgroup on this host: RLIMIT fallbacks are in use")
-    dirs = list(cgroup.dirs.values())
-    assert all(d.is_dir() for d in dirs)
-    jail.run(JailRequest(source="def f(x):\n    return x.sum()\n", entry_point="f", cases=TRIVIAL_CASE,
-                         cpu_time_limit_s=10))
+def test_a_child_has_its_own_cgroup_and_uid_until_it_is_closed() -> None:
+    child = Child.start(jail_templates(), child_limits(JailLimits()))
+    try:
+        if child.cgroup is None:
+            pytest.skip("no writable cgroup on this host: RLIMIT fallbacks are in use")
+        dirs = list(child.cgroup.dirs.values())
+        assert all(d.is_dir() for d in dirs)
+        assert child.pid in child.cgroup.pids()  # moved in before its set-up was sent
+        uid = child.uid
+        assert uid is not None and uid != 0
+    finally:
+        child.close()
     assert not any(d.exists() for d in dirs)
-    assert os.geteuid() != 0 or jail.jail_uid is None  # its uid went back to the pool
+    from sandbox.uids import JAIL_UIDS
+
+    assert JAIL_UIDS.is_free(uid)  # its uid went back to the pool

@@ -1,6 +1,6 @@
 """Shared fixtures for the unit tests: the real example problem and a request builder for the runner.
 
-Everything here runs in-process on the trusted side (no bubblewrap jail): `sandbox.runner.run_request`
+Everything here runs in-process on the trusted side (no bubblewrap jail): `jailside.runner.run_request`
 and `export_case` are plain functions.
 """
 
@@ -14,7 +14,7 @@ import pytest
 
 from graders.problem import Problem, case_arg_specs, load_problem
 from sandbox.bundle import Bundle, parse_bundle
-from sandbox.runner import run_request
+from jailside.runner import run_request
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOT_POLICY_DIR = REPO_ROOT / "problems" / "checkpoint_dot_policy"

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from graders.artifacts import ArtifactError, deserialize, exported_avals, inspect_module
-from sandbox.runner import export_case
+from jailside.export import export_case
 
 X_1024 = [{"kind": "array", "name": "x", "shape": [1024], "dtype": "float32"}]
 X_8 = [{"kind": "array", "name": "x", "shape": [8], "dtype": "float32"}]

@@ -12,8 +12,8 @@ import pytest
 
 from graders.artifacts import deserialize, exported_avals
 from sandbox.bundle import BUNDLE_FORMAT, Bundle, BundleError, parse_bundle
-from sandbox.runner import BUNDLE_FORMAT as RUNNER_BUNDLE_FORMAT
-from sandbox.runner import run_request
+from jailside.runner import BUNDLE_FORMAT as RUNNER_BUNDLE_FORMAT
+from jailside.runner import run_request
 
 LIMIT = 1 << 20
 TINY_SOURCE = "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(jnp.sin(x) ** 2)\n"

@@ -16,7 +16,7 @@ from graders.reference import Expectations, build_expectations
 from graders.verdict import Verdict
 from graders.verifier import VerifyLimits, VerifyResult, VersionMismatch, residual_report, score_of, verify
 from sandbox.bundle import Bundle, parse_bundle
-from sandbox.runner import export_case
+from jailside.export import export_case
 
 SEED = b"unit-test-seed"
 

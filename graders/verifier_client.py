@@ -1,0 +1,264 @@
+"""The trusted side of verification: a verifier child per submission, and the result cache.
+
+`Verifier.start(problem, config)` forks a child of the verifier template (`graders/verify_main.py`)
+through `sandbox/supervise.py`: its own cgroup (memory cap, CPU accounting), an unprivileged uid,
+no network, RLIMITs and a time-out. The child loads the expectations while the jail runs; then
+`verify(bundle)` sends the bundle and reads its events (`graders/verifier_events.py`).
+
+Results are cached by content (`ResultCache`): the child reports a digest of the bundle's
+normalized artifacts (debug locations stripped) before it runs anything; when a result for the
+same digest, problem version, seed and limits is stored, the child is killed and the stored
+result used. No JAX here: the server imports this module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from graders.config import JudgeConfig
+from graders.problem import Problem
+from graders.verifier_events import (Digest, Error, EventError, OutOfMemory, Ready, Result, Running, VerifierParams,
+                                     parse_event)
+from sandbox.limits import MIB
+from sandbox.seccomp import filter_fd
+from sandbox.supervise import Child, ChildLimits, SupervisorError, Templates, TemplateSpec
+
+log = logging.getLogger(__name__)
+REPO = Path(__file__).resolve().parents[1]
+KEPT_STDERR_BYTES = 64 * 1024
+RESULT_CACHE_FORMAT = 1
+MAX_FORKS_PER_TEMPLATE = 500
+
+
+class VerifierError(Exception):
+    """The verifier failed. `phase` is "startup" (judge fault) or "running" (the artifact ran)."""
+
+    def __init__(self, message: str, *, phase: str, timed_out: bool = False, memory_exceeded: bool = False):
+        super().__init__(message)
+        self.phase, self.timed_out, self.memory_exceeded = phase, timed_out, memory_exceeded
+
+
+def template_spec() -> TemplateSpec:
+    """How the supervisor starts the verifier template: this interpreter, `-m graders.verify_main`,
+    an environment of five variables (no secret of the judge's), cwd the repository."""
+
+    def seccomp() -> dict[str, int]:
+        return {"seccomp_fd": filter_fd()}
+
+    return TemplateSpec(
+        name="verifier", argv=lambda: [sys.executable, "-B", "-m", "graders.verify_main", "{control_fd}",
+                                       "{seccomp_fd}"],
+        extra_fds=seccomp, cwd=str(REPO), memory_limit_bytes=2 << 30, startup_time_limit_s=120.0,
+        env={"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu", "TF_CPP_MIN_LOG_LEVEL": "2", "HOME": "/tmp",
+             "LANG": "C.UTF-8"})
+
+
+_templates: Templates | None = None
+_templates_lock = threading.Lock()
+
+
+def verifier_templates() -> Templates:
+    """This process's verifier template set (one template, shared by every grading thread)."""
+    global _templates
+    with _templates_lock:
+        if _templates is None:
+            _templates = Templates(template_spec(), max_forks=MAX_FORKS_PER_TEMPLATE)
+        return _templates
+
+
+def child_limits(config: JudgeConfig) -> ChildLimits:
+    """A verifier child's limits: the configured memory cap; CPU time for start-up plus the run."""
+    cpu_s = int(config.verify_startup_time_limit_s + config.verify_time_limit_s) + 1
+    return ChildLimits(
+        memory_limit_bytes=config.verifier_memory_limit_mib * MIB, process_limit=256, own_uid=True,
+        rlimits={"RLIMIT_CPU": [cpu_s, cpu_s + 1], "RLIMIT_CORE": [0, 0], "RLIMIT_FSIZE": [64 * MIB, 64 * MIB]},
+        unshare=("mount", "ipc", "uts", "net"), tmpfs_bytes=64 * MIB, seccomp=True,
+        expose=tuple(dict.fromkeys([sys.base_prefix, sys.prefix, str(REPO)])),
+        output_caps={"result": 64 * MIB}, kept_bytes={"stdout": 4096, "stderr": KEPT_STDERR_BYTES},
+        startup_time_limit_s=config.verify_startup_time_limit_s)
+
+
+class ResultCache:
+    """Verifier results by content key, as JSON files under `<cache_dir>/results/` (atomic writes).
+
+    The key covers the normalized artifacts and residual notes (the child's digest), the problem
+    slug and version, a hash of the seed (never the seed), the verify limits, the JAX version and
+    RESULT_CACHE_FORMAT: two submissions with the same key get the same checks, by construction.
+    """
+
+    def __init__(self, root: Path):
+        self.root = root / "results"
+
+    @staticmethod
+    def key(digest: str, problem: Problem, config: JudgeConfig) -> str:
+        material = {"format": RESULT_CACHE_FORMAT, "digest": digest, "slug": problem.slug,
+                    "version": problem.version, "seed": hashlib.sha256(config.seed).hexdigest(),
+                    "limits": asdict(config.verify_limits)}
+        return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+    def _path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str, jax_version: str | None = None) -> Result | None:
+        """The stored result, or None (missing, unreadable or of another JAX version)."""
+        try:
+            result = Result.model_validate_json(self._path(key).read_bytes())
+        except (OSError, ValueError):
+            return None
+        return result if jax_version is None or result.jax_version == jax_version else None
+
+    def put(self, key: str, result: Result) -> None:
+        """Stores `result` (write to a temporary file, then rename)."""
+        path = self._path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile("wb", dir=path.parent, delete=False, suffix=".tmp") as f:
+                f.write(result.model_dump_json().encode())
+            os.replace(f.name, path)
+        except OSError as exc:
+            log.warning("cannot store a verifier result: %s", exc)
+
+
+class Verifier:
+    """One verifier child, single use. `Verifier.start` returns at once; the child loads the
+    expectations in the background while the jail runs."""
+
+    def __init__(self, child: Child, problem: Problem, config: JudgeConfig):
+        self.child, self.problem, self.config = child, problem, config
+        self.running = False
+        self.cached = False
+        self.started_at = time.monotonic()
+        self._pending: list[bytes] = []
+
+    @classmethod
+    def start(cls, problem: Problem, config: JudgeConfig, templates: Templates | None = None) -> "Verifier":
+        """Forks a verifier child for `problem`.
+
+        Raises:
+            VerifierError: phase "startup" (the template or the child could not be started).
+        """
+        config_limits = config.verify_limits
+        params = VerifierParams(problem_dir=str(problem.root), problem_version=problem.version,
+                                cache_dir=str(config.cache_dir), seed_hex=config.seed.hex(),
+                                limits={k: int(v) for k, v in asdict(config_limits).items()},
+                                bundle_limit_bytes=config.jail_limits.bundle_limit_bytes)
+        try:
+            child = Child.start(templates or verifier_templates(), child_limits(config), params.model_dump())
+        except SupervisorError as exc:
+            raise VerifierError(f"the verifier could not start: {exc}", phase="startup") from None
+        return cls(child, problem, config)
+
+    def _next_event(self, deadline: float) -> Ready | Digest | Running | Result | Error | OutOfMemory | None:
+        """The next event; None when the child's pipes closed (it died).
+
+        Raises:
+            TimeoutError: none before `deadline` (monotonic seconds).
+        """
+        while not self._pending:
+            self._pending = self.child.take_lines("result")
+            if self._pending:
+                break
+            if "result" in self.child.exceeded:
+                return None
+            got_line = lambda c: b"\n" in c.buffers["result"]  # noqa: E731
+            finished = self.child.pump(deadline, stop=got_line)
+            self._pending = self.child.take_lines("result")
+            if not self._pending and not finished:
+                raise TimeoutError
+            if not self._pending and not self.child._open:
+                return None
+        line = self._pending.pop(0)
+        try:
+            return parse_event(line)
+        except EventError as exc:
+            raise self._failure(f"the verifier sent a malformed event: {exc}") from None
+
+    def _failure(self, message: str, *, timed_out: bool = False) -> VerifierError:
+        self.child.kill()
+        facts = self.child.facts()  # read before close() removes the cgroup
+        lockdown = self.child.lockdown_error()
+        self.close()
+        phase = "running" if self.running and not lockdown else "startup"
+        tail = bytes(self.child.buffers["stderr"]).decode("utf-8", "replace")[-1500:]
+        if lockdown:
+            message = f"{message}: the verifier could not lock itself down ({lockdown})"
+        elif tail and phase == "startup":
+            message = f"{message}; verifier stderr: {tail}"
+        return VerifierError(message, phase=phase, timed_out=timed_out, memory_exceeded=facts.oom_killed)
+
+    def wait_ready(self) -> float:
+        """Blocks until the expectations are loaded; returns the milliseconds that took.
+
+        Raises:
+            VerifierError: phase "startup" (a judge fault).
+        """
+        deadline = self.started_at + self.config.verify_startup_time_limit_s
+        try:
+            event = self._next_event(deadline)
+        except TimeoutError:
+            raise self._failure("the verifier did not start in time", timed_out=True) from None
+        if isinstance(event, Error):
+            raise self._failure(f"verifier start-up failed: {event.message}")
+        if not isinstance(event, Ready):
+            raise self._failure("the verifier exited during start-up")
+        return event.ms
+
+    def verify(self, bundle_bytes: bytes) -> Result:
+        """Sends the bundle and waits for the result (or a stored result for the same content).
+
+        From the moment the bundle is sent, a time-out or memory kill belongs to the submission:
+        the child is reading or running its artifacts (phase "running"). An `error` event is an
+        exception in our code, never the submission's (phase "startup": INTERNAL_ERROR).
+
+        Raises:
+            VerifierError: phase "running" for a time-out or memory kill, else phase "startup".
+        """
+        cache = ResultCache(self.config.cache_dir)
+        key = None
+        self.running = True  # from here the child reads and runs untrusted artifacts
+        self.child.send_input(bundle_bytes)
+        deadline = time.monotonic() + self.config.verify_time_limit_s
+        while True:
+            try:
+                event = self._next_event(deadline)
+            except TimeoutError:
+                raise self._failure(f"the exported program ran longer than {self.config.verify_time_limit_s:g} s",
+                                    timed_out=True) from None
+            if event is None:
+                raise self._failure("the verifier died")
+            if isinstance(event, Digest):
+                key = cache.key(event.digest, self.problem, self.config)
+                stored = cache.get(key)
+                if stored is not None:
+                    self.cached = True
+                    self.close()
+                    return stored
+            elif isinstance(event, Running):
+                deadline = time.monotonic() + self.config.verify_time_limit_s
+            elif isinstance(event, Result):
+                self.close()
+                if key is not None:
+                    cache.put(key, event)
+                return event
+            elif isinstance(event, OutOfMemory):
+                err = self._failure("the exported program ran out of memory")
+                err.memory_exceeded = True
+                raise err
+            elif isinstance(event, Error):
+                self.running = False  # an exception in our code: never the submission's fault
+                raise self._failure(f"verifier error: {event.message}\n{event.traceback}")
+            else:
+                raise self._failure(f"the verifier sent {event.event!r} out of order")
+
+    def close(self) -> None:
+        """Kills the child (if alive), removes its cgroup, returns its uid. Idempotent."""
+        self.child.close()

@@ -1,0 +1,110 @@
+"""Typed messages between the trusted side and a verifier child (`graders/verify_main.py`).
+
+Both ends import this module (no JAX here). The job's parameters travel in the child's
+`JobSetup.job` (`VerifierParams`); the child's events come back as JSON lines on its result
+pipe, parsed strictly with `parse_event`: the child has run untrusted StableHLO in its own
+process, so its words are checked like any other input before they become a verdict.
+
+Event order: `ready` (expectations loaded, backend started), then after the bundle has been
+read `digest` (the content key of its normalized artifacts, before anything runs), `running`
+(the first untrusted artifact is about to run), and `result`; or `error` (a fault of our code:
+INTERNAL_ERROR) or `memory_error` (the artifacts ran out of memory: the submission's).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from graders.verdict import CheckResult, ResidualReport
+
+MAX_EVENT_BYTES = 8 << 20
+
+
+class VerifierParams(BaseModel):
+    """What a verifier child needs before it locks down: read with root's file access.
+
+    Attributes:
+        problem_dir: the problem package folder (host path). problem_version: the version the
+            worker judges; a package now on disk with another version is refused (judge fault).
+        cache_dir: the reference-expectation cache. seed_hex: the deployment's hidden-input seed.
+        limits: `graders.limits.VerifyLimits` fields. bundle_limit_bytes: the largest bundle read.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    problem_dir: str
+    problem_version: str
+    cache_dir: str
+    seed_hex: str
+    limits: dict[str, int]
+    bundle_limit_bytes: int
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Ready(_Event):
+    event: Literal["ready"] = "ready"
+    ms: float = Field(description="milliseconds from the fork to ready (loading expectations)")
+    version: str
+
+
+class Digest(_Event):
+    event: Literal["digest"] = "digest"
+    digest: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class Running(_Event):
+    event: Literal["running"] = "running"
+
+
+class Result(_Event):
+    event: Literal["result"] = "result"
+    verdict: str
+    score: float
+    checks: list[CheckResult]
+    internal: list[dict[str, Any] | None] = Field(default_factory=list,
+                                                  description="each check's instructor-only details")
+    residuals: ResidualReport | None
+    problem_version: str
+    jax_version: str
+    verify_ms: float
+
+
+class Error(_Event):
+    event: Literal["error"] = "error"
+    message: str
+    traceback: str = ""
+
+
+class OutOfMemory(_Event):
+    event: Literal["memory_error"] = "memory_error"
+
+
+Event = Annotated[Union[Ready, Digest, Running, Result, Error, OutOfMemory], Field(discriminator="event")]
+_EVENTS: TypeAdapter[Any] = TypeAdapter(Event)
+
+
+class EventError(Exception):
+    """A line from a verifier child that is not one of its events."""
+
+
+def parse_event(line: bytes) -> Ready | Digest | Running | Result | Error | OutOfMemory:
+    """Parses one event line.
+
+    Raises:
+        EventError: too long, not JSON, or not an event of this module.
+    """
+    if len(line) > MAX_EVENT_BYTES:
+        raise EventError(f"an event of {len(line):,} bytes")
+    try:
+        return _EVENTS.validate_json(line)
+    except ValidationError as exc:
+        raise EventError(str(exc.errors()[:1])) from None
+
+
+def encode_event(event: _Event) -> bytes:
+    """One JSON line."""
+    return event.model_dump_json().encode() + b"\n"

@@ -1,0 +1,111 @@
+"""Exporting a function's VJP as two `jax.export` artifacts: shared by the jail (submissions) and
+the trusted side (reference solutions), so both are exported the same way, here and only here.
+
+JAX and the standard library only (this module runs inside the jail).
+
+ArgSpec (one per positional argument of the entry point):
+`{"kind": "array", "name": str, "shape": [int, ...], "dtype": str}`,
+`{"kind": "list", "name": str, "items": [ArgSpec, ...]}` or
+`{"kind": "static", "name": str, "value": bool | int | float | str}`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+
+def _abstract_arg(spec: dict[str, Any]) -> Any:
+    """Turns a dynamic ArgSpec into the pytree of `jax.ShapeDtypeStruct` that `jax.export` traces."""
+    import jax
+    import jax.numpy as jnp
+
+    if spec["kind"] == "array":
+        return jax.ShapeDtypeStruct(tuple(spec["shape"]), jnp.dtype(spec["dtype"]))
+    if spec["kind"] == "list":
+        return [_abstract_arg(item) for item in spec["items"]]
+    raise ValueError(f"argument {spec.get('name')!r}: unknown kind {spec['kind']!r}")
+
+
+def bind_static(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> Callable[..., Any]:
+    """Returns `g(*dynamic_args)` that calls `fn` with the static arguments of `specs` filled in."""
+
+    def with_static(*dynamic: Any) -> Any:
+        it = iter(dynamic)
+        args = [spec["value"] if spec["kind"] == "static" else next(it) for spec in specs]
+        return fn(*args)
+
+    return with_static
+
+
+def export_case(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> tuple[bytes, bytes, int]:
+    """Exports the VJP of `fn` at the argument avals `specs` as two serialized StableHLO artifacts.
+
+    `fwd(*input_leaves) -> [*primal_output_leaves, *residuals]`: the primal outputs followed by
+    every residual the VJP saves (the leaves of the `jax.vjp` closure ARE the residuals, measured
+    with JAX 0.10.2: they equal what `jax.ad_checkpoint.print_saved_residuals` lists).
+    `bwd(*residuals, *cotangent_leaves) -> [*gradient_leaves]`: may use nothing but the residuals,
+    so correct gradients from it prove that the saved residuals suffice. Both programs take and
+    return flat lists, one array per pytree leaf, in `jax.tree_util.tree_leaves` order.
+
+    Args:
+        fn: the function to differentiate; its output is a pytree of float arrays.
+        specs: one ArgSpec per positional argument (see the module docstring).
+
+    Returns:
+        (fwd artifact bytes, bwd artifact bytes, number of primal output leaves).
+
+    Raises:
+        Whatever tracing or exporting `fn` raises (TypeError, jax errors, MemoryError, ...).
+    """
+    import jax
+    from jax import export
+
+    g = bind_static(fn, specs)
+    dynamic = [_abstract_arg(s) for s in specs if s["kind"] != "static"]
+    in_tree = jax.tree_util.tree_structure(dynamic)
+    captured: dict[str, Any] = {}
+
+    # Both programs take and return flat lists of arrays, whatever the argument pytrees (a list of
+    # weights, say), so the verifier can call them with one array per leaf.
+    def fwd(*leaves: Any) -> list[Any]:
+        out, vjp_fn = jax.vjp(g, *jax.tree_util.tree_unflatten(in_tree, leaves))
+        captured["vjp_tree"] = jax.tree_util.tree_structure(vjp_fn)
+        captured["out_tree"] = jax.tree_util.tree_structure(out)
+        return [*jax.tree_util.tree_leaves(out), *jax.tree_util.tree_leaves(vjp_fn)]
+
+    fwd_exp = export.export(jax.jit(fwd), platforms=["cpu"])(*jax.tree_util.tree_leaves(dynamic))
+    n_out = captured["out_tree"].num_leaves
+    n_res = len(fwd_exp.out_avals) - n_out
+
+    def bwd(*leaves: Any) -> list[Any]:
+        vjp_fn = jax.tree_util.tree_unflatten(captured["vjp_tree"], leaves[:n_res])
+        cotangent = jax.tree_util.tree_unflatten(captured["out_tree"], leaves[n_res:])
+        return jax.tree_util.tree_leaves(vjp_fn(cotangent))
+
+    specs_out = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in fwd_exp.out_avals]
+    bwd_exp = export.export(jax.jit(bwd), platforms=["cpu"])(*specs_out[n_out:], *specs_out[:n_out])
+    return bytes(fwd_exp.serialize()), bytes(bwd_exp.serialize()), n_out
+
+
+def residual_notes(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """Describes each saved residual the way `print_saved_residuals` does ("output of sin from ...").
+
+    Advisory only: for people reading a verdict. Uses `jax._src.ad_checkpoint.saved_residuals`,
+    which JAX 0.10.2 no longer exports publicly. Returns `[{"shape", "dtype", "note"}, ...]` in
+    the order the VJP stores residuals, or None when the description fails.
+    """
+    try:
+        from jax._src import ad_checkpoint
+
+        dynamic = [_abstract_arg(s) for s in specs if s["kind"] != "static"]
+        names = [s["name"] for s in specs if s["kind"] != "static"]
+        found = ad_checkpoint.saved_residuals(bind_static(fn, specs), *dynamic)
+        # our wrapper's parameter is `*dynamic`: give the arguments their problem's names back
+        return [{"shape": [int(d) for d in aval.shape], "dtype": str(aval.dtype),
+                 "note": re.sub(r"dynamic\[(\d+)\]", lambda m: names[int(m.group(1))], str(note))}
+                for aval, note in found]
+    except Exception:  # advisory: a failure here must not change the verdict
+        return None
+
+

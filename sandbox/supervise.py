@@ -1,0 +1,539 @@
+"""The one process layer: fork-server templates and the single-use children they fork.
+
+Both sides of grading run untrusted input in children of a template (zygote) process that has
+already imported JAX: the jail (`sandbox/jail.py`, template `jailside/jail_template.py`) and the
+verifier (`graders/verifier_proc.py`, template `graders/verify_main.py`). This module is the only
+code that starts, feeds, watches and kills them:
+
+- `Template`: one template process under its own cgroup and RLIMITs, reached through a control
+  socket; `Templates` keeps one alive per kind, restarts it when it dies and replaces it after
+  `max_forks` children (a fresh copy bounds whatever state could accumulate in it).
+- `Child`: one job. It gets its own cgroup (memory, processes, CPU accounting) and its own host
+  uid before it runs anything: the child announces itself on its job socket, the kernel tells us
+  its pid (SCM_CREDENTIALS), we move it into the cgroup and only then send its `JobSetup`. We
+  pump its output pipes with caps, enforce the wall-clock limit, kill it (cgroup and process
+  group), and read the cgroup's facts (OOM kill, peak memory, CPU time, process-limit hits)
+  before the cgroup is removed.
+
+Messages are the typed ones of `jailside/protocol.py`, shared by both ends of every pipe.
+Standard library plus `sandbox.limits`; no JAX here (the server imports this module).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from jailside.protocol import (ForkRequest, Hello, JobExit, JobSetup, LineReader, ProtocolError, TemplateReady,
+                               decode, recv_credentials, send_with_fds)
+from sandbox.limits import JailCgroup
+from sandbox.uids import JAIL_UIDS, UidPoolError
+
+log = logging.getLogger(__name__)
+
+SANDBOX_DIR = Path(__file__).resolve().parent
+KEPT_TEMPLATE_STDERR_BYTES = 16 * 1024
+
+
+class SupervisorError(Exception):
+    """A template or child could not be started or set up: a fault of the judge (INTERNAL_ERROR)."""
+
+
+@dataclass(frozen=True)
+class TemplateSpec:
+    """How to start one kind of template.
+
+    Attributes:
+        name: "jail" or "verifier" (logs and errors).
+        argv: the command after `sandbox/enter.py`; `{control_fd}` is replaced by the descriptor
+            number of the template's end of the control socket.
+        extra_fds: a callable returning descriptors to pass as well (closed here after the start),
+            with their placeholder names, e.g. `{"seccomp_fd": fd}`.
+        env: the template's whole environment.
+        cwd: its working directory.
+        memory_limit_bytes: cap of the template's own cgroup (its imports; children have their own).
+        startup_time_limit_s: seconds to import everything and say `TemplateReady`.
+    """
+
+    name: str
+    argv: Callable[[], list[str]]
+    extra_fds: Callable[[], dict[str, int]] = lambda: {}
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str = "/"
+    memory_limit_bytes: int = 2 << 30
+    startup_time_limit_s: float = 120.0
+
+
+class Template:
+    """One running template process. Thread-safe: `fork` may be called from any thread."""
+
+    def __init__(self, spec: TemplateSpec):
+        self.spec = spec
+        self.forks = 0
+        self.import_ms = 0.0
+        self.cgroup: JailCgroup | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.control: socket.socket | None = None
+        self.stderr = bytearray()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def start(cls, spec: TemplateSpec) -> "Template":
+        """Starts a template and waits for its `TemplateReady`.
+
+        Raises:
+            SupervisorError: it exited, said something else, or was not ready in time.
+        """
+        made = cls(spec)
+        try:
+            made._spawn()
+        except BaseException:
+            made.close()
+            raise
+        return made
+
+    def _spawn(self) -> None:
+        spec = self.spec
+        as_root = os.geteuid() == 0
+        self.cgroup = JailCgroup.create(memory_limit_bytes=spec.memory_limit_bytes, process_limit=256) \
+            if as_root else None
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        extra = spec.extra_fds()
+        try:
+            names = {"control_fd": str(theirs.fileno()), **{k: str(v) for k, v in extra.items()}}
+            argv = [a.format(**names) for a in spec.argv()]
+            setup = {"procs": self.cgroup.procs_files if self.cgroup else [], "rlimits": {"RLIMIT_CORE": [0, 0]}}
+            import json
+
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(SANDBOX_DIR / "enter.py"), json.dumps(setup), *argv],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                pass_fds=(theirs.fileno(), *extra.values()), env=spec.env, cwd=spec.cwd, start_new_session=True)
+        finally:
+            theirs.close()
+            for fd in extra.values():
+                os.close(fd)
+        self.control = ours
+        threading.Thread(target=self._read_stderr, name=f"{spec.name}-template-stderr", daemon=True).start()
+        ready, _, _ = select.select([ours], [], [], spec.startup_time_limit_s)
+        line = LineReader(ours).read_line() if ready else None
+        if line is None:
+            self._kill()
+            raise SupervisorError(f"the {spec.name} template did not start: "
+                                  f"{bytes(self.stderr).decode('utf-8', 'replace')[-2000:]}")
+        try:
+            self.import_ms = decode(line, TemplateReady).import_ms
+        except ProtocolError as exc:
+            raise SupervisorError(f"the {spec.name} template said something unexpected: {exc}") from None
+
+    def _read_stderr(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
+        for chunk in iter(lambda: self.proc.stderr.read1(4096), b""):  # type: ignore[union-attr]
+            self.stderr += chunk
+            del self.stderr[:-KEPT_TEMPLATE_STDERR_BYTES]
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None and self.control is not None
+
+    def fork(self, job_id: str, fds: list[int]) -> None:
+        """Asks the template to fork a child that gets `fds` (see `jailside.protocol.ForkRequest`).
+
+        Raises:
+            SupervisorError: the template is gone.
+        """
+        with self._lock:
+            if not self.alive():
+                raise SupervisorError(f"the {self.spec.name} template is not running")
+            assert self.control is not None
+            try:
+                send_with_fds(self.control, ForkRequest(job_id=job_id), fds)
+            except OSError as exc:
+                raise SupervisorError(f"the {self.spec.name} template is gone: {exc}") from None
+            self.forks += 1
+
+    def pid(self) -> int | None:
+        """The host pid of the template's process (enter.py execs into it, or into bubblewrap)."""
+        return self.proc.pid if self.proc is not None else None
+
+    def _kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def close(self) -> None:
+        """Closes the control socket (the template exits; children it forked live on, each in its
+        own cgroup and process group) and removes the template's cgroup. Idempotent."""
+        with self._lock:
+            if self.control is not None:
+                self.control.close()
+                self.control = None
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._kill()
+                self.proc.wait()
+            if self.proc.stderr is not None:
+                self.proc.stderr.close()
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
+
+
+class Templates:
+    """Keeps one live template of a kind: started on first use (or by `prestart`), restarted when
+    it dies, replaced after `max_forks` children.
+
+    Args:
+        spec: how to start one.
+        max_forks: children per template before a fresh one takes over.
+    """
+
+    def __init__(self, spec: TemplateSpec, *, max_forks: int = 500):
+        self.spec, self.max_forks = spec, max_forks
+        self.current: Template | None = None
+        self.started = 0
+        self._lock = threading.Lock()
+
+    def get(self) -> Template:
+        """The live template, started (blocking) if there is none.
+
+        Raises:
+            SupervisorError: it could not be started.
+        """
+        with self._lock:
+            old = None
+            if self.current is not None and (not self.current.alive() or self.current.forks >= self.max_forks):
+                if not self.current.alive():
+                    log.warning("the %s template died (%s); starting a new one", self.spec.name,
+                                bytes(self.current.stderr).decode("utf-8", "replace")[-500:])
+                old, self.current = self.current, None
+            if self.current is None:
+                self.current = Template.start(self.spec)
+                self.started += 1
+            current = self.current
+        if old is not None:
+            old.close()
+        return current
+
+    def fork(self, job_id: str, fds: list[int]) -> Template:
+        """Forks a child through the live template, retrying once with a fresh template."""
+        for attempt in range(2):
+            template = self.get()
+            try:
+                template.fork(job_id, fds)
+                return template
+            except SupervisorError:
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def prestart(self) -> None:
+        """Starts the template now, so the first submission does not wait for its imports."""
+        self.get()
+
+    def close(self) -> None:
+        with self._lock:
+            current, self.current = self.current, None
+        if current is not None:
+            current.close()
+
+
+@dataclass(frozen=True)
+class ChildLimits:
+    """Kernel-enforced limits of one child (the job's own limits come with its request).
+
+    Attributes:
+        memory_limit_bytes: the child's cgroup memory cap (resident, every process of it).
+        process_limit: processes plus threads in its cgroup.
+        own_uid: run it as a dedicated host uid of the jail uid range (when we are root).
+        rlimits: RLIMITs set in the child before lock-down ends ({"RLIMIT_X": [soft, hard]}).
+        unshare: namespaces the child gets ("mount", "pid", "ipc", "uts", "net").
+        tmpfs_bytes: size of its private /tmp and /dev/shm (needs "mount"; 0 for none).
+        seccomp: install the template's seccomp filter.
+        expose: directories the child must read after dropping its uid (`JobSetup.expose`).
+        output_caps: stream name ("stdout", "stderr", "result") -> most bytes read before the
+            child is killed and the stream marked exceeded.
+        kept_bytes: stream name -> bytes kept of it (the rest is counted, not stored).
+        startup_time_limit_s: seconds from the fork request to the child's Hello.
+    """
+
+    memory_limit_bytes: int
+    process_limit: int
+    own_uid: bool = True
+    rlimits: dict[str, list[int]] = field(default_factory=dict)
+    unshare: tuple[str, ...] = ()
+    tmpfs_bytes: int = 0
+    seccomp: bool = True
+    expose: tuple[str, ...] = ()
+    output_caps: dict[str, int] = field(default_factory=dict)
+    kept_bytes: dict[str, int] = field(default_factory=dict)
+    startup_time_limit_s: float = 30.0
+
+
+@dataclass
+class ChildFacts:
+    """What the kernel accounted of a child, read before its cgroup is removed.
+
+    Attributes:
+        oom_killed: the cgroup's OOM killer fired.
+        process_limit_hit: a fork or clone failed at the cgroup's process limit.
+        cpu_ms: CPU milliseconds of every process and thread of the child; None without a cgroup.
+        peak_memory_bytes: its highest memory use; None without a cgroup.
+    """
+
+    oom_killed: bool = False
+    process_limit_hit: bool = False
+    cpu_ms: float | None = None
+    peak_memory_bytes: int | None = None
+
+
+class Child:
+    """One single-use child of a template, serving one job.
+
+    Usage: `child = Child.start(templates, limits, job)`; write its input with `send_input`, read
+    with `pump`; `exit_status()`; `facts()`; always `close()` (kills what is left, removes the
+    cgroup, gives the uid back).
+    """
+
+    STREAMS = ("stdout", "stderr", "result")
+
+    def __init__(self, limits: ChildLimits):
+        self.limits = limits
+        self.job_id = uuid.uuid4().hex
+        self.cgroup: JailCgroup | None = None
+        self.uid: int | None = None
+        self.pid: int | None = None  # host pid of the child's first process (its process group)
+        self.job_sock: socket.socket | None = None
+        self.stdin_w: int | None = None
+        self.buffers: dict[str, bytearray] = {name: bytearray() for name in self.STREAMS}
+        self.totals: dict[str, int] = {name: 0 for name in self.STREAMS}
+        self.exceeded: set[str] = set()
+        self._open: dict[int, str] = {}
+        self._exit: JobExit | None = None
+        self._job_reader: LineReader | None = None
+        self._closed = False
+        self.started_at = time.monotonic()
+
+    @classmethod
+    def start(cls, templates: Templates, limits: ChildLimits, job: dict | None = None) -> "Child":
+        """Forks a child through `templates`, moves it into a new cgroup and sends its setup.
+
+        Args:
+            templates: the template kind to fork from.
+            limits: its limits and isolation.
+            job: parameters for the job's trusted `prepare` step (never shown to the job after it).
+
+        Raises:
+            SupervisorError: the template or the child failed before the job began (judge fault).
+        """
+        child = cls(limits)
+        try:
+            child._start(templates, job or {})
+        except BaseException:
+            child.close()
+            raise
+        return child
+
+    def _start(self, templates: Templates, job: dict) -> None:
+        limits = self.limits
+        as_root = os.geteuid() == 0
+        if as_root:
+            self.cgroup = JailCgroup.create(memory_limit_bytes=limits.memory_limit_bytes,
+                                            process_limit=limits.process_limit)
+        if as_root and limits.own_uid:
+            try:
+                self.uid = JAIL_UIDS.take()
+            except UidPoolError as exc:
+                raise SupervisorError(str(exc)) from None
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        self.job_sock = ours
+        stdin_r, stdin_w = os.pipe()
+        pipes = {name: os.pipe() for name in self.STREAMS}
+        self.stdin_w = stdin_w
+        given = [theirs.fileno(), stdin_r, pipes["stdout"][1], pipes["stderr"][1], pipes["result"][1]]
+        try:
+            templates.fork(self.job_id, given)
+        finally:
+            theirs.close()
+            for fd in given[1:]:
+                os.close(fd)
+        for name, (read_end, _) in pipes.items():
+            os.set_blocking(read_end, False)
+            self._open[read_end] = name
+        ready, _, _ = select.select([ours], [], [], limits.startup_time_limit_s)
+        if not ready:
+            raise SupervisorError("the forked child did not say hello in time")
+        data, creds = recv_credentials(ours)
+        if not data.endswith(b"\n") or creds is None:
+            raise SupervisorError("the forked child's hello came without its credentials")
+        if decode(data[:-1], Hello).job_id != self.job_id:
+            raise SupervisorError("a forked child answered for another job")
+        self.pid = creds[0]
+        if self.cgroup is not None:
+            try:
+                self.cgroup.attach(self.pid)
+            except OSError as exc:
+                raise SupervisorError(f"cannot move the forked child into its cgroup: {exc}") from None
+        setup = JobSetup(uid=self.uid, rlimits=limits.rlimits, unshare=list(limits.unshare),
+                         tmpfs_bytes=limits.tmpfs_bytes, seccomp=limits.seccomp, expose=list(limits.expose),
+                         job=job)
+        ours.sendall(setup.encode())
+        ours.setblocking(False)
+        self._job_reader = LineReader(ours)
+
+    # -- input and output ------------------------------------------------------------------
+
+    def send_input(self, data: bytes) -> None:
+        """Writes `data` to the child's stdin from a thread and closes it (never blocks us)."""
+        fd, self.stdin_w = self.stdin_w, None
+        if fd is None:
+            return
+
+        def write() -> None:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            except OSError:
+                pass  # the child died first; its outcome says why
+            finally:
+                os.close(fd)
+
+        threading.Thread(target=write, daemon=True).start()
+
+    def pump(self, until: float, stop: Callable[["Child"], bool] = lambda child: False) -> bool:
+        """Reads the output pipes until all are closed (True), `stop(self)` holds (True), or the
+        monotonic time `until` passes (False). A stream past its cap kills the child and is
+        added to `exceeded`."""
+        while self._open:
+            if stop(self):
+                return True
+            timeout = until - time.monotonic()
+            readable, _, _ = select.select(list(self._open), [], [], max(0.0, min(timeout, 0.5)))
+            if not readable and timeout <= 0:
+                return False
+            for fd in readable:
+                name = self._open[fd]
+                try:
+                    chunk = os.read(fd, 65536)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    del self._open[fd]
+                    os.close(fd)
+                    continue
+                self.totals[name] += len(chunk)
+                keep = self.limits.kept_bytes.get(name, 1 << 62)
+                room = keep - len(self.buffers[name])
+                if room > 0:
+                    self.buffers[name] += chunk[:room]
+                cap = self.limits.output_caps.get(name)
+                if cap is not None and self.totals[name] > cap:
+                    self.exceeded.add(name)
+                    self.kill()
+                    self._close_pipes()  # what is still in the pipes after a kill is not read
+                    return True
+        return True
+
+    def take_lines(self, name: str = "result") -> list[bytes]:
+        """Removes and returns the complete lines buffered from stream `name`."""
+        buffer = self.buffers[name]
+        if b"\n" not in buffer:
+            return []
+        head, _, rest = bytes(buffer).rpartition(b"\n")
+        self.buffers[name] = bytearray(rest)
+        return head.split(b"\n")
+
+    def exit_status(self, timeout_s: float = 2.0) -> JobExit | None:
+        """The child's `JobExit` (its worker's exit status, or a lock-down error), waiting up to
+        `timeout_s`; None when the child's first process died without one (killed)."""
+        if self._exit is not None or self.job_sock is None:
+            return self._exit
+        deadline = time.monotonic() + timeout_s
+        while self._exit is None:
+            ready, _, _ = select.select([self.job_sock], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                return None
+            try:
+                assert self._job_reader is not None
+                line = self._job_reader.read_line()
+            except (BlockingIOError, InterruptedError):
+                continue
+            except (OSError, ProtocolError):
+                return None
+            if line is None:
+                return None
+            try:
+                self._exit = decode(line, JobExit)
+            except ProtocolError:
+                return None
+        return self._exit
+
+    def lockdown_error(self) -> str | None:
+        """The lock-down failure the child reported already, without waiting (judge fault), or None."""
+        found = self.exit_status(timeout_s=0.0)
+        return found.error if found is not None and found.error else None
+
+    # -- facts and teardown --------------------------------------------------------------------
+
+    def facts(self) -> ChildFacts:
+        """The cgroup's accounting now (call after the child ended or was killed, before close)."""
+        if self.cgroup is None:
+            return ChildFacts()
+        return ChildFacts(oom_killed=self.cgroup.oom_killed(), process_limit_hit=self.cgroup.pids_limit_hit(),
+                          cpu_ms=self.cgroup.cpu_time_ms(), peak_memory_bytes=self.cgroup.peak_memory_bytes())
+
+    def cpu_ms(self) -> float | None:
+        """CPU milliseconds the child has used so far (cgroup), or None."""
+        return self.cgroup.cpu_time_ms() if self.cgroup is not None else None
+
+    def kill(self) -> None:
+        """SIGKILLs every process of the child: its cgroup, and its process group."""
+        if self.cgroup is not None:
+            self.cgroup.kill_all()
+        if self.pid is not None:
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(self.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+    def _close_pipes(self) -> None:
+        for fd in self._open:
+            os.close(fd)
+        self._open.clear()
+
+    def close(self) -> None:
+        """Kills what is left, removes the cgroup and gives the uid back. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.kill()
+        self._close_pipes()
+        if self.stdin_w is not None:
+            os.close(self.stdin_w)
+            self.stdin_w = None
+        if self.job_sock is not None:
+            self.job_sock.close()
+            self.job_sock = None
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
+        if self.uid is not None:
+            JAIL_UIDS.release(self.uid)
+            self.uid = None
