@@ -187,10 +187,14 @@ def _worker(setup: JobSetup, job: Job, job_sock: socket.socket, fds: tuple[int, 
         return job.run(result_fd)
     # First process of a PID namespace: run the job in a child and reap everything until it ends
     # (a namespace's init ignores signals it has no handler for, SIGXCPU included; its child does not).
+    # As init it gets only the signals it handles: Python's SIGINT handler would let the job
+    # interrupt its own init, so SIGINT goes back to the default (ignored for an init).
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     runner = os.fork()
     if runner == 0:
         code = 1
         try:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             code = job.run(result_fd)
         except BaseException:  # noqa: BLE001 - the job's own failure, reported by its exit code
             traceback.print_exc()
