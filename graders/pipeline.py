@@ -15,12 +15,11 @@ from typing import Callable
 
 from graders.config import JudgeConfig
 from graders.problem import Problem, case_arg_specs
-from graders.verdict import CheckResult, ResidualReport, Verdict, VerdictReport, first_verdict
+from graders.verdict import CheckResult, Verdict, VerdictReport, first_verdict
 from graders.verifier_client import Verifier, VerifierError, verifier_templates
 from sandbox.bundle import Bundle, BundleError, parse_bundle
 from sandbox.jail import JailError, JailOutcome, JailRequest, jail_templates, run_in_jail
 from sandbox.limits import MIB, JailLimits
-from sandbox.supervise import SupervisorError
 
 log = logging.getLogger(__name__)
 
@@ -154,17 +153,29 @@ def _verify_into(report: VerdictReport, verifier: Verifier, bundle_bytes: bytes,
 
 
 def prestart() -> None:
-    """Starts the jail and verifier templates now (each imports JAX once, about 1.5 s), so the
-    first submission does not wait for them.
+    """Starts the jail and verifier templates now, side by side (each imports JAX once, about
+    1.5 s), so the first submission does not wait for them one after the other.
 
     Raises:
-        JailError, VerifierError: a template could not be started (judge fault).
+        JailError: a template could not be started (judge fault).
     """
-    try:
-        jail_templates().prestart()
-        verifier_templates().prestart()
-    except SupervisorError as exc:
-        raise JailError(str(exc)) from None
+    import threading
+
+    failures: list[BaseException] = []
+
+    def start(templates: object) -> None:
+        try:
+            templates.prestart()  # type: ignore[attr-defined]
+        except BaseException as exc:  # noqa: BLE001 - re-raised below, in the caller's thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=start, args=(t(),)) for t in (jail_templates, verifier_templates)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise JailError(f"a template could not be started: {failures[0]}") from failures[0]
 
 
 def judge_bundle(bundle_bytes: bytes, problem: Problem, config: JudgeConfig) -> VerdictReport:

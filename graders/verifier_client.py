@@ -190,7 +190,7 @@ class Verifier:
         phase = "running" if self.running and not lockdown else "startup"
         tail = bytes(self.child.buffers["stderr"]).decode("utf-8", "replace")[-1500:]
         if lockdown:
-            message = f"{message}: the verifier could not lock itself down ({lockdown})"
+            message = f"{message}: the verifier failed before its job began ({lockdown})"
         elif tail and phase == "startup":
             message = f"{message}; verifier stderr: {tail}"
         return VerifierError(message, phase=phase, timed_out=timed_out, memory_exceeded=facts.oom_killed)

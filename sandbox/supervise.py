@@ -377,7 +377,8 @@ class Child:
             self._open[read_end] = name
         ready, _, _ = select.select([ours], [], [], limits.startup_time_limit_s)
         if not ready:
-            raise SupervisorError("the forked child did not say hello in time")
+            raise SupervisorError(f"the forked child did not start in time "
+                                  f"(no hello within {limits.startup_time_limit_s:g} s)")
         data, creds = recv_credentials(ours)
         if not data.endswith(b"\n") or creds is None:
             raise SupervisorError("the forked child's hello came without its credentials")

@@ -6,7 +6,7 @@ import logging
 import sys
 from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Callable, Optional
 
 import typer
 from rich.console import Console
@@ -31,6 +31,14 @@ console = Console()
 err = Console(stderr=True)
 
 EXIT_ACCEPTED, EXIT_REJECTED, EXIT_USAGE = 0, 1, 2
+
+
+def _quietly(call: Callable[[], object]) -> None:
+    """Runs `call`, ignoring its failure (the grading that follows reports it)."""
+    try:
+        call()
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _settings(data_dir: Optional[Path] = None, problems_dir: Optional[Path] = None) -> Settings:
@@ -103,8 +111,12 @@ def grade_file(file: Annotated[Path, typer.Argument(help="the submission's .py f
 
     Exits 0 only for ACCEPTED, 1 for any other verdict, 2 for usage errors.
     """
-    from graders.pipeline import grade
+    import threading
 
+    from graders.pipeline import grade, prestart
+
+    # both templates import JAX while the file and the problem load
+    threading.Thread(target=lambda: _quietly(prestart), daemon=True).start()
     settings = _settings(data_dir, problems_dir)
     try:
         source = file.read_text(encoding="utf-8")
