@@ -259,12 +259,16 @@ class JailCgroup:
                 except ProcessLookupError:
                     pass
 
-    def remove(self) -> None:
+    def remove(self) -> bool:
         """Kills what is left, waits for it to be gone, and removes the cgroup directories.
 
         A killed process leaves its cgroup only once the kernel has torn it down, which for a
         process with hundreds of MiB takes a moment; rmdir fails with EBUSY until then.
+
+        Returns:
+            True when every directory is gone (so no process was left in the cgroup).
         """
+        removed = True
         deadline = time.monotonic() + 5.0
         self.kill_all()
         while self.pids() and time.monotonic() < deadline:
@@ -280,5 +284,7 @@ class JailCgroup:
                 except OSError as exc:
                     if time.monotonic() > deadline:
                         log.warning("cannot remove cgroup %s (%s); it is removed at the next start", d, exc)
+                        removed = False
                         break
                     time.sleep(0.02)
+        return removed

@@ -532,9 +532,10 @@ class Child:
         if self.job_sock is not None:
             self.job_sock.close()
             self.job_sock = None
+        emptied = False
         if self.cgroup is not None:
-            self.cgroup.remove()
+            emptied = self.cgroup.remove()
             self.cgroup = None
         if self.uid is not None:
-            JAIL_UIDS.release(self.uid)
+            JAIL_UIDS.release(self.uid, known_empty=emptied)
             self.uid = None

@@ -17,6 +17,9 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 
+CLEAN = b"clean"
+
+
 class UidPoolError(Exception):
     """Every uid of the range is in use: too many children at once (a fault of the judge's sizing)."""
 
@@ -27,7 +30,9 @@ class UidPool:
 
     A uid is held through an exclusive `flock` on `<lock_dir>/uid-<uid>.lock`, which the kernel
     releases if the holder dies, so several judge processes (a server and a CLI `grade`) share the
-    range safely. A uid is only taken when no process of it is alive.
+    range safely. A uid is only taken when no process of it is alive: the lock file says "clean"
+    when its last holder saw every process of it gone (its cgroup removed empty); otherwise (a
+    judge killed mid-job) /proc is searched and leftovers killed before the uid is handed out.
     """
 
     def __init__(self, base: int, count: int, lock_dir: Path = Path("/run/remat-judge")):
@@ -56,24 +61,36 @@ class UidPool:
                 except BlockingIOError:
                     os.close(fd)
                     continue
-                if _processes_of(uid) and not _kill_uid(uid):
+                clean = os.pread(fd, 16, 0) == CLEAN
+                if not clean and _processes_of(uid) and not _kill_uid(uid):
                     os.close(fd)  # a leftover that will not die: skip this uid
                     continue
+                os.ftruncate(fd, 0)  # taken: not known clean until released
                 self._held[uid] = fd
                 return uid
         raise UidPoolError(f"no free jail uid in {self.uids.start}..{self.uids.stop - 1}: too many jails at once")
 
-    def give_back(self, uid: int) -> None:
+    def give_back(self, uid: int, *, clean: bool = False) -> None:
+        """Releases the lock of `uid`; `clean` records that no process of it is alive."""
         with self._lock:
             fd = self._held.pop(uid, None)
         if fd is not None:
+            if clean:
+                os.pwrite(fd, CLEAN, 0)
             os.close(fd)  # closing releases the flock
 
-    def release(self, uid: int) -> None:
-        """Kills every process left of `uid`, then gives it back; a uid whose processes survive
-        SIGKILL is retired (never handed out again by this process) and logged."""
-        if _kill_uid(uid):
-            self.give_back(uid)
+    def release(self, uid: int, *, known_empty: bool = False) -> None:
+        """Gives `uid` back once no process of it is alive.
+
+        Args:
+            uid: a uid this pool handed out.
+            known_empty: the caller saw every process of it gone (the child's cgroup, which held
+                all of them, was removed empty: rmdir refuses a cgroup with processes). Otherwise
+                /proc is searched and leftovers are killed; a uid whose processes survive SIGKILL
+                is retired (never handed out again by this process) and logged.
+        """
+        if known_empty or _kill_uid(uid):
+            self.give_back(uid, clean=True)
         else:
             log.error("processes of jail uid %d survive SIGKILL; the uid is retired", uid)
 
