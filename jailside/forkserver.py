@@ -33,8 +33,8 @@ import traceback
 from typing import Any, Callable, Protocol
 
 from jailside import lockdown
-from jailside.protocol import (ForkRequest, Hello, JobExit, JobSetup, LineReader, ProtocolError, TemplateReady,
-                               decode, recv_with_fds)
+from jailside.protocol import (ForkRequest, Hello, JobExit, JobSetup, LineReader, ProtocolError, Started,
+                               TemplateReady, decode, recv_with_fds)
 
 LOCKDOWN_FAILED = 125
 N_FDS = 5  # job socket, stdin, stdout, stderr, result
@@ -72,11 +72,23 @@ def serve(control_fd: int, make_job: Callable[[], Job], *, seccomp_bpf: bytes | 
     """The template's loop: announce readiness, then fork one child per `ForkRequest` until the
     control socket closes (the supervisor is gone or retired this template). Children outlive it."""
     control = socket.socket(fileno=control_fd)
+    lockdown.become_subreaper()
+    # SIGCHLD wakes the loop (through the wakeup pipe) so every child is reaped at once.
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
     control.sendall(TemplateReady(pid=os.getpid(), import_ms=import_ms).encode())
     while True:
         _reap_all()
-        readable, _, _ = select.select([control], [], [], 1.0)
-        if not readable:
+        readable, _, _ = select.select([control, wake_r], [], [], 5.0)
+        if wake_r in readable:
+            try:
+                os.read(wake_r, 4096)
+            except BlockingIOError:
+                pass
+        if control not in readable:
             continue
         try:
             line, fds = recv_with_fds(control, max_fds=N_FDS + 1)
@@ -98,6 +110,9 @@ def serve(control_fd: int, make_job: Callable[[], Job], *, seccomp_bpf: bytes | 
         if pid == 0:
             code = 1
             try:
+                signal.set_wakeup_fd(-1)
+                os.close(wake_r)
+                os.close(wake_w)
                 control.close()
                 code = _child(request, fds, make_job, seccomp_bpf)
             except BaseException:  # noqa: BLE001 - a child must never return into the template's loop
@@ -142,6 +157,10 @@ def _child(request: ForkRequest, fds: list[int], make_job: Callable[[], Job], se
             os._exit(code)
     for fd in (stdin_fd, stdout_fd, stderr_fd, result_fd):
         os.close(fd)
+    try:
+        job_sock.sendall(Started(pid=worker).encode())
+    except OSError:
+        pass
     _, status = os.waitpid(worker, 0)
     try:
         job_sock.sendall(JobExit(status=_status_code(status)).encode())

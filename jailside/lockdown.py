@@ -35,6 +35,7 @@ PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
 PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
 CAP_LAST_CAP_FALLBACK = 40
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
@@ -223,6 +224,17 @@ def install_seccomp(bpf: bytes) -> None:
     fprog = _SockFprog(len(bpf) // 8, ctypes.cast(program, ctypes.c_void_p))
     _check(_libc.prctl(PR_SET_SECCOMP, ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(fprog), 0, 0),
            "prctl(SECCOMP)")
+
+
+def become_subreaper() -> None:
+    """PR_SET_CHILD_SUBREAPER: orphans below this process (a worker whose parent was killed) are
+    reparented to it, so it reaps them instead of the host's init, which may never do so (and a
+    zombie still counts against its uid's RLIMIT_NPROC).
+
+    Raises:
+        LockdownError: the kernel refused.
+    """
+    _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1), 0, 0, 0), "prctl(CHILD_SUBREAPER)")
 
 
 def sethostname(name: str) -> None:

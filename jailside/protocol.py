@@ -9,7 +9,8 @@ Channels of one child (see DESIGN.md, "Process model"):
 - control socket (supervisor <-> template): `ForkRequest` carrying the child's descriptors
   with SCM_RIGHTS; the template answers `TemplateReady` once, after its imports.
 - job socket (supervisor <-> the child's first process, trusted code): `Hello` (its pid arrives
-  as SCM_CREDENTIALS), then `JobSetup`, then `JobExit` when the locked-down worker has ended.
+  as SCM_CREDENTIALS), then `JobSetup`, `Started` (the worker's pid, when it forks one), and
+  `JobExit` when the locked-down worker has ended.
 - stdin / result pipe / stdout / stderr (supervisor <-> the locked-down worker): what the job
   reads and writes (the jail's request and bundle, the verifier's bundle and events).
 """
@@ -102,6 +103,16 @@ class JobSetup(Message):
 
 
 @dataclass(frozen=True)
+class Started(Message):
+    """Child's first process -> supervisor, when it has forked the worker (a PID namespace's
+    first process): `pid` is the worker's pid in the supervisor's PID namespace, so the
+    supervisor can wait until it has been reaped before the job's uid is handed out again."""
+
+    kind: ClassVar[str] = "started"
+    pid: int
+
+
+@dataclass(frozen=True)
 class JobExit(Message):
     """Child's first process -> supervisor: the locked-down worker ended. `status` is its exit
     code, or 128 + the signal number that killed it; `error` names a failure of the lock-down
@@ -112,7 +123,8 @@ class JobExit(Message):
     error: str = ""
 
 
-MESSAGES: dict[str, type[Message]] = {m.kind: m for m in (TemplateReady, ForkRequest, Hello, JobSetup, JobExit)}
+MESSAGES: dict[str, type[Message]] = {m.kind: m for m in (TemplateReady, ForkRequest, Hello, JobSetup, Started,
+                                                          JobExit)}
 _CHECKS: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,),
                                        "int | None": (int, type(None)), "list[str]": (list,),
                                        "dict[str, list[int]]": (dict,), "dict[str, Any]": (dict,)}

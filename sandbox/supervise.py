@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from jailside.protocol import (ForkRequest, Hello, JobExit, JobSetup, LineReader, ProtocolError, TemplateReady,
-                               decode, recv_credentials, send_with_fds)
+from jailside.protocol import (ForkRequest, Hello, JobExit, JobSetup, LineReader, ProtocolError, Started,
+                               TemplateReady, decode, recv_credentials, send_with_fds)
 from sandbox.limits import JailCgroup
 from sandbox.uids import JAIL_UIDS, UidPoolError
 
@@ -324,6 +324,7 @@ class Child:
         self.exceeded: set[str] = set()
         self._open: dict[int, str] = {}
         self._exit: JobExit | None = None
+        self.worker_pid: int | None = None  # host pid of the worker, when the child forks one
         self._job_reader: LineReader | None = None
         self._closed = False
         self.started_at = time.monotonic()
@@ -463,10 +464,8 @@ class Child:
     def exit_status(self, timeout_s: float = 2.0) -> JobExit | None:
         """The child's `JobExit` (its worker's exit status, or a lock-down error), waiting up to
         `timeout_s`; None when the child's first process died without one (killed)."""
-        if self._exit is not None or self.job_sock is None:
-            return self._exit
         deadline = time.monotonic() + timeout_s
-        while self._exit is None:
+        while self._exit is None and self.job_sock is not None:
             ready, _, _ = select.select([self.job_sock], [], [], max(0.0, deadline - time.monotonic()))
             if not ready:
                 return None
@@ -480,7 +479,10 @@ class Child:
             if line is None:
                 return None
             try:
-                self._exit = decode(line, JobExit)
+                if line.startswith(b'{"kind":"started"'):
+                    self.worker_pid = decode(line, Started).pid
+                else:
+                    self._exit = decode(line, JobExit)
             except ProtocolError:
                 return None
         return self._exit
@@ -514,6 +516,16 @@ class Child:
                 except (ProcessLookupError, PermissionError):
                     pass
 
+    @staticmethod
+    def _wait_reaped(pids: list[int], timeout_s: float = 2.0) -> bool:
+        """True once none of `pids` exists any more (not even as a zombie), within `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while any(os.path.exists(f"/proc/{pid}") for pid in pids):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.002)
+        return True
+
     def _close_pipes(self) -> None:
         for fd in self._open:
             os.close(fd)
@@ -524,6 +536,7 @@ class Child:
         if self._closed:
             return
         self._closed = True
+        self.exit_status(timeout_s=0.0)  # learn the worker's pid if it was reported
         self.kill()
         self._close_pipes()
         if self.stdin_w is not None:
@@ -536,6 +549,9 @@ class Child:
         if self.cgroup is not None:
             emptied = self.cgroup.remove()
             self.cgroup = None
+        # A killed process is gone from its cgroup before its parent (the template, a subreaper)
+        # has reaped it; until then it still counts against its uid's RLIMIT_NPROC.
+        emptied = emptied and self._wait_reaped([p for p in (self.pid, self.worker_pid) if p is not None])
         if self.uid is not None:
             JAIL_UIDS.release(self.uid, known_empty=emptied)
             self.uid = None
