@@ -2,11 +2,13 @@
 
 First measures the in-process floor in the same run (bench/floor.py, in its own process: the
 judge's own work with no process boundaries). Then starts `remat-judge serve` on a free loopback
-port with a fresh data directory (so the first submission also builds the reference cache), posts
-the reference N times with `wait=true`, one at a time (with --pause-s seconds between them), and
-prints the latency of each, the median, and the median as a ratio to the floor.
+port with a fresh data directory (so the first submission also builds the reference cache), and
+posts the reference with `wait=true`, one at a time: N times with --pause-s seconds between them,
+then N times back to back. Prints each latency, the medians, and each median as a ratio to the
+floor. Every submission differs by leading blank lines (the same program, other line numbers in
+its residual notes), so the result cache answers none of them unless --cached is given.
 Usage:
-    .venv/bin/python bench/latency.py [N] [--pause-s 3] [--url http://127.0.0.1:8000]
+    .venv/bin/python bench/latency.py [N] [--pause-s 3] [--cached] [--url http://127.0.0.1:8000]
 """
 
 from __future__ import annotations
@@ -45,15 +47,54 @@ def start_server(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("server did not start")
 
 
+def _post_series(client: httpx.Client, source: str, n: int, pause_s: float, offset: int,
+                 cached: bool) -> tuple[list[float], list[dict]]:
+    """Posts `source` n times with wait=true; returns latencies (ms) and timing phases.
+
+    Unless `cached`, submission i is the source with i + offset blank lines in front: the same
+    program, but its residual notes name other lines, so the judge's result cache cannot answer
+    for it and every verdict is computed (what the targets are about)."""
+    latencies_ms, phases = [], []
+    for i in range(n):
+        if i and pause_s:
+            time.sleep(pause_s)
+        body_source = source if cached else "\n" * (i + offset) + source
+        t0 = time.perf_counter()
+        r = client.post("/api/v1/submissions", params={"wait": "true"},
+                        json={"problem": "checkpoint_dot_policy", "source": body_source})
+        ms = (time.perf_counter() - t0) * 1000
+        body = r.json()
+        latencies_ms.append(ms)
+        phases.append(body.get("timing_ms", {}))
+        print(f"{i + 1:3d}  HTTP {r.status_code}  {body.get('verdict')}  {ms:8.0f} ms  "
+              f"{json.dumps(body.get('timing_ms'))}")
+    return latencies_ms, phases
+
+
+def _summary(name: str, latencies_ms: list[float], phases: list[dict], floor: dict | None) -> dict:
+    median = statistics.median(latencies_ms)
+    ratio = median / floor["floor_ms"] if floor else None
+    print(f"{name}: median POST-to-verdict {median:.0f} ms over {len(latencies_ms)} "
+          f"(min {min(latencies_ms):.0f}, max {max(latencies_ms):.0f})"
+          + (f" = {ratio:.2f}x the in-process floor" if ratio else ""))
+    for key in ("queue", "sandbox", "verify", "total"):
+        values = [p[key] for p in phases if key in p]
+        if values:
+            print(f"  median {key}: {statistics.median(values):.0f} ms")
+    return {"median_ms": median, "ratio_to_floor": ratio}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("n", type=int, nargs="?", default=10)
+    parser.add_argument("n", type=int, nargs="?", default=10, help="submissions per series")
     parser.add_argument("--url", default=None, help="use a running server instead of starting one")
     parser.add_argument("--file", default=str(REPO / "problems/checkpoint_dot_policy/reference.py"))
     parser.add_argument("--no-floor", action="store_true", help="skip measuring the in-process floor")
-    parser.add_argument("--pause-s", type=float, default=0.0,
-                        help="seconds between submissions (0: back to back; real users pause, and the "
-                             "warm pool refills in the pause)")
+    parser.add_argument("--pause-s", type=float, default=3.0,
+                        help="seconds between submissions in the paused series (real users pause)")
+    parser.add_argument("--cached", action="store_true",
+                        help="post the identical source every time (answered by the result cache)")
+    parser.add_argument("--json", action="store_true", help="print one JSON line at the end")
     args = parser.parse_args()
     floor = None
     if not args.no_floor:
@@ -63,40 +104,29 @@ def main() -> None:
         print(f"in-process floor: {floor['floor_ms']:.0f} ms (export {floor['export_ms']:.0f} ms, "
               f"verify {floor['verify_ms']:.0f} ms)")
     proc = None
+    results = {"floor": floor}
     with tempfile.TemporaryDirectory() as tmp:
         url = args.url
         if url is None:
             proc, url = start_server(Path(tmp))
         source = Path(args.file).read_text()
-        latencies_ms, phases = [], []
         try:
             with httpx.Client(base_url=url, timeout=300) as client:
-                for i in range(args.n):
-                    if i:
-                        time.sleep(args.pause_s)
-                    t0 = time.perf_counter()
-                    r = client.post("/api/v1/submissions", params={"wait": "true"},
-                                    json={"problem": "checkpoint_dot_policy", "source": source})
-                    ms = (time.perf_counter() - t0) * 1000
-                    body = r.json()
-                    latencies_ms.append(ms)
-                    phases.append(body.get("timing_ms", {}))
-                    print(f"{i + 1:3d}  HTTP {r.status_code}  {body.get('verdict')}  {ms:8.0f} ms  "
-                          f"{json.dumps(body.get('timing_ms'))}")
+                first, _ = _post_series(client, source, 1, 0.0, 10_000, args.cached)
+                print(f"first (builds the reference cache if needed): {first[0]:.0f} ms")
+                print(f"-- with {args.pause_s:g} s pauses")
+                lat, ph = _post_series(client, source, args.n, args.pause_s, 0, args.cached)
+                results["paused"] = _summary("paused", lat, ph, floor)
+                print("-- back to back")
+                lat, ph = _post_series(client, source, args.n, 0.0, args.n, args.cached)
+                results["back_to_back"] = _summary("back to back", lat, ph, floor)
         finally:
             if proc is not None:
                 os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait()
-    warm = latencies_ms[1:] or latencies_ms
-    print(f"first (builds the reference cache): {latencies_ms[0]:.0f} ms")
-    print(f"median POST-to-verdict: {statistics.median(latencies_ms):.0f} ms over {len(latencies_ms)} "
-          f"(warm median {statistics.median(warm):.0f} ms, min {min(warm):.0f}, max {max(warm):.0f})")
-    if floor is not None:
-        print(f"warm median / in-process floor: {statistics.median(warm) / floor['floor_ms']:.2f}x")
-    for key in ("sandbox", "verify", "total"):
-        values = [p[key] for p in phases[1:] if key in p] or [p[key] for p in phases if key in p]
-        if values:
-            print(f"  median {key}: {statistics.median(values):.0f} ms")
+    print("targets (issue 9): <= 1.2x with pauses, <= 1.5x back to back")
+    if args.json:
+        print(json.dumps(results))
 
 
 if __name__ == "__main__":
