@@ -15,6 +15,7 @@ COPY pyproject.toml requirements.lock README.md ./
 COPY server server
 COPY graders graders
 COPY sandbox sandbox
+COPY jailside jailside
 COPY problems problems
 COPY --from=web /build/server/web/static/dist server/web/static/dist
 RUN pip install --no-cache-dir -c requirements.lock -e .
