@@ -27,6 +27,9 @@ def main(argv: list[str]) -> int:
     from jax import export  # noqa: F401
 
     from jailside import forkserver, runner
+    from jailside.warmup import warm_up
+
+    warm_up()
 
     return forkserver.serve(control_fd, runner.JailJob, seccomp_bpf=seccomp_bpf,
                             import_ms=(time.monotonic() - t0) * 1000)
