@@ -12,7 +12,7 @@ Channels of one child (see DESIGN.md, "Process model"):
   as SCM_CREDENTIALS), then `JobSetup`, `Started` (the worker's pid, when it forks one), and
   `JobExit` when the locked-down worker has ended.
 - stdin / result pipe / stdout / stderr (supervisor <-> the locked-down worker): what the job
-  reads and writes (the jail's request and bundle, the verifier's bundle and events).
+  reads and writes (the jail's `JailRequest` and bundle, the verifier's bundle and events).
 """
 
 from __future__ import annotations
@@ -123,11 +123,37 @@ class JobExit(Message):
     error: str = ""
 
 
+@dataclass(frozen=True)
+class JailRequest(Message):
+    """Supervisor -> jail worker on stdin, once, after the worker said READY: the submission and
+    the argument avals of each test case. Never hidden inputs, never the reference.
+
+    Attributes:
+        source: the submission's Python source.
+        entry_point: the function it must define.
+        cases: `[{"name": str, "args": [ArgSpec, ...]}]` (ArgSpec: `jailside/export.py`).
+        cpu_time_limit_s: CPU seconds (all threads) the submission may use from here on.
+        memory_limit_mib: memory it may use on top of the runtime (RLIMIT_AS, relative).
+    """
+
+    kind: ClassVar[str] = "jail_request"
+    source: str
+    entry_point: str
+    cases: list[dict[str, Any]]
+    cpu_time_limit_s: float
+    memory_limit_mib: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The request as the plain dict `jailside.runner.run_request` takes."""
+        return asdict(self)
+
+
 MESSAGES: dict[str, type[Message]] = {m.kind: m for m in (TemplateReady, ForkRequest, Hello, JobSetup, Started,
-                                                          JobExit)}
+                                                          JobExit, JailRequest)}
 _CHECKS: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,),
                                        "int | None": (int, type(None)), "list[str]": (list,),
-                                       "dict[str, list[int]]": (dict,), "dict[str, Any]": (dict,)}
+                                       "dict[str, list[int]]": (dict,), "dict[str, Any]": (dict,),
+                                       "list[dict[str, Any]]": (list,)}
 
 
 def decode(line: bytes, expected: type[T]) -> T:

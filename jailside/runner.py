@@ -4,9 +4,7 @@ Runs in a locked-down child of the jail template (`jailside/jail_template.py`) w
 the standard library and JAX. Protocol with the trusted side (`sandbox/jail.py`):
 
 1. The child initialises the CPU backend, then writes `READY\\n` to the result pipe.
-2. The supervisor writes one JSON request to stdin and closes it:
-   `{"source": str, "entry_point": str, "cpu_time_limit_s": float, "memory_limit_mib": int,
-     "cases": [{"name": str, "args": [ArgSpec, ...]}]}` (ArgSpec: `jailside/export.py`).
+2. The supervisor writes one `jailside.protocol.JailRequest` line to stdin and closes it.
 3. The child writes one JSON bundle to the result pipe and exits 0 (schema: `sandbox/bundle.py`).
 
 Nothing the child writes is trusted: the submission shares its process and can patch or forge
@@ -28,10 +26,11 @@ import types
 from typing import Any, Callable
 
 from jailside.export import export_case, residual_notes
-from jailside.protocol import READY
+from jailside.protocol import READY, JailRequest, decode
 
 SUBMISSION_FILENAME = "submission.py"
 BUNDLE_FORMAT = "remat-judge-bundle/1"
+MAX_REQUEST_BYTES = 64 << 20  # far above any allowed source (REMAT_JUDGE_MAX_SOURCE_BYTES)
 
 
 class _Failure(Exception):
@@ -170,9 +169,9 @@ class JailJob:
         jax.devices()
         backend_ms = (time.monotonic() - t0) * 1000
         _write_all(result_fd, READY)
-        request = json.loads(sys.stdin.buffer.read())
+        request = decode(sys.stdin.buffer.read(MAX_REQUEST_BYTES), JailRequest).as_dict()
         sys.stdin.close()
-        _limit_address_space(int(request.get("memory_limit_mib", 0)))
+        _limit_address_space(int(request["memory_limit_mib"]))
         # The kernel enforces the CPU budget from here on: a process can lower its hard limit
         # but, without CAP_SYS_RESOURCE, never raise it again, so the submission cannot lift it.
         usage = resource.getrusage(resource.RUSAGE_SELF)

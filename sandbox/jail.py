@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jailside.protocol import READY
+from jailside.protocol import READY, JailRequest
 from sandbox.limits import MIB, JailLimits
 from sandbox.seccomp import filter_fd
 from sandbox.supervise import Child, ChildLimits, SupervisorError, Templates, TemplateSpec
@@ -89,26 +89,6 @@ class JailRuntime:
     @property
     def python(self) -> str:
         return str(self.venv / "bin" / "python")
-
-
-
-@dataclass
-class JailRequest:
-    """What the jail is handed: the submission and the argument avals of each test case.
-
-    Never hidden inputs, never the reference: only shapes, dtypes and static values.
-    """
-
-    source: str
-    entry_point: str
-    cases: list[dict[str, Any]]
-    cpu_time_limit_s: float
-    memory_limit_mib: int = 0
-
-    def to_json(self) -> bytes:
-        return json.dumps({"source": self.source, "entry_point": self.entry_point, "cases": self.cases,
-                           "cpu_time_limit_s": self.cpu_time_limit_s,
-                           "memory_limit_mib": self.memory_limit_mib}).encode()
 
 
 
@@ -305,7 +285,7 @@ def _run(child: Child, request: JailRequest, limits: JailLimits) -> JailOutcome:
     cpu_ms_at_ready = child.cpu_ms()
     outcome = JailOutcome()
     t0 = time.monotonic()
-    child.send_input(request.to_json())
+    child.send_input(request.encode())
     if not child.pump(t0 + limits.wall_time_limit_s):
         outcome.wall_time_exceeded = True
         child.kill()
