@@ -2,15 +2,29 @@
 # Forgery: writes its own result bundle to the result pipe and exits before the runner can,
 # with artifacts of a cheap wrong function that saves exactly the expected residual avals.
 import base64
+import fcntl
 import json
 import os
-import sys
 
 import jax
 import jax.numpy as jnp
 from jax import export
 
-bundle_fd = int(sys.argv[1])
+
+def result_pipe() -> int:
+    """The descriptor the runner will write its bundle to: the one pipe open for writing besides
+    stdout and stderr."""
+    for fd in sorted(int(n) for n in os.listdir("/proc/self/fd")):
+        try:
+            if fd > 2 and os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:") \
+                    and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY:
+                return fd
+        except OSError:  # the descriptor listdir itself used, closed by now
+            continue
+    raise RuntimeError("no result pipe found")
+
+
+bundle_fd = result_pipe()
 cases = []
 for name, d, n in (("small", 4, 8), ("rectangular", 16, 40), ("large", 256, 1024)):
     spec = [jax.ShapeDtypeStruct((d, d), jnp.float32)] * 2 + [jax.ShapeDtypeStruct((n, d), jnp.float32)]
