@@ -67,7 +67,8 @@ class VerifierJob:
         """Verifies the bundle read from stdin; events go to `result_fd`. Returns the exit code."""
         import jax
 
-        from graders.verifier import VerifyLimits, verify
+        from graders.limits import VerifyLimits
+        from graders.verifier import verify
         from sandbox.bundle import BundleError, parse_bundle
 
         out = os.fdopen(result_fd, "wb", buffering=0)
@@ -86,10 +87,9 @@ class VerifierJob:
             emit(Error(message=f"bundle rejected after the parent accepted it: {exc}"))
             return 1
         try:
-            import inspect  # TEMP until on_digest lands
-            extra = {"on_digest": lambda digest: emit(Digest(digest=digest))} if "on_digest" in inspect.signature(verify).parameters else {}
             result = verify(bundle, self.problem, self.expectations, limits=VerifyLimits(**self.params.limits),
-                            on_execute=lambda: emit(Running()), **extra)
+                            on_digest=lambda digest: emit(Digest(digest=digest)),
+                            on_execute=lambda: emit(Running()))
         except MemoryError:
             emit(OutOfMemory())
             return 1
