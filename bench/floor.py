@@ -6,6 +6,11 @@ expectations (`graders.verifier.verify`, as the verifier process does). The firs
 JAX up and builds the cache; the median of the rest is the floor that issue 9's POST-to-verdict
 targets are ratios to (bench/latency.py prints them).
 
+Besides wall milliseconds it reports verify's CPU milliseconds (this process, all threads: XLA
+compiles on several), how many XLA executables verify compiled and their compile seconds, and
+how long loading the cached expectations takes (`load_expectations`, JAX already imported, as
+in the verifier; the page cache warm).
+
 Usage:
     .venv/bin/python bench/floor.py [--problem SLUG] [--file PATH] [--repeats 5] [--json]
 """
@@ -27,17 +32,34 @@ sys.path.insert(0, str(REPO))
 
 
 def measure(problem_dir: Path, source_path: Path, repeats: int) -> dict[str, float]:
-    """Median milliseconds of export, verify and their sum over `repeats` warm rounds."""
+    """Medians over `repeats` warm rounds: wall milliseconds of export, verify and their sum; CPU
+    milliseconds of verify; XLA compiles per verify and their milliseconds; milliseconds to load
+    the problem's cached expectations."""
+    from jax._src import dispatch, monitoring
+
     from graders.problem import case_arg_specs, load_problem
-    from graders.reference import ensure_expectations
+    from graders.reference import cache_dir, ensure_expectations, load_expectations
     from graders.verifier import VerifyLimits, verify
     from sandbox.bundle import BUNDLE_FORMAT, parse_bundle
     from jailside.export import export_case
 
+    compiles: list[float] = []
+
+    def on_event(event: str, duration: float, **_: object) -> None:
+        if event == dispatch.BACKEND_COMPILE_EVENT:
+            compiles.append(duration)
+
+    monitoring.register_event_duration_secs_listener(on_event)
     problem = load_problem(problem_dir)
-    export_ms, verify_ms = [], []
+    export_ms, verify_ms, verify_cpu_ms, compile_counts, compile_ms, load_ms = [], [], [], [], [], []
     with tempfile.TemporaryDirectory() as cache:
         expectations = ensure_expectations(problem, seed=b"bench-floor-seed", cache_root=Path(cache))
+        entry = cache_dir(Path(cache), problem, b"bench-floor-seed")
+        for _ in range(repeats + 1):
+            t0 = time.perf_counter()
+            assert load_expectations(entry) is not None
+            load_ms.append((time.perf_counter() - t0) * 1000)
+        load_ms = load_ms[1:]
         for round_ in range(repeats + 1):
             t0 = time.perf_counter()
             spec = importlib.util.spec_from_file_location(f"submission_{round_}", source_path)
@@ -51,14 +73,21 @@ def measure(problem_dir: Path, source_path: Path, repeats: int) -> dict[str, flo
                               "bwd": base64.b64encode(bwd).decode(), "residual_notes": None})
             raw = json.dumps({"format": BUNDLE_FORMAT, "status": "ok", "error": None, "cases": cases,
                               "timings_ms": {}}).encode()
-            t1 = time.perf_counter()
+            compiles.clear()
+            t1, c1 = time.perf_counter(), time.process_time()
             verify(parse_bundle(raw, limit_bytes=1 << 30), problem, expectations, limits=VerifyLimits())
-            t2 = time.perf_counter()
+            t2, c2 = time.perf_counter(), time.process_time()
             if round_:  # the first round warms JAX up
                 export_ms.append((t1 - t0) * 1000)
                 verify_ms.append((t2 - t1) * 1000)
+                verify_cpu_ms.append((c2 - c1) * 1000)
+                compile_counts.append(len(compiles))
+                compile_ms.append(sum(compiles) * 1000)
+    monitoring.unregister_event_duration_listener(on_event)
     return {"export_ms": statistics.median(export_ms), "verify_ms": statistics.median(verify_ms),
-            "floor_ms": statistics.median(e + v for e, v in zip(export_ms, verify_ms))}
+            "floor_ms": statistics.median(e + v for e, v in zip(export_ms, verify_ms)),
+            "verify_cpu_ms": statistics.median(verify_cpu_ms), "compiles": statistics.median(compile_counts),
+            "compile_ms": statistics.median(compile_ms), "load_expectations_ms": statistics.median(load_ms)}
 
 
 def main() -> None:
@@ -74,7 +103,10 @@ def main() -> None:
         print(json.dumps(result))
     else:
         print(f"in-process floor: {result['floor_ms']:.0f} ms (export {result['export_ms']:.0f} ms, "
-              f"verify {result['verify_ms']:.0f} ms), median of {args.repeats}")
+              f"verify {result['verify_ms']:.0f} ms), median of {args.repeats}\n"
+              f"verify: {result['verify_cpu_ms']:.0f} ms of CPU, {result['compiles']:.0f} XLA compiles taking "
+              f"{result['compile_ms']:.0f} ms; loading the cached expectations: "
+              f"{result['load_expectations_ms']:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
 """Reading exported StableHLO artifacts: deserialization, the op allowlist, peak live bytes,
-backward FLOPs and the provenance of each output.
+backward FLOPs, the provenance of each output and a content digest that ignores debug locations
+(`normalized_digest`, the key of the result cache).
 
 Runs in the trusted verifier process on untrusted artifacts, before any of them is executed, so
 everything here is bounded and linear in the module's size:
 
 - The module is parsed from its serialized bytecode (`Exported.mlir_module_serialized`, through
   the MLIR bindings that ship with jaxlib 0.10.2) and never printed as text: bytecode uniques
-  attributes and locations, so a 1 MB artifact can print as gigabytes.
+  attributes and locations, so a 1 MB artifact can print as gigabytes. The digest hashes the
+  module written back as bytecode, for the same reason.
 - Every walk is iterative (explicit stacks, no Python recursion), counts operations as it goes
   and stops at `max_ops`, and refuses region nesting deeper than `max_depth` and call chains
   longer than `max_call_depth`.
@@ -16,11 +18,18 @@ everything here is bounded and linear in the module's size:
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import io
+import json
 import math
 import re
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator
+
+from graders.limits import Aval, ReadLimits  # noqa: F401 - re-exported: defined JAX-free in graders/limits.py
 
 # Pure computation: the ops a differentiated numerical function may contain. Everything else is
 # rejected before the artifact runs, in particular custom_call (host callbacks, FFI), infeed,
@@ -67,38 +76,6 @@ class ArtifactError(Exception):
     shape, a module past the caps). The message is safe to show to the submission's author."""
 
 
-@dataclass(frozen=True)
-class ReadLimits:
-    """Caps on reading one module, enforced while it is walked.
-
-    Attributes:
-        max_ops: operations in the module (all functions and regions).
-        max_depth: nesting of regions inside regions (a `case` in a `while` body is depth 2).
-        max_call_depth: length of the longest chain of `func.call`s from `main`.
-    """
-
-    max_ops: int = 50_000
-    max_depth: int = 64
-    max_call_depth: int = 64
-
-
-@dataclass(frozen=True)
-class Aval:
-    """Shape and dtype of one array. `nbytes` in bytes (bool as one byte, as XLA stores it)."""
-
-    shape: tuple[int, ...]
-    dtype: str
-
-    @property
-    def nbytes(self) -> int:
-        from graders.problem import _np_dtype
-
-        return math.prod(self.shape) * _np_dtype(self.dtype).itemsize
-
-    def __str__(self) -> str:
-        return f"{self.dtype}[{','.join(str(d) for d in self.shape)}]"
-
-
 @dataclass
 class ModuleInfo:
     """What static inspection found in one artifact.
@@ -118,6 +95,8 @@ class ModuleInfo:
             "argument i" (0-based flat input), looking through data movement, calls, scan stacking
             (`dynamic_update_slice`) and loop carries (see `_provenance`).
         functions: number of functions in the module.
+        digest: `normalized_digest` of the artifact (64 hex digits); "" when `disallowed` is not
+            empty (the module is not walked).
     """
 
     op_counts: Counter[str] = field(default_factory=Counter)
@@ -127,6 +106,7 @@ class ModuleInfo:
     flops_exact: bool = True
     sources: list[str] = field(default_factory=list)
     functions: int = 0
+    digest: str = ""
 
     @property
     def n_ops(self) -> int:
@@ -145,22 +125,6 @@ def deserialize(blob: bytes) -> Any:
         return export.deserialize(bytearray(blob))
     except Exception as exc:  # the flatbuffer parser raises many kinds on corrupt input
         raise ArtifactError(f"not a jax.export artifact: {type(exc).__name__}: {exc}"[:500]) from None
-
-
-def flat_call(exported: Any) -> Any:
-    """A jitted `f(*input_leaves) -> [*output_leaves]` for a deserialized artifact, whatever pytrees
-    its exporter used (the runner exports flat lists; a forged artifact might not). Compiled once
-    per input avals by `jax.jit` and reused for every call (`Exported.call` lowers the module from
-    bytecode, never from text)."""
-    import jax
-
-    called = jax.jit(exported.call)
-
-    def call(*leaves: Any) -> list[Any]:
-        args, kwargs = jax.tree_util.tree_unflatten(exported.in_tree, list(leaves))
-        return jax.tree_util.tree_leaves(called(*args, **kwargs))
-
-    return call
 
 
 def exported_avals(avals: Any) -> list[Aval]:
@@ -692,6 +656,113 @@ def _returned(block: Any, index: int) -> Any | None:
     return ops[-1].operands[index]
 
 
+_shared = threading.local()
+
+
+@contextlib.contextmanager
+def shared_ir_context() -> Iterator[None]:
+    """Within the block, `inspect_module` and `normalized_digest` on this thread parse every module
+    in one MLIR context instead of one each (making a context costs about 5 ms of CPU). The context,
+    and everything parsed in it, is dropped when the block ends: use it around the artifacts of
+    one submission, not for a process's lifetime."""
+    from jax._src.interpreters import mlir as jax_mlir
+
+    previous = getattr(_shared, "context", None)
+    _shared.context = jax_mlir.make_ir_context()
+    try:
+        yield
+    finally:
+        _shared.context = previous
+
+
+def _ir_context() -> Any:
+    """The thread's shared context (`shared_ir_context`), else a new one."""
+    from jax._src.interpreters import mlir as jax_mlir
+
+    context = getattr(_shared, "context", None)
+    return context if context is not None else jax_mlir.make_ir_context()
+
+
+def _parse(exported: Any) -> Any:
+    """The artifact's StableHLO module, parsed from its bytecode (call inside `_ir_context()`).
+
+    Raises:
+        ArtifactError: the bytes are not a module the bindings can read.
+    """
+    from jax._src.lib import _jax
+
+    try:
+        return _jax.mlir.deserialize_portable_artifact(exported.mlir_module_serialized)
+    except Exception as exc:
+        raise ArtifactError(f"cannot parse the module: {type(exc).__name__}"[:500]) from None
+
+
+def _calling_facts(exported: Any) -> dict[str, Any]:
+    """What, besides the module, decides how an artifact is called and what it computes."""
+
+    def avals(seq: Any) -> list[Any]:
+        return [[[str(d) for d in a.shape], str(a.dtype), bool(getattr(a, "weak_type", False))] for a in seq]
+
+    return {
+        "in_avals": avals(exported.in_avals), "out_avals": avals(exported.out_avals),
+        "in_tree": str(exported.in_tree), "out_tree": str(exported.out_tree),
+        "platforms": [str(p) for p in exported.platforms], "nr_devices": int(exported.nr_devices),
+        "in_shardings_hlo": [str(s) for s in exported.in_shardings_hlo],
+        "out_shardings_hlo": [str(s) for s in exported.out_shardings_hlo],
+        "ordered_effects": [str(e) for e in exported.ordered_effects],
+        "unordered_effects": [str(e) for e in exported.unordered_effects],
+        "disabled_safety_checks": [str(c) for c in exported.disabled_safety_checks],
+        "calling_convention_version": int(exported.calling_convention_version),
+        "module_kept_var_idx": [int(i) for i in exported.module_kept_var_idx],
+        "uses_global_constants": bool(exported.uses_global_constants),
+    }
+
+
+def _module_digest(module: Any, exported: Any) -> str:
+    """sha256 of `module` without debug locations and of `_calling_facts(exported)`.
+
+    Strips locations in place (`strip-debuginfo`; the module is not read afterwards) and hashes
+    the module's bytecode rather than its text: bytecode is a faithful, deterministic encoding
+    whose size stays that of the artifact, while text repeats uniqued attributes at every use (a
+    1 MB artifact can print as gigabytes).
+    """
+    from jax._src.lib.mlir import passmanager
+
+    passmanager.PassManager.parse("builtin.module(strip-debuginfo)").run(module.operation)
+    bytecode = io.BytesIO()
+    module.operation.write_bytecode(bytecode)
+    h = hashlib.sha256(b"remat-judge normalized artifact\0")
+    h.update(json.dumps(_calling_facts(exported), sort_keys=True, separators=(",", ":")).encode())
+    h.update(b"\0")
+    h.update(bytecode.getvalue())
+    return h.hexdigest()
+
+
+def normalized_digest(exported: Any) -> str:
+    """A content digest of one artifact that ignores where its code came from.
+
+    sha256 over the StableHLO module with every debug location stripped (source files, lines,
+    function and scope names only live there) and over what decides how it is called: input and
+    output avals, pytree structures, platforms, number of devices, shardings, effects, calling
+    convention and kept inputs. Exporting the same function twice (in two processes, or from a
+    file with other comments or line numbers) gives the same digest; a different computation
+    (another checkpoint policy, say) a different one. Linear in the artifact's size: the module is
+    parsed from bytecode and hashed as bytecode, never printed (see `_module_digest`).
+    `inspect_module` computes the same value as `ModuleInfo.digest` on the module it parses.
+
+    Args:
+        exported: a deserialized `jax.export.Exported`.
+
+    Returns:
+        64 lowercase hex digits.
+
+    Raises:
+        ArtifactError: the module cannot be parsed.
+    """
+    with _ir_context():
+        return _module_digest(_parse(exported), exported)
+
+
 def inspect_module(exported: Any, *, allowed_custom_calls: frozenset[str] = frozenset(),
                    limits: ReadLimits = ReadLimits()) -> ModuleInfo:
     """Parses an Exported's StableHLO module from bytecode and inspects it without running it.
@@ -703,22 +774,16 @@ def inspect_module(exported: Any, *, allowed_custom_calls: frozenset[str] = froz
 
     Returns:
         ModuleInfo with op counts and disallowed ops; when nothing is disallowed, also peak live
-        bytes, FLOPs and the provenance of `main`'s outputs.
+        bytes, FLOPs, the provenance of `main`'s outputs and the artifact's `normalized_digest`.
 
     Raises:
         ArtifactError: the module cannot be parsed, has no public `main`, exceeds a cap, or has a
             value of dynamic shape or unknown type.
     """
-    from jax._src.interpreters import mlir as jax_mlir
-    from jax._src.lib import _jax
-
     ir = _ir()
     info = ModuleInfo()
-    with jax_mlir.make_ir_context():
-        try:
-            module = _jax.mlir.deserialize_portable_artifact(exported.mlir_module_serialized)
-        except Exception as exc:
-            raise ArtifactError(f"cannot parse the module: {type(exc).__name__}"[:500]) from None
+    with _ir_context():
+        module = _parse(exported)
         functions: dict[str, Any] = {}
         for top in module.body.operations:
             if top.operation.name != "func.func":
@@ -741,4 +806,5 @@ def inspect_module(exported: Any, *, allowed_custom_calls: frozenset[str] = froz
         main_block = functions["main"].regions[0].blocks[0]
         returned = list(main_block.operations)[-1].operands
         info.sources = [_provenance(v, main_block, functions) for v in returned]
+        info.digest = _module_digest(module, exported)  # last: it strips the module's locations
     return info

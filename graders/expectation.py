@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from graders.artifacts import Aval
+from graders.limits import Aval
 from graders.verdict import ResidualFact
 
 

@@ -1,7 +1,16 @@
-"""Caps on untrusted artifacts, checked before they run (plain dataclasses, no JAX)."""
+"""Plain, JAX-free definitions shared by the modules that read artifacts and those that judge them:
+the caps on untrusted artifacts (`VerifyLimits`, `ReadLimits`) and the aval of one array (`Aval`).
+
+This module, like graders/expectation.py, graders/checks/*, graders/verdict.py and
+graders/problem.py, imports nothing that imports jax or jaxlib, not even inside functions (an
+import-linter contract checks it): the server and the result cache use these types without
+paying for, or trusting, a JAX import. graders/verifier.py and graders/artifacts.py re-export
+them under their old names.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 MIB = 1024 * 1024
@@ -9,7 +18,7 @@ MIB = 1024 * 1024
 
 @dataclass(frozen=True)
 class ReadLimits:
-    """Caps on reading one module, enforced while it is walked.
+    """Caps on reading one module, enforced while it is walked (graders/artifacts.py).
 
     Attributes:
         max_ops: operations in the module (all functions and regions).
@@ -24,10 +33,10 @@ class ReadLimits:
 
 @dataclass(frozen=True)
 class VerifyLimits:
-    """Caps on untrusted artifacts, checked before they run.
+    """Caps on untrusted artifacts, checked before they run (graders/verifier.py).
 
     Attributes:
-        max_artifact_bytes: serialized size of one artifact.
+        max_artifact_bytes: serialized size of one artifact, in bytes.
         max_ops: operations in one module (all functions and regions).
         max_peak_live_bytes: the static peak live bytes of one artifact; above it the verdict is
             MEMORY_LIMIT_EXCEEDED without running it.
@@ -42,4 +51,32 @@ class VerifyLimits:
 
     @property
     def read_limits(self) -> ReadLimits:
+        """The caps that apply while one module is read."""
         return ReadLimits(max_ops=self.max_ops, max_depth=self.max_depth, max_call_depth=self.max_call_depth)
+
+
+@dataclass(frozen=True)
+class Aval:
+    """Shape and dtype of one array.
+
+    Attributes:
+        shape: static dimensions (no symbolic ones: graders/artifacts.py refuses those).
+        dtype: a numpy dtype name ("float32", "bool", ...) or "bfloat16".
+    """
+
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of one value (bool as one byte, as XLA stores it).
+
+        Raises:
+            TypeError: `dtype` is not a dtype numpy (or ml_dtypes, for bfloat16) knows.
+        """
+        from graders.problem import _np_dtype
+
+        return math.prod(self.shape) * _np_dtype(self.dtype).itemsize
+
+    def __str__(self) -> str:
+        return f"{self.dtype}[{','.join(str(d) for d in self.shape)}]"

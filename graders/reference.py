@@ -3,35 +3,43 @@
 For every test case the reference is exported with the same `export_case` the jail uses, its
 residual signature and peak live bytes are read from its own artifacts, and its artifacts are run
 on the hidden inputs with random cotangents. The results are cached on disk per problem version
-and per deployment seed (`<cache>/<slug>/<version>-<seed id>/`), as JSON plus an `.npz` file
-(never pickle). Runs only in the trusted verifier process: this imports `reference.py`.
+and per deployment seed (`<cache>/<slug>/<version>-<seed id>/`), as JSON plus one file of raw
+arrays (never pickle; see "the cache" below). Runs only in the trusted verifier process: this
+imports `reference.py`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.metadata
 import importlib.util
 import json
+import logging
+import math
+import mmap
 import os
 import shutil
+import struct
 import sys
 import tempfile
+import zlib
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from graders.artifacts import Aval, ModuleInfo, deserialize, exported_avals, flat_call, inspect_module
+from graders.artifacts import Aval, ModuleInfo, deserialize, exported_avals, inspect_module
 from graders.checks.residuals import describe_residuals
-from graders.evaluate import evaluate_vjp
+from graders.evaluate import ArtifactRunError, CaseData, evaluate_cases
 from graders.expectation import ARRAY_FIELDS, CaseExpectation, Expectations, named_sources
-from graders.problem import Problem, case_arg_specs, hidden_inputs, leaf_names, random_cotangents
+from graders.problem import Problem, _np_dtype, case_arg_specs, hidden_inputs, leaf_names, random_cotangents
 from graders.verdict import ResidualFact
 from jailside.export import export_case, residual_notes
 
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4  # 4: arrays.bin (mapped, checksummed) instead of arrays.npz; values from evaluate_cases
+log = logging.getLogger(__name__)
 
 
 class ReferenceSolutionError(Exception):
@@ -78,11 +86,6 @@ def checkpoint_disabled() -> Iterator[None]:
     finally:
         for (mod, name), value in saved.items():
             setattr(mod, name, value)
-
-
-def _run_artifacts(fwd_blob: bytes, bwd_blob: bytes) -> tuple[Callable[..., Any], Callable[..., Any], Any, Any]:
-    fwd, bwd = deserialize(fwd_blob), deserialize(bwd_blob)
-    return flat_call(fwd), flat_call(bwd), fwd, bwd
 
 
 # --- building -------------------------------------------------------------------------------------
@@ -136,19 +139,21 @@ def _float64_errors(fn: Callable[..., Any], specs: list[dict[str, Any]], expecta
     try:
         with jax.enable_x64(True):
             fwd_blob, bwd_blob, n64 = export_case(fn, _float64_specs(specs))
-            fwd_call, bwd_call, fwd, _ = _run_artifacts(fwd_blob, bwd_blob)
+            fwd, bwd = deserialize(fwd_blob), deserialize(bwd_blob)
             res64 = exported_avals(fwd.out_avals)[n64:]
             same_residuals = [a.shape for a in res64] == [tuple(r.shape) for r in expectation.residuals]
             if n64 != n_out:
                 return
-            outputs, gradients, residuals = [], [], []
-            for k, (xs, cts) in enumerate(zip(expectation.inputs, expectation.cotangents)):
-                outs, res, grads, _ = evaluate_vjp(fwd_call, bwd_call, [np.asarray(x, np.float64) for x in xs],
-                                                   [np.asarray(c, np.float64) for c in cts], None,
-                                                   n_out=n_out, step=0.0)
-                outputs.append([_max_error(r, t) for r, t in zip(expectation.outputs[k], outs)])
-                gradients.append([_max_error(r, t) for r, t in zip(expectation.gradients[k], grads)])
-                residuals.append([_max_error(r, t) for r, t in zip(expectation.residual_values[k], res)])
+            (truth,) = evaluate_cases([CaseData(
+                fwd=fwd, bwd=bwd, n_out=n_out, directions=None, step=0.0,
+                inputs=[[np.asarray(x, np.float64) for x in xs] for xs in expectation.inputs],
+                cotangents=[[np.asarray(c, np.float64) for c in cts] for cts in expectation.cotangents])])
+        outputs = [[_max_error(r, t) for r, t in zip(expectation.outputs[k], outs)]
+                   for k, outs in enumerate(truth.outputs)]
+        gradients = [[_max_error(r, t) for r, t in zip(expectation.gradients[k], grads)]
+                     for k, grads in enumerate(truth.gradients)]
+        residuals = [[_max_error(r, t) for r, t in zip(expectation.residual_values[k], res)]
+                     for k, res in enumerate(truth.residuals)]
     except Exception:  # the float64 evaluation is a calibration aid; the fixed tolerance stands in
         return
     expectation.output_errors, expectation.gradient_errors = outputs, gradients
@@ -178,14 +183,14 @@ def build_expectations(problem: Problem, *, seed: bytes) -> Expectations:
         plain_fn = None
     names = leaf_names(problem.spec)
     k_inputs = problem.spec.verify.inputs_per_case
-    cases = []
+    cases, artifacts = [], []
     for case in problem.spec.cases:
         specs = case_arg_specs(problem.spec, case)
         try:
             fwd_blob, bwd_blob, n_out = export_case(fn, specs)
         except Exception as exc:
             raise ReferenceSolutionError(f"exporting the reference on case {case.name!r}: {type(exc).__name__}: {exc}") from exc
-        fwd_call, bwd_call, fwd, bwd = _run_artifacts(fwd_blob, bwd_blob)
+        fwd, bwd = deserialize(fwd_blob), deserialize(bwd_blob)
         fwd_info, bwd_info = inspect_module(fwd), inspect_module(bwd)
         out_avals = exported_avals(fwd.out_avals)
         residuals = describe_residuals(out_avals[n_out:], residual_notes(fn, specs),
@@ -209,80 +214,190 @@ def build_expectations(problem: Problem, *, seed: bytes) -> Expectations:
             fd_step=1e-3, fd_reference_error=[],
         )
         for k in range(k_inputs):
-            xs = hidden_inputs(problem.spec, case, seed=seed, version=problem.version, index=k)
-            cts = random_cotangents([(a.shape, a.dtype) for a in expectation.output_avals], seed=seed,
-                                    slug=problem.slug, version=problem.version, case=case.name, index=k)
-            directions = random_cotangents([(a.shape, a.dtype) for a in expectation.input_avals], seed=seed,
-                                           slug=problem.slug, version=problem.version,
-                                           case=case.name + "/fd-direction", index=k)
-            outs, res, grads, (fd, analytic) = evaluate_vjp(fwd_call, bwd_call, xs, cts, directions, n_out=n_out,
-                                                            step=expectation.fd_step)
-            expectation.inputs.append(xs)
-            expectation.cotangents.append(cts)
-            expectation.outputs.append(outs)
-            expectation.residual_values.append(res)
-            expectation.gradients.append(grads)
-            expectation.fd_directions.append(directions)
-            expectation.fd_reference_error.append(abs(fd - analytic) / (abs(analytic) + 1e-12))
-        _float64_errors(fn, specs, expectation, n_out)
+            expectation.inputs.append(hidden_inputs(problem.spec, case, seed=seed, version=problem.version, index=k))
+            expectation.cotangents.append(random_cotangents(
+                [(a.shape, a.dtype) for a in expectation.output_avals], seed=seed, slug=problem.slug,
+                version=problem.version, case=case.name, index=k))
+            expectation.fd_directions.append(random_cotangents(
+                [(a.shape, a.dtype) for a in expectation.input_avals], seed=seed, slug=problem.slug,
+                version=problem.version, case=case.name + "/fd-direction", index=k))
         cases.append(expectation)
+        artifacts.append(CaseData(fwd=fwd, bwd=bwd, n_out=n_out, inputs=expectation.inputs,
+                                  cotangents=expectation.cotangents, directions=expectation.fd_directions,
+                                  step=expectation.fd_step))
+    # every case in one compiled program, exactly as the verifier runs a submission's
+    try:
+        values = evaluate_cases(artifacts)
+    except ArtifactRunError as exc:
+        raise ReferenceSolutionError(f"running the reference on case {cases[exc.case].name!r}: {exc}") from exc
+    for expectation, got, data in zip(cases, values, artifacts):
+        expectation.outputs, expectation.residual_values, expectation.gradients = got.outputs, got.residuals, got.gradients
+        expectation.fd_reference_error = [abs(fd - analytic) / (abs(analytic) + 1e-12) for fd, analytic in got.fd]
+    for case, expectation, data in zip(problem.spec.cases, cases, artifacts):
+        _float64_errors(fn, case_arg_specs(problem.spec, case), expectation, data.n_out)
     return Expectations(slug=problem.slug, version=problem.version, jax_version=jax.__version__,
                         leaf_names=names, cases=cases)
 
 
 # --- the cache -------------------------------------------------------------------------------------
+#
+# A cache entry is a directory holding `meta.json` (every fact, and where each array lies) and
+# `arrays.bin`: a 64-byte header, then every array's raw bytes (C order, native byte order), each
+# at a 64-byte aligned offset. The header holds a magic string, the format, the CRC-32 of
+# meta.json's bytes, the CRC-32 and length of everything after the header. Loading maps
+# arrays.bin read-only (`mmap`) and makes each array a read-only view of it: no copy, no parse,
+# and pages shared by every process reading the same entry. A file that is short, of another
+# format, or whose checksums disagree (a partial write, corruption, a meta.json from another
+# build) makes the entry unreadable: it is rebuilt, never trusted.
+
+DATA_FILE, META_FILE = "arrays.bin", "meta.json"
+DATA_MAGIC = b"RJEXPECT"
+_HEADER = struct.Struct("<8sIIIQ")  # magic, format, crc32(meta.json), crc32(data), data bytes
+HEADER_BYTES = 64
+ALIGNMENT = 64
+
+
+def _jax_version() -> str:
+    """The installed JAX's version, without importing JAX when nothing has (it takes ~0.4 s)."""
+    jax = sys.modules.get("jax")
+    if jax is not None and hasattr(jax, "__version__"):
+        return str(jax.__version__)
+    return importlib.metadata.version("jax")
+
 
 def save_expectations(exp: Expectations, directory: Path) -> None:
-    """Writes `meta.json` and `arrays.npz` into `directory` atomically (rename of a temp dir)."""
+    """Writes `meta.json` and `arrays.bin` into `directory` atomically (rename of a temp dir).
+
+    When `directory` appeared meanwhile (another process built the same entry), keeps that one.
+
+    Raises:
+        OSError: the files cannot be written (nothing is left behind).
+    """
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=directory.parent))
-    arrays: dict[str, np.ndarray] = {}
-    meta_cases = []
-    for c in exp.cases:
-        d = asdict(c)
-        for name in ARRAY_FIELDS:
-            d.pop(name)
-            for k, leaves in enumerate(getattr(c, name)):
-                for i, a in enumerate(leaves):
-                    arrays[f"{c.name}/{name}/{k}/{i}"] = a
-            d[f"n_{name}"] = [len(leaves) for leaves in getattr(c, name)]
-        d["input_avals"] = [[list(a.shape), a.dtype] for a in c.input_avals]
-        d["output_avals"] = [[list(a.shape), a.dtype] for a in c.output_avals]
-        d["residuals"] = [r.model_dump() for r in c.residuals]
-        meta_cases.append(d)
-    meta = {"format": CACHE_FORMAT, "slug": exp.slug, "version": exp.version, "jax_version": exp.jax_version,
-            "leaf_names": exp.leaf_names, "cases": meta_cases}
-    (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-    np.savez(tmp / "arrays.npz", **arrays)
+    try:
+        arrays: list[np.ndarray] = []
+        offset = HEADER_BYTES
+
+        def place(a: np.ndarray) -> dict[str, Any]:
+            nonlocal offset
+            a = np.asarray(a, order="C")  # (not ascontiguousarray: it makes 0-d arrays 1-d)
+            if not a.dtype.isnative:
+                a = a.astype(a.dtype.newbyteorder("="))
+            offset = -(-offset // ALIGNMENT) * ALIGNMENT
+            entry = {"offset": offset, "shape": list(a.shape), "dtype": a.dtype.name}
+            arrays.append(a)
+            offset += a.nbytes
+            return entry
+
+        meta_cases = []
+        for c in exp.cases:
+            d = asdict(c)
+            for name in ARRAY_FIELDS:
+                d[name] = [[place(a) for a in leaves] for leaves in getattr(c, name)]
+            d["input_avals"] = [[list(a.shape), a.dtype] for a in c.input_avals]
+            d["output_avals"] = [[list(a.shape), a.dtype] for a in c.output_avals]
+            d["residuals"] = [r.model_dump() for r in c.residuals]
+            meta_cases.append(d)
+        meta = {"format": CACHE_FORMAT, "slug": exp.slug, "version": exp.version, "jax_version": exp.jax_version,
+                "byteorder": sys.byteorder, "leaf_names": exp.leaf_names, "cases": meta_cases}
+        meta_bytes = json.dumps(meta, indent=1).encode()
+        (tmp / META_FILE).write_bytes(meta_bytes)
+        crc, position = 0, HEADER_BYTES
+        with open(tmp / DATA_FILE, "wb") as f:
+            f.write(bytes(HEADER_BYTES))
+            for a in arrays:
+                pad = -position % ALIGNMENT
+                chunk = bytes(pad) + a.tobytes()
+                crc = zlib.crc32(chunk, crc)
+                f.write(chunk)
+                position += len(chunk)
+            f.seek(0)
+            f.write(_HEADER.pack(DATA_MAGIC, CACHE_FORMAT, zlib.crc32(meta_bytes), crc, position - HEADER_BYTES))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     try:
         os.rename(tmp, directory)
     except OSError:  # another process finished first; its result is the same
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def load_expectations(directory: Path) -> Expectations | None:
-    """Reads a cache entry; None when absent, from another format, or from another JAX version."""
-    import jax
+class _Unreadable(Exception):
+    """A cache entry that must not be trusted (the message says why)."""
 
+
+def _map_data(path: Path, meta_bytes: bytes) -> mmap.mmap:
+    """arrays.bin mapped read-only, after checking its header and checksums against meta.json.
+
+    Raises:
+        _Unreadable: short, of another format, or a checksum disagrees.
+        OSError: it cannot be opened or mapped.
+    """
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size < HEADER_BYTES:
+            raise _Unreadable(f"{path.name} is {size} bytes, shorter than its header")
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    magic, fmt, meta_crc, data_crc, length = _HEADER.unpack_from(data, 0)
+    if magic != DATA_MAGIC or fmt != CACHE_FORMAT:
+        raise _Unreadable(f"{path.name} is not of cache format {CACHE_FORMAT}")
+    if length != size - HEADER_BYTES:
+        raise _Unreadable(f"{path.name} holds {size - HEADER_BYTES} bytes of data, its header says {length}")
+    if zlib.crc32(meta_bytes) != meta_crc:
+        raise _Unreadable(f"{META_FILE} does not belong to this {path.name}")
+    with memoryview(data) as view, view[HEADER_BYTES:] as body:
+        if zlib.crc32(body) != data_crc:
+            raise _Unreadable(f"{path.name} is corrupt (checksum)")
+    return data
+
+
+def _array(data: mmap.mmap, entry: dict[str, Any]) -> np.ndarray:
+    """A read-only view of one array of the mapped data (validated against the data's bounds)."""
+    offset, shape, dtype = int(entry["offset"]), tuple(int(d) for d in entry["shape"]), _np_dtype(entry["dtype"])
+    count = math.prod(shape)
+    if offset < HEADER_BYTES or min(shape, default=0) < 0 or offset + count * dtype.itemsize > len(data):
+        raise _Unreadable(f"an array lies outside {DATA_FILE}")
+    return np.frombuffer(data, dtype=dtype, count=count, offset=offset).reshape(shape)
+
+
+def load_expectations(directory: Path) -> Expectations | None:
+    """Reads a cache entry, without importing JAX.
+
+    Arrays are read-only views of the mapped `arrays.bin` (`np.frombuffer` over a read-only
+    `mmap`), in the dtypes and shapes they were saved with.
+
+    Returns:
+        The expectations; None when the entry is absent, of another format, JAX version or byte
+        order, or unreadable (short, corrupt, inconsistent: logged, and rebuilt by
+        `ensure_expectations`).
+    """
     try:
-        meta = json.loads((directory / "meta.json").read_text())
-        if meta.get("format") != CACHE_FORMAT or meta.get("jax_version") != jax.__version__:
-            return None
-        arrays = np.load(directory / "arrays.npz", allow_pickle=False)
-    except (OSError, ValueError):
+        meta_bytes = (directory / META_FILE).read_bytes()
+    except OSError:
         return None
-    cases = []
-    for d in meta["cases"]:
-        counts = {name: d.pop(f"n_{name}") for name in ARRAY_FIELDS}
-        d["input_avals"] = [Aval(tuple(s), t) for s, t in d["input_avals"]]
-        d["output_avals"] = [Aval(tuple(s), t) for s, t in d["output_avals"]]
-        d["residuals"] = [ResidualFact(**r) for r in d["residuals"]]
-        c = CaseExpectation(**d)
-        for name, per_k in counts.items():
-            setattr(c, name, [[arrays[f"{c.name}/{name}/{k}/{i}"] for i in range(n)] for k, n in enumerate(per_k)])
-        cases.append(c)
-    return Expectations(slug=meta["slug"], version=meta["version"], jax_version=meta["jax_version"],
-                        leaf_names=meta["leaf_names"], cases=cases)
+    try:
+        meta = json.loads(meta_bytes)
+        if not isinstance(meta, dict) or meta.get("format") != CACHE_FORMAT:
+            return None
+        if meta.get("jax_version") != _jax_version() or meta.get("byteorder") != sys.byteorder:
+            return None
+        data = _map_data(directory / DATA_FILE, meta_bytes)
+        cases = []
+        for d in meta["cases"]:
+            d = dict(d)
+            arrays = {name: [[_array(data, e) for e in leaves] for leaves in d.pop(name)] for name in ARRAY_FIELDS}
+            d["input_avals"] = [Aval(tuple(s), t) for s, t in d["input_avals"]]
+            d["output_avals"] = [Aval(tuple(s), t) for s, t in d["output_avals"]]
+            d["residuals"] = [ResidualFact(**r) for r in d["residuals"]]
+            cases.append(CaseExpectation(**d, **arrays))
+        return Expectations(slug=meta["slug"], version=meta["version"], jax_version=meta["jax_version"],
+                            leaf_names=meta["leaf_names"], cases=cases)
+    except (_Unreadable, OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError,
+            struct.error) as exc:
+        log.warning("cached expectations in %s are unreadable, rebuilding: %s: %s", directory,
+                    type(exc).__name__, str(exc)[:300])
+        return None
 
 
 def ensure_expectations(problem: Problem, *, seed: bytes, cache_root: Path) -> Expectations:
@@ -295,7 +410,10 @@ def ensure_expectations(problem: Problem, *, seed: bytes, cache_root: Path) -> E
     found = load_expectations(directory)
     if found is not None:
         return found
-    shutil.rmtree(directory, ignore_errors=True)  # stale: another cache format or JAX version
+    shutil.rmtree(directory, ignore_errors=True)  # stale (another format or JAX version) or unreadable
     built = build_expectations(problem, seed=seed)
-    save_expectations(built, directory)
+    try:
+        save_expectations(built, directory)
+    except OSError as exc:  # a cache we cannot write costs time, not correctness
+        log.warning("cannot cache the expectations of %s in %s: %s", problem.slug, directory, exc)
     return built

@@ -8,48 +8,25 @@ finite-difference second opinion; 6. peak live bytes of both artifacts.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-
-from graders.artifacts import (ArtifactError, Aval, ReadLimits, deserialize, exported_avals, flat_call,
-                               inspect_module)
+from graders.artifacts import ArtifactError, deserialize, exported_avals, inspect_module, shared_ir_context
 from graders.checks.common import CaseRun
 from graders.checks.gradients import check_finite_difference, check_gradients
 from graders.checks.residuals import check_peak_memory, check_residuals, describe_residuals, signature
 from graders.checks.values import check_values
-from graders.evaluate import evaluate_vjp
+from graders.evaluate import ArtifactRunError, CaseData, evaluate_cases
 from graders.expectation import CaseExpectation, Expectations, named_sources
+from graders.limits import MIB, Aval, ReadLimits, VerifyLimits  # noqa: F401 - re-exported (old home)
 from graders.problem import Problem
 from graders.verdict import CheckResult, ResidualFact, ResidualReport, Verdict, first_verdict
 from sandbox.bundle import Bundle, BundleCase
 
-MIB = 1024 * 1024
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class VerifyLimits:
-    """Caps on untrusted artifacts, checked before they run.
-
-    Attributes:
-        max_artifact_bytes: serialized size of one artifact.
-        max_ops: operations in one module (all functions and regions).
-        max_peak_live_bytes: the static peak live bytes of one artifact; above it the verdict is
-            MEMORY_LIMIT_EXCEEDED without running it.
-        max_depth: nesting of regions in one module; max_call_depth: longest chain of calls.
-    """
-
-    max_artifact_bytes: int = 8 * MIB
-    max_ops: int = 50_000
-    max_peak_live_bytes: int = 1024 * MIB
-    max_depth: int = 64
-    max_call_depth: int = 64
-
-    @property
-    def read_limits(self) -> ReadLimits:
-        return ReadLimits(max_ops=self.max_ops, max_depth=self.max_depth, max_call_depth=self.max_call_depth)
 
 
 @dataclass
@@ -65,25 +42,6 @@ class VerifyResult:
 
 class VersionMismatch(Exception):
     """The expectations are not of the problem version being judged: a fault of the judge."""
-
-
-class _ArtifactRunError(Exception):
-    """An exception raised while the submission's exported program was lowered, compiled or run."""
-
-
-def _guarded(call: Callable[..., Any]) -> Callable[..., Any]:
-    """`call` (an untrusted artifact) with whatever it raises turned into _ArtifactRunError, so the
-    verdict blames the program for its own failures and only for those."""
-
-    def run(*args: Any) -> Any:
-        try:
-            return call(*args)
-        except MemoryError:
-            raise
-        except Exception as exc:
-            raise _ArtifactRunError(f"{type(exc).__name__}: {str(exc)[:300]}") from None
-
-    return run
 
 
 class _Stop(Exception):
@@ -112,6 +70,8 @@ class _Loaded:
     bwd_peak: int
     bwd_flops: int
     residuals: list[ResidualFact]
+    fwd_digest: str
+    bwd_digest: str
 
 
 def _load_case(expected: CaseExpectation, case: BundleCase, problem: Problem, limits: VerifyLimits,
@@ -186,37 +146,49 @@ def _load_case(expected: CaseExpectation, case: BundleCase, problem: Problem, li
     residuals = describe_residuals(residual_avals, case.residual_notes,
                                    sources=named_sources(infos[0].sources[n_out:], leaf_names))
     return _Loaded(expected, case, fwd, bwd, infos[0].peak_live_bytes, infos[1].peak_live_bytes, infos[1].flops,
-                   residuals)
+                   residuals, infos[0].digest, infos[1].digest)
 
 
-def _execute(loaded: _Loaded) -> CaseRun:
-    """Steps 4 and 5: run fwd then bwd on every hidden input of the case.
+def _execute(loaded: list[_Loaded]) -> list[CaseRun]:
+    """Steps 4 and 5: every case's fwd then bwd on every hidden input, and fwd at the shifted
+    inputs of the finite-difference opinion, in one compiled program (`evaluate_cases`, as the
+    reference was evaluated).
 
     Raises:
-        _Stop: the submission's artifact raised while it was lowered, compiled or run
-            (RUNTIME_ERROR). Exceptions of our own code propagate: they are judge faults.
+        _Stop: the submission's artifact raised while it was traced, lowered, compiled or run
+            (RUNTIME_ERROR, naming the first failing case). Exceptions of our own code propagate:
+            they are judge faults.
     """
+    data = [CaseData(fwd=item.fwd, bwd=item.bwd, n_out=len(item.expected.output_avals),
+                     inputs=item.expected.inputs, cotangents=item.expected.cotangents,
+                     directions=item.expected.fd_directions, step=item.expected.fd_step) for item in loaded]
     try:
-        return _run_case(loaded)
-    except _ArtifactRunError as exc:
+        values = evaluate_cases(data)
+    except ArtifactRunError as exc:
         raise _fail("execute", Verdict.RUNTIME_ERROR,
-                    f"case {loaded.expected.name!r}: your exported program failed to run: {exc}") from None
+                    f"case {loaded[exc.case].expected.name!r}: your exported program failed to run: {exc}") from None
+    return [CaseRun(expected=item.expected, residuals=item.residuals, fwd_peak_bytes=item.fwd_peak,
+                    bwd_peak_bytes=item.bwd_peak, bwd_flops=item.bwd_flops, outputs=v.outputs,
+                    residual_values=v.residuals, gradients=v.gradients, fd=v.fd)
+            for item, v in zip(loaded, values)]
 
 
-def _run_case(loaded: _Loaded) -> CaseRun:
-    exp = loaded.expected
-    n_out = len(exp.output_avals)
-    fwd_call, bwd_call = _guarded(flat_call(loaded.fwd)), _guarded(flat_call(loaded.bwd))
-    run = CaseRun(expected=exp, residuals=loaded.residuals, fwd_peak_bytes=loaded.fwd_peak,
-                  bwd_peak_bytes=loaded.bwd_peak, bwd_flops=loaded.bwd_flops)
-    for k, xs in enumerate(exp.inputs):
-        outputs, residuals, gradients, fd = evaluate_vjp(fwd_call, bwd_call, xs, exp.cotangents[k],
-                                                         exp.fd_directions[k], n_out=n_out, step=exp.fd_step)
-        run.outputs.append(outputs)
-        run.residual_values.append(residuals)
-        run.gradients.append(gradients)
-        run.fd.append(fd)
-    return run
+def submission_digest(loaded: list[tuple[BundleCase, str, str]]) -> str:
+    """The content key of a bundle whose cases all loaded: sha256 (64 hex digits) over, per case in
+    order, its name, `n_primal_outputs`, the `normalized_digest` of its fwd and bwd artifacts and
+    its residual notes exactly as in the bundle (notes name source lines and are shown in the
+    report). Two bundles with equal keys get identical reports from `verify` under the same
+    problem version, expectations, limits and JAX version, which the caller's key must add.
+
+    Args:
+        loaded: per case, (the bundle's case, fwd digest, bwd digest).
+    """
+    doc = [{"name": case.name, "n_primal_outputs": case.n_primal_outputs, "fwd": fwd, "bwd": bwd,
+            "residual_notes": None if case.residual_notes is None
+            else [n.model_dump(mode="json") for n in case.residual_notes]}
+           for case, fwd, bwd in loaded]
+    material = json.dumps({"cases": doc}, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(b"remat-judge bundle\0" + material.encode()).hexdigest()
 
 
 def residual_report(runs: list[CaseRun]) -> ResidualReport | None:
@@ -265,6 +237,7 @@ def score_of(checks: list[CheckResult], problem: Problem) -> float:
 
 
 def verify(bundle: Bundle, problem: Problem, expectations: Expectations, *, limits: VerifyLimits,
+           on_digest: Callable[[str], None] = lambda d: None,
            on_execute: Callable[[], None] = lambda: None) -> VerifyResult:
     """Judges an "ok" bundle.
 
@@ -273,6 +246,10 @@ def verify(bundle: Bundle, problem: Problem, expectations: Expectations, *, limi
         problem: the problem it is judged against.
         expectations: the reference's expectations for the same problem version.
         limits: caps on the artifacts.
+        on_digest: called once with the bundle's content key (`submission_digest`, 64 hex
+            digits) when every case has been loaded and checked (steps 1 to 3), before
+            `on_execute`; not called when verification stops before that. A caller holding a
+            result for the same key (and problem version, seed, limits, JAX version) may use it.
         on_execute: called once, just before the first untrusted artifact runs (the process
             running us reports it so a time-out after it is the submission's, not ours).
 
@@ -293,18 +270,20 @@ def verify(bundle: Bundle, problem: Problem, expectations: Expectations, *, limi
         if got_names != expected_names:
             raise _fail("module", Verdict.RUNTIME_ERROR,
                         f"the result has cases {got_names}, expected {expected_names}")
-        loaded = [_load_case(e, c, problem, limits, expectations.leaf_names)
-                  for e, c in zip(expectations.cases, bundle.cases)]
+        with shared_ir_context():  # one MLIR context for all the artifacts read
+            loaded = [_load_case(e, c, problem, limits, expectations.leaf_names)
+                      for e, c in zip(expectations.cases, bundle.cases)]
     except _Stop as stop:
         checks.append(stop.check)
         return VerifyResult(checks, None, first_verdict([stop.check.verdict or Verdict.RUNTIME_ERROR]), 0.0)
+    on_digest(submission_digest([(item.case, item.fwd_digest, item.bwd_digest) for item in loaded]))
     checks.append(CheckResult(name="module", passed=True,
                               message=f"{2 * len(loaded)} exported programs use only allowed operations"))
     checks.append(CheckResult(name="avals", passed=True,
                               message="inputs, outputs and gradients have the expected shapes and dtypes"))
     on_execute()
     try:
-        runs = [_execute(item) for item in loaded]
+        runs = _execute(loaded)
     except _Stop as stop:
         checks.append(stop.check)
         return VerifyResult(checks, None, stop.check.verdict or Verdict.RUNTIME_ERROR, 0.0)

@@ -463,3 +463,123 @@ def test_the_op_cap_stops_the_walk_early_and_the_walk_is_linear() -> None:
     info = _inspect_text(text)  # 20,000 ops under the default cap: walked in one linear pass
     assert info.n_ops == 20_001 and info.peak_live_bytes > 0  # the adds and the return
     assert t1 - t0 < 5
+
+
+# --- normalized_digest: a content key that ignores where the code came from -------------------------
+
+POLICY_SOURCE = '''import jax
+import jax.numpy as jnp
+
+
+def layer(w, x):
+    return jnp.tanh(x @ w) @ w
+
+
+def f(w, x):
+    policy = jax.checkpoint_policies.{policy}
+    return jax.checkpoint(layer, policy=policy)(w, x)
+'''
+W_X = [{"kind": "array", "name": "w", "shape": [8, 8], "dtype": "float32"},
+       {"kind": "array", "name": "x", "shape": [4, 8], "dtype": "float32"}]
+
+
+def _digests_of_source(path: Path, source: str) -> tuple[str, str]:
+    """(fwd, bwd) normalized digests of `f` defined in `source`, imported from the file `path`."""
+    import importlib.util
+
+    from graders.artifacts import normalized_digest
+
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"digest_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    fwd_blob, bwd_blob, _ = export_case(module.f, W_X)
+    return normalized_digest(deserialize(fwd_blob)), normalized_digest(deserialize(bwd_blob))
+
+
+def test_normalized_digest_ignores_file_names_comments_and_line_numbers(tmp_path: Path) -> None:
+    source = POLICY_SOURCE.format(policy="dots_saveable")
+    plain = _digests_of_source(tmp_path / "a.py", source)
+    assert all(len(d) == 64 and int(d, 16) >= 0 for d in plain)
+    # another file, comments and blank lines above (every line number moves) and after the code
+    moved = _digests_of_source(tmp_path / "b.py", "# a comment\n\n\n" + source + "\n# the end\n")
+    assert moved == plain
+
+
+def test_normalized_digest_sees_the_policy_and_the_constants(tmp_path: Path) -> None:
+    saving = _digests_of_source(tmp_path / "a.py", POLICY_SOURCE.format(policy="dots_saveable"))
+    recomputing = _digests_of_source(tmp_path / "b.py", POLICY_SOURCE.format(policy="nothing_saveable"))
+    assert saving[0] != recomputing[0] and saving[1] != recomputing[1]
+    scaled = _digests_of_source(tmp_path / "c.py", POLICY_SOURCE.format(policy="dots_saveable")
+                                .replace("@ w) @ w", "@ w) @ (2.0 * w)"))
+    assert scaled[0] != saving[0]
+
+
+def test_normalized_digest_is_the_same_in_another_process(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    source = POLICY_SOURCE.format(policy="dots_saveable")
+    here = _digests_of_source(tmp_path / "a.py", source)
+    (tmp_path / "b.py").write_text(source + "\n# exported by another process\n")
+    script = (
+        "import importlib.util, json, sys\n"
+        "from graders.artifacts import deserialize, normalized_digest\n"
+        "from jailside.export import export_case\n"
+        f"spec = importlib.util.spec_from_file_location('other', {str(tmp_path / 'b.py')!r})\n"
+        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        f"fwd, bwd, _ = export_case(m.f, {W_X!r})\n"
+        "print(json.dumps([normalized_digest(deserialize(fwd)), normalized_digest(deserialize(bwd))]))\n")
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", script], cwd=repo, capture_output=True, text=True, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(repo)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    import json
+
+    assert tuple(json.loads(done.stdout.strip().splitlines()[-1])) == here
+
+
+def test_inspect_module_computes_the_same_digest() -> None:
+    from graders.artifacts import normalized_digest
+
+    fwd_blob, bwd_blob, _ = export_case(lambda w, x: jnp.sum(jnp.tanh(x @ w)), W_X)
+    for blob in (fwd_blob, bwd_blob):
+        exported = deserialize(blob)
+        assert inspect_module(exported).digest == normalized_digest(exported)
+
+
+def test_normalized_digest_covers_how_the_artifact_is_called() -> None:
+    from graders.artifacts import normalized_digest
+
+    fwd = deserialize(export_case(lambda w, x: jnp.sum(jnp.tanh(x @ w)), W_X)[0])
+    other_inputs = dataclasses.replace(fwd, module_kept_var_idx=(1,))  # the same module, called otherwise
+    assert normalized_digest(other_inputs) != normalized_digest(fwd)
+
+
+def test_normalized_digest_of_garbage_is_an_artifact_error() -> None:
+    from graders.artifacts import normalized_digest
+
+    fwd = deserialize(export_case(jnp.sin, X_8)[0])
+    with pytest.raises(ArtifactError, match="cannot parse"):
+        normalized_digest(dataclasses.replace(fwd, mlir_module_serialized=b"not bytecode"))
+
+
+def test_limits_and_avals_live_jax_free_and_keep_their_old_homes() -> None:
+    import graders.artifacts
+    import graders.limits
+    import graders.verifier
+
+    assert graders.artifacts.Aval is graders.limits.Aval and graders.artifacts.ReadLimits is graders.limits.ReadLimits
+    assert graders.verifier.VerifyLimits is graders.limits.VerifyLimits
+    assert graders.limits.VerifyLimits(max_ops=7).read_limits == graders.limits.ReadLimits(max_ops=7)
+    assert graders.limits.Aval((2, 3), "bfloat16").nbytes == 12 and str(graders.limits.Aval((), "bool")) == "bool[]"
+
+
+def test_a_shared_ir_context_reads_every_module_as_a_context_of_its_own_would() -> None:
+    from graders.artifacts import shared_ir_context
+
+    blobs = export_case(lambda w, x: jnp.sum(jnp.tanh(x @ w)), W_X)[:2] + export_case(jnp.sin, X_8)[:2]
+    alone = [inspect_module(deserialize(b)) for b in blobs]
+    with shared_ir_context():
+        shared = [inspect_module(deserialize(b)) for b in blobs]
+    assert shared == alone

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from graders.artifacts import Aval
+from graders.limits import Aval
 from graders.checks.common import CaseRun, compare_arrays, compare_calibrated
 from graders.checks.gradients import check_finite_difference, check_gradients
 from graders.checks.residuals import check_peak_memory, check_residuals, residuals_equal
@@ -424,3 +424,27 @@ def test_finite_difference_tolerance_is_the_cases_noise_level_not_one_lucky_inpu
     result = check_finite_difference([wrong])
     assert not result.passed and result.verdict is Verdict.WRONG_GRADIENT
     assert "hidden input 2 of 3" in result.message
+
+
+def test_the_short_comparison_of_finite_arrays_gives_the_same_bits_as_the_general_one() -> None:
+    from graders.checks.common import _compare_general
+
+    rng = np.random.default_rng(7)
+    cases = []
+    for scale in (1e-6, 1.0, 1e4):
+        e = (rng.standard_normal((64, 33)) * scale).astype(np.float32)
+        for noise in (0.0, 1e-7, 1e-3, 1.0):
+            g = (e + rng.standard_normal(e.shape) * noise * scale).astype(np.float32)
+            cases.append((g, e))
+    zeros = np.zeros((5,), np.float32)
+    cases += [(zeros, zeros), (zeros, np.ones(5, np.float32)), (np.ones(5, np.float32), zeros),
+              (np.zeros((0, 3), np.float32), np.zeros((0, 3), np.float32)),
+              (np.float32(3.0), np.float32(3.0 + 1e-4)), (np.full(4, 3e38, np.float32), np.full(4, -3e38, np.float32))]
+    for tol in (TOL, Tolerance(rtol=0.0, atol=1e-9), Tolerance(rtol=1e-2, atol=1e-30)):
+        for g, e in cases:
+            fast = compare_arrays(g, e, tol)
+            general = _compare_general(np.asarray(g, np.float64), np.asarray(e, np.float64), tol, fast.all_zero)
+            assert fast == general, (g, e, tol)
+    # non-finite values take the general way
+    assert compare_arrays(np.array([np.nan, 1.0]), np.array([np.nan, 1.0]), TOL).passed
+    assert not compare_arrays(np.array([np.inf, 1.0]), np.array([1.0, 1.0]), TOL).passed

@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
 import json
+from pathlib import Path
 from typing import Any, Callable
 
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
+from graders.expectation import ARRAY_FIELDS
 from graders.problem import Problem
-from graders.reference import Expectations, build_expectations
+from graders.reference import (Expectations, build_expectations, cache_dir, ensure_expectations, load_expectations,
+                               save_expectations)
 from graders.verdict import Verdict
 from graders.verifier import VerifyLimits, VerifyResult, VersionMismatch, residual_report, score_of, verify
 from sandbox.bundle import Bundle, parse_bundle
@@ -60,6 +65,11 @@ def check(result: VerifyResult, name: str):
     found = [c for c in result.checks if c.name == name]
     assert len(found) == 1, [c.name for c in result.checks]
     return found[0]
+
+
+def to_bundle(raw: dict[str, Any]) -> Bundle:
+    """The bundle dict parsed like untrusted bytes."""
+    return parse_bundle(json.dumps(raw).encode(), limit_bytes=1 << 30)
 
 
 def forge(raw: dict[str, Any], **case_changes: Any) -> Bundle:
@@ -285,3 +295,226 @@ def test_score_counts_policy_only_when_gradients_pass(dot_problem: Problem, expe
 
 def test_residual_report_of_no_runs_is_none() -> None:
     assert residual_report([]) is None
+
+
+# --- one compiled program per submission ---------------------------------------------------------------
+
+def test_a_submission_is_compiled_into_two_executables_for_all_cases(dot_problem: Problem,
+                                                                    expectations: Expectations,
+                                                                    bundles: dict[str, Bundle]) -> None:
+    import jax
+    from jax._src import dispatch, monitoring
+
+    compiles: list[float] = []
+
+    def listener(event: str, duration: float, **_: Any) -> None:
+        if event == dispatch.BACKEND_COMPILE_EVENT:
+            compiles.append(duration)
+
+    monitoring.register_event_duration_secs_listener(listener)
+    try:
+        jax.clear_caches()
+        result = judge(bundles["reference.py"], dot_problem, expectations)
+    finally:
+        monitoring.unregister_event_duration_listener(listener)
+    assert result.verdict is Verdict.ACCEPTED
+    assert len(compiles) == 2  # three cases: every fwd (and the finite-difference runs) in one, every bwd in one
+
+
+def test_submission_values_equal_the_references_own_exactly(dot_problem: Problem, expectations: Expectations,
+                                                            bundles: dict[str, Bundle]) -> None:
+    """The reference's bundle is judged the way its expectations were computed: the same bits."""
+    from graders.verifier import _execute, _load_case
+
+    loaded = [_load_case(e, c, dot_problem, VerifyLimits(), expectations.leaf_names)
+              for e, c in zip(expectations.cases, bundles["reference.py"].cases)]
+    for run in _execute(loaded):
+        exp = run.expected
+        for got, want in ((run.outputs, exp.outputs), (run.gradients, exp.gradients),
+                          (run.residual_values, exp.residual_values)):
+            assert all(np.array_equal(g, w) for gs, ws in zip(got, want) for g, w in zip(gs, ws))
+        errors = [abs(fd - analytic) / (abs(analytic) + 1e-12) for fd, analytic in run.fd]
+        assert errors == exp.fd_reference_error
+
+
+def _forge_case(raw: dict[str, Any], index: int, field: str, change: Callable[[Any], Any]) -> Bundle:
+    """The bundle with case `index`'s artifact `field` deserialized, changed and serialized again."""
+    from graders.artifacts import deserialize
+
+    data = copy.deepcopy(raw)
+    exported = deserialize(base64.b64decode(data["cases"][index][field]))
+    data["cases"][index][field] = base64.b64encode(bytes(change(exported).serialize())).decode()
+    return parse_bundle(json.dumps(data).encode(), limit_bytes=1 << 30)
+
+
+def test_an_artifact_failing_to_lower_is_a_runtime_error_naming_its_case(dot_problem: Problem,
+                                                                       expectations: Expectations,
+                                                                       raw_bundles: dict[str, dict]) -> None:
+    # the same module and avals, but told to keep only its first input: it cannot be called
+    forged = _forge_case(raw_bundles["reference.py"], 1, "fwd",
+                         lambda e: dataclasses.replace(e, module_kept_var_idx=(0,)))
+    calls: list[str] = []
+    result = verify(forged, dot_problem, expectations, limits=VerifyLimits(),
+                    on_digest=lambda d: calls.append("digest"), on_execute=lambda: calls.append("execute"))
+    assert calls == ["digest", "execute"]
+    assert result.verdict is Verdict.RUNTIME_ERROR and result.score == 0.0
+    execute = check(result, "execute")
+    assert execute.message.startswith("case 'rectangular': your exported program failed to run")
+
+
+def test_an_artifact_failing_while_traced_names_its_case() -> None:
+    import jax
+
+    from graders.evaluate import ArtifactRunError, CaseData, evaluate_cases
+
+    class Artifact:
+        """Stands for an Exported: `call` is what tracing the artifact runs."""
+
+        def __init__(self, n_in: int, fail: bool = False):
+            self.in_tree = jax.tree_util.tree_structure((tuple(range(n_in)), {}))
+            self.fail = fail
+
+        def call(self, x: Any, *more: Any) -> Any:
+            if self.fail:
+                raise ValueError("a forged artifact")
+            return [jnp.sin(x), jnp.cos(x)] if not more else [x * more[0]]
+
+    x = [np.ones(3, np.float32)]
+
+    def case(fail: bool) -> CaseData:
+        return CaseData(fwd=Artifact(1), bwd=Artifact(2, fail), n_out=1, inputs=[x], cotangents=[x],
+                        directions=[x], step=1e-3)
+
+    assert len(evaluate_cases([case(False), case(False)])[1].gradients) == 1
+    with pytest.raises(ArtifactRunError, match="ValueError: a forged artifact") as raised:
+        evaluate_cases([case(False), case(True), case(True)])
+    assert raised.value.case == 1
+
+
+def test_a_fault_of_our_own_code_is_not_blamed_on_the_submission(dot_problem: Problem, expectations: Expectations,
+                                                                 bundles: dict[str, Bundle],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import graders.evaluate
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug of the judge")
+
+    monkeypatch.setattr(graders.evaluate, "fd_opinion", broken)
+    with pytest.raises(RuntimeError, match="a bug of the judge"):
+        judge(bundles["reference.py"], dot_problem, expectations)
+
+
+# --- on_digest: the bundle's content key ---------------------------------------------------------------
+
+def digest_of(bundle: Bundle, problem: Problem, expectations: Expectations) -> list[str]:
+    events: list[str] = []
+    verify(bundle, problem, expectations, limits=VerifyLimits(), on_digest=lambda d: events.append(d),
+           on_execute=lambda: events.append("execute"))
+    return events
+
+
+def test_on_digest_is_called_once_before_anything_runs(dot_problem: Problem, expectations: Expectations,
+                                                       raw_bundles: dict[str, dict]) -> None:
+    events = digest_of(to_bundle(raw_bundles["reference.py"]), dot_problem, expectations)
+    assert len(events) == 2 and events[1] == "execute"
+    assert len(events[0]) == 64 and int(events[0], 16) >= 0
+    assert digest_of(to_bundle(raw_bundles["reference.py"]), dot_problem, expectations) == events
+
+
+def test_the_digest_ignores_comments_but_not_the_notes_or_the_policy(
+        dot_problem: Problem, expectations: Expectations, raw_bundles: dict[str, dict],
+        request_for: Callable[[Problem, str], dict[str, Any]]) -> None:
+    from jailside.runner import run_request
+
+    reference = digest_of(to_bundle(raw_bundles["reference.py"]), dot_problem, expectations)[0]
+    source = (dot_problem.root / "reference.py").read_text()
+    commented = run_request(request_for(dot_problem, source + "\n# a comment at the end\n"))
+    assert digest_of(to_bundle(commented), dot_problem, expectations)[0] == reference
+    # notes name source lines and are part of the report: other notes, another key
+    assert digest_of(forge(raw_bundles["reference.py"], residual_notes=None), dot_problem, expectations)[0] \
+        != reference
+    assert digest_of(to_bundle(raw_bundles["wrong/no_checkpoint.py"]), dot_problem, expectations)[0] != reference
+
+
+def test_on_digest_is_not_called_when_a_case_fails_to_load(dot_problem: Problem, expectations: Expectations,
+                                                           raw_bundles: dict[str, dict]) -> None:
+    events = digest_of(forge(raw_bundles["reference.py"], bwd="Z2FyYmFnZQ=="), dot_problem, expectations)
+    assert events == []
+
+
+# --- the expectation cache -------------------------------------------------------------------------------
+
+def test_cached_expectations_round_trip_as_read_only_mapped_arrays(dot_problem: Problem,
+                                                                  expectations: Expectations,
+                                                                  bundles: dict[str, Bundle],
+                                                                  tmp_path: Path) -> None:
+    save_expectations(expectations, tmp_path / "entry")
+    loaded = load_expectations(tmp_path / "entry")
+    assert loaded is not None
+    for want, got in zip(expectations.cases, loaded.cases):
+        assert (got.name, got.residuals, got.input_avals, got.output_avals) == \
+               (want.name, want.residuals, want.input_avals, want.output_avals)
+        assert (got.fd_reference_error, got.gradient_errors, got.bwd_flops) == \
+               (want.fd_reference_error, want.gradient_errors, want.bwd_flops)
+        for name in ARRAY_FIELDS:
+            for gs, ws in zip(getattr(got, name), getattr(want, name)):
+                for g, w in zip(gs, ws):
+                    assert g.dtype == w.dtype and g.shape == w.shape and np.array_equal(g, w)
+                    assert not g.flags.writeable
+    with pytest.raises(ValueError):
+        loaded.cases[0].inputs[0][0][...] = 0  # read-only: a check cannot change the reference
+    result = judge(bundles["reference.py"], dot_problem, loaded)  # the checks' numpy on mapped arrays
+    assert result.verdict is Verdict.ACCEPTED and result.score == 1.0
+
+
+def _corrupt_data(entry: Path) -> None:
+    data = bytearray((entry / "arrays.bin").read_bytes())
+    data[len(data) // 2] ^= 0x01  # one bit in the middle of the arrays
+    (entry / "arrays.bin").write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "one_bit", "meta_of_another_build", "garbage_meta", "empty_data",
+                                    "no_data", "wrong_types"])
+def test_damaged_cache_entries_are_refused(expectations: Expectations, tmp_path: Path, damage: str) -> None:
+    entry = tmp_path / "entry"
+    save_expectations(expectations, entry)
+    meta = entry / "meta.json"
+    if damage == "truncated":
+        with open(entry / "arrays.bin", "r+b") as f:
+            f.truncate(f.seek(0, 2) - 100)
+    elif damage == "one_bit":
+        _corrupt_data(entry)
+    elif damage == "meta_of_another_build":
+        meta.write_text(meta.read_text().replace('"fd_step": 0.001', '"fd_step": 0.002', 1))
+    elif damage == "garbage_meta":
+        meta.write_text(meta.read_text()[:1000])
+    elif damage == "empty_data":
+        (entry / "arrays.bin").write_bytes(b"")
+    elif damage == "no_data":
+        (entry / "arrays.bin").unlink()
+    else:
+        doc = json.loads(meta.read_text())
+        doc["cases"][0]["inputs"] = 7
+        meta.write_text(json.dumps(doc))
+    assert load_expectations(entry) is None
+
+
+def test_a_damaged_cache_entry_is_rebuilt(dot_problem: Problem, expectations: Expectations, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import graders.reference
+
+    entry = cache_dir(tmp_path, dot_problem, SEED)
+    save_expectations(expectations, entry)
+    _corrupt_data(entry)
+    built: list[int] = []
+
+    def build(problem: Problem, *, seed: bytes) -> Expectations:
+        built.append(1)
+        return expectations
+
+    monkeypatch.setattr(graders.reference, "build_expectations", build)
+    assert ensure_expectations(dot_problem, seed=SEED, cache_root=tmp_path) is expectations
+    assert built == [1]
+    assert load_expectations(entry) is not None  # rewritten whole
+    assert ensure_expectations(dot_problem, seed=SEED, cache_root=tmp_path) is not expectations
+    assert built == [1]  # read from the cache now
