@@ -56,6 +56,8 @@ class CaseData:
         directions: per k, one array per input leaf: v_k of the finite-difference opinion; None
             to skip it.
         step: h, the finite-difference step (dimensionless: scaled by max(1, max|x|) per leaf).
+        peak_bytes: the larger static peak live bytes of fwd and bwd (`ModuleInfo.peak_live_bytes`),
+            for `evaluate_cases`' memory budget; 0 when unknown.
     """
 
     fwd: Any
@@ -65,6 +67,7 @@ class CaseData:
     cotangents: Sequence[Sequence[np.ndarray]]
     directions: Sequence[Sequence[np.ndarray]] | None
     step: float
+    peak_bytes: int = 0
 
 
 @dataclass
@@ -211,8 +214,7 @@ def _points(case: CaseData) -> list[tuple[int, str, list[np.ndarray]]]:
 
 def _run_group(cases: Sequence[CaseData], indices: Sequence[int]) -> list[CaseValues]:
     """Evaluates `cases` (as many hidden inputs each, all with or all without directions) with two
-    compiled programs:
-    every case's fwd in one, every case's bwd in the other.
+    compiled programs: every case's fwd in one, every case's bwd in the other.
 
     Raises:
         ArtifactRunError: naming `indices[i]` when case i's artifact failed while traced; naming
@@ -255,33 +257,48 @@ def _run_group(cases: Sequence[CaseData], indices: Sequence[int]) -> list[CaseVa
     return values
 
 
-def evaluate_cases(cases: Sequence[CaseData]) -> list[CaseValues]:
+def _groups(cases: Sequence[CaseData], max_group_bytes: int | None) -> list[list[int]]:
+    """Indices of the cases that share programs: the same schedule of points (as many hidden
+    inputs, all with or all without directions), consecutive, and together within the budget."""
+    by_schedule: dict[tuple[int, bool], list[list[int]]] = {}
+    for i, c in enumerate(cases):
+        chunks = by_schedule.setdefault((len(c.inputs), c.directions is not None), [[]])
+        last = chunks[-1]
+        if last and max_group_bytes is not None and \
+                sum(cases[j].peak_bytes for j in last) + c.peak_bytes > max_group_bytes:
+            chunks.append(last := [])
+        last.append(i)
+    return [chunk for chunks in by_schedule.values() for chunk in chunks]
+
+
+def evaluate_cases(cases: Sequence[CaseData], *, max_group_bytes: int | None = None) -> list[CaseValues]:
     """Runs every case's fwd and bwd on its hidden inputs (and fwd on the shifted inputs of the
     finite-difference opinion) with two compiled programs for all of them (one of every fwd, one
     of every bwd).
 
-    Cases with different numbers of hidden inputs, or with and without directions, are grouped:
-    two programs per group. When a program of several cases fails to lower, compile or run, the
-    cases are run one by one to name the failing one.
+    Cases with different numbers of hidden inputs, or with and without directions, get programs
+    of their own, and so do cases past the memory budget: one program's cases may all hold their
+    peak at once. When a program of several cases fails to lower, compile or run, the cases are
+    run one by one to name the failing one. Grouping changes no value: the cases of one program
+    share no data.
 
     Args:
         cases: the cases, in order.
+        max_group_bytes: the most bytes the `peak_bytes` of one program's cases may add up to (a
+            case above it alone gets programs of its own); None: no budget.
 
     Returns:
         One CaseValues per case, in order.
 
     Raises:
         ArtifactRunError: an artifact raised while traced, lowered, compiled or run; `case` names
-            the first failing case (of the first group that fails: all cases form one group when
-            they have as many hidden inputs and all have directions, as every problem's do).
+            the first failing case of the first group that fails (the cases of every problem form
+            one group unless the budget splits them).
         MemoryError: as raised. Anything raised by our own code propagates as it is.
     """
-    groups: dict[tuple[int, bool], list[int]] = {}  # cases evaluated on the same schedule of points
-    for i, c in enumerate(cases):
-        groups.setdefault((len(c.inputs), c.directions is not None), []).append(i)
     values: list[CaseValues | None] = [None] * len(cases)
-    for (n_inputs, _), members in groups.items():
-        if n_inputs == 0:
+    for members in _groups(cases, max_group_bytes):
+        if not cases[members[0]].inputs:
             for i in members:
                 values[i] = CaseValues()
             continue

@@ -34,6 +34,7 @@ from graders.artifacts import Aval, ModuleInfo, deserialize, exported_avals, ins
 from graders.checks.residuals import describe_residuals
 from graders.evaluate import ArtifactRunError, CaseData, evaluate_cases
 from graders.expectation import ARRAY_FIELDS, CaseExpectation, Expectations, named_sources
+from graders.limits import VerifyLimits
 from graders.problem import Problem, _np_dtype, case_arg_specs, hidden_inputs, leaf_names, random_cotangents
 from graders.verdict import ResidualFact
 from jailside.export import export_case, residual_notes
@@ -224,10 +225,11 @@ def build_expectations(problem: Problem, *, seed: bytes) -> Expectations:
         cases.append(expectation)
         artifacts.append(CaseData(fwd=fwd, bwd=bwd, n_out=n_out, inputs=expectation.inputs,
                                   cotangents=expectation.cotangents, directions=expectation.fd_directions,
-                                  step=expectation.fd_step))
-    # every case in one compiled program, exactly as the verifier runs a submission's
+                                  step=expectation.fd_step,
+                                  peak_bytes=max(fwd_info.peak_live_bytes, bwd_info.peak_live_bytes)))
+    # run as the verifier runs a submission's (the grouping of cases changes no value)
     try:
-        values = evaluate_cases(artifacts)
+        values = evaluate_cases(artifacts, max_group_bytes=VerifyLimits().max_peak_live_bytes)
     except ArtifactRunError as exc:
         raise ReferenceSolutionError(f"running the reference on case {cases[exc.case].name!r}: {exc}") from exc
     for expectation, got, data in zip(cases, values, artifacts):

@@ -149,7 +149,7 @@ def _load_case(expected: CaseExpectation, case: BundleCase, problem: Problem, li
                    residuals, infos[0].digest, infos[1].digest)
 
 
-def _execute(loaded: list[_Loaded]) -> list[CaseRun]:
+def _execute(loaded: list[_Loaded], limits: VerifyLimits) -> list[CaseRun]:
     """Steps 4 and 5: every case's fwd then bwd on every hidden input, and fwd at the shifted
     inputs of the finite-difference opinion, in one compiled program (`evaluate_cases`, as the
     reference was evaluated).
@@ -161,9 +161,11 @@ def _execute(loaded: list[_Loaded]) -> list[CaseRun]:
     """
     data = [CaseData(fwd=item.fwd, bwd=item.bwd, n_out=len(item.expected.output_avals),
                      inputs=item.expected.inputs, cotangents=item.expected.cotangents,
-                     directions=item.expected.fd_directions, step=item.expected.fd_step) for item in loaded]
+                     directions=item.expected.fd_directions, step=item.expected.fd_step,
+                     peak_bytes=max(item.fwd_peak, item.bwd_peak)) for item in loaded]
     try:
-        values = evaluate_cases(data)
+        # cases share programs while their static peaks add up to what one artifact may hold
+        values = evaluate_cases(data, max_group_bytes=limits.max_peak_live_bytes)
     except ArtifactRunError as exc:
         raise _fail("execute", Verdict.RUNTIME_ERROR,
                     f"case {loaded[exc.case].expected.name!r}: your exported program failed to run: {exc}") from None
@@ -283,7 +285,7 @@ def verify(bundle: Bundle, problem: Problem, expectations: Expectations, *, limi
                               message="inputs, outputs and gradients have the expected shapes and dtypes"))
     on_execute()
     try:
-        runs = _execute(loaded)
+        runs = _execute(loaded, limits)
     except _Stop as stop:
         checks.append(stop.check)
         return VerifyResult(checks, None, stop.check.verdict or Verdict.RUNTIME_ERROR, 0.0)

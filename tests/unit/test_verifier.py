@@ -328,7 +328,7 @@ def test_submission_values_equal_the_references_own_exactly(dot_problem: Problem
 
     loaded = [_load_case(e, c, dot_problem, VerifyLimits(), expectations.leaf_names)
               for e, c in zip(expectations.cases, bundles["reference.py"].cases)]
-    for run in _execute(loaded):
+    for run in _execute(loaded, VerifyLimits()):
         exp = run.expected
         for got, want in ((run.outputs, exp.outputs), (run.gradients, exp.gradients),
                           (run.residual_values, exp.residual_values)):
@@ -518,3 +518,46 @@ def test_a_damaged_cache_entry_is_rebuilt(dot_problem: Problem, expectations: Ex
     assert load_expectations(entry) is not None  # rewritten whole
     assert ensure_expectations(dot_problem, seed=SEED, cache_root=tmp_path) is not expectations
     assert built == [1]  # read from the cache now
+
+
+def test_cases_past_the_memory_budget_get_programs_of_their_own(dot_problem: Problem, expectations: Expectations,
+                                                                bundles: dict[str, Bundle]) -> None:
+    """A program's cases may all hold their peak at once: the cases' static peaks must add up to
+    no more than one artifact may hold, and splitting them changes no value."""
+    from jax._src import dispatch, monitoring
+
+    from graders.evaluate import CaseData, _groups
+
+    def case(peak: int, n_inputs: int = 3) -> CaseData:
+        return CaseData(fwd=None, bwd=None, n_out=1, inputs=[[]] * n_inputs, cotangents=[], directions=[],
+                        step=1e-3, peak_bytes=peak)
+
+    assert _groups([case(10), case(10), case(10)], None) == [[0, 1, 2]]
+    assert _groups([case(10), case(10), case(10)], 25) == [[0, 1], [2]]
+    assert _groups([case(30), case(10), case(10, n_inputs=2)], 25) == [[0], [1], [2]]
+
+    compiles: list[float] = []
+
+    def listener(event: str, duration: float, **_: Any) -> None:
+        if event == dispatch.BACKEND_COMPILE_EVENT:
+            compiles.append(duration)
+
+    # a budget the large case fills alone: small and rectangular share programs, large gets its own
+    budget = max(max(e.fwd_peak_bytes, e.bwd_peak_bytes) for e in expectations.cases)
+    monitoring.register_event_duration_secs_listener(listener)
+    try:
+        result = verify(bundles["reference.py"], dot_problem, expectations,
+                        limits=VerifyLimits(max_peak_live_bytes=budget))
+    finally:
+        monitoring.unregister_event_duration_listener(listener)
+    assert len(compiles) == 4
+    assert result.verdict is Verdict.ACCEPTED and result.score == 1.0
+    from graders.verifier import _execute, _load_case
+
+    loaded = [_load_case(e, c, dot_problem, VerifyLimits(), expectations.leaf_names)
+              for e, c in zip(expectations.cases, bundles["reference.py"].cases)]
+    together, apart = _execute(loaded, VerifyLimits()), _execute(loaded, VerifyLimits(max_peak_live_bytes=budget))
+    for a, b in zip(together, apart):
+        assert a.fd == b.fd
+        assert all(np.array_equal(x, y) for xs, ys in zip(a.gradients + a.outputs, b.gradients + b.outputs)
+                   for x, y in zip(xs, ys))
