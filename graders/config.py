@@ -24,6 +24,9 @@ class JudgeConfig:
             build the reference's expectations.
         verifier_memory_limit_mib: memory cap of the verifier process.
         retries_on_internal_error: how often a judge fault is retried before INTERNAL_ERROR stands.
+        results_dir: where verifier results are cached by content (`graders.verifier_client.
+            ResultCache`), or None for no result cache (a library caller's default; the server
+            and the CLI use `<data dir>/results`).
     """
 
     cache_dir: Path
@@ -34,6 +37,7 @@ class JudgeConfig:
     verify_startup_time_limit_s: float = 600.0
     verifier_memory_limit_mib: int = 4096
     retries_on_internal_error: int = 1
+    results_dir: Path | None = None
 
     def jail_limits_for(self, problem: Problem) -> JailLimits:
         """The deployment's limits with the problem's overrides applied."""

@@ -87,8 +87,15 @@ def child_limits(config: JudgeConfig) -> ChildLimits:
         startup_time_limit_s=config.verify_startup_time_limit_s)
 
 
+def _jax_version() -> str:
+    """The installed JAX's version, from its package metadata (without importing JAX)."""
+    from importlib.metadata import version
+
+    return version("jax")
+
+
 class ResultCache:
-    """Verifier results by content key, as JSON files under `<cache_dir>/results/` (atomic writes).
+    """Verifier results by content key, as JSON files under `root` (atomic writes).
 
     The key covers the normalized artifacts and residual notes (the child's digest), the problem
     slug and version, a hash of the seed (never the seed), the verify limits, the JAX version and
@@ -96,11 +103,11 @@ class ResultCache:
     """
 
     def __init__(self, root: Path):
-        self.root = root / "results"
+        self.root = root
 
     @staticmethod
     def key(digest: str, problem: Problem, config: JudgeConfig) -> str:
-        material = {"format": RESULT_CACHE_FORMAT, "digest": digest, "slug": problem.slug,
+        material = {"format": RESULT_CACHE_FORMAT, "digest": digest, "slug": problem.slug, "jax": _jax_version(),
                     "version": problem.version, "seed": hashlib.sha256(config.seed).hexdigest(),
                     "limits": asdict(config.verify_limits)}
         return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
@@ -222,7 +229,7 @@ class Verifier:
         Raises:
             VerifierError: phase "running" for a time-out or memory kill, else phase "startup".
         """
-        cache = ResultCache(self.config.cache_dir)
+        cache = ResultCache(self.config.results_dir) if self.config.results_dir is not None else None
         key = None
         self.running = True  # from here the child reads and runs untrusted artifacts
         self.child.send_input(bundle_bytes)
@@ -236,6 +243,8 @@ class Verifier:
             if event is None:
                 raise self._failure("the verifier died")
             if isinstance(event, Digest):
+                if cache is None:
+                    continue
                 key = cache.key(event.digest, self.problem, self.config)
                 stored = cache.get(key)
                 if stored is not None:
@@ -246,7 +255,7 @@ class Verifier:
                 deadline = time.monotonic() + self.config.verify_time_limit_s
             elif isinstance(event, Result):
                 self.close()
-                if key is not None:
+                if cache is not None and key is not None:
                     cache.put(key, event)
                 return event
             elif isinstance(event, OutOfMemory):

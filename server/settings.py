@@ -95,6 +95,7 @@ class Settings(BaseSettings):
                                    memory_limit_mib=self.memory_limit_mib),
             verify_limits=VerifyLimits(),
             verify_time_limit_s=self.verify_time_limit_s,
+            results_dir=(self.data_dir / "results").resolve(),
         )
 
 
