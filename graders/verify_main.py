@@ -116,7 +116,7 @@ def main(argv: list[str]) -> int:
     from jailside import forkserver
     from jailside.warmup import warm_up
 
-    warm_up()
+    warm_up(calls_exported=True)
 
     return forkserver.serve(control_fd, VerifierJob, seccomp_bpf=seccomp_bpf,
                             import_ms=(time.monotonic() - t0) * 1000)

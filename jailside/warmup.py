@@ -15,8 +15,13 @@ class WarmupError(Exception):
     """The warm-up started a JAX backend: forking now would be unsafe."""
 
 
-def warm_up() -> None:
+def warm_up(*, calls_exported: bool = False) -> None:
     """Imports the lazily loaded MLIR dialects and traces one checkpointed VJP to a jaxpr.
+
+    Args:
+        calls_exported: also load what lowering a call of an exported artifact loads the first
+            time (the verifier): `jax.export` initialises LAPACK's FFI targets, which imports
+            SciPy and numpy.testing (about 150 ms of CPU in a fresh child, measured).
 
     Raises:
         WarmupError: a JAX backend is running afterwards (a JAX upgrade changed what tracing does).
@@ -32,5 +37,10 @@ def warm_up() -> None:
 
     aval = jax.ShapeDtypeStruct((4, 4), jnp.float32)
     jax.make_jaxpr(lambda w, x: jax.vjp(f, w, x)[1](jnp.float32(1.0)))(aval, aval)
+    if calls_exported:
+        from jax._src.lax import linalg
+        from jaxlib.mlir.dialects import builtin  # noqa: F401
+
+        linalg.initialize_lapack()
     if xla_bridge.backends_are_initialized():
         raise WarmupError("warming up started a JAX backend; the template must not fork after that")
