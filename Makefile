@@ -9,7 +9,7 @@ PORT   ?= 8000
 
 WEB_BUNDLE := server/web/static/dist/app.js
 
-.PHONY: setup run test bench clean bwrap web chromium
+.PHONY: setup run test bench bench-throughput clean bwrap web chromium
 
 setup: $(STAMP) bwrap web
 
@@ -61,6 +61,9 @@ test: setup chromium
 
 bench: setup
 	$(VENV)/bin/python bench/latency.py 10 --pause-s 3
+
+bench-throughput: setup
+	$(VENV)/bin/python bench/throughput.py
 
 clean:
 	rm -rf $(VENV) data .pytest_cache test-artifacts web/node_modules server/web/static/dist
