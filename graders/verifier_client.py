@@ -19,7 +19,6 @@ import logging
 import os
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -30,7 +29,7 @@ from graders.verifier_events import (Digest, Error, EventError, OutOfMemory, Rea
                                      parse_event)
 from sandbox.limits import MIB
 from sandbox.seccomp import filter_fd
-from sandbox.supervise import Child, ChildLimits, SupervisorError, Templates, TemplateSpec
+from sandbox.supervise import Child, ChildLimits, SupervisorError, Templates, TemplateSpec, shared_templates
 
 log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[1]
@@ -62,17 +61,8 @@ def template_spec() -> TemplateSpec:
              "LANG": "C.UTF-8"})
 
 
-_templates: Templates | None = None
-_templates_lock = threading.Lock()
-
-
-def verifier_templates() -> Templates:
-    """This process's verifier template set (one template, shared by every grading thread)."""
-    global _templates
-    with _templates_lock:
-        if _templates is None:
-            _templates = Templates(template_spec(), max_forks=MAX_FORKS_PER_TEMPLATE)
-        return _templates
+verifier_templates = shared_templates(template_spec, max_forks=MAX_FORKS_PER_TEMPLATE)
+"""This process's verifier template set (one template, shared by every grading thread)."""
 
 
 def child_limits(config: JudgeConfig) -> ChildLimits:

@@ -26,7 +26,6 @@ import os
 import shutil
 import signal
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +34,7 @@ from typing import Any
 from jailside.protocol import READY, JailRequest
 from sandbox.limits import MIB, JailLimits
 from sandbox.seccomp import filter_fd
-from sandbox.supervise import Child, ChildLimits, SupervisorError, Templates, TemplateSpec
+from sandbox.supervise import Child, ChildLimits, SupervisorError, Templates, TemplateSpec, shared_templates
 from sandbox.uids import JAIL_UIDS  # noqa: F401 - re-exported: tests check for leftover jail uids
 
 log = logging.getLogger(__name__)
@@ -189,17 +188,8 @@ def template_spec(runtime: JailRuntime | None = None) -> TemplateSpec:
                         startup_time_limit_s=120.0)
 
 
-_templates: Templates | None = None
-_templates_lock = threading.Lock()
-
-
-def jail_templates() -> Templates:
-    """This process's jail template set (one template, shared by every grading thread)."""
-    global _templates
-    with _templates_lock:
-        if _templates is None:
-            _templates = Templates(template_spec(), max_forks=MAX_FORKS_PER_TEMPLATE)
-        return _templates
+jail_templates = shared_templates(template_spec, max_forks=MAX_FORKS_PER_TEMPLATE)
+"""This process's jail template set (one template, shared by every grading thread)."""
 
 
 def _rlimits(limits: JailLimits) -> dict[str, list[int]]:

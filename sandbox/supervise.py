@@ -252,6 +252,21 @@ class Templates:
             current.close()
 
 
+def shared_templates(spec: Callable[[], TemplateSpec], *, max_forks: int) -> Callable[[], Templates]:
+    """A function that returns this process's one `Templates` of a kind, made on its first call
+    (so importing a module starts nothing), shared by every grading thread."""
+    lock = threading.Lock()
+    made: list[Templates] = []
+
+    def get() -> Templates:
+        with lock:
+            if not made:
+                made.append(Templates(spec(), max_forks=max_forks))
+            return made[0]
+
+    return get
+
+
 @dataclass(frozen=True)
 class ChildLimits:
     """Kernel-enforced limits of one child (the job's own limits come with its request).
