@@ -182,7 +182,7 @@ def _worker(setup: JobSetup, job: Job, job_sock: socket.socket, fds: tuple[int, 
             os.dup2(fd, target)
             os.close(fd)
         if "mount" in setup.unshare:
-            lockdown.private_mounts(setup.tmpfs_bytes)
+            lockdown.private_mounts(setup.tmpfs_bytes, keep=setup.expose)
             lockdown.expose_paths(setup.expose)
         if "pid" in setup.unshare:
             lockdown.mount_proc()

@@ -73,18 +73,40 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
                        ctypes.c_ulong(flags), data.encode() if data else None), f"mount {target}")
 
 
-def private_mounts(tmpfs_bytes: int) -> None:
+def _under(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def private_mounts(tmpfs_bytes: int, keep: list[str] | tuple[str, ...] = ()) -> None:
     """In a new mount namespace: stop mount propagation, then (when `tmpfs_bytes` > 0) mount a
-    private, size-capped tmpfs (mode 1777) on /tmp and on /dev/shm, so no two children share a file, socket path or POSIX
-    shared memory object.
+    private, size-capped tmpfs (mode 1777) on /tmp and on /dev/shm, so no two children share a
+    file, socket path or POSIX shared memory object. Directories of `keep` that lie under one of
+    them (a virtualenv in /tmp, as a CI checkout has) are bound back read-only at their paths.
 
     Raises:
         LockdownError: a mount failed.
     """
     _mount("none", "/", None, MS_REC | MS_PRIVATE, None)
     for target in ("/tmp", "/dev/shm") if tmpfs_bytes > 0 else ():
-        if os.path.isdir(target):
+        if not os.path.isdir(target):
+            continue
+        inside = [os.path.abspath(p) for p in keep
+                  if _under(os.path.abspath(p), target) and os.path.abspath(p) != target]
+        fds = {path: os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for path in dict.fromkeys(inside)}
+        try:
             _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"size={int(tmpfs_bytes)},mode=1777")
+            for path, fd in fds.items():
+                _bind_read_only(fd, path)
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+
+
+def _bind_read_only(fd: int, path: str) -> None:
+    """Binds the directory open as O_PATH descriptor `fd` at `path` (created 0755), read-only."""
+    os.makedirs(path, mode=0o755, exist_ok=True)
+    _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC, None)
+    _mount("none", path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_REC, None)
 
 
 def _blocking_ancestor(path: str) -> str | None:
@@ -119,9 +141,7 @@ def expose_paths(paths: list[str]) -> None:
         try:
             _mount("tmpfs", ancestor, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
             for path, fd in fds.items():
-                os.makedirs(path, mode=0o755, exist_ok=True)
-                _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC, None)
-                _mount("none", path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_REC, None)
+                _bind_read_only(fd, path)
         finally:
             for fd in fds.values():
                 os.close(fd)

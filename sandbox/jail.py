@@ -207,13 +207,20 @@ def _rlimits(limits: JailLimits) -> dict[str, list[int]]:
     }
 
 
+def _runtime_paths() -> tuple[str, ...]:
+    """The interpreter and virtualenv the template mounted: a child's private /tmp must not hide
+    them (a checkout under /tmp, as in CI)."""
+    runtime = JailRuntime.current()
+    return tuple(dict.fromkeys([str(runtime.python_prefix), str(runtime.venv)]))
+
+
 def child_limits(limits: JailLimits) -> ChildLimits:
     """The supervisor's limits for one jail child (see `JailLimits` for each field's meaning)."""
     bundle_cap = limits.bundle_limit_bytes + len(READY)
     return ChildLimits(
         memory_limit_bytes=(limits.memory_limit_mib + limits.runtime_memory_mib) * MIB,
         process_limit=limits.process_limit, own_uid=True, rlimits=_rlimits(limits), unshare=CHILD_NAMESPACES,
-        tmpfs_bytes=limits.tmpfs_size_bytes, seccomp=True,
+        tmpfs_bytes=limits.tmpfs_size_bytes, seccomp=True, expose=_runtime_paths(),
         output_caps={"stdout": limits.output_limit_bytes, "stderr": limits.output_limit_bytes, "result": bundle_cap},
         kept_bytes={"stdout": KEPT_OUTPUT_BYTES, "stderr": KEPT_OUTPUT_BYTES, "result": bundle_cap},
         startup_time_limit_s=limits.startup_time_limit_s)

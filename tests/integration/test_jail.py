@@ -206,3 +206,18 @@ def test_a_child_has_its_own_cgroup_and_uid_until_it_is_closed() -> None:
     from sandbox.uids import JAIL_UIDS
 
     assert JAIL_UIDS.is_free(uid)  # its uid went back to the pool
+
+
+def test_the_runtime_stays_importable_under_a_private_tmp() -> None:
+    """A child's private /tmp must not hide the interpreter or the virtualenv (a checkout under
+    /tmp, as CI's is): modules nobody imported yet still load in the jail."""
+    found, outcome = run_probe("""
+        import importlib
+        for name in ("wave", "jax.scipy.special", "numpy.polynomial"):
+            try:
+                importlib.import_module(name); found[name] = "ok"
+            except Exception as e:
+                found[name] = f"{type(e).__name__}: {e}"
+        found["prefix"] = os.path.isdir(sys.prefix) and os.path.isdir(sys.base_prefix)
+        """)
+    assert found == {"wave": "ok", "jax.scipy.special": "ok", "numpy.polynomial": "ok", "prefix": True}, found
