@@ -39,6 +39,7 @@ class UidPool:
         self.uids = range(base, base + count)
         self.lock_dir = lock_dir
         self._held: dict[int, int] = {}
+        self._next = 0  # index in `uids` where the next search starts
         self._lock = threading.Lock()
 
     def _lock_path(self, uid: int) -> Path:
@@ -52,7 +53,13 @@ class UidPool:
         """
         self.lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         with self._lock:
-            for uid in self.uids:
+            # Round-robin from after the last uid handed out: a uid just given back is not reused
+            # at once. A killed child's last tasks leave its cgroup before they are released, and
+            # until then they still count against the uid's RLIMIT_NPROC; reusing it at once made
+            # the next jail's threads fail to start (SIGABRT in XLA, seen in CI after a kill).
+            start = self._next
+            order = [*self.uids[start:], *self.uids[:start]]
+            for index, uid in enumerate(order):
                 if uid in self._held:
                     continue
                 fd = os.open(self._lock_path(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
@@ -67,6 +74,7 @@ class UidPool:
                     continue
                 os.ftruncate(fd, 0)  # taken: not known clean until released
                 self._held[uid] = fd
+                self._next = (start + index + 1) % len(self.uids)
                 return uid
         raise UidPoolError(f"no free jail uid in {self.uids.start}..{self.uids.stop - 1}: too many jails at once")
 
