@@ -181,6 +181,22 @@ def decode(line: bytes, expected: type[T]) -> T:
         raise ProtocolError(f"{expected.kind}: {exc}") from None
 
 
+def decode_any(line: bytes, expected: tuple[type[Message], ...]) -> Message:
+    """Parses one line as whichever of the `expected` message classes its `kind` names.
+
+    Raises:
+        ProtocolError: not JSON, a kind outside `expected`, or a malformed message of it.
+    """
+    try:
+        kind = json.loads(line).get("kind")
+    except (ValueError, AttributeError):
+        raise ProtocolError("not a JSON message") from None
+    for cls in expected:
+        if cls.kind == kind:
+            return decode(line, cls)
+    raise ProtocolError(f"expected one of {[c.kind for c in expected]}, got {kind!r}")
+
+
 class LineReader:
     """Reads newline-terminated messages from a blocking socket, each at most MAX_MESSAGE_BYTES."""
 

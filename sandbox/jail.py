@@ -33,7 +33,6 @@ from typing import Any
 
 from jailside.protocol import READY, JailRequest
 from sandbox.limits import MIB, JailLimits
-from sandbox.seccomp import filter_fd
 from sandbox.supervise import Child, ChildLimits, SupervisorError, Templates, TemplateSpec, shared_templates
 from sandbox.uids import JAIL_UIDS  # noqa: F401 - re-exported: tests check for leftover jail uids
 
@@ -173,18 +172,11 @@ def template_argv(runtime: JailRuntime, *, as_root: bool) -> list[str]:
     return argv
 
 
-def _seccomp_fds() -> dict[str, int]:
-    try:
-        return {"seccomp_fd": filter_fd()}
-    except OSError as exc:
-        raise JailError(f"cannot build the seccomp filter (is libseccomp2 installed?): {exc}") from exc
-
-
 def template_spec(runtime: JailRuntime | None = None) -> TemplateSpec:
     """How the supervisor starts the jail template."""
     runtime = runtime or JailRuntime.current()
     return TemplateSpec(name="jail", argv=lambda: template_argv(runtime, as_root=os.geteuid() == 0),
-                        extra_fds=_seccomp_fds, env={}, cwd="/", memory_limit_bytes=1 << 30,
+                        env={}, cwd="/", memory_limit_bytes=1 << 30,
                         startup_time_limit_s=120.0)
 
 
@@ -287,8 +279,9 @@ def _run(child: Child, request: JailRequest, limits: JailLimits) -> JailOutcome:
         outcome.wall_time_exceeded = True
         child.kill()
     ended = child.exit_status(timeout_s=max(1.0, t0 + limits.wall_time_limit_s - time.monotonic()))
-    if ended is None:  # still running after its pipes closed, or killed: either way it ends now
-        outcome.wall_time_exceeded = outcome.wall_time_exceeded or not child.exceeded and _still_running(child)
+    if ended is None:  # killed, or still running after its pipes closed: either way it ends now
+        if not child.exceeded and _still_running(child):
+            outcome.wall_time_exceeded = True
         child.kill()
         outcome.exit_code = 128 + signal.SIGKILL
     else:

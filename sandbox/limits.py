@@ -59,8 +59,9 @@ class JailLimits:
     bundle_limit_bytes: int = 32 * MIB
 
 
-def _own_cgroup_v1(controller: str) -> Path | None:
-    """Path of the v1 cgroup this process is in for `controller`, or None when not mounted."""
+def own_cgroup_v1(controller: str) -> Path | None:
+    """Path of the v1 cgroup this process is in for `controller`, or None when not mounted
+    (the parent of the judge's jail cgroups; bench/throughput.py puts the server under one)."""
     mount = CGROUP_ROOT / controller
     if not (mount / "cgroup.procs").exists():
         return None
@@ -108,11 +109,11 @@ class JailCgroup:
 
     @classmethod
     def _create_v1(cls, name: str, memory_limit_bytes: int, process_limit: int) -> "JailCgroup | None":
-        memory, pids = _own_cgroup_v1("memory"), _own_cgroup_v1("pids")
+        memory, pids = own_cgroup_v1("memory"), own_cgroup_v1("pids")
         if memory is None or pids is None or not os.access(memory, os.W_OK):
             return None
         dirs = {"memory": memory / name, "pids": pids / name}
-        cpuacct = _own_cgroup_v1("cpuacct")
+        cpuacct = own_cgroup_v1("cpuacct")
         if cpuacct is not None and os.access(cpuacct, os.W_OK):
             dirs["cpuacct"] = cpuacct / name
         made = cls(1, {})
@@ -156,7 +157,7 @@ class JailCgroup:
         """Removes empty `remat-judge-*` cgroups left by a judge process that was killed; returns
         how many. Non-empty ones (a jail still running) are left alone: rmdir refuses them; so are
         ones younger than `min_age_s`, which another judge process may be about to join."""
-        parents = [p for p in (*(_own_cgroup_v1(c) for c in ("memory", "pids", "cpuacct")), _own_cgroup_v2())
+        parents = [p for p in (*(own_cgroup_v1(c) for c in ("memory", "pids", "cpuacct")), _own_cgroup_v2())
                    if p is not None]
         removed = 0
         for parent in parents:

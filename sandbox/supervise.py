@@ -21,6 +21,7 @@ Standard library plus `sandbox.limits`; no JAX here (the server imports this mod
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import select
@@ -36,8 +37,9 @@ from pathlib import Path
 from typing import Callable
 
 from jailside.protocol import (ForkRequest, Hello, JobExit, JobSetup, LineReader, ProtocolError, Started,
-                               TemplateReady, decode, recv_credentials, send_with_fds)
+                               TemplateReady, decode, decode_any, recv_credentials, send_with_fds)
 from sandbox.limits import JailCgroup
+from sandbox.seccomp import filter_fd
 from sandbox.uids import JAIL_UIDS, UidPoolError
 
 log = logging.getLogger(__name__)
@@ -56,10 +58,10 @@ class TemplateSpec:
 
     Attributes:
         name: "jail" or "verifier" (logs and errors).
-        argv: the command after `sandbox/enter.py`; `{control_fd}` is replaced by the descriptor
-            number of the template's end of the control socket.
-        extra_fds: a callable returning descriptors to pass as well (closed here after the start),
-            with their placeholder names, e.g. `{"seccomp_fd": fd}`.
+        argv: the command after `sandbox/enter.py`; `{control_fd}` and `{seccomp_fd}` are replaced
+            by the descriptor numbers of the template's end of the control socket and of a pipe
+            holding the compiled seccomp filter (`sandbox/seccomp.py`), which the template reads
+            once and installs in each child.
         env: the template's whole environment.
         cwd: its working directory.
         memory_limit_bytes: cap of the template's own cgroup (its imports; children have their own).
@@ -68,7 +70,6 @@ class TemplateSpec:
 
     name: str
     argv: Callable[[], list[str]]
-    extra_fds: Callable[[], dict[str, int]] = lambda: {}
     env: dict[str, str] = field(default_factory=dict)
     cwd: str = "/"
     memory_limit_bytes: int = 2 << 30
@@ -108,22 +109,21 @@ class Template:
         as_root = os.geteuid() == 0
         self.cgroup = JailCgroup.create(memory_limit_bytes=spec.memory_limit_bytes, process_limit=256) \
             if as_root else None
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        extra = spec.extra_fds()
         try:
-            names = {"control_fd": str(theirs.fileno()), **{k: str(v) for k, v in extra.items()}}
-            argv = [a.format(**names) for a in spec.argv()]
+            seccomp_fd = filter_fd()
+        except OSError as exc:
+            raise SupervisorError(f"cannot build the seccomp filter (is libseccomp2 installed?): {exc}") from exc
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            argv = [a.format(control_fd=theirs.fileno(), seccomp_fd=seccomp_fd) for a in spec.argv()]
             setup = {"procs": self.cgroup.procs_files if self.cgroup else [], "rlimits": {"RLIMIT_CORE": [0, 0]}}
-            import json
-
             self.proc = subprocess.Popen(
                 [sys.executable, "-I", "-S", str(SANDBOX_DIR / "enter.py"), json.dumps(setup), *argv],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                pass_fds=(theirs.fileno(), *extra.values()), env=spec.env, cwd=spec.cwd, start_new_session=True)
+                pass_fds=(theirs.fileno(), seccomp_fd), env=spec.env, cwd=spec.cwd, start_new_session=True)
         finally:
             theirs.close()
-            for fd in extra.values():
-                os.close(fd)
+            os.close(seccomp_fd)
         self.control = ours
         threading.Thread(target=self._read_stderr, name=f"{spec.name}-template-stderr", daemon=True).start()
         ready, _, _ = select.select([ours], [], [], spec.startup_time_limit_s)
@@ -467,6 +467,11 @@ class Child:
                     return True
         return True
 
+    @property
+    def finished(self) -> bool:
+        """True once every output pipe of the child has closed (or was closed after a kill)."""
+        return not self._open
+
     def take_lines(self, name: str = "result") -> list[bytes]:
         """Removes and returns the complete lines buffered from stream `name`."""
         buffer = self.buffers[name]
@@ -494,12 +499,13 @@ class Child:
             if line is None:
                 return None
             try:
-                if line.startswith(b'{"kind":"started"'):
-                    self.worker_pid = decode(line, Started).pid
-                else:
-                    self._exit = decode(line, JobExit)
+                message = decode_any(line, (Started, JobExit))
             except ProtocolError:
                 return None
+            if isinstance(message, Started):
+                self.worker_pid = message.pid
+            else:
+                self._exit = message
         return self._exit
 
     def lockdown_error(self) -> str | None:
