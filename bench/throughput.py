@@ -60,7 +60,7 @@ Each burst prints:
 CPU accounting needs a writable cgroup hierarchy (root). With cgroup v1 a child
 `remat-bench-<random>` is made under the benchmark's own cgroup in each of the memory, pids and
 cpuacct hierarchies: the judge finds the parent of its jail cgroups by reading /proc/self/cgroup per
-controller (sandbox/limits.py `_own_cgroup_v1`), so the server must be inside the new cgroup in
+controller (sandbox/limits.py `own_cgroup_v1`), so the server must be inside the new cgroup in
 every hierarchy the judge uses. The server joins them before it execs (a `preexec_fn` writes its
 pid to each cgroup.procs). With cgroup v2 one leaf cgroup is made (v2 does not let a non-root
 cgroup that holds a process give controllers to children, so the judge's jails fall back to RLIMITs
@@ -111,6 +111,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from sandbox.limits import own_cgroup_v1  # noqa: E402 - the judge's own lookup of its cgroup parent
 
 REPO = Path(__file__).resolve().parents[1]
 PROBLEMS = REPO / "problems"
@@ -190,17 +193,6 @@ class BenchCgroup:
     def __init__(self, version: int, dirs: dict[str, Path], *, owned: bool):
         self.version, self.dirs, self.owned = version, dirs, owned
 
-    @staticmethod
-    def _own_v1(controller: str) -> Path | None:
-        mount = CGROUP_ROOT / controller
-        if not (mount / "cgroup.procs").exists():
-            return None
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
-            _, controllers, path = line.split(":", 2)
-            if controller in controllers.split(","):
-                return mount / path.lstrip("/")
-        return mount
-
     @classmethod
     def create(cls) -> tuple["BenchCgroup | None", str]:
         """A fresh `remat-bench-<random>` cgroup under this process's own, or (None, why not)."""
@@ -216,7 +208,7 @@ class BenchCgroup:
                 (parent / name).mkdir()
                 made.dirs["unified"] = parent / name
                 return made, ""
-            parents = {c: cls._own_v1(c) for c in cls.V1_CONTROLLERS}
+            parents = {c: own_cgroup_v1(c) for c in cls.V1_CONTROLLERS}
             if parents["cpuacct"] is None:
                 return None, "no cpuacct hierarchy"
             made = cls(1, {}, owned=True)
