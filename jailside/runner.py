@@ -161,12 +161,15 @@ class JailJob:
     def run(self, result_fd: int) -> int:
         """Initialises the backend, says READY, reads the request from stdin, writes the bundle."""
         import jax
+        import jax.numpy as jnp
 
         t0 = time.monotonic()
-        # Start the CPU backend now, not under the time limit: `jax.devices()` creates the client
-        # (about 12 ms of CPU, measured); exporting compiles nothing, so no warm-up compile
-        # (`jnp.zeros(())` would add about 60 ms of CPU per child).
-        jax.devices()
+        # Start the CPU backend now, not under the time limit, with one compile: XLA's compile
+        # threads (and their malloc arenas) must exist before `_limit_address_space` measures the
+        # runtime's size. With `jax.devices()` alone (12 ms instead of about 60 ms of CPU) they
+        # started later, under the submission's RLIMIT_AS, and a thread sometimes failed to start
+        # ("cannot allocate memory for thread-local data", exit 127; MemoryError), seen in CI.
+        jnp.zeros(()).block_until_ready()
         backend_ms = (time.monotonic() - t0) * 1000
         _write_all(result_fd, READY)
         request = decode(sys.stdin.buffer.read(MAX_REQUEST_BYTES), JailRequest).as_dict()
