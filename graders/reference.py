@@ -39,7 +39,7 @@ from graders.problem import Problem, _np_dtype, case_arg_specs, hidden_inputs, l
 from graders.verdict import ResidualFact
 from jailside.export import export_case, residual_notes
 
-CACHE_FORMAT = 4  # 4: arrays.bin (mapped, checksummed) instead of arrays.npz; values from evaluate_cases
+CACHE_FORMAT = 5  # 4: arrays.bin (mapped, checksummed) instead of arrays.npz; 5: evaluate.COMPILER_OPTIONS
 log = logging.getLogger(__name__)
 
 

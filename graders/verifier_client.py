@@ -33,7 +33,7 @@ from sandbox.supervise import Child, ChildLimits, SupervisorError, Templates, Te
 log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[1]
 KEPT_STDERR_BYTES = 64 * 1024
-RESULT_CACHE_FORMAT = 1
+RESULT_CACHE_FORMAT = 2  # 2: verdicts from programs compiled with evaluate.COMPILER_OPTIONS
 MAX_FORKS_PER_TEMPLATE = 500
 
 
