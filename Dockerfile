@@ -1,4 +1,9 @@
-# The embedded deployment in one container: pages, API, workers, SQLite under /data.
+# The judge's image, for both deployments:
+# - embedded (the default command): pages, API and grading threads in one container, SQLite under /data;
+# - scaled out (docker-compose.yml): `remat-judge db upgrade` once, `remat-judge serve` (stores and
+#   enqueues), `remat-judge worker` replicas (grade), with REMAT_JUDGE_DATABASE_URL (PostgreSQL) and
+#   REMAT_JUDGE_REDIS_URL set. The migrations (server/migrations/) are part of `server`.
+# Grading needs bubblewrap, libseccomp and, at run time, CAP_SYS_ADMIN and a writable cgroup tree.
 # Stage 1 builds the editor bundle from web/ (npm, lock file); stage 2 is the judge.
 FROM node:20-bookworm-slim AS web
 WORKDIR /build/web

@@ -1,5 +1,6 @@
 # remat-judge: `make run` starts the judge on 127.0.0.1:8000, `make test` runs the whole suite.
-# Both create .venv, install the pinned dependencies and bubblewrap (apt, when root) first.
+# Both create .venv, install the pinned dependencies and bubblewrap (apt, when root) first;
+# `make test` also installs PostgreSQL, redis-server and docker-compose (apt, when root).
 
 PYTHON ?= python3
 VENV   := .venv
@@ -9,7 +10,7 @@ PORT   ?= 8000
 
 WEB_BUNDLE := server/web/static/dist/app.js
 
-.PHONY: setup run test bench bench-throughput clean bwrap web chromium
+.PHONY: setup run test bench bench-throughput clean bwrap web chromium services
 
 setup: $(STAMP) bwrap web
 
@@ -53,10 +54,30 @@ chromium:
 	  fi; \
 	fi
 
+# The scaled-out tests start their own PostgreSQL and redis-server processes (on free loopback
+# ports, in temporary folders: nothing listens elsewhere) and check docker-compose.yml with
+# docker-compose; `run` needs none of them. Debian's postgresql package keeps its programs in
+# /usr/lib/postgresql/<version>/bin, where the tests look for them.
+services:
+	@missing=""; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	{ command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } || missing="$$missing postgresql"; \
+	command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing$$missing for the scaled-out tests"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing >/dev/null 2>&1 || \
+	    { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing >/dev/null; } || \
+	    echo "$$missing could not be installed: the tests that need them will say why they skip"; \
+	  else \
+	    echo "missing:$$missing (Debian/Ubuntu: sudo apt-get install$$missing): the tests that need them will skip"; \
+	  fi; \
+	fi
+
 run: setup
 	$(VENV)/bin/remat-judge serve --host $(HOST) --port $(PORT)
 
-test: setup chromium
+test: setup chromium services
 	$(VENV)/bin/python -m pytest
 
 bench: setup

@@ -16,13 +16,18 @@ from starlette.middleware.gzip import GZipMiddleware
 from starlette.middleware.sessions import SessionMiddleware
 
 from graders.problem import ProblemRepository
+from server import migrate
+from server.admission import Admission
 from server.api import health, problems, submissions
 from server.api.deps import Services
 from server.db import SubmissionStore, UserStore, make_engine
+from server.grading import Grader, new_worker_id
 from server.limits import BodySizeLimit
 from server.packages import MAX_ARCHIVE_BYTES
-from server.queue import Completions, InProcessQueue, WorkerPool
+from server.queue import InProcessQueue, WorkerPool
+from server.redisqueue import RedisJobs
 from server.settings import Settings, get_settings
+from server.waits import CompletionHub
 from server.web import pages as web_pages
 from server.web.markdown import pygments_css
 from server.web.pages import WEB_DIR, error_page
@@ -42,30 +47,71 @@ def _validation_message(exc: RequestValidationError) -> tuple[int, str]:
     return status.HTTP_422_UNPROCESSABLE_CONTENT, "; ".join(parts)
 
 
+def _require_migrated(url: str) -> None:
+    """Raises RuntimeError unless the database at `url` is at the latest migration."""
+    current, head = migrate.current(url), migrate.head()
+    if current != head:
+        raise RuntimeError(f"the database is at migration {current or 'none'}, the code needs {head}: run "
+                           f"`remat-judge db upgrade` first")
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
-    """Builds the app; its lifespan opens the database, requeues unfinished submissions and
-    starts the worker pool."""
+    """Builds the app. Its lifespan:
+
+    - embedded mode (no Redis URL): applies the database migrations, then starts the grading
+      threads, which enqueue every submission a previous run left unfinished;
+    - distributed mode (`REMAT_JUDGE_REDIS_URL`): refuses to start on a database that is not
+      migrated to the latest revision (`remat-judge db upgrade`), and only stores and enqueues:
+      `remat-judge worker` processes grade.
+
+    Raises (at start-up):
+        RuntimeError: distributed mode on a database behind the code's schema.
+    """
     settings = settings or get_settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        engine = make_engine(settings.resolved_database_url)
+        url = settings.resolved_database_url
+        if settings.scaled:
+            _require_migrated(url)
+        else:
+            migrate.upgrade(url)
+        engine = make_engine(url)
         store = SubmissionStore(engine)
         repo = ProblemRepository(settings.problems_dir)
-        jobs, completions = InProcessQueue(), Completions()
-        config = settings.judge_config()
-        pool = WorkerPool(jobs=jobs, store=store, problems=repo, config_factory=lambda: config,
-                          workers=settings.workers, completions=completions)
+        hub = CompletionHub(store.finished_among, poll_s=1.0 if settings.scaled else 2.0)
+        admission = Admission(rate_limit=settings.rate_limit, storage_uri=settings.redis_url or "memory://",
+                              max_queue_depth=settings.max_queue_depth, queue_depth=store.queue_depth)
+        pool = redis_jobs = None
+        if settings.scaled:
+            assert settings.redis_url is not None
+            redis_jobs = jobs = RedisJobs(settings.redis_url, heartbeat_timeout_s=settings.heartbeat_timeout_s)
+        else:
+            jobs = InProcessQueue()
+            config = settings.judge_config()
+            grader = Grader(store=store, problems=repo, config_factory=lambda: config,
+                            worker_id=new_worker_id("embedded"), lease_s=settings.lease_s,
+                            max_attempts=settings.max_attempts, on_finished=hub.notify_threadsafe)
+            pool = WorkerPool(jobs=jobs, store=store, grader=grader, workers=settings.workers,
+                              sweep_interval_s=settings.sweep_interval_s)
         app.state.services = Services(settings=settings, store=store, users=UserStore(engine), problems=repo,
-                                      jobs=jobs, completions=completions, pool=pool)
-        pool.start()
-        log.info("remat-judge: %d workers, problems from %s, data in %s", settings.workers,
+                                      jobs=jobs, hub=hub, admission=admission, pool=pool, redis_jobs=redis_jobs)
+        hub.start(settings.redis_url)
+        if pool is not None:
+            pool.start()
+        log.info("remat-judge: %s, problems from %s, data in %s",
+                 "distributed mode (workers grade)" if settings.scaled else f"{settings.workers} grading threads",
                  settings.problems_dir, settings.data_dir.resolve())
         try:
             yield
         finally:
-            pool.stop()
+            await hub.stop()
+            if pool is not None:
+                pool.stop()
+            if redis_jobs is not None:
+                redis_jobs.close()
+            engine.dispose()
 
     app = FastAPI(title="remat-judge", version="1", lifespan=lifespan,
                   description="An online judge for JAX gradient-checkpointing (rematerialization) exercises.")
@@ -99,3 +145,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router, prefix="/api/v1")
     app.include_router(health.router)
     return app
+
+
+def app_from_environment() -> FastAPI:
+    """The app with settings from the environment (uvicorn's factory for `serve --processes N`)."""
+    return create_app(get_settings())

@@ -26,6 +26,9 @@ problems_app = typer.Typer(help="Work with problem packages.", no_args_is_help=T
 app.add_typer(problems_app, name="problems")
 users_app = typer.Typer(help="Accounts of the web judge.", no_args_is_help=True)
 app.add_typer(users_app, name="users")
+from server.cli_db import db_app  # noqa: E402 - after the app it is added to
+
+app.add_typer(db_app, name="db")
 
 console = Console()
 err = Console(stderr=True)
@@ -55,17 +58,63 @@ def serve(host: Annotated[str, typer.Option(help="address to listen on")] = "127
           port: Annotated[int, typer.Option(help="TCP port")] = 8000,
           data_dir: Annotated[Optional[Path], typer.Option(help="database, cache and seed folder")] = None,
           problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
-          workers: Annotated[Optional[int], typer.Option(help="submissions graded at once")] = None) -> None:
-    """Start the HTTP server (REST API under /api/v1, docs at /docs)."""
+          workers: Annotated[Optional[int], typer.Option(help="submissions graded at once (embedded mode)")] = None,
+          processes: Annotated[int, typer.Option(help="HTTP server processes (distributed mode only: with "
+                                                      "REMAT_JUDGE_REDIS_URL)", min=1, max=64)] = 1) -> None:
+    """Start the HTTP server (REST API under /api/v1, docs at /docs).
+
+    Embedded mode (default): one process that also grades. With REMAT_JUDGE_REDIS_URL (and
+    REMAT_JUDGE_DATABASE_URL): only stores and enqueues; `remat-judge worker` processes grade.
+    """
+    import os
+    import shutil
+
     import uvicorn
 
-    from server.app import create_app
+    from server import logs
 
     settings = _settings(data_dir, problems_dir)
     if workers is not None:
         settings = settings.model_copy(update={"workers": workers})
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+    logs.configure(settings.log_format)
+    if processes == 1:
+        from server.app import create_app
+
+        uvicorn.run(create_app(settings), host=host, port=port, log_level="info", log_config=None)
+        return
+    if not settings.scaled:
+        err.print("[red]--processes above 1 needs the distributed mode (REMAT_JUDGE_REDIS_URL): each embedded "
+                  "process would grade on its own queue[/]")
+        raise typer.Exit(EXIT_USAGE)
+    # the server processes read their settings from the environment, and add up their metrics
+    os.environ["REMAT_JUDGE_DATA_DIR"] = str(settings.data_dir.resolve())
+    os.environ["REMAT_JUDGE_PROBLEMS_DIR"] = str(settings.problems_dir.resolve())
+    multiproc = settings.data_dir.resolve() / "metrics-multiproc"
+    shutil.rmtree(multiproc, ignore_errors=True)
+    multiproc.mkdir(parents=True)
+    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(multiproc))
+    uvicorn.run("server.app:app_from_environment", factory=True, host=host, port=port, workers=processes,
+                log_level="info", log_config=None)
+
+
+@app.command()
+def worker(concurrency: Annotated[int, typer.Option(help="submissions graded at once", min=1, max=64)] = 2,
+           data_dir: Annotated[Optional[Path], typer.Option(help="cache and seed folder")] = None,
+           problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+           metrics_port: Annotated[Optional[int], typer.Option(help="serve Prometheus metrics on this port")] = None,
+           metrics_host: Annotated[str, typer.Option(help="address of the metrics server")] = "127.0.0.1") -> None:
+    """Grade submissions from the Redis queue (distributed mode: REMAT_JUDGE_REDIS_URL and
+    REMAT_JUDGE_DATABASE_URL). Stops gracefully on SIGTERM."""
+    from server import logs
+    from server import worker as worker_process
+
+    settings = _settings(data_dir, problems_dir)
+    logs.configure(settings.log_format)
+    try:
+        worker_process.run(settings, concurrency=concurrency, metrics_port=metrics_port, metrics_host=metrics_host)
+    except (ValueError, RuntimeError) as exc:
+        err.print(f"[red]{exc}[/]")
+        raise typer.Exit(EXIT_USAGE) from None
 
 
 def _print_report(report: VerdictReport) -> None:

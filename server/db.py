@@ -1,18 +1,26 @@
-"""Persistence: the submissions table and the one place that reads and writes it (SQLAlchemy 2).
+"""Persistence: the tables and the one place that reads and writes them (SQLAlchemy 2).
 
-SQLite by default (WAL journal, so the API reads while a worker writes); any SQLAlchemy URL works
-(PostgreSQL for scale-out). Every write is its own committed transaction: a crash loses at most
-the submission being graded, which is graded again after a restart.
+SQLite by default (WAL journal, so the API reads while a worker writes); PostgreSQL (psycopg 3)
+for scale-out. The schema is made and changed by Alembic migrations only (`server/migrations/`,
+applied by `server.migrate.upgrade`). Every write is its own committed transaction.
+
+The database is the source of truth for grading: a submission is stored (status "queued") before
+its job is enqueued; a worker claims it with one conditional UPDATE (`claim`), holds a lease it
+renews while grading, and stores the verdict only while it still holds the claim (`finish`). A
+job delivered twice is graded once; a claim whose lease ran out (its worker died) can be taken
+over; after `max_attempts` claims the submission ends "failed" with an INTERNAL_ERROR verdict.
 """
 
 from __future__ import annotations
 
+import enum
 import uuid
-from datetime import datetime, timezone
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from sqlalchemy import (DateTime, Float, ForeignKey, Integer, String, Text, TypeDecorator, create_engine, event, func,
-                        inspect, select, update)
+from sqlalchemy import (DateTime, Enum, Float, ForeignKey, Integer, String, Text, TypeDecorator, and_, create_engine,
+                        event, func, or_, select, update)
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
@@ -42,9 +50,36 @@ class UTCDateTime(TypeDecorator[datetime]):
         return None if value is None else value.replace(tzinfo=timezone.utc)
 
 
+class SubmissionStatus(enum.StrEnum):
+    """Where a submission is: queued (stored, waiting for a worker), running (claimed by a
+    worker), done (verdict stored), failed (grading failed `max_attempts` times: an INTERNAL_ERROR
+    verdict is stored, and it is not graded again by itself)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+FINISHED = (SubmissionStatus.DONE, SubmissionStatus.FAILED)
+
+
+class Role(enum.StrEnum):
+    """What an account may do: students submit; instructors also see everyone's submissions."""
+
+    STUDENT = "student"
+    INSTRUCTOR = "instructor"
+
+
+def _enum(kind: type[enum.Enum], name: str) -> Enum:
+    """A string column restricted to `kind`'s values by a CHECK constraint: the same DDL on SQLite
+    and PostgreSQL (no native PostgreSQL enum type to migrate)."""
+    return Enum(kind, name=name, native_enum=False, create_constraint=True, length=16, validate_strings=True,
+                values_callable=lambda members: [m.value for m in members])
+
+
 class UserRecord(Base):
-    """An account of the web judge. `password_hash` is an argon2 hash (pwdlib); role is
-    "student" or "instructor"."""
+    """An account of the web judge. `password_hash` is an argon2 hash (pwdlib)."""
 
     __tablename__ = "users"
 
@@ -52,13 +87,18 @@ class UserRecord(Base):
     email: Mapped[str] = mapped_column(String(254), unique=True, index=True)
     display_name: Mapped[str] = mapped_column(String(80))
     password_hash: Mapped[str] = mapped_column(String(255))
-    role: Mapped[str] = mapped_column(String(16), default="student")
+    role: Mapped[Role] = mapped_column(_enum(Role, "user_role"), default=Role.STUDENT)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class SubmissionRecord(Base):
-    """One stored submission. `result_json` is the verdict JSON once graded (status "done");
-    `user_id` is set for submissions made through the web pages, None for API submissions."""
+    """One stored submission. `result_json` is the verdict JSON once graded (status "done" or
+    "failed"); `user_id` is set for submissions made through the web pages, None for API ones.
+
+    Grading bookkeeping: `attempts` counts claims; `worker_id` names the worker holding the
+    claim and `lease_expires_at` when another may take it over; `enqueued_at` is when the job
+    queue accepted its job (None: not yet, the sweeper enqueues it).
+    """
 
     __tablename__ = "submissions"
 
@@ -67,7 +107,7 @@ class SubmissionRecord(Base):
     problem: Mapped[str] = mapped_column(String(64), index=True)
     problem_version: Mapped[str | None] = mapped_column(String(32), nullable=True)
     source: Mapped[str] = mapped_column(Text)
-    status: Mapped[str] = mapped_column(String(16), index=True)  # queued | running | done
+    status: Mapped[SubmissionStatus] = mapped_column(_enum(SubmissionStatus, "submission_status"), index=True)
     verdict: Mapped[str | None] = mapped_column(String(32), nullable=True)
     score: Mapped[float | None] = mapped_column(Float, nullable=True)
     result_json: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -75,6 +115,9 @@ class SubmissionRecord(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    enqueued_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    worker_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
@@ -86,29 +129,38 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyp
 
 
 def make_engine(url: str) -> Engine:
-    """An engine for `url`; for SQLite, creates the folder and sets WAL and a busy timeout."""
+    """An engine for `url` (no schema change: see `server.migrate`). For SQLite, creates the folder
+    and sets WAL and a busy timeout; `postgresql://` URLs use psycopg 3."""
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"check_same_thread": False})
         event.listen(engine, "connect", _sqlite_pragmas)
     else:
-        engine = create_engine(url, pool_pre_ping=True)
-    Base.metadata.create_all(engine)
-    _add_missing_columns(engine)
+        if url.startswith("postgresql://"):
+            url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
+        engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
     return engine
 
 
-def _add_missing_columns(engine: Engine) -> None:
-    """Adds columns that newer versions of the tables have to a database made by an older one
-    (additive only: nothing stored is dropped or rewritten)."""
-    inspector = inspect(engine)
-    with engine.begin() as connection:
-        for table in Base.metadata.sorted_tables:
-            present = {c["name"] for c in inspector.get_columns(table.name)}
-            for column in table.columns:
-                if column.name not in present:
-                    kind = column.type.compile(dialect=engine.dialect)
-                    connection.exec_driver_sql(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}')
+def _lease_expired(now: datetime):  # type: ignore[no-untyped-def]
+    """A "running" claim nobody holds any more: its lease ran out, or it has none (a submission
+    left running by a version of the judge before leases)."""
+    return or_(SubmissionRecord.lease_expires_at.is_(None), SubmissionRecord.lease_expires_at < now)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The outcome of `SubmissionStore.claim`.
+
+    Attributes:
+        record: the submission, claimed by the caller (status "running"), or None.
+        reason: when `record` is None: "unknown", "finished" (done or failed), "held" (another
+            worker holds a live lease) or "exhausted" (this claim would pass `max_attempts`: the
+            submission was just marked "failed").
+    """
+
+    record: SubmissionRecord | None
+    reason: str = ""
 
 
 class SubmissionStore:
@@ -119,7 +171,7 @@ class SubmissionStore:
 
     def create(self, *, problem: str, source: str, user_id: int | None = None) -> SubmissionRecord:
         """Stores a new submission with status "queued"."""
-        record = SubmissionRecord(id=uuid.uuid4().hex, problem=problem, source=source, status="queued",
+        record = SubmissionRecord(id=uuid.uuid4().hex, problem=problem, source=source, status=SubmissionStatus.QUEUED,
                                   attempts=0, created_at=utcnow(), user_id=user_id)
         with self._sessions.begin() as session:
             session.add(record)
@@ -129,37 +181,125 @@ class SubmissionStore:
         with self._sessions() as session:
             return session.get(SubmissionRecord, submission_id)
 
-    def mark_running(self, submission_id: str) -> SubmissionRecord | None:
-        """Sets status "running" and counts an attempt; None when the id is unknown or done."""
+    def mark_enqueued(self, submission_id: str) -> None:
+        """Records that the job queue accepted the submission's job."""
         with self._sessions.begin() as session:
+            session.execute(update(SubmissionRecord).where(SubmissionRecord.id == submission_id)
+                            .values(enqueued_at=utcnow()))
+
+    def claim(self, submission_id: str, *, worker_id: str, lease_s: float, max_attempts: int) -> Claim:
+        """Takes the submission for grading: one conditional UPDATE from "queued", or from
+        "running" whose lease has expired, to "running" with attempts + 1, this worker's id and a
+        lease of `lease_s` seconds. Two workers delivered the same job: one wins, the other gets
+        `Claim(None, "held")`. A claim that would be attempt `max_attempts + 1` instead marks the
+        submission "failed" (`fail`'s report is the caller's to store) and returns "exhausted".
+        """
+        now = utcnow()
+        claimable = and_(SubmissionRecord.id == submission_id,
+                         or_(SubmissionRecord.status == SubmissionStatus.QUEUED,
+                             and_(SubmissionRecord.status == SubmissionStatus.RUNNING, _lease_expired(now))))
+        with self._sessions.begin() as session:
+            claimed = session.execute(
+                update(SubmissionRecord).where(claimable, SubmissionRecord.attempts < max_attempts).values(
+                    status=SubmissionStatus.RUNNING, attempts=SubmissionRecord.attempts + 1, started_at=now,
+                    worker_id=worker_id, lease_expires_at=now + timedelta(seconds=lease_s))
+                .execution_options(synchronize_session=False))
+            if claimed.rowcount == 1:
+                return Claim(session.get(SubmissionRecord, submission_id))
+            exhausted = session.execute(
+                update(SubmissionRecord).where(claimable, SubmissionRecord.attempts >= max_attempts).values(
+                    status=SubmissionStatus.RUNNING, worker_id=worker_id, started_at=now,
+                    lease_expires_at=now + timedelta(seconds=lease_s))
+                .execution_options(synchronize_session=False))
+            if exhausted.rowcount == 1:
+                return Claim(None, "exhausted")
             record = session.get(SubmissionRecord, submission_id)
-            if record is None or record.status == "done":
-                return None
-            record.status, record.started_at, record.attempts = "running", utcnow(), record.attempts + 1
-            return record
+        if record is None:
+            return Claim(None, "unknown")
+        return Claim(None, "finished" if record.status in FINISHED else "held")
+
+    def renew_leases(self, submission_ids: list[str], *, worker_id: str, lease_s: float) -> int:
+        """Extends the leases this worker holds on `submission_ids`; returns how many it still holds."""
+        if not submission_ids:
+            return 0
+        with self._sessions.begin() as session:
+            result = session.execute(
+                update(SubmissionRecord).where(SubmissionRecord.id.in_(submission_ids),
+                                               SubmissionRecord.status == SubmissionStatus.RUNNING,
+                                               SubmissionRecord.worker_id == worker_id)
+                .values(lease_expires_at=utcnow() + timedelta(seconds=lease_s))
+                .execution_options(synchronize_session=False))
+            return result.rowcount
 
     def finish(self, submission_id: str, *, verdict: str, score: float, problem_version: str | None,
-               result_json: str) -> None:
-        """Stores the verdict and sets status "done"."""
+               result_json: str, worker_id: str | None = None,
+               status: SubmissionStatus = SubmissionStatus.DONE) -> bool:
+        """Stores the verdict and sets `status` ("done", or "failed" after the last attempt), only
+        while the submission is "running" and, when `worker_id` is given, claimed by that worker
+        (a worker whose claim was taken over stores nothing). Returns whether it was stored."""
+        conditions = [SubmissionRecord.id == submission_id, SubmissionRecord.status == SubmissionStatus.RUNNING]
+        if worker_id is not None:
+            conditions.append(SubmissionRecord.worker_id == worker_id)
         with self._sessions.begin() as session:
-            session.execute(update(SubmissionRecord).where(SubmissionRecord.id == submission_id).values(
-                status="done", verdict=verdict, score=score, problem_version=problem_version,
-                result_json=result_json, finished_at=utcnow()))
+            result = session.execute(update(SubmissionRecord).where(*conditions).values(
+                status=status, verdict=verdict, score=score, problem_version=problem_version,
+                result_json=result_json, finished_at=utcnow(), lease_expires_at=None)
+                .execution_options(synchronize_session=False))
+            return result.rowcount == 1
+
+    def release_all(self) -> None:
+        """Makes every "running" claim claimable now (embedded mode, at start-up: this process is
+        the only worker, so whatever was running belonged to a process that is gone)."""
+        with self._sessions.begin() as session:
+            session.execute(update(SubmissionRecord).where(SubmissionRecord.status == SubmissionStatus.RUNNING)
+                            .values(status=SubmissionStatus.QUEUED, lease_expires_at=None, worker_id=None)
+                            .execution_options(synchronize_session=False))
+
+    def to_enqueue(self, *, older_than_s: float = 0.0, limit: int = 500) -> list[str]:
+        """Ids whose job must be (re)enqueued, oldest first: "queued" ones the job queue never
+        accepted (stored `older_than_s` ago or more), and "running" ones whose lease expired and
+        that were not enqueued again since (`mark_enqueued` after enqueueing them)."""
+        now = utcnow()
+        with self._sessions() as session:
+            rows = session.execute(select(SubmissionRecord.id).where(or_(
+                and_(SubmissionRecord.status == SubmissionStatus.QUEUED, SubmissionRecord.enqueued_at.is_(None),
+                     SubmissionRecord.created_at <= now - timedelta(seconds=older_than_s)),
+                and_(SubmissionRecord.status == SubmissionStatus.RUNNING, _lease_expired(now),
+                     or_(SubmissionRecord.enqueued_at.is_(None), SubmissionRecord.lease_expires_at.is_(None),
+                         SubmissionRecord.enqueued_at < SubmissionRecord.lease_expires_at))))
+                .order_by(SubmissionRecord.created_at).limit(limit)).scalars()
+            return list(rows)
 
     def unfinished(self) -> list[str]:
-        """Ids of submissions queued or running (e.g. when the server stopped), oldest first;
-        running ones are set back to queued."""
-        with self._sessions.begin() as session:
-            session.execute(update(SubmissionRecord).where(SubmissionRecord.status == "running")
-                            .values(status="queued"))
-            rows = session.execute(select(SubmissionRecord.id).where(SubmissionRecord.status == "queued")
+        """Ids of submissions "queued" (oldest first)."""
+        with self._sessions() as session:
+            rows = session.execute(select(SubmissionRecord.id).where(SubmissionRecord.status == SubmissionStatus.QUEUED)
                                    .order_by(SubmissionRecord.created_at)).scalars()
             return list(rows)
+
+    def finished_among(self, submission_ids: list[str]) -> set[str]:
+        """Those of `submission_ids` whose verdict is stored ("done" or "failed")."""
+        if not submission_ids:
+            return set()
+        with self._sessions() as session:
+            return set(session.execute(select(SubmissionRecord.id).where(
+                SubmissionRecord.id.in_(submission_ids), SubmissionRecord.status.in_(FINISHED))).scalars())
+
+    def ping(self) -> None:
+        """Runs `SELECT 1`; raises what the database driver raises when it is unreachable."""
+        with self._sessions() as session:
+            session.execute(select(1))
+
+    def queue_depth(self) -> int:
+        """How many submissions are stored and not yet claimed ("queued")."""
+        with self._sessions() as session:
+            return int(session.execute(select(func.count()).where(
+                SubmissionRecord.status == SubmissionStatus.QUEUED)).scalar_one())
 
     def count_by_status(self) -> dict[str, int]:
         with self._sessions() as session:
             rows = session.execute(select(SubmissionRecord.status, func.count()).group_by(SubmissionRecord.status))
-            return {status: count for status, count in rows}
+            return {str(status): count for status, count in rows}
 
     def for_user(self, user_id: int, *, problem: str | None = None, limit: int = 100) -> list[SubmissionRecord]:
         """A user's submissions, newest first."""
@@ -189,7 +329,7 @@ class SubmissionStore:
         """Per problem slug, how many submissions got each verdict (status "done" only)."""
         with self._sessions() as session:
             rows = session.execute(select(SubmissionRecord.problem, SubmissionRecord.verdict, func.count())
-                                   .where(SubmissionRecord.status == "done")
+                                   .where(SubmissionRecord.status.in_(FINISHED))
                                    .group_by(SubmissionRecord.problem, SubmissionRecord.verdict))
             out: dict[str, dict[str, int]] = {}
             for slug, verdict, count in rows:
@@ -203,7 +343,7 @@ class UserStore:
     def __init__(self, engine: Engine):
         self._sessions = sessionmaker(engine, expire_on_commit=False)
 
-    def create(self, *, email: str, display_name: str, password_hash: str, role: str = "student") -> UserRecord:
+    def create(self, *, email: str, display_name: str, password_hash: str, role: Role = Role.STUDENT) -> UserRecord:
         """Stores a new account.
 
         Raises:

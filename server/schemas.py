@@ -89,11 +89,19 @@ class SubmissionPublic(VerdictReport):
 
 
 class Health(BaseModel):
+    """Liveness: answered without touching the database or Redis.
+
+    Attributes:
+        mode: "embedded" (this process grades) or "distributed" (workers grade).
+        workers: grading threads in this process (0 in distributed mode).
+        waiting_requests: `wait=true` requests waiting for verdicts in this process.
+    """
+
     status: Literal["ok"]
     jax_version: str
+    mode: Literal["embedded", "distributed"]
     workers: int
-    queue_depth: int
-    submissions: dict[str, int]
+    waiting_requests: int
     problems: int
 
 

@@ -41,6 +41,23 @@ class Settings(BaseSettings):
             once and kept in `<data_dir>/session_secret` (mode 0600).
         cookie_secure: send the session cookie only over HTTPS (turn on behind TLS).
         session_max_age_s: how long a sign-in lasts.
+        redis_url: Redis for the distributed mode (`redis://host:6379/0`): with it, `serve` only
+            stores and enqueues, and `remat-judge worker` processes grade (Dramatiq). Unset: the
+            embedded mode, one process with an in-process queue and `workers` grading threads.
+        max_queue_depth: submissions waiting to be graded past which new ones get 503 with
+            Retry-After (admission control); 0 turns the cap off.
+        rate_limit: submissions one client may make (`limits` notation, e.g. `30/minute`; per API
+            client or IP, per signed-in user on the web); empty turns it off. Counted in Redis when
+            scaled out (shared by every API process), in memory otherwise.
+        max_attempts: claims of one submission before it ends "failed" (INTERNAL_ERROR), e.g.
+            when it crashes or kills its worker every time.
+        lease_s: how long a worker's claim on a submission lasts without renewal (renewed every
+            `lease_s / 3` while it grades); after that another worker may take it over.
+        sweep_interval_s: how often workers re-enqueue submissions whose job was never accepted
+            by the queue, whose claim expired, or whose queued job Redis lost in a restart.
+        heartbeat_timeout_s: the Redis broker's time without a heartbeat after which a worker
+            counts as dead and its unacknowledged jobs are delivered to another (Dramatiq).
+        log_format: "text" or "json" (one JSON object per line, with the submission id).
     """
 
     model_config = SettingsConfigDict(env_prefix="REMAT_JUDGE_", extra="ignore")
@@ -60,6 +77,19 @@ class Settings(BaseSettings):
     session_secret: str | None = Field(default=None, repr=False)
     cookie_secure: bool = False
     session_max_age_s: int = 14 * 24 * 3600
+    redis_url: str | None = Field(default=None, repr=False)
+    max_queue_depth: int = Field(default=2000, ge=0)
+    rate_limit: str = "30/minute"
+    max_attempts: int = Field(default=3, ge=1, le=20)
+    lease_s: float = Field(default=15.0, ge=3.0)
+    sweep_interval_s: float = Field(default=2.0, gt=0)
+    heartbeat_timeout_s: float = Field(default=20.0, ge=5.0)
+    log_format: str = Field(default="text", pattern="^(text|json)$")
+
+    @property
+    def scaled(self) -> bool:
+        """Whether this is the distributed mode (a Redis URL is set)."""
+        return bool(self.redis_url)
 
     @property
     def resolved_database_url(self) -> str:

@@ -76,3 +76,68 @@ class Server:
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.url, timeout=120)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def remat_judge(*args: str, env: dict[str, str], timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+    """Runs the real `remat-judge` command line once and returns what it did."""
+    import sys
+
+    cli = str(Path(sys.executable).parent / "remat-judge")
+    return subprocess.run([cli, *args], env=env, capture_output=True, text=True, timeout=timeout_s)
+
+
+class Worker:
+    """A real `remat-judge worker` process (distributed mode), with its own log file."""
+
+    def __init__(self, data_dir: Path, env: dict[str, str], *, concurrency: int = 1, name: str = "worker"):
+        import os
+
+        self.data_dir, self.concurrency = data_dir, concurrency
+        self.env = {**os.environ, **env}
+        self.metrics_port = free_port()
+        self.log = data_dir / f"{name}-{self.metrics_port}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> "Worker":
+        import sys
+        import time
+
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        cli = str(Path(sys.executable).parent / "remat-judge")
+        self.proc = subprocess.Popen([cli, "worker", "--concurrency", str(self.concurrency), "--data-dir",
+                                      str(self.data_dir), "--metrics-port", str(self.metrics_port)],
+                                     stdout=self.log.open("ab"), stderr=subprocess.STDOUT, env=self.env,
+                                     start_new_session=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log.read_text()[-3000:]
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        raise AssertionError("worker did not start: " + self.log.read_text()[-3000:])
+
+    def metrics(self) -> str:
+        return httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).text
+
+    def stop(self, sig: int = 15) -> None:
+        """Sends `sig` to the worker's process group (its templates and children too); SIGKILL
+        simulates a machine dying mid-job."""
+        import os
+
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                pass
+        self.proc.wait(150)

@@ -7,24 +7,42 @@ from dataclasses import dataclass
 from fastapi import Request
 
 from graders.problem import ProblemRepository
+from server.admission import Admission
 from server.db import SubmissionStore, UserStore
-from server.queue import Completions, JobQueue, WorkerPool
+from server.queue import JobQueue, WorkerPool
+from server.redisqueue import RedisJobs
 from server.settings import Settings
+from server.waits import CompletionHub
 
 
 @dataclass
 class Services:
-    """Everything a running app holds: settings, stores, problems, queue, workers."""
+    """Everything a running app holds.
+
+    Attributes:
+        jobs: where new submissions' jobs go (in process, or Redis).
+        redis_jobs: the Redis queue when scaled out, else None.
+        pool: the grading threads of the embedded mode; None when scaled out (workers grade).
+        hub: waits for verdicts without holding threads.
+    """
 
     settings: Settings
     store: SubmissionStore
     users: UserStore
     problems: ProblemRepository
     jobs: JobQueue
-    completions: Completions
-    pool: WorkerPool
+    hub: CompletionHub
+    admission: Admission
+    pool: WorkerPool | None = None
+    redis_jobs: RedisJobs | None = None
 
 
 def get_services(request: Request) -> Services:
     """FastAPI dependency: the app's services (set up in its lifespan)."""
     return request.app.state.services
+
+
+def client_key(request: Request) -> str:
+    """Who is calling, for rate limiting: the client's IP address (`ip:<address>`)."""
+    host = request.client.host if request.client else "unknown"
+    return f"ip:{host}"

@@ -1,22 +1,54 @@
-"""`/api/v1/healthz`: is the judge up, and how busy is it."""
+"""Liveness (`/healthz`), readiness (`/readyz`) and Prometheus metrics (`/metrics`)."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Response
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 
+from server import metrics
 from server.api.deps import Services, get_services
 from server.schemas import Health
 
 router = APIRouter(tags=["health"])
+ServicesDep = Annotated[Services, Depends(get_services)]
 
 
 @router.get("/healthz", response_model=Health)
-def healthz(services: Annotated[Services, Depends(get_services)]) -> Health:
-    """Liveness plus queue depth and submission counts by status."""
+async def healthz(services: ServicesDep) -> Health:
+    """Liveness: the process answers (no database or Redis call, so it stays fast under load),
+    with the grading threads of this process and the requests waiting for verdicts."""
     from importlib.metadata import version
 
-    return Health(status="ok", jax_version=version("jax"), workers=services.pool.workers,
-                  queue_depth=services.jobs.depth(), submissions=services.store.count_by_status(),
-                  problems=len(services.problems.slugs()))
+    return Health(status="ok", jax_version=version("jax"), mode="distributed" if services.settings.scaled else "embedded",
+                  workers=services.pool.workers if services.pool is not None else 0,
+                  waiting_requests=services.hub.waiting, problems=len(services.problems.slugs()))
+
+
+@router.get("/readyz", responses={503: {"description": "the database or Redis is unreachable"}})
+async def readyz(services: ServicesDep) -> JSONResponse:
+    """Readiness: 200 when the database answers (and Redis, when scaled out), with the queue
+    depth and submission counts by status; else 503 naming what is down."""
+    checks: dict[str, str] = {}
+    body: dict[str, object] = {}
+    try:
+        await run_in_threadpool(services.store.ping)
+        checks["database"] = "ok"
+        body["queue_depth"] = await run_in_threadpool(services.store.queue_depth)
+        body["submissions"] = await run_in_threadpool(services.store.count_by_status)
+    except Exception as exc:  # noqa: BLE001 - any failure means "not ready"
+        checks["database"] = f"unavailable: {type(exc).__name__}"
+    if services.redis_jobs is not None:
+        ok = await run_in_threadpool(services.redis_jobs.available)
+        checks["redis"] = "ok" if ok else "unavailable"
+    ready = all(v == "ok" for v in checks.values())
+    return JSONResponse({"status": "ready" if ready else "unavailable", "checks": checks, **body},
+                        status_code=200 if ready else 503)
+
+
+@router.get("/metrics", include_in_schema=False)
+def prometheus_metrics(services: ServicesDep) -> Response:
+    """Prometheus exposition format (see `server/metrics.py` for the metrics)."""
+    return Response(metrics.render(services.store.queue_depth), media_type=metrics.CONTENT_TYPE)

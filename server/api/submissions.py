@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
+from starlette.concurrency import run_in_threadpool
 
-from server.api.deps import Services, get_services
-from server.api.problems import load_or_404
+from server.api.deps import Services, client_key, get_services
 from server.db import SubmissionRecord
 from server.schemas import SubmissionCreate, SubmissionPublic
+from server.submit import SubmitError, submit
 
 router = APIRouter(prefix="/submissions", tags=["submissions"])
 ServicesDep = Annotated[Services, Depends(get_services)]
@@ -19,38 +20,41 @@ ServicesDep = Annotated[Services, Depends(get_services)]
 def to_public(record: SubmissionRecord) -> SubmissionPublic:
     """The verdict JSON of a stored submission (partial while queued or running)."""
     links = {"self": f"/api/v1/submissions/{record.id}", "problem": f"/api/v1/problems/{record.problem}"}
-    if record.status == "done" and record.result_json:
+    if record.result_json:
         return SubmissionPublic(**json.loads(record.result_json), links=links)
-    return SubmissionPublic(id=record.id, problem=record.problem, status=record.status,
+    return SubmissionPublic(id=record.id, problem=record.problem, status=str(record.status),
                             created_at=record.created_at.isoformat(), links=links)
+
+
+def submit_error(exc: SubmitError) -> HTTPException:
+    """The HTTP error of a refused submission (with `Retry-After` for 429 and 503)."""
+    headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s is not None else None
+    return HTTPException(exc.status_code, exc.message, headers=headers)
 
 
 @router.post("", response_model=SubmissionPublic, status_code=status.HTTP_202_ACCEPTED,
              responses={200: {"description": "graded within the wait time (with wait=true)"},
-                        404: {"description": "unknown problem"}, 413: {"description": "source too large"}})
-def create_submission(body: SubmissionCreate, services: ServicesDep, response: Response,
-                      wait: Annotated[bool, Query(description="wait for the verdict (up to the server's "
-                                                              "wait timeout) instead of answering 202 at once")] = False,
-                      ) -> SubmissionPublic:
+                        404: {"description": "unknown problem"}, 413: {"description": "source too large"},
+                        422: {"description": "empty source or malformed body"},
+                        429: {"description": "too many submissions from this client (Retry-After)"},
+                        503: {"description": "the queue is full or unavailable; nothing stored (Retry-After)"}})
+async def create_submission(body: SubmissionCreate, request: Request, services: ServicesDep, response: Response,
+                            wait: Annotated[bool, Query(description="wait for the verdict (up to the server's "
+                                                                    "wait timeout) instead of answering 202 at "
+                                                                    "once")] = False,
+                            ) -> SubmissionPublic:
     """Stores and queues a submission. 202 with its id; with `wait=true`, 200 with the verdict
-    when grading finishes within the wait timeout (else still 202)."""
-    size = len(body.source.encode("utf-8"))
-    limit = services.settings.max_source_bytes
-    if size > limit:
-        raise HTTPException(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
-                            f"the source is {size:,} bytes; the limit is {limit:,} bytes")
-    load_or_404(services, body.problem)
-    record = services.store.create(problem=body.problem, source=body.source)
-    services.jobs.put(record.id)
+    when grading finishes within the wait timeout (else still 202). Waiting holds no server
+    thread: any number of clients may wait at once."""
+    try:
+        record = await run_in_threadpool(submit, services, problem=body.problem, source=body.source,
+                                         owner_key=client_key(request))
+    except SubmitError as exc:
+        raise submit_error(exc) from None
     response.headers["Location"] = f"/api/v1/submissions/{record.id}"
-    if wait:
-        def is_done() -> bool:
-            found = services.store.get(record.id)
-            return found is not None and found.status == "done"
-
-        if services.completions.wait(record.id, is_done, services.settings.wait_timeout_s):
-            response.status_code = status.HTTP_200_OK
-    current = services.store.get(record.id)
+    if wait and await services.hub.wait(record.id, services.settings.wait_timeout_s):
+        response.status_code = status.HTTP_200_OK
+    current = await run_in_threadpool(services.store.get, record.id)
     assert current is not None
     return to_public(current)
 

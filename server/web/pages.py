@@ -15,6 +15,8 @@ from graders.problem import Problem, ProblemError
 from graders.verdict import VerdictReport
 from server.api.deps import Services, get_services
 from server.db import SubmissionRecord, UserRecord
+from server.submit import SubmitError
+from server.submit import submit as submit_service
 from server.web.auth import (OptionalUser, check_csrf, csrf_token, current_user, hash_password, sign_in,
                              sign_out, signup_errors, verify_password)
 from server.web.markdown import render_markdown
@@ -94,19 +96,17 @@ def submit(slug: str, request: Request, services: ServicesDep, user: OptionalUse
     check_csrf(request, csrf_token)
     problem = _problem(services, slug)
     source = source.replace("\r\n", "\n")  # forms send textareas with CRLF line endings
-    error = None
-    if not source.strip():
-        error = "the editor is empty"
-    elif len(source.encode("utf-8")) > services.settings.max_source_bytes:
-        error = f"the source is larger than {services.settings.max_source_bytes:,} bytes"
-    if error:
+    try:
+        record = submit_service(services, problem=problem.slug, source=source, owner_key=f"user:{user.id}",
+                                user_id=user.id)
+    except SubmitError as exc:
+        message = "the editor is empty" if exc.status_code == 422 else exc.message
+        headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s is not None else None
         if wants_json:
-            return JSONResponse({"detail": error}, status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, error)
-    record = services.store.create(problem=problem.slug, source=source, user_id=user.id)
-    services.jobs.put(record.id)
+            return JSONResponse({"detail": message}, status_code=exc.status_code, headers=headers)
+        raise HTTPException(exc.status_code, message, headers=headers)
     if wants_json:
-        return JSONResponse({"id": record.id, "status": record.status,
+        return JSONResponse({"id": record.id, "status": str(record.status),
                              "status_url": f"/submissions/{record.id}/status",
                              "panel_url": f"/submissions/{record.id}/panel",
                              "page_url": f"/submissions/{record.id}"}, status_code=status.HTTP_201_CREATED)
@@ -140,7 +140,7 @@ def submission_page(submission_id: str, request: Request, services: ServicesDep,
 @router.get("/submissions/{submission_id}/status")
 def submission_status(submission_id: str, services: ServicesDep, user: OptionalUser) -> JSONResponse:
     record = _visible_submission(services, submission_id, user)
-    return JSONResponse({"id": record.id, "status": record.status, "verdict": record.verdict})
+    return JSONResponse({"id": record.id, "status": str(record.status), "verdict": record.verdict})
 
 
 @router.get("/submissions/{submission_id}/panel", response_class=HTMLResponse)

@@ -375,7 +375,7 @@ function setupSubmit(form) {
         return;
       }
       const status = String(payload.status || "");
-      if (status === "done") {
+      if (status === "done" || status === "failed") {
         await finish(payload.verdict, panelUrl);
         return;
       }
@@ -472,7 +472,7 @@ function setupSubmit(form) {
       if (panel) panel.innerHTML = "";
       const first = String(payload.status || "queued");
       show(first, STATUS_TEXT[first] || "Status: " + first + "…", false);
-      if (first === "done") await finish(payload.verdict, panelUrl);
+      if (first === "done" || first === "failed") await finish(payload.verdict, panelUrl);
       else await poll(statusUrl, panelUrl);
     } catch (err) {
       showError("Something went wrong: " + (err && err.message ? err.message : String(err)));

@@ -1,0 +1,104 @@
+"""`remat-judge db`: the database schema (Alembic migrations, see `server.migrate`).
+
+`upgrade` applies the migrations (run it before starting scaled-out API and worker processes;
+the embedded server applies them itself at start-up); `current` says where a database is.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from server.settings import Settings
+
+db_app = typer.Typer(help="The database schema: apply migrations, show the revision.", no_args_is_help=True)
+
+console = Console()
+err = Console(stderr=True)
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+DatabaseUrl = Annotated[Optional[str], typer.Option(
+    help="SQLAlchemy URL (postgresql://user:password@host/db or sqlite:///path); default "
+         "REMAT_JUDGE_DATABASE_URL, else the SQLite file in the data folder", show_default=False)]
+DataDir = Annotated[Optional[Path], typer.Option(help="data folder (its remat-judge.db is the default database)")]
+
+
+def _url(database_url: Optional[str], data_dir: Optional[Path]) -> str:
+    if database_url:
+        return database_url
+    return (Settings(data_dir=data_dir) if data_dir is not None else Settings()).resolved_database_url
+
+
+def _shown(url: str) -> str:
+    """`url` without its password."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 (an unparsable URL is reported by the command itself)
+        return url
+
+
+@db_app.command("upgrade")
+def db_upgrade(database_url: DatabaseUrl = None, data_dir: DataDir = None) -> None:
+    """Apply the migrations the database lacks; print the revision reached.
+
+    Creates the tables in an empty database and adopts one made before migrations. Safe to run
+    from several processes at once (they take turns). Exits 1 when the database is unreachable or
+    cannot be migrated (then nothing was changed), 2 for a malformed URL.
+    """
+    from sqlalchemy.exc import ArgumentError, DBAPIError
+
+    from server import migrate
+
+    url = _url(database_url, data_dir)
+    try:
+        before = migrate.current(url)
+        reached = migrate.upgrade(url)
+    except ArgumentError as exc:
+        err.print(f"[red]not a database URL:[/] {escape(str(exc))}")
+        raise typer.Exit(EXIT_USAGE) from None
+    except DBAPIError as exc:
+        err.print(f"[red]cannot reach {escape(_shown(url))}:[/] {escape(str(exc.orig or exc))}")
+        raise typer.Exit(EXIT_FAILED) from None
+    except migrate.MigrationError as exc:
+        err.print(f"[red]{escape(str(exc))}[/]")
+        raise typer.Exit(EXIT_FAILED) from None
+    change = "already at the latest revision" if before == reached else f"upgraded from {before or 'no revision'}"
+    err.print(f"{escape(_shown(url))}: {change}")
+    console.print(reached, markup=False, highlight=False)
+
+
+@db_app.command("current")
+def db_current(database_url: DatabaseUrl = None, data_dir: DataDir = None) -> None:
+    """Print the database's revision and the code's.
+
+    The database's is "none" before the first upgrade. Exits 0 when the two are the same, 1 when
+    they differ (run `remat-judge db upgrade`) or the database is unreachable, 2 for a malformed URL.
+    """
+    from sqlalchemy.exc import ArgumentError, DBAPIError
+
+    from server import migrate
+
+    url = _url(database_url, data_dir)
+    try:
+        current = migrate.current(url)
+    except ArgumentError as exc:
+        err.print(f"[red]not a database URL:[/] {escape(str(exc))}")
+        raise typer.Exit(EXIT_USAGE) from None
+    except DBAPIError as exc:
+        err.print(f"[red]cannot reach {escape(_shown(url))}:[/] {escape(str(exc.orig or exc))}")
+        raise typer.Exit(EXIT_FAILED) from None
+    head = migrate.head()
+    console.print(f"database {escape(_shown(url))}: revision {current or 'none'}; code: revision {head}")
+    if current is not None and current not in migrate.revisions():
+        err.print(f"[red]revision {escape(current)} is unknown to this code: newer code migrated the database[/]")
+        raise typer.Exit(EXIT_FAILED)
+    if current != head:
+        err.print("[yellow]the database is behind the code: run `remat-judge db upgrade`[/]")
+        raise typer.Exit(EXIT_FAILED)

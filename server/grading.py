@@ -1,0 +1,235 @@
+"""Grading stored submissions, exactly once each: claim, grade, store, announce.
+
+One `Grader` per worker process (the embedded server, or `remat-judge worker`), whatever queue
+delivers the jobs. A job names a submission id and nothing else: everything else is read from the
+database, which is the source of truth (`server/db.py`):
+
+1. `claim` takes the submission with one conditional UPDATE (queued, or running with an expired
+   lease -> running, attempts + 1). A second delivery of the same job finds it claimed or finished
+   and does nothing (counted as a redelivery).
+2. While it grades, a `LeaseKeeper` thread renews the claim every `lease_s / 3` seconds. A worker
+   that dies stops renewing; `lease_s` later another may claim the submission again.
+3. The verdict is stored (`finish`) only while this worker still holds the claim, and only then
+   is the job acknowledged (the caller returns): a worker killed before that leaves the job
+   unacknowledged, and the queue delivers it again.
+4. After `max_attempts` claims the submission ends "failed" with an INTERNAL_ERROR verdict that
+   instructors see, instead of being graded (and crashing a worker) forever.
+
+`Sweeper` re-enqueues what no queue holds any more: jobs never accepted by the queue, expired
+claims, and (for Redis) everything queued when the Redis server restarted and lost its data.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from typing import Callable
+
+from graders.pipeline import JudgeConfig, grade, internal_error_report
+from graders.problem import ProblemError, ProblemRepository
+from graders.verdict import Verdict, VerdictReport
+from server import metrics
+from server.db import SubmissionStatus, SubmissionStore, utcnow
+from server.logs import submission_context
+
+log = logging.getLogger(__name__)
+
+
+def new_worker_id(kind: str) -> str:
+    """A name for one worker process, unique across machines and restarts:
+    `<kind>-<host>-<pid>-<random>` (at most 64 characters)."""
+    return f"{kind}-{socket.gethostname()[:24]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"[:64]
+
+
+class LeaseKeeper:
+    """Renews this worker's claims on the submissions it is grading, every `lease_s / 3` s."""
+
+    def __init__(self, store: SubmissionStore, *, worker_id: str, lease_s: float):
+        self.store, self.worker_id, self.lease_s = store, worker_id, lease_s
+        self._held: set[str] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="remat-leases", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def hold(self, submission_id: str) -> None:
+        with self._lock:
+            self._held.add(submission_id)
+
+    def release(self, submission_id: str) -> None:
+        with self._lock:
+            self._held.discard(submission_id)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.lease_s / 3):
+            with self._lock:
+                held = sorted(self._held)
+            try:
+                self.store.renew_leases(held, worker_id=self.worker_id, lease_s=self.lease_s)
+            except Exception:  # the database is away: the claims may lapse, nothing else breaks
+                log.exception("renewing leases failed")
+
+
+class Grader:
+    """Grades one stored submission per `grade` call (thread-safe; one per worker process).
+
+    Args:
+        store: the submissions.
+        problems: the problem packages.
+        config_factory: the judge configuration (seed, cache and limits) for each grading.
+        worker_id: this process's name in claims (`new_worker_id`).
+        lease_s: claim lease in seconds; max_attempts: claims before "failed".
+        on_finished: called with the id once its verdict is stored (announces it to waiting
+            requests: in process, or through Redis).
+    """
+
+    def __init__(self, *, store: SubmissionStore, problems: ProblemRepository,
+                 config_factory: Callable[[], JudgeConfig], worker_id: str, lease_s: float, max_attempts: int,
+                 on_finished: Callable[[str], None] = lambda submission_id: None):
+        self.store, self.problems, self.config_factory = store, problems, config_factory
+        self.worker_id, self.lease_s, self.max_attempts = worker_id, lease_s, max_attempts
+        self.on_finished = on_finished
+        self.leases = LeaseKeeper(store, worker_id=worker_id, lease_s=lease_s)
+
+    def start(self) -> None:
+        self.leases.start()
+
+    def stop(self) -> None:
+        self.leases.stop()
+
+    def grade(self, submission_id: str) -> str:
+        """Claims, grades and stores one submission. Never raises for anything the submission
+        does; a database failure propagates (the job is then retried or delivered again).
+
+        Returns:
+            What happened: "graded", "failed" (attempts exhausted), "lost" (the claim was taken
+            over before the verdict was stored; the other worker stores its own), or the claim's
+            refusal: "unknown", "finished", "held".
+        """
+        with submission_context(submission_id):
+            claim = self.store.claim(submission_id, worker_id=self.worker_id, lease_s=self.lease_s,
+                                     max_attempts=self.max_attempts)
+            if claim.reason == "exhausted":
+                return self._fail(submission_id)
+            if claim.record is None:
+                if claim.reason in ("finished", "held"):
+                    metrics.REDELIVERIES.inc()
+                log.info("not grading %s: %s", submission_id, claim.reason)
+                return claim.reason
+            record = claim.record
+            if record.attempts > 1:
+                metrics.REDELIVERIES.inc()
+                log.warning("grading %s again (attempt %d of %d)", submission_id, record.attempts, self.max_attempts)
+            self.leases.hold(submission_id)
+            metrics.BUSY_WORKERS.inc()
+            metrics.IDLE_WORKERS.dec()
+            try:
+                report = self._grade(record.problem, record.source)
+            except Exception as exc:  # a fault of the judge: the submission gets INTERNAL_ERROR
+                log.exception("grading %s failed", submission_id)
+                report = internal_error_report(record.problem, f"{type(exc).__name__}: {exc}")
+            finally:
+                metrics.BUSY_WORKERS.dec()
+                metrics.IDLE_WORKERS.inc()
+            try:
+                queue_ms = (record.started_at - record.created_at).total_seconds() * 1000 if record.started_at else 0.0
+                report.id = record.id
+                report.status = "done"
+                report.timing_ms = {"queue": round(queue_ms, 1), **report.timing_ms}
+                report.created_at = record.created_at.isoformat()
+                report.finished_at = utcnow().isoformat()
+                assert report.verdict is not None
+                stored = self.store.finish(submission_id, verdict=report.verdict.value, score=report.score,
+                                           problem_version=report.problem_version, result_json=report.stored_json(),
+                                           worker_id=self.worker_id)
+            finally:
+                self.leases.release(submission_id)
+            if not stored:
+                log.warning("the claim on %s was taken over before its verdict was stored", submission_id)
+                return "lost"
+            metrics.observe_verdict(record.problem, report.verdict.value, report.timing_ms)
+            log.info("graded %s (%s): %s in %.0f ms", submission_id, record.problem, report.verdict.value,
+                     report.timing_ms.get("total", 0.0))
+            self._announce(submission_id)
+            return "graded"
+
+    def _fail(self, submission_id: str) -> str:
+        record = self.store.get(submission_id)
+        slug = record.problem if record is not None else "?"
+        report = internal_error_report(slug, f"grading failed {self.max_attempts} times (the worker died or the "
+                                             f"judge failed each time); not retried again")
+        report.id = submission_id
+        report.status = SubmissionStatus.FAILED.value
+        if record is not None:
+            report.created_at = record.created_at.isoformat()
+        report.finished_at = utcnow().isoformat()
+        self.store.finish(submission_id, verdict=Verdict.INTERNAL_ERROR.value, score=0.0, problem_version=None,
+                          result_json=report.stored_json(), worker_id=self.worker_id, status=SubmissionStatus.FAILED)
+        metrics.observe_verdict(slug, Verdict.INTERNAL_ERROR.value, {})
+        log.error("submission %s failed after %d attempts", submission_id, self.max_attempts)
+        self._announce(submission_id)
+        return "failed"
+
+    def _announce(self, submission_id: str) -> None:
+        try:
+            self.on_finished(submission_id)
+        except Exception:  # waiting requests also poll the database
+            log.exception("announcing %s failed", submission_id)
+
+    def _grade(self, slug: str, source: str) -> VerdictReport:
+        try:
+            problem = self.problems.get(slug)
+        except (KeyError, ProblemError) as exc:
+            return internal_error_report(slug, f"the problem cannot be loaded: {exc}")
+        return grade(source, problem, self.config_factory())
+
+
+class Sweeper:
+    """Every `interval_s`, re-enqueues the submissions no queue holds any more (see
+    `SubmissionStore.to_enqueue`), and everything queued after `queue_restarted()` says the
+    queue lost its contents (a Redis server restarted without persistence).
+
+    Re-enqueueing is safe because a job is graded once whatever its number of deliveries.
+    """
+
+    def __init__(self, store: SubmissionStore, put: Callable[[str], None], *, interval_s: float,
+                 queue_restarted: Callable[[], bool] = lambda: False):
+        self.store, self.put, self.interval_s, self.queue_restarted = store, put, interval_s, queue_restarted
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        threading.Thread(target=self._loop, name="remat-sweeper", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def sweep(self) -> int:
+        """One pass; returns how many jobs it enqueued. Raises what the queue or database raise."""
+        everything = self.queue_restarted()
+        ids = self.store.unfinished() if everything else self.store.to_enqueue(older_than_s=self.interval_s)
+        if everything:
+            ids += [i for i in self.store.to_enqueue(older_than_s=0) if i not in set(ids)]
+        for submission_id in ids:
+            self.put(submission_id)
+            self.store.mark_enqueued(submission_id)
+        if ids:
+            log.info("re-enqueued %d submissions%s", len(ids), " (the queue restarted)" if everything else "")
+        return len(ids)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.sweep()
+            except Exception as exc:  # the queue or database is away; try again next time
+                log.warning("sweeping failed: %s", exc)
+                time.sleep(0)

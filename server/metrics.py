@@ -1,0 +1,91 @@
+"""Prometheus metrics (prometheus-client), served at `/metrics` by the API and by
+`remat-judge worker --metrics-port`.
+
+Labels carry problem slugs, verdicts, phases and reasons only: never a user, client or
+submission (unbounded, and personal). With several processes on one machine (`remat-judge serve
+--processes N`), set `PROMETHEUS_MULTIPROC_DIR` to an empty folder before they start (the CLI
+does): every process then writes its values there and `/metrics` adds them up
+(prometheus-client's multiprocess mode; gauges are summed over live processes).
+
+Metrics:
+  remat_judge_queue_depth                      submissions stored and not yet claimed (read from
+                                               the database at each scrape; API only)
+  remat_judge_workers_busy / _idle             grading threads busy / waiting for a job
+  remat_judge_verdicts_total{problem,verdict}  verdicts stored
+  remat_judge_phase_seconds{phase}             histogram: queue, sandbox, verify, total (seconds)
+  remat_judge_redeliveries_total               jobs delivered again (a worker died, or a duplicate)
+  remat_judge_internal_errors_total            INTERNAL_ERROR verdicts (judge faults)
+  remat_judge_rejected_requests_total{reason}  submissions refused: rate_limited (429),
+                                               queue_full or queue_unavailable (503)
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import REGISTRY, Collector
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+BUSY_WORKERS = Gauge("remat_judge_workers_busy", "grading threads busy with a submission",
+                     multiprocess_mode="livesum")
+IDLE_WORKERS = Gauge("remat_judge_workers_idle", "grading threads waiting for a job", multiprocess_mode="livesum")
+VERDICTS = Counter("remat_judge_verdicts", "verdicts stored", ["problem", "verdict"])
+PHASE_SECONDS = Histogram("remat_judge_phase_seconds", "time per grading phase, in seconds", ["phase"],
+                          buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, float("inf")))
+REDELIVERIES = Counter("remat_judge_redeliveries", "jobs delivered again (a worker died, or a duplicate delivery)")
+INTERNAL_ERRORS = Counter("remat_judge_internal_errors", "INTERNAL_ERROR verdicts (faults of the judge)")
+REJECTED = Counter("remat_judge_rejected_requests", "submissions refused by admission control", ["reason"])
+
+PHASES = ("queue", "sandbox", "verify", "total")
+
+
+def observe_verdict(problem: str, verdict: str, timing_ms: dict[str, float]) -> None:
+    """Counts one stored verdict and its phase times (`timing_ms`: milliseconds per phase)."""
+    VERDICTS.labels(problem=problem, verdict=verdict).inc()
+    if verdict == "INTERNAL_ERROR":
+        INTERNAL_ERRORS.inc()
+    for phase in PHASES:
+        if phase in timing_ms:
+            PHASE_SECONDS.labels(phase=phase).observe(timing_ms[phase] / 1000)
+
+
+class _QueueDepth(Collector):
+    def __init__(self, depth: Callable[[], int]):
+        self.depth = depth
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily("remat_judge_queue_depth", "submissions stored and not yet claimed by a worker")
+        try:
+            family.add_metric([], float(self.depth()))
+        except Exception:  # the database is away: no sample rather than a failed scrape
+            return
+        yield family
+
+
+def render(queue_depth: Callable[[], int] | None = None) -> bytes:
+    """The exposition text of every metric of this process (or, in multiprocess mode, of every
+    process writing to `PROMETHEUS_MULTIPROC_DIR`), plus the queue depth when given."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        text = generate_latest(registry)
+    else:
+        text = generate_latest(REGISTRY)
+    if queue_depth is not None:
+        extra = CollectorRegistry()
+        extra.register(_QueueDepth(queue_depth))
+        text += generate_latest(extra)
+    return text
+
+
+def serve(port: int, host: str = "127.0.0.1") -> None:
+    """Serves this process's metrics on http://host:port/metrics (a background thread)."""
+    from prometheus_client import start_http_server
+
+    start_http_server(port, addr=host)

@@ -1,0 +1,86 @@
+"""One submission service for every door (REST API, web pages): the same checks, the same
+admission control, the same storing and enqueueing."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from graders.problem import ProblemError
+from server.admission import Rejected
+from server.db import SubmissionRecord
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SubmitError(Exception):
+    """A submission refused: `status_code` (404, 413, 422, 429, 503), `message` for the client,
+    `retry_after_s` for 429 and 503."""
+
+    status_code: int
+    message: str
+    retry_after_s: int | None = None
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def submit(services: "Services", *, problem: str, source: str, owner_key: str,  # noqa: F821
+           user_id: int | None = None) -> SubmissionRecord:
+    """Checks, admits, stores and enqueues one submission.
+
+    The row is committed before its job is enqueued. When the queue refuses the job after the
+    row is stored (Redis went away in between), the submission is still accepted: the sweeper
+    of the workers enqueues it once Redis is back.
+
+    Args:
+        services: the app's services.
+        problem: the problem slug; source: the Python source (any line endings).
+        owner_key: who submits, for rate limiting ("user:<id>", "client:<name>", "ip:<address>").
+        user_id: the web account that owns the submission, if any.
+
+    Returns:
+        The stored submission (status "queued").
+
+    Raises:
+        SubmitError: 422 empty source, 413 too large, 404 unknown problem, 429 rate limit,
+            503 queue full or unavailable. Nothing is stored then.
+    """
+    settings = services.settings
+    if not source.strip():
+        raise SubmitError(422, "the source is empty")
+    size = len(source.encode("utf-8"))
+    if size > settings.max_source_bytes:
+        raise SubmitError(413, f"the source is {size:,} bytes; the limit is {settings.max_source_bytes:,} bytes")
+    try:
+        services.problems.get(problem)
+    except (KeyError, ProblemError):
+        raise SubmitError(404, f"no problem {problem!r}") from None
+    try:
+        services.admission.check(owner_key)
+        if services.redis_jobs is not None and not services.redis_jobs.available():
+            raise Rejected(503, "the grading queue is unavailable right now; nothing was stored, try again in a "
+                                "few seconds", 5, "queue_unavailable")
+    except Rejected as rejected:
+        if rejected.reason == "queue_unavailable":
+            from server import metrics
+
+            metrics.REJECTED.labels(reason="queue_unavailable").inc()
+        raise SubmitError(rejected.status_code, rejected.message, rejected.retry_after_s) from None
+    except SubmitError:
+        raise
+    except Exception as exc:  # the rate-limit storage (Redis) is unreachable
+        log.warning("admission control failed: %s", exc)
+        from server import metrics
+
+        metrics.REJECTED.labels(reason="queue_unavailable").inc()
+        raise SubmitError(503, "the grading queue is unavailable right now; nothing was stored, try again in a "
+                               "few seconds", 5) from None
+    record = services.store.create(problem=problem, source=source, user_id=user_id)
+    try:
+        services.jobs.put(record.id)
+        services.store.mark_enqueued(record.id)
+    except Exception as exc:  # stored: the sweeper enqueues it when the queue is back
+        log.warning("submission %s stored but not enqueued (%s); it will be enqueued later", record.id, exc)
+    return record

@@ -1,0 +1,86 @@
+"""`remat-judge worker`: a grading process of the distributed mode.
+
+Takes jobs from Redis (Dramatiq), grades them with `server.grading.Grader` (its own fork servers
+for jails and verifiers) and announces each stored verdict on Redis. Any number of workers may run
+on any number of machines, sharing the database, Redis, the problem packages and the hidden seed.
+SIGTERM or SIGINT stops it gracefully: it takes no new job, finishes the ones it holds (up to
+`STOP_TIMEOUT_S`), and leaves the rest for the other workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+
+from graders.problem import ProblemRepository
+from server import metrics
+from server.app import _require_migrated
+from server.db import SubmissionStore, make_engine
+from server.grading import Grader, Sweeper, new_worker_id
+from server.queue import start_templates_in_background
+from server.redisqueue import RedisJobs
+from server.settings import Settings
+from sandbox.limits import JailCgroup
+
+log = logging.getLogger(__name__)
+STOP_TIMEOUT_S = 120
+
+
+def run(settings: Settings, *, concurrency: int, metrics_port: int | None = None,
+        metrics_host: str = "127.0.0.1", stop: threading.Event | None = None) -> None:
+    """Runs a worker until SIGTERM/SIGINT (or `stop` is set).
+
+    Args:
+        settings: the deployment's settings; `redis_url` is required.
+        concurrency: submissions graded at once (threads; each runs a jail and a verifier child).
+        metrics_port: serve this worker's Prometheus metrics on http://metrics_host:port/metrics.
+
+    Raises:
+        ValueError: no Redis URL is configured.
+        RuntimeError: the database is not migrated to the latest revision.
+    """
+    if not settings.redis_url:
+        raise ValueError("a worker needs REMAT_JUDGE_REDIS_URL (the distributed mode)")
+    url = settings.resolved_database_url
+    _require_migrated(url)
+    engine = make_engine(url)
+    store = SubmissionStore(engine)
+    problems = ProblemRepository(settings.problems_dir)
+    config = settings.judge_config()
+    worker_id = new_worker_id("worker")
+    jobs = RedisJobs(settings.redis_url, heartbeat_timeout_s=settings.heartbeat_timeout_s)
+    grader = Grader(store=store, problems=problems, config_factory=lambda: config, worker_id=worker_id,
+                    lease_s=settings.lease_s, max_attempts=settings.max_attempts, on_finished=jobs.announce)
+    jobs._run = grader.grade  # noqa: SLF001 - this process runs the jobs it is given
+    sweeper = Sweeper(store, jobs.put, interval_s=settings.sweep_interval_s, queue_restarted=jobs.restarted)
+    removed = JailCgroup.remove_stale()
+    if removed:
+        log.info("removed %d stale jail cgroups", removed)
+    start_templates_in_background()
+    if metrics_port is not None:
+        metrics.serve(metrics_port, metrics_host)
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda signum, frame: stop.set())
+    worker = jobs.worker(concurrency)
+    grader.start()
+    try:
+        jobs.restarted()  # remember the Redis server's identity
+    except Exception:  # noqa: BLE001 - Redis is away; the sweeper retries
+        pass
+    sweeper.start()
+    metrics.IDLE_WORKERS.inc(concurrency)
+    worker.start()
+    log.info("worker %s: %d grading threads, problems from %s", worker_id, concurrency, settings.problems_dir)
+    try:
+        stop.wait()
+    finally:
+        log.info("worker %s stopping", worker_id)
+        sweeper.stop()
+        worker.stop(timeout=STOP_TIMEOUT_S * 1000)
+        grader.stop()
+        metrics.IDLE_WORKERS.dec(concurrency)
+        jobs.close()
+        engine.dispose()
