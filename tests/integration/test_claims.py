@@ -110,3 +110,30 @@ def test_jobs_the_queue_never_took_are_swept(store: SubmissionStore) -> None:
     assert store.to_enqueue(older_than_s=60) == []  # too recent: its POST may still be enqueueing it
     assert store.to_enqueue(older_than_s=0) == [lost.id]
     assert store.queue_depth() == 2
+
+
+def test_a_submission_that_kills_its_worker_every_time_ends_failed(store: SubmissionStore, tmp_path: Path) -> None:
+    """Each start of the embedded server releases what was running (its worker died with the old
+    process) and grades it again; the attempts are counted, and past the cap the submission ends
+    "failed" with INTERNAL_ERROR instead of being retried on every restart."""
+    import json
+
+    from graders.problem import ProblemRepository
+    from server.grading import Grader
+    from tests.support import PROBLEMS
+
+    record = store.create(problem="checkpoint_dot_policy", source="x")
+    for _ in range(3):  # three processes died while grading it
+        assert store.claim(record.id, worker_id="doomed", lease_s=600, max_attempts=3).record is not None
+        store.release_all()
+    announced: list[str] = []
+    grader = Grader(store=store, problems=ProblemRepository(PROBLEMS), config_factory=lambda: None,  # type: ignore[arg-type,return-value]
+                    worker_id="next", lease_s=30, max_attempts=3, on_finished=announced.append)
+    assert grader.grade(record.id) == "failed"
+    got = store.get(record.id)
+    assert got.status == SubmissionStatus.FAILED and got.verdict == "INTERNAL_ERROR" and got.attempts == 3
+    report = json.loads(got.result_json)
+    assert report["status"] == "failed" and report["verdict"] == "INTERNAL_ERROR"
+    assert "not your fault" in report["checks"][0]["message"]
+    assert announced == [record.id]
+    assert grader.grade(record.id) == "finished"  # a late duplicate delivery changes nothing
