@@ -20,7 +20,8 @@ from server import migrate
 from server.admission import Admission
 from server.api import health, problems, submissions
 from server.api.deps import Services
-from server.db import SubmissionStore, UserStore, make_engine
+from server.db import ClientStore, SubmissionStore, UserStore, make_engine
+from server.callback_sender import CallbackSender
 from server.grading import Grader, new_worker_id
 from server.limits import BodySizeLimit
 from server.packages import MAX_ARCHIVE_BYTES
@@ -45,6 +46,22 @@ def _validation_message(exc: RequestValidationError) -> tuple[int, str]:
         where = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
         parts.append(f"{where}: {e.get('msg')}")
     return status.HTTP_422_UNPROCESSABLE_CONTENT, "; ".join(parts)
+
+
+def _offline_docs(app: FastAPI) -> None:
+    """`/docs` (Swagger UI) from assets shipped in the swagger-ui-bundle package, served here:
+    the page works without internet access (FastAPI's default loads them from a CDN)."""
+    import swagger_ui_bundle
+    from fastapi.openapi.docs import get_swagger_ui_html
+
+    app.mount("/docs-assets", StaticFiles(directory=swagger_ui_bundle.swagger_ui_path), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    def swagger_ui() -> Response:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="remat-judge API",
+                                   swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+                                   swagger_css_url="/docs-assets/swagger-ui.css",
+                                   swagger_favicon_url="/docs-assets/favicon-32x32.png")
 
 
 def _require_migrated(url: str) -> None:
@@ -90,13 +107,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         else:
             jobs = InProcessQueue()
             config = settings.judge_config()
+            callbacks = CallbackSender(store, ClientStore(engine), max_attempts=settings.callback_max_attempts,
+                                       timeout_s=settings.callback_timeout_s)
             grader = Grader(store=store, problems=repo, config_factory=lambda: config,
                             worker_id=new_worker_id("embedded"), lease_s=settings.lease_s,
-                            max_attempts=settings.max_attempts, on_finished=hub.notify_threadsafe)
+                            max_attempts=settings.max_attempts, on_finished=hub.notify_threadsafe,
+                            callbacks=callbacks)
             pool = WorkerPool(jobs=jobs, store=store, grader=grader, workers=settings.workers,
                               sweep_interval_s=settings.sweep_interval_s)
         app.state.services = Services(settings=settings, store=store, users=UserStore(engine), problems=repo,
-                                      jobs=jobs, hub=hub, admission=admission, pool=pool, redis_jobs=redis_jobs)
+                                      jobs=jobs, hub=hub, admission=admission, clients=ClientStore(engine), pool=pool,
+                                      redis_jobs=redis_jobs)
         hub.start(settings.redis_url)
         if pool is not None:
             pool.start()
@@ -113,8 +134,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 redis_jobs.close()
             engine.dispose()
 
-    app = FastAPI(title="remat-judge", version="1", lifespan=lifespan,
-                  description="An online judge for JAX gradient-checkpointing (rematerialization) exercises.")
+    app = FastAPI(title="remat-judge", version="1", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  description="An online judge for JAX gradient-checkpointing (rematerialization) exercises. "
+                              "Submitting and reading submissions needs an API client's key: "
+                              "`Authorization: Bearer <api key>` (`remat-judge clients create NAME`). "
+                              "Reading problems is public.")
+    _offline_docs(app)
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(request: Request, exc: StarletteHTTPException) -> Response:

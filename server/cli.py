@@ -29,6 +29,9 @@ app.add_typer(users_app, name="users")
 from server.cli_db import db_app  # noqa: E402 - after the app it is added to
 
 app.add_typer(db_app, name="db")
+clients_app = typer.Typer(help="API clients (learning platforms, course scripts): keys, scopes, callbacks.",
+                          no_args_is_help=True)
+app.add_typer(clients_app, name="clients")
 
 console = Console()
 err = Console(stderr=True)
@@ -363,10 +366,30 @@ def problems_add(path: Annotated[Path, typer.Argument(help="the package folder")
     console.print(f"installed {problem.slug} version {problem.version} at {target}")
 
 
-def _user_store(data_dir: Optional[Path]) -> "UserStore":
-    from server.db import UserStore, make_engine
+def _engine(data_dir: Optional[Path]):  # type: ignore[no-untyped-def]
+    """The deployment's database, migrated to the latest revision; exits with a message (not an
+    empty new database) when there is none at that place."""
+    from server import migrate
+    from server.db import make_engine
 
-    return UserStore(make_engine(_settings(data_dir).resolved_database_url))
+    url = _settings(data_dir).resolved_database_url
+    try:
+        revision = migrate.current(url)
+    except Exception as exc:  # noqa: BLE001 - unreachable or malformed
+        err.print(f"[red]cannot open the database: {exc}[/]")
+        raise typer.Exit(EXIT_USAGE) from None
+    if revision is None:
+        err.print(f"[red]no judge database at {url.split('@')[-1]}: run this in the folder the server runs in (or "
+                  f"give --data-dir / REMAT_JUDGE_DATABASE_URL), or create it with `remat-judge db upgrade`[/]")
+        raise typer.Exit(EXIT_USAGE)
+    migrate.upgrade(url)
+    return make_engine(url)
+
+
+def _user_store(data_dir: Optional[Path]) -> "UserStore":
+    from server.db import UserStore
+
+    return UserStore(_engine(data_dir))
 
 
 @users_app.command("list")
@@ -392,6 +415,77 @@ def users_role(email: Annotated[str, typer.Argument(help="the account's email")]
         err.print(f"no account {email!r}; it is made by signing up on the web page")
         raise typer.Exit(EXIT_USAGE)
     console.print(f"{email} is now {'an' if role == 'instructor' else 'a'} {role}")
+
+
+
+@clients_app.command("create")
+def clients_create(name: Annotated[str, typer.Argument(help="a name for the client (unique)")],
+                   problems: Annotated[Optional[str], typer.Option(help="comma-separated problem slugs it may "
+                                                                        "submit to (default: all)")] = None,
+                   callback_allow: Annotated[Optional[list[str]], typer.Option(
+                       "--callback-allow", help="URL prefix its callbacks may go to (repeatable)")] = None,
+                   data_dir: Annotated[Optional[Path], typer.Option(help="the server's data folder")] = None) -> None:
+    """Create an API client and print, once, as JSON: client_id, api_key, callback_secret.
+
+    The key is stored hashed and cannot be shown again; revoke and recreate to replace it.
+    """
+    import json
+
+    from server.callbacks import check_prefix
+    from server.db import ClientStore
+
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}", name):
+        err.print("[red]a client name is letters, digits, '_', '.', '-' (up to 64), starting with a letter or digit[/]")
+        raise typer.Exit(EXIT_USAGE)
+    scope = [p.strip() for p in problems.split(",") if p.strip()] if problems is not None else None
+    prefixes = list(callback_allow or [])
+    for prefix in prefixes:
+        try:
+            check_prefix(prefix)
+        except ValueError as exc:
+            err.print(f"[red]--callback-allow: {exc}[/]")
+            raise typer.Exit(EXIT_USAGE) from None
+    if scope is not None:
+        known = set(ProblemRepository(_settings(data_dir).problems_dir).slugs())
+        unknown = [p for p in scope if p not in known]
+        if unknown:
+            err.print(f"[red]unknown problems: {', '.join(unknown)}[/]")
+            raise typer.Exit(EXIT_USAGE)
+    try:
+        record, api_key = ClientStore(_engine(data_dir)).create(name, problems=scope, callback_allow=prefixes)
+    except ValueError as exc:
+        err.print(f"[red]{exc}[/]")
+        raise typer.Exit(EXIT_USAGE) from None
+    print(json.dumps({"client_id": record.name, "api_key": api_key, "callback_secret": record.callback_secret}))
+
+
+@clients_app.command("list")
+def clients_list(data_dir: Annotated[Optional[Path], typer.Option(help="the server's data folder")] = None) -> None:
+    """List API clients: name, key prefix, problems, callback prefixes, created, revoked."""
+    from server.db import ClientStore
+
+    table = Table(show_header=True, header_style="bold")
+    for column in ("name", "key", "problems", "callbacks to", "created", "revoked"):
+        table.add_column(column, overflow="fold")
+    for c in ClientStore(_engine(data_dir)).all():
+        table.add_row(c.name, c.key_prefix + "…", ", ".join(c.problem_scope) if c.problem_scope is not None else "all",
+                      ", ".join(c.callback_prefixes) or "-", c.created_at.strftime("%Y-%m-%d %H:%M UTC"),
+                      c.revoked_at.strftime("%Y-%m-%d %H:%M UTC") if c.revoked_at else "")
+    console.print(table)
+
+
+@clients_app.command("revoke")
+def clients_revoke(name: Annotated[str, typer.Argument(help="the client's name")],
+                   data_dir: Annotated[Optional[Path], typer.Option(help="the server's data folder")] = None) -> None:
+    """Revoke a client's key (at once, for every server process sharing the database)."""
+    from server.db import ClientStore
+
+    if not ClientStore(_engine(data_dir)).revoke(name):
+        err.print(f"[red]no active client named {name!r}[/]")
+        raise typer.Exit(EXIT_USAGE)
+    console.print(f"revoked {name}")
 
 
 def main() -> None:

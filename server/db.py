@@ -14,13 +14,16 @@ over; after `max_attempts` claims the submission ends "failed" with an INTERNAL_
 from __future__ import annotations
 
 import enum
+import hashlib
+import json
+import secrets
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from sqlalchemy import (DateTime, Enum, Float, ForeignKey, Integer, String, Text, TypeDecorator, and_, create_engine,
-                        event, func, or_, select, update)
+from sqlalchemy import (DateTime, Enum, Float, ForeignKey, Index, Integer, String, Text, TypeDecorator, and_,
+                        create_engine, event, func, or_, select, update)
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
@@ -91,6 +94,50 @@ class UserRecord(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
+class CallbackStatus(enum.StrEnum):
+    """Where a submission's callback is: pending (waiting for the verdict, or for a retry),
+    delivered (a 2xx answer), failed (a 4xx or 3xx answer, or retries used up), refused (the URL
+    may not be called: outside the client's allowed prefixes, or a private address)."""
+
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+    REFUSED = "refused"
+
+
+class ApiClientRecord(Base):
+    """An API client (a learning platform's plug-in, a course script): `remat-judge clients create`.
+
+    Attributes:
+        key_hash: SHA-256 (hex) of its API key; the key itself is shown once and never stored.
+        key_prefix: the key's first characters, to recognise it in listings.
+        callback_secret: signs its callbacks (HMAC-SHA256); kept, since signing needs it.
+        problems: JSON list of the problem slugs it may submit to; None: every problem.
+        callback_allow: JSON list of URL prefixes its callbacks may go to.
+        revoked_at: set when revoked; its key stops working at once.
+    """
+
+    __tablename__ = "api_clients"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True, index=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True, index=True)
+    key_prefix: Mapped[str] = mapped_column(String(16))
+    callback_secret: Mapped[str] = mapped_column(String(128))
+    problems: Mapped[str | None] = mapped_column(Text, nullable=True)
+    callback_allow: Mapped[str] = mapped_column(Text, default="[]")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+    @property
+    def problem_scope(self) -> list[str] | None:
+        return None if self.problems is None else list(json.loads(self.problems))
+
+    @property
+    def callback_prefixes(self) -> list[str]:
+        return list(json.loads(self.callback_allow or "[]"))
+
+
 class SubmissionRecord(Base):
     """One stored submission. `result_json` is the verdict JSON once graded (status "done" or
     "failed"); `user_id` is set for submissions made through the web pages, None for API ones.
@@ -118,6 +165,18 @@ class SubmissionRecord(Base):
     enqueued_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     worker_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    client_id: Mapped[int | None] = mapped_column(
+        Integer, ForeignKey("api_clients.id", name="fk_submissions_client_id"), nullable=True)
+    external_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    callback_url: Mapped[str | None] = mapped_column(Text, nullable=True)
+    callback_status: Mapped[CallbackStatus | None] = mapped_column(_enum(CallbackStatus, "callback_status"),
+                                                                   nullable=True)
+    callback_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    callback_last_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    callback_last_error: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    callback_next_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+    __table_args__ = (Index("ix_submissions_client_external", "client_id", "external_id"),)
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
@@ -169,13 +228,73 @@ class SubmissionStore:
     def __init__(self, engine: Engine):
         self._sessions = sessionmaker(engine, expire_on_commit=False)
 
-    def create(self, *, problem: str, source: str, user_id: int | None = None) -> SubmissionRecord:
-        """Stores a new submission with status "queued"."""
+    def create(self, *, problem: str, source: str, user_id: int | None = None, client_id: int | None = None,
+               external_id: str | None = None, callback_url: str | None = None) -> SubmissionRecord:
+        """Stores a new submission with status "queued" (and, with a `callback_url`, a callback
+        "pending" until the verdict)."""
         record = SubmissionRecord(id=uuid.uuid4().hex, problem=problem, source=source, status=SubmissionStatus.QUEUED,
-                                  attempts=0, created_at=utcnow(), user_id=user_id)
+                                  attempts=0, created_at=utcnow(), user_id=user_id, client_id=client_id,
+                                  external_id=external_id, callback_url=callback_url, callback_attempts=0,
+                                  callback_status=CallbackStatus.PENDING if callback_url else None)
         with self._sessions.begin() as session:
             session.add(record)
         return record
+
+    def get_many(self, submission_ids: list[str]) -> dict[str, SubmissionRecord]:
+        """The stored submissions among `submission_ids`, by id."""
+        if not submission_ids:
+            return {}
+        with self._sessions() as session:
+            rows = session.execute(select(SubmissionRecord).where(SubmissionRecord.id.in_(submission_ids))).scalars()
+            return {r.id: r for r in rows}
+
+    def for_client(self, client_id: int, *, external_id: str | None = None, limit: int = 100) -> list[SubmissionRecord]:
+        """An API client's submissions, newest first; only those with `external_id` when given."""
+        query = select(SubmissionRecord).where(SubmissionRecord.client_id == client_id)
+        if external_id is not None:
+            query = query.where(SubmissionRecord.external_id == external_id)
+        with self._sessions() as session:
+            return list(session.execute(query.order_by(SubmissionRecord.created_at.desc()).limit(limit)).scalars())
+
+    # -- callbacks ----------------------------------------------------------------------------
+
+    def callback_due_now(self, submission_id: str) -> None:
+        """Makes a pending callback due (its verdict was just stored)."""
+        with self._sessions.begin() as session:
+            session.execute(update(SubmissionRecord).where(
+                SubmissionRecord.id == submission_id, SubmissionRecord.callback_status == CallbackStatus.PENDING)
+                .values(callback_next_at=utcnow()).execution_options(synchronize_session=False))
+
+    def claim_due_callbacks(self, *, lease_s: float, limit: int = 20) -> list[SubmissionRecord]:
+        """Pending callbacks whose time has come, each claimed by one conditional UPDATE that
+        moves its `callback_next_at` `lease_s` seconds ahead (so one sender delivers each
+        attempt; if that sender dies, the attempt is due again after the lease)."""
+        now = utcnow()
+        with self._sessions() as session:
+            due = list(session.execute(select(SubmissionRecord.id, SubmissionRecord.callback_next_at).where(
+                SubmissionRecord.callback_status == CallbackStatus.PENDING,
+                SubmissionRecord.callback_next_at <= now).order_by(SubmissionRecord.callback_next_at)
+                .limit(limit)).all())
+        claimed = []
+        for submission_id, next_at in due:
+            with self._sessions.begin() as session:
+                result = session.execute(update(SubmissionRecord).where(
+                    SubmissionRecord.id == submission_id, SubmissionRecord.callback_status == CallbackStatus.PENDING,
+                    SubmissionRecord.callback_next_at == next_at)
+                    .values(callback_next_at=now + timedelta(seconds=lease_s))
+                    .execution_options(synchronize_session=False))
+                if result.rowcount == 1:
+                    claimed.append(session.get(SubmissionRecord, submission_id))
+        return claimed
+
+    def record_callback(self, submission_id: str, *, status: CallbackStatus, code: int | None, error: str | None,
+                        next_at: datetime | None) -> None:
+        """Counts one delivery attempt and its outcome (`next_at`: when to try again, or None)."""
+        with self._sessions.begin() as session:
+            session.execute(update(SubmissionRecord).where(SubmissionRecord.id == submission_id).values(
+                callback_attempts=SubmissionRecord.callback_attempts + 1, callback_status=status,
+                callback_last_code=code, callback_last_error=(error or None) and error[:300], callback_next_at=next_at)
+                .execution_options(synchronize_session=False))
 
     def get(self, submission_id: str) -> SubmissionRecord | None:
         with self._sessions() as session:
@@ -335,6 +454,65 @@ class SubmissionStore:
             for slug, verdict, count in rows:
                 out.setdefault(slug, {})[verdict] = count
             return out
+
+
+class ClientStore:
+    """API clients: created with a random key shown once (stored as its SHA-256), listed, revoked."""
+
+    KEY_PREFIX = "rjk_"
+
+    def __init__(self, engine: Engine):
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    @staticmethod
+    def hash_key(api_key: str) -> str:
+        """SHA-256 (hex) of a key: keys are 256 random bits, so a fast hash is enough (no
+        dictionary to guess from), and it lets a request find its client by one indexed lookup."""
+        return hashlib.sha256(api_key.encode("utf-8")).hexdigest()
+
+    def create(self, name: str, *, problems: list[str] | None = None,
+               callback_allow: list[str] | None = None) -> tuple[ApiClientRecord, str]:
+        """Stores a new client; returns it and its API key (the only time the key exists in clear).
+
+        Raises:
+            ValueError: the name is taken.
+        """
+        from sqlalchemy.exc import IntegrityError
+
+        api_key = self.KEY_PREFIX + secrets.token_urlsafe(32)
+        record = ApiClientRecord(name=name, key_hash=self.hash_key(api_key), key_prefix=api_key[:10],
+                                 callback_secret="rjs_" + secrets.token_urlsafe(32),
+                                 problems=None if problems is None else json.dumps(sorted(set(problems))),
+                                 callback_allow=json.dumps(list(callback_allow or [])), created_at=utcnow())
+        try:
+            with self._sessions.begin() as session:
+                session.add(record)
+        except IntegrityError:
+            raise ValueError(f"a client named {name!r} exists already") from None
+        return record, api_key
+
+    def by_key(self, api_key: str) -> ApiClientRecord | None:
+        """The client whose key this is, unless revoked."""
+        with self._sessions() as session:
+            return session.execute(select(ApiClientRecord).where(
+                ApiClientRecord.key_hash == self.hash_key(api_key), ApiClientRecord.revoked_at.is_(None))
+            ).scalar_one_or_none()
+
+    def get(self, client_id: int) -> ApiClientRecord | None:
+        with self._sessions() as session:
+            return session.get(ApiClientRecord, client_id)
+
+    def all(self) -> list[ApiClientRecord]:
+        with self._sessions() as session:
+            return list(session.execute(select(ApiClientRecord).order_by(ApiClientRecord.created_at)).scalars())
+
+    def revoke(self, name: str) -> bool:
+        """Revokes a client's key at once; False when there is no such (unrevoked) client."""
+        with self._sessions.begin() as session:
+            result = session.execute(update(ApiClientRecord).where(
+                ApiClientRecord.name == name, ApiClientRecord.revoked_at.is_(None)).values(revoked_at=utcnow())
+                .execution_options(synchronize_session=False))
+            return result.rowcount > 0
 
 
 class UserStore:

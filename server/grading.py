@@ -27,12 +27,14 @@ import socket
 import threading
 import time
 import uuid
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from graders.pipeline import JudgeConfig, grade, internal_error_report
 from graders.problem import ProblemError, ProblemRepository
 from graders.verdict import Verdict, VerdictReport
 from server import metrics
+if TYPE_CHECKING:
+    from server.callback_sender import CallbackSender
 from server.db import SubmissionStatus, SubmissionStore, utcnow
 from server.logs import submission_context
 
@@ -91,21 +93,27 @@ class Grader:
         lease_s: claim lease in seconds; max_attempts: claims before "failed".
         on_finished: called with the id once its verdict is stored (announces it to waiting
             requests: in process, or through Redis).
+        callbacks: sends the callbacks of API clients' submissions (off the grading path).
     """
 
     def __init__(self, *, store: SubmissionStore, problems: ProblemRepository,
                  config_factory: Callable[[], JudgeConfig], worker_id: str, lease_s: float, max_attempts: int,
-                 on_finished: Callable[[str], None] = lambda submission_id: None):
+                 on_finished: Callable[[str], None] = lambda submission_id: None,
+                 callbacks: "CallbackSender | None" = None):
         self.store, self.problems, self.config_factory = store, problems, config_factory
         self.worker_id, self.lease_s, self.max_attempts = worker_id, lease_s, max_attempts
-        self.on_finished = on_finished
+        self.on_finished, self.callbacks = on_finished, callbacks
         self.leases = LeaseKeeper(store, worker_id=worker_id, lease_s=lease_s)
 
     def start(self) -> None:
         self.leases.start()
+        if self.callbacks is not None:
+            self.callbacks.start()
 
     def stop(self) -> None:
         self.leases.stop()
+        if self.callbacks is not None:
+            self.callbacks.stop()
 
     def grade(self, submission_id: str) -> str:
         """Claims, grades and stores one submission. Never raises for anything the submission
@@ -185,6 +193,12 @@ class Grader:
             self.on_finished(submission_id)
         except Exception:  # waiting requests also poll the database
             log.exception("announcing %s failed", submission_id)
+        try:
+            self.store.callback_due_now(submission_id)  # no-op without a pending callback
+            if self.callbacks is not None:
+                self.callbacks.kick()
+        except Exception:  # the database is away: the callback stays pending, not lost
+            log.exception("scheduling the callback of %s failed", submission_id)
 
     def _grade(self, slug: str, source: str) -> VerdictReport:
         try:

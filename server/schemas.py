@@ -74,18 +74,71 @@ class ProblemPublished(BaseModel):
 
 
 class SubmissionCreate(BaseModel):
-    """`POST /api/v1/submissions` body."""
+    """`POST /api/v1/submissions` body (and one item of a batch)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "problem": "remat_sin_sin", "source": "import jax\n\ndef remat_sin_sin(x):\n    ...\n",
+        "external_id": "course-42/student-7/attempt-3",
+        "callback_url": "https://lms.example.org/remat-judge/hooks"}]})
 
     problem: str = Field(min_length=1, max_length=64, description="slug of the problem")
     source: str = Field(min_length=1, description="the Python source of the submission")
+    external_id: str | None = Field(default=None, min_length=1, max_length=128,
+                                    description="your own id for it (a student or attempt id); filter with "
+                                                "GET /api/v1/submissions?external_id=")
+    callback_url: str | None = Field(default=None, min_length=1, max_length=2000,
+                                     description="POSTed the verdict JSON when graded, signed with your callback "
+                                                 "secret (header X-Remat-Judge-Signature); must be under one of "
+                                                 "your client's allowed callback prefixes")
+
+
+class SubmissionBatchCreate(BaseModel):
+    """`POST /api/v1/submissions/batch` body: up to 20 submissions, each accepted or refused on
+    its own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    submissions: list[SubmissionCreate] = Field(min_length=1, max_length=20)
+
+
+class CallbackState(BaseModel):
+    """Where a submission's callback is.
+
+    Attributes:
+        url: where it goes; status: pending, delivered, failed or refused; attempts: deliveries
+        tried; last_status_code: the receiver's last HTTP status (None: no answer); last_error:
+        why the last attempt failed.
+    """
+
+    url: str
+    status: str
+    attempts: int
+    last_status_code: int | None = None
+    last_error: str | None = None
 
 
 class SubmissionPublic(VerdictReport):
-    """A submission as the API shows it: the verdict JSON of DESIGN.md plus links."""
+    """A submission as the API shows it: the verdict JSON of DESIGN.md, the client's
+    `external_id`, the state of its callback, and links."""
 
+    external_id: str | None = None
+    callback: CallbackState | None = None
     links: dict[str, str] = Field(default_factory=dict)
+
+
+class BatchItem(BaseModel):
+    """One item of a batch answer: the submission (`id`, `status`), or why it was refused
+    (`error` with the HTTP status it would have had alone, and `detail`)."""
+
+    index: int
+    id: str | None = None
+    status: str | None = None
+    error: int | None = None
+    detail: str | None = None
+
+
+class BatchAnswer(BaseModel):
+    items: list[BatchItem]
 
 
 class Health(BaseModel):

@@ -58,6 +58,11 @@ class Settings(BaseSettings):
         heartbeat_timeout_s: the Redis broker's time without a heartbeat after which a worker
             counts as dead and its unacknowledged jobs are delivered to another (Dramatiq).
         log_format: "text" or "json" (one JSON object per line, with the submission id).
+        allow_anonymous_api: let callers without an API key submit and read anonymous
+            submissions through the API (a classroom demo); off, every submitting or reading
+            `/api/v1/submissions` call needs `Authorization: Bearer <api key>`.
+        callback_max_attempts: deliveries of one callback before it is marked failed.
+        callback_timeout_s: seconds one delivery may take (connect and answer).
     """
 
     model_config = SettingsConfigDict(env_prefix="REMAT_JUDGE_", extra="ignore")
@@ -85,6 +90,9 @@ class Settings(BaseSettings):
     sweep_interval_s: float = Field(default=2.0, gt=0)
     heartbeat_timeout_s: float = Field(default=20.0, ge=5.0)
     log_format: str = Field(default="text", pattern="^(text|json)$")
+    allow_anonymous_api: bool = False
+    callback_max_attempts: int = Field(default=6, ge=1, le=30)
+    callback_timeout_s: float = Field(default=10.0, gt=0, le=60)
 
     @property
     def scaled(self) -> bool:

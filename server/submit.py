@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from graders.problem import ProblemError
 from server.admission import Rejected
-from server.db import SubmissionRecord
+from server.db import ApiClientRecord, SubmissionRecord
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,8 @@ class SubmitError(Exception):
 
 
 def submit(services: "Services", *, problem: str, source: str, owner_key: str,  # noqa: F821
-           user_id: int | None = None) -> SubmissionRecord:
+           user_id: int | None = None, client: ApiClientRecord | None = None, external_id: str | None = None,
+           callback_url: str | None = None) -> SubmissionRecord:
     """Checks, admits, stores and enqueues one submission.
 
     The row is committed before its job is enqueued. When the queue refuses the job after the
@@ -39,13 +40,16 @@ def submit(services: "Services", *, problem: str, source: str, owner_key: str,  
         problem: the problem slug; source: the Python source (any line endings).
         owner_key: who submits, for rate limiting ("user:<id>", "client:<name>", "ip:<address>").
         user_id: the web account that owns the submission, if any.
+        client: the API client that owns it, if any (its problem scope and callback prefixes apply).
+        external_id: the client's own id for it; callback_url: where to POST the verdict.
 
     Returns:
         The stored submission (status "queued").
 
     Raises:
-        SubmitError: 422 empty source, 413 too large, 404 unknown problem, 429 rate limit,
-            503 queue full or unavailable. Nothing is stored then.
+        SubmitError: 422 empty source, 413 too large, 404 unknown problem, 403 a problem outside
+            the client's scope, 422 a callback URL outside the client's allowed prefixes (or
+            without a client), 429 rate limit, 503 queue full or unavailable. Nothing is stored then.
     """
     settings = services.settings
     if not source.strip():
@@ -57,6 +61,17 @@ def submit(services: "Services", *, problem: str, source: str, owner_key: str,  
         services.problems.get(problem)
     except (KeyError, ProblemError):
         raise SubmitError(404, f"no problem {problem!r}") from None
+    if client is not None and client.problem_scope is not None and problem not in client.problem_scope:
+        raise SubmitError(403, f"this API client may not submit to {problem!r} (its problems: "
+                               f"{', '.join(client.problem_scope) or 'none'})")
+    if callback_url is not None:
+        from server.callbacks import allowed_prefix
+
+        if client is None:
+            raise SubmitError(422, "callback_url needs an API client (its callback secret signs the callback)")
+        if allowed_prefix(callback_url, client.callback_prefixes) is None:
+            raise SubmitError(422, f"callback_url {callback_url!r} is not under this client's allowed callback "
+                                   f"prefixes ({', '.join(client.callback_prefixes) or 'none'})")
     try:
         services.admission.check(owner_key)
         if services.redis_jobs is not None and not services.redis_jobs.available():
@@ -77,7 +92,9 @@ def submit(services: "Services", *, problem: str, source: str, owner_key: str,  
         metrics.REJECTED.labels(reason="queue_unavailable").inc()
         raise SubmitError(503, "the grading queue is unavailable right now; nothing was stored, try again in a "
                                "few seconds", 5) from None
-    record = services.store.create(problem=problem, source=source, user_id=user_id)
+    record = services.store.create(problem=problem, source=source, user_id=user_id,
+                                   client_id=client.id if client is not None else None, external_id=external_id,
+                                   callback_url=callback_url)
     try:
         services.jobs.put(record.id)
         services.store.mark_enqueued(record.id)

@@ -16,7 +16,8 @@ import threading
 from graders.problem import ProblemRepository
 from server import metrics
 from server.app import _require_migrated
-from server.db import SubmissionStore, make_engine
+from server.callback_sender import CallbackSender
+from server.db import ClientStore, SubmissionStore, make_engine
 from server.grading import Grader, Sweeper, new_worker_id
 from server.queue import start_templates_in_background
 from server.redisqueue import RedisJobs
@@ -50,8 +51,11 @@ def run(settings: Settings, *, concurrency: int, metrics_port: int | None = None
     config = settings.judge_config()
     worker_id = new_worker_id("worker")
     jobs = RedisJobs(settings.redis_url, heartbeat_timeout_s=settings.heartbeat_timeout_s)
+    callbacks = CallbackSender(store, ClientStore(engine), max_attempts=settings.callback_max_attempts,
+                               timeout_s=settings.callback_timeout_s)
     grader = Grader(store=store, problems=problems, config_factory=lambda: config, worker_id=worker_id,
-                    lease_s=settings.lease_s, max_attempts=settings.max_attempts, on_finished=jobs.announce)
+                    lease_s=settings.lease_s, max_attempts=settings.max_attempts, on_finished=jobs.announce,
+                    callbacks=callbacks)
     jobs._run = grader.grade  # noqa: SLF001 - this process runs the jobs it is given
     sweeper = Sweeper(store, jobs.put, interval_s=settings.sweep_interval_s, queue_restarted=jobs.restarted)
     removed = JailCgroup.remove_stale()

@@ -41,7 +41,10 @@ class Server:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
+        # anonymous API use (the classroom demo mode) unless a test sets it "false": tests that are
+        # not about API keys submit without one
         self.env = {**os.environ, "REMAT_JUDGE_HIDDEN_SEED": "test-seed", "REMAT_JUDGE_WAIT_TIMEOUT_S": "90",
+                    "REMAT_JUDGE_ALLOW_ANONYMOUS_API": "true",
                     **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = data_dir / f"server-{self.port}.log"

@@ -8,7 +8,7 @@ from fastapi import Request
 
 from graders.problem import ProblemRepository
 from server.admission import Admission
-from server.db import SubmissionStore, UserStore
+from server.db import ClientStore, SubmissionStore, UserStore
 from server.queue import JobQueue, WorkerPool
 from server.redisqueue import RedisJobs
 from server.settings import Settings
@@ -33,6 +33,7 @@ class Services:
     jobs: JobQueue
     hub: CompletionHub
     admission: Admission
+    clients: ClientStore | None = None
     pool: WorkerPool | None = None
     redis_jobs: RedisJobs | None = None
 

@@ -1,29 +1,50 @@
-"""`/api/v1/submissions`: submit code, read verdicts."""
+"""`/api/v1/submissions`: submit code (one or a batch), read verdicts.
+
+Every call here needs `Authorization: Bearer <api key>` (see `server/api/auth.py`), unless the
+deployment allows anonymous API use. A caller sees its own submissions only: another client's id
+answers 404, as an unknown one does.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
+from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from server.api.deps import Services, client_key, get_services
+from server.api.auth import Caller, CallerDep, can_read
+from server.api.deps import Services, get_services
 from server.db import SubmissionRecord
-from server.schemas import SubmissionCreate, SubmissionPublic
+from server.public import public_submission
+from server.schemas import BatchAnswer, BatchItem, SubmissionBatchCreate, SubmissionCreate, SubmissionPublic
 from server.submit import SubmitError, submit
 
 router = APIRouter(prefix="/submissions", tags=["submissions"])
 ServicesDep = Annotated[Services, Depends(get_services)]
+PUBLIC_FIELDS = tuple(SubmissionPublic.model_fields)
+FieldsQuery = Annotated[str | None, Query(description="comma-separated fields to return (default: all): "
+                                                      + ", ".join(PUBLIC_FIELDS),
+                                          examples=["id,status,verdict,score"])]
+AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"description": "no API key, or not a valid one"}}
 
 
-def to_public(record: SubmissionRecord) -> SubmissionPublic:
-    """The verdict JSON of a stored submission (partial while queued or running)."""
-    links = {"self": f"/api/v1/submissions/{record.id}", "problem": f"/api/v1/problems/{record.problem}"}
-    if record.result_json:
-        return SubmissionPublic(**json.loads(record.result_json), links=links)
-    return SubmissionPublic(id=record.id, problem=record.problem, status=str(record.status),
-                            created_at=record.created_at.isoformat(), links=links)
+def _fields(fields: str | None) -> list[str] | None:
+    if fields is None:
+        return None
+    wanted = [f.strip() for f in fields.split(",") if f.strip()]
+    unknown = [f for f in wanted if f not in PUBLIC_FIELDS]
+    if unknown or not wanted:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT,
+                            f"unknown fields {', '.join(unknown) or '(none given)'}; choose from {', '.join(PUBLIC_FIELDS)}")
+    return wanted
+
+
+def _shown(record: SubmissionRecord, fields: list[str] | None) -> dict[str, Any]:
+    data = public_submission(record).model_dump(mode="json")
+    return data if fields is None else {f: data[f] for f in fields}
 
 
 def submit_error(exc: SubmitError) -> HTTPException:
@@ -32,13 +53,19 @@ def submit_error(exc: SubmitError) -> HTTPException:
     return HTTPException(exc.status_code, exc.message, headers=headers)
 
 
+def _submit(services: Services, caller: Caller, body: SubmissionCreate) -> SubmissionRecord:
+    return submit(services, problem=body.problem, source=body.source, owner_key=caller.rate_key,
+                  client=caller.client, external_id=body.external_id, callback_url=body.callback_url)
+
+
 @router.post("", response_model=SubmissionPublic, status_code=status.HTTP_202_ACCEPTED,
-             responses={200: {"description": "graded within the wait time (with wait=true)"},
+             responses={**AUTH_RESPONSES, 200: {"description": "graded within the wait time (with wait=true)"},
+                        403: {"description": "a problem outside this client's scope"},
                         404: {"description": "unknown problem"}, 413: {"description": "source too large"},
-                        422: {"description": "empty source or malformed body"},
+                        422: {"description": "empty source, malformed body, or a callback URL not allowed"},
                         429: {"description": "too many submissions from this client (Retry-After)"},
                         503: {"description": "the queue is full or unavailable; nothing stored (Retry-After)"}})
-async def create_submission(body: SubmissionCreate, request: Request, services: ServicesDep, response: Response,
+async def create_submission(body: SubmissionCreate, caller: CallerDep, services: ServicesDep, response: Response,
                             wait: Annotated[bool, Query(description="wait for the verdict (up to the server's "
                                                                     "wait timeout) instead of answering 202 at "
                                                                     "once")] = False,
@@ -47,8 +74,7 @@ async def create_submission(body: SubmissionCreate, request: Request, services: 
     when grading finishes within the wait timeout (else still 202). Waiting holds no server
     thread: any number of clients may wait at once."""
     try:
-        record = await run_in_threadpool(submit, services, problem=body.problem, source=body.source,
-                                         owner_key=client_key(request))
+        record = await run_in_threadpool(_submit, services, caller, body)
     except SubmitError as exc:
         raise submit_error(exc) from None
     response.headers["Location"] = f"/api/v1/submissions/{record.id}"
@@ -56,13 +82,66 @@ async def create_submission(body: SubmissionCreate, request: Request, services: 
         response.status_code = status.HTTP_200_OK
     current = await run_in_threadpool(services.store.get, record.id)
     assert current is not None
-    return to_public(current)
+    return public_submission(current)
 
 
-@router.get("/{submission_id}", response_model=SubmissionPublic, responses={404: {"description": "unknown id"}})
-def get_submission(submission_id: str, services: ServicesDep) -> SubmissionPublic:
-    """A submission's status and, once done, its verdict JSON."""
+@router.post("/batch", response_model=BatchAnswer, status_code=status.HTTP_202_ACCEPTED,
+             responses={**AUTH_RESPONSES, 422: {"description": "not a list of 1 to 20 submissions"}})
+def create_batch(body: SubmissionBatchCreate, caller: CallerDep, services: ServicesDep) -> BatchAnswer:
+    """Up to 20 submissions at once. Each is checked, admitted and stored on its own: the answer
+    lists, in order, an id for each accepted one and the error (HTTP status and detail) of each
+    refused one. Read them back with `GET /api/v1/submissions/batch?ids=...`."""
+    items = []
+    for index, item in enumerate(body.submissions):
+        try:
+            record = _submit(services, caller, item)
+            items.append(BatchItem(index=index, id=record.id, status=str(record.status)))
+        except SubmitError as exc:
+            items.append(BatchItem(index=index, error=exc.status_code, detail=exc.message))
+    return BatchAnswer(items=items)
+
+
+@router.get("/batch", responses={**AUTH_RESPONSES, 422: {"description": "no ids, more than 20, or unknown fields"}})
+def read_batch(caller: CallerDep, services: ServicesDep,
+               ids: Annotated[str, Query(description="comma-separated submission ids (up to 20)")],
+               fields: FieldsQuery = None) -> JSONResponse:
+    """Several submissions by id, in the order asked: `{"submissions": [...]}`, with
+    `{"id": ..., "error": 404}` for an id that is unknown or not the caller's."""
+    wanted = [i.strip() for i in ids.split(",") if i.strip()]
+    if not wanted or len(wanted) > 20:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, "ids: give 1 to 20 comma-separated ids")
+    chosen = _fields(fields)
+    found = services.store.get_many(wanted)
+    out = []
+    for submission_id in wanted:
+        record = found.get(submission_id)
+        out.append(_shown(record, chosen) if record is not None and can_read(caller, record)
+                   else {"id": submission_id, "error": 404, "detail": "no such submission"})
+    return JSONResponse({"submissions": out})
+
+
+@router.get("", responses=AUTH_RESPONSES)
+def list_submissions(caller: CallerDep, services: ServicesDep,
+                     external_id: Annotated[str | None, Query(description="only those with this external_id")] = None,
+                     limit: Annotated[int, Query(ge=1, le=500)] = 100, fields: FieldsQuery = None) -> JSONResponse:
+    """The calling client's submissions, newest first: `{"submissions": [...]}` (filter by your
+    `external_id`). Instructors and anonymous callers have no list here (the web pages list them)."""
+    chosen = _fields(fields)
+    if caller.client is None:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "listing submissions needs an API client's key")
+    records = services.store.for_client(caller.client.id, external_id=external_id, limit=limit)
+    return JSONResponse({"submissions": [_shown(r, chosen) for r in records]})
+
+
+@router.get("/{submission_id}", response_model=SubmissionPublic,
+            responses={**AUTH_RESPONSES, 404: {"description": "unknown id, or another owner's submission"}})
+def get_submission(submission_id: str, caller: CallerDep, services: ServicesDep,
+                   fields: FieldsQuery = None) -> Any:
+    """A submission's status and, once graded, its verdict JSON (only the fields asked for)."""
+    chosen = _fields(fields)
     record = services.store.get(submission_id)
-    if record is None:
+    if record is None or not can_read(caller, record):
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no submission {submission_id!r}")
-    return to_public(record)
+    if chosen is not None:
+        return JSONResponse(_shown(record, chosen))
+    return public_submission(record)

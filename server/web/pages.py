@@ -100,7 +100,7 @@ def submit(slug: str, request: Request, services: ServicesDep, user: OptionalUse
         record = submit_service(services, problem=problem.slug, source=source, owner_key=f"user:{user.id}",
                                 user_id=user.id)
     except SubmitError as exc:
-        message = "the editor is empty" if exc.status_code == 422 else exc.message
+        message = exc.message  # the same words as the API's
         headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s is not None else None
         if wants_json:
             return JSONResponse({"detail": message}, status_code=exc.status_code, headers=headers)
@@ -245,6 +245,72 @@ def instructor_problem(slug: str, request: Request, services: ServicesDep, user:
     counts = services.store.verdict_counts().get(slug, {})
     return render(request, "instructor_problem.html", user, problem=problem, counts=counts,
                   total=sum(counts.values()), submissions=services.store.recent(problem=slug, limit=300))
+
+
+def _clients_page(request: Request, services: Services, user: UserRecord, status_code: int = 200,
+                  **context: Any) -> HTMLResponse:
+    assert services.clients is not None
+    return render(request, "instructor_clients.html", user, clients=services.clients.all(), status_code=status_code,
+                  **context)
+
+
+@router.get("/instructor/clients", response_class=HTMLResponse)
+def instructor_clients(request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
+    """API clients: list, create (the key shown once), revoke."""
+    return _clients_page(request, services, _require_instructor(user, request))
+
+
+@router.post("/instructor/clients", response_class=HTMLResponse)
+def instructor_create_client(request: Request, services: ServicesDep, user: OptionalUser,
+                             name: Annotated[str, Form()] = "", problems: Annotated[str, Form()] = "",
+                             callback_allow: Annotated[str, Form()] = "",
+                             csrf_token: Annotated[str, Form()] = "") -> HTMLResponse:
+    import json
+    import re
+
+    from server.callbacks import check_prefix
+
+    user = _require_instructor(user, request)
+    check_csrf(request, csrf_token)
+    assert services.clients is not None
+    name = name.strip()
+    scope = [p.strip() for p in problems.split(",") if p.strip()] or None
+    prefixes = [line.strip() for line in callback_allow.splitlines() if line.strip()]
+    error = None
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}", name):
+        error = "the name: letters, digits, '_', '.', '-' (up to 64), starting with a letter or digit"
+    elif scope is not None and (unknown := [p for p in scope if p not in set(services.problems.slugs())]):
+        error = f"unknown problems: {', '.join(unknown)}"
+    else:
+        for prefix in prefixes:
+            try:
+                check_prefix(prefix)
+            except ValueError as exc:
+                error = str(exc)
+                break
+    if error is None:
+        try:
+            record, api_key = services.clients.create(name, problems=scope, callback_allow=prefixes)
+        except ValueError as exc:
+            error = str(exc)
+        else:
+            created = {"client_id": record.name, "api_key": api_key, "callback_secret": record.callback_secret}
+            response = _clients_page(request, services, user, created=created,
+                                     created_json=json.dumps(created, indent=2), status_code=status.HTTP_201_CREATED)
+            response.headers["Cache-Control"] = "no-store"
+            return response
+    return _clients_page(request, services, user, error=error, status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
+
+
+@router.post("/instructor/clients/{name}/revoke")
+def instructor_revoke_client(name: str, request: Request, services: ServicesDep, user: OptionalUser,
+                             csrf_token: Annotated[str, Form()] = "") -> Response:
+    _require_instructor(user, request)
+    check_csrf(request, csrf_token)
+    assert services.clients is not None
+    if not services.clients.revoke(name):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no active client {name!r}")
+    return RedirectResponse("/instructor/clients", status_code=status.HTTP_303_SEE_OTHER)
 
 
 @router.get("/instructor/submissions/{submission_id}/source", response_class=HTMLResponse)

@@ -13,7 +13,7 @@ from server import migrate
 from server.admission import Admission
 from server.api.deps import Services, get_services
 from server.app import create_app
-from server.db import SubmissionStatus, SubmissionStore, UserStore, make_engine
+from server.db import ClientStore, SubmissionStatus, SubmissionStore, UserStore, make_engine
 from server.queue import InProcessQueue
 from server.settings import Settings
 from server.waits import CompletionHub
@@ -30,7 +30,7 @@ class BrokenQueue:
 def make_client(tmp_path: Path, *, rate_limit: str = "", max_queue_depth: int = 0, jobs: object | None = None,
                 wait_timeout_s: float = 0.2) -> tuple[TestClient, Services]:
     settings = Settings(data_dir=tmp_path, problems_dir=PROBLEMS, hidden_seed="unit", rate_limit=rate_limit,
-                        max_queue_depth=max_queue_depth, wait_timeout_s=wait_timeout_s)
+                        max_queue_depth=max_queue_depth, wait_timeout_s=wait_timeout_s, allow_anonymous_api=True)
     url = f"sqlite:///{tmp_path / 'judge.db'}"
     migrate.upgrade(url)
     engine = make_engine(url)
@@ -38,7 +38,8 @@ def make_client(tmp_path: Path, *, rate_limit: str = "", max_queue_depth: int = 
     services = Services(settings=settings, store=store, users=UserStore(engine), problems=ProblemRepository(PROBLEMS),
                         jobs=jobs or InProcessQueue(), hub=CompletionHub(store.finished_among, poll_s=0.05),
                         admission=Admission(rate_limit=rate_limit, storage_uri="memory://",
-                                            max_queue_depth=max_queue_depth, queue_depth=store.queue_depth))
+                                            max_queue_depth=max_queue_depth, queue_depth=store.queue_depth),
+                        clients=ClientStore(engine))
     app = create_app(settings)
     app.dependency_overrides[get_services] = lambda: services
     return TestClient(app), services  # not entered: the lifespan (grading threads) does not run

@@ -7,8 +7,8 @@
   `lease_expires_at` and `worker_id` (who holds the claim, until when).
 
 Rows keep their data. Queued rows get `enqueued_at` NULL, so the sweeper enqueues them again;
-running rows left by an old process keep their status and get no lease (NULL), which the claim
-query does not take over by itself: the embedded mode releases them at start-up.
+running rows left by an old process keep their status and get no lease (NULL): a claim with no
+lease counts as expired, so the sweeper enqueues them again and any worker may take them over.
 
 Downgrade drops the columns and constraints; "failed" rows (a stored INTERNAL_ERROR verdict)
 become "done", the status the old code gave such rows.

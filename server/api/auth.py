@@ -1,0 +1,81 @@
+"""Who calls the API: an API client (its key), an instructor (the instructor token), or nobody.
+
+`Authorization: Bearer <key>` on every `/api/v1` call that submits or reads submissions. Reading
+problems stays public. The access model, one for every door: a submission is visible to its owner
+(a web account, or an API client), to instructors, and to nobody else; anonymous API submissions
+exist only when `REMAT_JUDGE_ALLOW_ANONYMOUS_API` is on, and are readable by anyone with the id.
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
+
+from server.api.deps import Services, client_key, get_services
+from server.db import ApiClientRecord, SubmissionRecord
+
+bearer = HTTPBearer(auto_error=False, scheme_name="APIKey",
+                    description="An API client's key (`remat-judge clients create NAME`), or the instructor token")
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The caller of one request.
+
+    Attributes:
+        client: the API client, when a client key was given.
+        instructor: the instructor token was given (sees every submission).
+        rate_key: whom admission control counts this request against.
+    """
+
+    client: ApiClientRecord | None
+    instructor: bool
+    rate_key: str
+
+    @property
+    def anonymous(self) -> bool:
+        return self.client is None and not self.instructor
+
+
+def _unauthorized(message: str) -> HTTPException:
+    return HTTPException(status.HTTP_401_UNAUTHORIZED, message, headers={"WWW-Authenticate": "Bearer"})
+
+
+async def api_caller(request: Request, services: Annotated[Services, Depends(get_services)],
+                     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Caller:
+    """FastAPI dependency: the caller, from its bearer token.
+
+    Raises:
+        HTTPException 401: a token that is no valid, unrevoked key; or no token while anonymous
+            API use is off.
+    """
+    if credentials is None:
+        if not services.settings.allow_anonymous_api:
+            raise _unauthorized("an API key is required: send `Authorization: Bearer <api key>` (an instructor "
+                                "creates one with `remat-judge clients create NAME`)")
+        return Caller(client=None, instructor=False, rate_key=client_key(request))
+    token = credentials.credentials
+    instructor_token = services.settings.instructor_token
+    if instructor_token and hmac.compare_digest(token.encode(), instructor_token.encode()):
+        return Caller(client=None, instructor=True, rate_key="instructor")
+    client = await run_in_threadpool(services.clients.by_key, token)
+    if client is None:
+        raise _unauthorized("the API key is not valid, or was revoked")
+    return Caller(client=client, instructor=False, rate_key=f"client:{client.name}")
+
+
+CallerDep = Annotated[Caller, Depends(api_caller)]
+
+
+def can_read(caller: Caller, record: SubmissionRecord) -> bool:
+    """Whether `caller` may see `record` (the access model above)."""
+    if caller.instructor:
+        return True
+    if caller.client is not None:
+        return record.client_id == caller.client.id
+    return record.client_id is None and record.user_id is None

@@ -1,0 +1,102 @@
+"""Delivering callbacks from the grading processes, off the grading path.
+
+Each grading process (the embedded server, every `remat-judge worker`) runs one `CallbackSender`:
+a thread that claims due callbacks from the database (`SubmissionStore.claim_due_callbacks`, so
+one sender delivers each attempt) and hands each to a small pool of delivery threads
+(`server.callbacks.deliver`: one signed POST, time-limited). A dead or slow receiver holds a
+delivery thread for at most `callback_timeout_s`, never a grading thread. Retries are scheduled in
+the database (`callback_next_at`, exponential backoff), so they survive restarts; each attempt
+is counted and its outcome shown to the client in the submission's `callback` field.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+from server.callbacks import backoff_s, deliver
+from server.db import CallbackStatus, ClientStore, SubmissionRecord, SubmissionStore, utcnow
+from server.logs import submission_context
+from server.public import public_submission
+
+log = logging.getLogger(__name__)
+
+
+class CallbackSender:
+    """Sends due callbacks (see the module docstring).
+
+    Args:
+        store, clients: the database.
+        max_attempts: deliveries before a callback is marked failed; timeout_s: per delivery.
+        poll_s: how often the database is asked for due callbacks (`kick` wakes it at once).
+        threads: deliveries in flight at once.
+    """
+
+    def __init__(self, store: SubmissionStore, clients: ClientStore, *, max_attempts: int, timeout_s: float,
+                 poll_s: float = 1.0, threads: int = 4):
+        self.store, self.clients = store, clients
+        self.max_attempts, self.timeout_s, self.poll_s = max_attempts, timeout_s, poll_s
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="remat-callback")
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        threading.Thread(target=self._loop, name="remat-callbacks", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def kick(self) -> None:
+        """Looks for due callbacks now (a verdict was just stored)."""
+        self._wake.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.poll_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                due = self.store.claim_due_callbacks(lease_s=self.timeout_s + 30)
+            except Exception as exc:  # the database is away: try again later
+                log.warning("looking for due callbacks failed: %s", exc)
+                continue
+            for record in due:
+                self._pool.submit(self.send, record)
+
+    def send(self, record: SubmissionRecord) -> CallbackStatus:
+        """One delivery attempt for `record` (claimed), recorded in the database."""
+        with submission_context(record.id):
+            try:
+                client = self.clients.get(record.client_id) if record.client_id is not None else None
+                if client is None or not record.callback_url:
+                    self.store.record_callback(record.id, status=CallbackStatus.REFUSED, code=None,
+                                               error="the submission has no API client", next_at=None)
+                    return CallbackStatus.REFUSED
+                body = json.dumps(public_submission(record).model_dump(mode="json")).encode("utf-8")
+                attempt = deliver(record.callback_url, body, client.callback_secret, client.callback_prefixes,
+                                  timeout_s=self.timeout_s)
+                number = record.callback_attempts + 1
+                next_at = None
+                if attempt.delivered:
+                    outcome = CallbackStatus.DELIVERED
+                elif attempt.retry and number < self.max_attempts:
+                    outcome = CallbackStatus.PENDING
+                    next_at = utcnow() + timedelta(seconds=backoff_s(number))
+                elif attempt.status_code is None and not attempt.retry:
+                    outcome = CallbackStatus.REFUSED
+                else:
+                    outcome = CallbackStatus.FAILED
+                self.store.record_callback(record.id, status=outcome, code=attempt.status_code, error=attempt.error,
+                                           next_at=next_at)
+                log.info("callback %d of %s: %s (%s)", number, record.id, outcome.value,
+                         attempt.status_code if attempt.status_code is not None else attempt.error)
+                return outcome
+            except Exception:  # never let one callback stop the others
+                log.exception("sending the callback of %s failed", record.id)
+                return CallbackStatus.PENDING
