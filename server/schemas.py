@@ -81,12 +81,14 @@ class SubmissionCreate(BaseModel):
         "external_id": "course-42/student-7/attempt-3",
         "callback_url": "https://lms.example.org/remat-judge/hooks"}]})
 
-    problem: str = Field(min_length=1, max_length=64, description="slug of the problem")
-    source: str = Field(min_length=1, description="the Python source of the submission")
-    external_id: str | None = Field(default=None, min_length=1, max_length=128,
-                                    description="your own id for it (a student or attempt id); filter with "
-                                                "GET /api/v1/submissions?external_id=")
-    callback_url: str | None = Field(default=None, min_length=1, max_length=2000,
+    # lengths are checked by the submission service (server/submit.py), so that one bad item of a
+    # batch is refused on its own, with the same words as a single submission
+    problem: str = Field(description="slug of the problem")
+    source: str = Field(description="the Python source of the submission (not empty)")
+    external_id: str | None = Field(default=None,
+                                    description="your own id for it (a student or attempt id, 1 to 128 "
+                                                "characters); filter with GET /api/v1/submissions?external_id=")
+    callback_url: str | None = Field(default=None,
                                      description="POSTed the verdict JSON when graded, signed with your callback "
                                                  "secret (header X-Remat-Judge-Signature); must be under one of "
                                                  "your client's allowed callback prefixes")

@@ -11,6 +11,8 @@ from server.admission import Rejected
 from server.db import ApiClientRecord, SubmissionRecord
 
 log = logging.getLogger(__name__)
+MAX_EXTERNAL_ID_CHARS = 128  # the column's size (server/db.py)
+MAX_CALLBACK_URL_CHARS = 2000
 
 
 @dataclass
@@ -54,10 +56,16 @@ def submit(services: "Services", *, problem: str, source: str, owner_key: str,  
     settings = services.settings
     if not source.strip():
         raise SubmitError(422, "the source is empty")
+    if external_id is not None and not 1 <= len(external_id) <= MAX_EXTERNAL_ID_CHARS:
+        raise SubmitError(422, f"external_id must have 1 to {MAX_EXTERNAL_ID_CHARS} characters")
+    if callback_url is not None and not 1 <= len(callback_url) <= MAX_CALLBACK_URL_CHARS:
+        raise SubmitError(422, f"callback_url must have 1 to {MAX_CALLBACK_URL_CHARS} characters")
     size = len(source.encode("utf-8"))
     if size > settings.max_source_bytes:
         raise SubmitError(413, f"the source is {size:,} bytes; the limit is {settings.max_source_bytes:,} bytes")
     try:
+        if not problem or len(problem) > 64:
+            raise KeyError(problem)
         services.problems.get(problem)
     except (KeyError, ProblemError):
         raise SubmitError(404, f"no problem {problem!r}") from None

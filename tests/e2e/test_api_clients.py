@@ -120,13 +120,17 @@ def test_a_batch_accepts_and_refuses_items_on_their_own(server: Server) -> None:
              {"problem": "remat_sin_sin", "source": "   "},
              {"problem": "no_such_problem", "source": SIN},
              {"problem": "remat_sin_sin", "source": "x" * 70_000},
-             {"problem": "remat_sin_sin", "source": "\n" + SIN, "external_id": "b-2"}]
+             {"problem": "remat_sin_sin", "source": "\n" + SIN, "external_id": "b-2"},
+             {"problem": "remat_sin_sin", "source": ""},
+             {"problem": "remat_sin_sin", "source": SIN, "external_id": "x" * 129}]
     with client_for(server, key) as client:
         answer = client.post("/api/v1/submissions/batch", json={"submissions": items})
         assert answer.status_code == 202, answer.text
         got = answer.json()["items"]
-        assert [(i["index"], i["error"]) for i in got] == [(0, None), (1, 422), (2, 404), (3, 413), (4, None)]
-        assert got[1]["detail"] == "the source is empty"
+        assert [(i["index"], i["error"]) for i in got] == [(0, None), (1, 422), (2, 404), (3, 413), (4, None),
+                                                           (5, 422), (6, 422)]
+        assert got[1]["detail"] == got[5]["detail"] == "the source is empty"
+        assert "external_id" in got[6]["detail"]
         ids = [got[0]["id"], got[4]["id"]]
         for submission_id in ids:
             wait_done(client, submission_id)
