@@ -311,6 +311,40 @@ def test_instructor_sees_every_submission_and_verdict_counts(browser: object, se
     page.close()
 
 
+def test_instructor_makes_an_api_client_sees_its_key_once_and_revokes_it(browser: object, server: Server) -> None:
+    """Runs after the test above made Ada an instructor. The key works against the API until
+    revoked from the same page."""
+    import httpx
+
+    page = browser.new_page()  # type: ignore[attr-defined]
+    _sign_in(page, server, "ada@example.org")
+    page.goto(server.url + "/instructor")
+    page.click("a[href='/instructor/clients']")
+    page.fill("input[name=name]", "course-lms")
+    page.fill("input[name=problems]", "remat_sin_sin")
+    page.fill("textarea[name=callback_allow]", "https://lms.example.org/hooks/")
+    page.click("form.client-form button[type=submit]")
+    created = json.loads(page.locator("#created-client-json").inner_text())
+    assert set(created) == {"client_id", "api_key", "callback_secret"} and created["client_id"] == "course-lms"
+    shot(page, "09-api-client-created")
+    row = page.locator("table.clients tr", has_text="course-lms")
+    assert "remat_sin_sin" in row.inner_text() and created["api_key"] not in page.locator("table.clients").inner_text()
+    headers = {"Authorization": f"Bearer {created['api_key']}"}
+    scoped = httpx.post(server.url + "/api/v1/submissions", headers=headers,
+                        json={"problem": "checkpoint_dot_policy", "source": "x = 1\n"})
+    assert scoped.status_code == 403
+    page.goto(server.url + "/instructor/clients")  # a reload shows the key no more
+    assert page.locator("#created-client-json").count() == 0
+    page.locator("table.clients tr", has_text="course-lms").locator("button", has_text="Revoke").click()
+    page.wait_for_url(server.url + "/instructor/clients")
+    assert "revoked" in page.locator("table.clients tr", has_text="course-lms").inner_text()
+    revoked = httpx.post(server.url + "/api/v1/submissions", headers=headers,
+                         json={"problem": "remat_sin_sin", "source": "x = 1\n"})
+    assert revoked.status_code == 401
+    shot(page, "10-api-client-revoked")
+    page.close()
+
+
 def test_phone_sized_screen_and_no_javascript(chromium: object, server: Server) -> None:
     phone = chromium.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)  # type: ignore[attr-defined]
     page = phone.new_page()
