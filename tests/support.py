@@ -29,6 +29,31 @@ def jail_processes() -> list[str]:
             if line.split() and int(line.split()[0]) in JAIL_UIDS.uids and JAIL_UIDS.is_free(int(line.split()[0]))]
 
 
+def start_cli(args: list[str], env: dict[str, str], log: Path, *, ready_url: str,
+              timeout_s: float = 60) -> subprocess.Popen[bytes]:
+    """Starts `remat-judge ARGS` in a session of its own (output appended to `log`) and waits
+    until `ready_url` answers 200.
+
+    Raises:
+        AssertionError: the process exited, or did not get ready in `timeout_s` (with its log's tail).
+    """
+    import sys
+    import time
+
+    cli = str(Path(sys.executable).parent / "remat-judge")
+    proc = subprocess.Popen([cli, *args], stdout=log.open("ab"), stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        try:
+            if httpx.get(ready_url, timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    raise AssertionError(f"`remat-judge {args[0]}` did not start: " + log.read_text()[-3000:])
+
+
 class Server:
     """A real `remat-judge serve` process on a free loopback port, with its own data directory."""
 
@@ -50,24 +75,11 @@ class Server:
         self.log = data_dir / f"server-{self.port}.log"
 
     def start(self) -> "Server":
-        import sys
-        import time
-
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        cli = str(Path(sys.executable).parent / "remat-judge")
-        self.proc = subprocess.Popen([cli, "serve", "--host", "127.0.0.1", "--port", str(self.port),
-                                      "--data-dir", str(self.data_dir), "--workers", str(self.workers)],
-                                     stdout=self.log.open("ab"), stderr=subprocess.STDOUT, env=self.env,
-                                     start_new_session=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.log.read_text()[-3000:]
-            try:
-                if httpx.get(f"{self.url}/api/v1/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        raise AssertionError("server did not start: " + self.log.read_text()[-3000:])
+        self.proc = start_cli(["serve", "--host", "127.0.0.1", "--port", str(self.port), "--data-dir",
+                               str(self.data_dir), "--workers", str(self.workers)], self.env, self.log,
+                              ready_url=f"{self.url}/api/v1/healthz")
+        return self
 
     def stop(self, sig: int = 15) -> None:
         """Sends `sig` (SIGTERM by default; SIGKILL to simulate a crash) to the server's group."""
@@ -110,24 +122,11 @@ class Worker:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> "Worker":
-        import sys
-        import time
-
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        cli = str(Path(sys.executable).parent / "remat-judge")
-        self.proc = subprocess.Popen([cli, "worker", "--concurrency", str(self.concurrency), "--data-dir",
-                                      str(self.data_dir), "--metrics-port", str(self.metrics_port)],
-                                     stdout=self.log.open("ab"), stderr=subprocess.STDOUT, env=self.env,
-                                     start_new_session=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.log.read_text()[-3000:]
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        raise AssertionError("worker did not start: " + self.log.read_text()[-3000:])
+        self.proc = start_cli(["worker", "--concurrency", str(self.concurrency), "--data-dir", str(self.data_dir),
+                               "--metrics-port", str(self.metrics_port)], self.env, self.log,
+                              ready_url=f"http://127.0.0.1:{self.metrics_port}/metrics")
+        return self
 
     def metrics(self) -> str:
         return httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).text
