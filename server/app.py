@@ -24,6 +24,7 @@ from server.db import ClientStore, SubmissionStore, UserStore, make_engine
 from server.callback_sender import CallbackSender
 from server.grading import Grader, new_worker_id
 from server.limits import BodySizeLimit
+from server.lti.routes import LtiService, router as lti_router  # LTI 1.3 tool (issue 12)
 from server.packages import MAX_ARCHIVE_BYTES
 from server.queue import InProcessQueue, WorkerPool
 from server.redisqueue import RedisJobs
@@ -118,6 +119,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.services = Services(settings=settings, store=store, users=UserStore(engine), problems=repo,
                                       jobs=jobs, hub=hub, admission=admission, clients=ClientStore(engine), pool=pool,
                                       redis_jobs=redis_jobs)
+        app.state.lti = LtiService.start(engine, settings)  # LTI 1.3 tool (issue 12)
         hub.start(settings.redis_url)
         if pool is not None:
             pool.start()
@@ -165,6 +167,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return Response(pygments_css(), media_type="text/css", headers={"Cache-Control": "public, max-age=86400"})
 
     app.include_router(web_pages.router)
+    app.include_router(lti_router)  # LTI 1.3 tool (issue 12)
     app.include_router(problems.router, prefix="/api/v1")
     app.include_router(submissions.router, prefix="/api/v1")
     app.include_router(health.router, prefix="/api/v1")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -32,6 +31,9 @@ app.add_typer(db_app, name="db")
 clients_app = typer.Typer(help="API clients (learning platforms, course scripts): keys, scopes, callbacks.",
                           no_args_is_help=True)
 app.add_typer(clients_app, name="clients")
+from server.lti.cli import lti_app  # noqa: E402 - LTI 1.3 platforms (issue 12)
+
+app.add_typer(lti_app, name="lti")
 
 console = Console()
 err = Console(stderr=True)

@@ -61,6 +61,10 @@ class Settings(BaseSettings):
         allow_anonymous_api: let callers without an API key submit and read anonymous
             submissions through the API (a classroom demo); off, every submitting or reading
             `/api/v1/submissions` call needs `Authorization: Bearer <api key>`.
+        public_url: the judge's public base URL (`https://judge.example.org`), for the URLs an LMS
+            registers (LTI `redirect_uri`, `/lti/jwks`); unset: the base URL of each request.
+        lti_jwks_refetch_cooldown_s: least seconds between two fetches of a platform's JWKS for an
+            unknown key id (a forged kid cannot make the judge hammer the platform).
         callback_max_attempts: deliveries of one callback before it is marked failed.
         callback_timeout_s: seconds one delivery may take (connect and answer).
     """
@@ -91,6 +95,8 @@ class Settings(BaseSettings):
     heartbeat_timeout_s: float = Field(default=20.0, ge=5.0)
     log_format: str = Field(default="text", pattern="^(text|json)$")
     allow_anonymous_api: bool = False
+    public_url: str | None = None
+    lti_jwks_refetch_cooldown_s: float = Field(default=10.0, ge=0)
     callback_max_attempts: int = Field(default=6, ge=1, le=30)
     callback_timeout_s: float = Field(default=10.0, gt=0, le=60)
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from graders.problem import ProblemError
 from server.admission import Rejected
 from server.db import ApiClientRecord, SubmissionRecord
+
+if TYPE_CHECKING:
+    from server.api.deps import Services
 
 log = logging.getLogger(__name__)
 MAX_EXTERNAL_ID_CHARS = 128  # the column's size (server/db.py)
@@ -28,7 +32,7 @@ class SubmitError(Exception):
         return self.message
 
 
-def submit(services: "Services", *, problem: str, source: str, owner_key: str,  # noqa: F821
+def submit(services: Services, *, problem: str, source: str, owner_key: str,
            user_id: int | None = None, client: ApiClientRecord | None = None, external_id: str | None = None,
            callback_url: str | None = None) -> SubmissionRecord:
     """Checks, admits, stores and enqueues one submission.

@@ -7,7 +7,6 @@ answers 404, as an unknown one does.
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Response, status

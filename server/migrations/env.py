@@ -13,6 +13,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from server.db import Base, make_engine
+import server.lti.models  # noqa: E402,F401 - LTI tables in the metadata (issue 12)
 
 config = context.config
 target_metadata = Base.metadata

@@ -1,0 +1,252 @@
+"""Checks of an LTI 1.3 launch, free of HTTP and database: the id_token's signature and claims,
+the user's role, the problem it opens.
+
+Follows IMS Security Framework 1.0, 5.1.3 "Authentication Response Validation" (every numbered
+step is marked below) and LTI 1.3 Core 5.3-5.4 (required claims of a resource link launch).
+Every refusal raises `LaunchError` with an HTTP status (4xx) and a sentence for the person
+launching; nothing here signs anyone in.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+from urllib.parse import parse_qs, urlsplit
+
+import jwt
+
+from server.db import Role
+
+LTI = "https://purl.imsglobal.org/spec/lti/claim/"
+CLAIM_MESSAGE_TYPE = LTI + "message_type"
+CLAIM_VERSION = LTI + "version"
+CLAIM_DEPLOYMENT_ID = LTI + "deployment_id"
+CLAIM_TARGET_LINK_URI = LTI + "target_link_uri"
+CLAIM_RESOURCE_LINK = LTI + "resource_link"
+CLAIM_ROLES = LTI + "roles"
+CLAIM_CONTEXT = LTI + "context"
+CLAIM_CUSTOM = LTI + "custom"
+CLAIM_AGS_ENDPOINT = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
+RESOURCE_LINK_REQUEST = "LtiResourceLinkRequest"
+LTI_VERSION = "1.3.0"
+ALGORITHM = "RS256"      # the only algorithm accepted (Security Framework 5.1.3 step 6; 6.1)
+LEEWAY_S = 30            # clock skew allowed on exp and iat, seconds
+PROBLEM_SLUG = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,63}$")
+
+LIS = "http://purl.imsglobal.org/vocab/lis/v2/"
+# LIS roles (LTI 1.3 Core A.2) that make a judge instructor: context roles Instructor (and every
+# sub-role of it, such as TeachingAssistant), Administrator, ContentDeveloper; the institution's
+# and the system's Administrator.
+_INSTRUCTOR_CONTEXT_ROLES = {"Instructor", "Administrator", "ContentDeveloper", "TeachingAssistant"}
+_INSTRUCTOR_ROLE_URIS = {LIS + "institution/person#Administrator", LIS + "system/person#Administrator"}
+
+
+class LaunchError(Exception):
+    """A refused login or launch.
+
+    Attributes:
+        status_code: the HTTP status to answer with (400 malformed, 403 refused, 404 unknown problem).
+        message: what went wrong, in words for the person launching (no secret, no token).
+    """
+
+    def __init__(self, status_code: int, message: str):
+        super().__init__(message)
+        self.status_code, self.message = status_code, message
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A verified resource link launch.
+
+    Attributes:
+        claims: every claim of the id_token.
+        issuer, sub: who the user is on the platform (the account key).
+        deployment_id, resource_link_id: where the launch came from.
+        problem: the problem slug to open.
+        role: the judge role the LTI roles map to.
+        ags: the AGS endpoint claim (scope, lineitems, lineitem) or None.
+    """
+
+    claims: dict[str, Any]
+    issuer: str
+    sub: str
+    deployment_id: str
+    resource_link_id: str
+    problem: str
+    role: Role
+    name: str | None = None
+    email: str | None = None
+    context_id: str | None = None
+    title: str | None = None
+    ags: dict[str, Any] | None = field(default=None)
+
+
+def role_for(roles: list[Any]) -> Role:
+    """The judge role of a user with these LTI roles: instructor for Instructor (and its sub-roles
+    such as `membership/Instructor#TeachingAssistant`), Administrator, ContentDeveloper or
+    TeachingAssistant in the LIS membership vocabulary, or the institution's or system's
+    Administrator; student otherwise. Simple names ("Instructor") count as context roles (LTI 1.3
+    Core 5.3.7 lets platforms send them for backward compatibility)."""
+    for role in roles:
+        if not isinstance(role, str):
+            continue
+        if role in _INSTRUCTOR_ROLE_URIS or role in _INSTRUCTOR_CONTEXT_ROLES:
+            return Role.INSTRUCTOR
+        if role.startswith(LIS + "membership"):
+            rest = role[len(LIS + "membership"):]  # "#Instructor" or "/Instructor#TeachingAssistant"
+            principal, _, sub_role = rest.lstrip("#/").partition("#")
+            if principal in _INSTRUCTOR_CONTEXT_ROLES or sub_role in _INSTRUCTOR_CONTEXT_ROLES:
+                return Role.INSTRUCTOR
+    return Role.STUDENT
+
+
+def problem_of(claims: dict[str, Any]) -> str:
+    """The problem a launch opens: the custom claim `problem`, else the `problem` query parameter
+    of the target_link_uri claim (`<tool>/lti/launch?problem=<slug>`).
+
+    Raises:
+        LaunchError(400): neither names a problem, or the name is not a slug.
+    """
+    custom = claims.get(CLAIM_CUSTOM)
+    slug = custom.get("problem") if isinstance(custom, dict) else None
+    if not slug:
+        target = claims.get(CLAIM_TARGET_LINK_URI)
+        if isinstance(target, str):
+            slug = (parse_qs(urlsplit(target).query).get("problem") or [None])[0]
+    if not isinstance(slug, str) or not PROBLEM_SLUG.match(slug):
+        raise LaunchError(400, "This link does not name a problem: set the custom parameter problem=<slug> "
+                               "or end the link with /lti/launch?problem=<slug>.")
+    return slug
+
+
+class JwksCache:
+    """The platforms' signing keys, fetched from their keyset URLs and looked up by `kid` (PyJWT's
+    `PyJWKClient`, one per URL). Thread-safe.
+
+    The JWK Set is cached for `lifespan_s`; an unknown kid makes it fetch the set again at once
+    (a platform's key rotation needs no restart), at most once per `refetch_cooldown_s` per
+    platform, so launches with made-up kids cannot make the judge hammer the platform. Keys are
+    not cached beyond the set (PyJWT's per-kid cache never expires: a key the platform withdrew
+    would stay trusted).
+
+    Args:
+        lifespan_s: seconds a fetched JWK Set is used before it is fetched again.
+        timeout_s: seconds one fetch may take.
+        refetch_cooldown_s: seconds after a fetch before an unknown kid triggers another.
+    """
+
+    def __init__(self, *, lifespan_s: float = 300.0, timeout_s: float = 10.0, refetch_cooldown_s: float = 10.0):
+        self._clients: dict[str, jwt.PyJWKClient] = {}
+        self._lock = threading.Lock()
+        self.lifespan_s, self.timeout_s, self.refetch_cooldown_s = lifespan_s, timeout_s, refetch_cooldown_s
+
+    def key(self, keyset_url: str, kid: str) -> Any:
+        """The public key with this `kid` in the platform's JWK Set.
+
+        Raises:
+            LaunchError(403): no such key (after one fresh fetch), or the JWK Set cannot be fetched.
+        """
+        with self._lock:
+            client = self._clients.get(keyset_url)
+            if client is None:
+                client = self._clients[keyset_url] = jwt.PyJWKClient(
+                    keyset_url, cache_keys=False, cache_jwk_set=True, lifespan=self.lifespan_s,
+                    timeout=self.timeout_s, cooldown_duration=self.refetch_cooldown_s)
+        try:
+            signing_key = client.get_signing_key(kid)
+        except jwt.PyJWKClientConnectionError:
+            raise LaunchError(403, "The judge could not fetch the platform's public keys; try again later.") from None
+        except jwt.PyJWKClientError:
+            raise LaunchError(403, "The launch was signed with a key the platform does not publish.") from None
+        if signing_key.key_type != "RSA":
+            raise LaunchError(403, "The platform's key for this launch is not an RSA key.")
+        return signing_key.key
+
+
+def verify_id_token(id_token: str, *, issuer: str, client_id: str, deployment_ids: tuple[str, ...],
+                    expected_nonce: str, key_for: Callable[[str], Any], leeway_s: float = LEEWAY_S) -> dict[str, Any]:
+    """Verifies a launch's id_token (Security Framework 5.1.3) and returns its claims.
+
+    Args:
+        issuer, client_id, deployment_ids: the registered platform the login initiation was for.
+        expected_nonce: the nonce sent with this launch's login initiation.
+        key_for: the platform's public key for a `kid` (raises LaunchError when unknown).
+        leeway_s: clock skew allowed on exp and iat, seconds.
+
+    Raises:
+        LaunchError(400): not a JWT; LaunchError(403): anything that fails a check.
+    """
+    try:
+        header = jwt.get_unverified_header(id_token)
+    except jwt.DecodeError:
+        raise LaunchError(400, "The launch did not carry a readable id_token.") from None
+    if header.get("alg") != ALGORITHM:  # step 6: RS256 only, never "none" nor HMAC
+        raise LaunchError(403, f"The launch's id_token is signed with {header.get('alg')!r}; only RS256 is accepted.")
+    kid = header.get("kid")
+    if not isinstance(kid, str) or not kid:
+        raise LaunchError(403, "The launch's id_token names no signing key (kid).")
+    key = key_for(kid)
+    try:
+        claims = jwt.decode(  # step 1 signature; 2 iss; 3 aud; 7 exp; 8 iat
+            id_token, key, algorithms=[ALGORITHM], audience=client_id, issuer=issuer, leeway=leeway_s,
+            options={"require": ["iss", "aud", "exp", "iat", "sub", "nonce"], "verify_iat": True})
+    except jwt.ExpiredSignatureError:
+        raise LaunchError(403, "The launch has expired; launch the activity again from the course.") from None
+    except jwt.InvalidAudienceError:
+        raise LaunchError(403, "The launch was meant for another tool (its audience is not this judge's client id).") \
+            from None
+    except jwt.InvalidIssuerError:
+        raise LaunchError(403, "The launch came from another issuer than the login started with.") from None
+    except jwt.InvalidSignatureError:
+        raise LaunchError(403, "The launch's signature does not verify against the platform's public key.") from None
+    except jwt.ImmatureSignatureError:
+        raise LaunchError(403, "The launch was issued in the future (check the platform's clock).") from None
+    except jwt.MissingRequiredClaimError as exc:
+        raise LaunchError(403, f"The launch lacks the {exc.claim!r} claim.") from None
+    except jwt.InvalidTokenError:
+        raise LaunchError(403, "The launch's id_token is not valid.") from None
+    aud = claims["aud"]
+    azp = claims.get("azp")
+    # steps 4-5: several audiences need an azp; an azp present must be this tool's client id
+    if isinstance(aud, list) and len(aud) > 1 and azp is None:
+        raise LaunchError(403, "The launch names several audiences and no authorized party (azp).")
+    if azp is not None and azp != client_id:
+        raise LaunchError(403, "The launch's authorized party (azp) is another tool.")
+    if not isinstance(claims.get("nonce"), str) or claims["nonce"] != expected_nonce:  # step 9 (this login's)
+        raise LaunchError(403, "The launch's nonce does not match its login; launch again from the course.")
+    if not isinstance(claims.get("sub"), str) or not claims["sub"]:
+        raise LaunchError(403, "The launch names no user (sub): anonymous launches are not supported.")
+    if claims.get(CLAIM_VERSION) != LTI_VERSION:  # LTI 1.3 Core 5.3.2
+        raise LaunchError(403, f"The launch is LTI version {claims.get(CLAIM_VERSION)!r}; this judge speaks 1.3.0.")
+    if claims.get(CLAIM_MESSAGE_TYPE) != RESOURCE_LINK_REQUEST:  # LTI 1.3 Core 5.3.1
+        raise LaunchError(403, f"The launch is a {claims.get(CLAIM_MESSAGE_TYPE)!r} message; this judge accepts "
+                               f"{RESOURCE_LINK_REQUEST} only.")
+    if claims.get(CLAIM_DEPLOYMENT_ID) not in deployment_ids:  # LTI 1.3 Core 5.3.3
+        raise LaunchError(403, "The launch came from a deployment of the tool that is not registered with this judge.")
+    link = claims.get(CLAIM_RESOURCE_LINK)
+    if not isinstance(link, dict) or not isinstance(link.get("id"), str) or not link["id"]:  # Core 5.3.5
+        raise LaunchError(403, "The launch names no resource link.")
+    if not isinstance(claims.get(CLAIM_ROLES), list):  # Core 5.3.7 (may be empty)
+        raise LaunchError(403, "The launch carries no roles claim.")
+    return claims
+
+
+def launch_of(claims: dict[str, Any]) -> Launch:
+    """The launch a verified id_token's claims describe.
+
+    Raises:
+        LaunchError(400): it names no problem.
+    """
+    link, context = claims[CLAIM_RESOURCE_LINK], claims.get(CLAIM_CONTEXT)
+    ags = claims.get(CLAIM_AGS_ENDPOINT)
+    name = claims.get("name") or " ".join(p for p in (claims.get("given_name"), claims.get("family_name"))
+                                           if isinstance(p, str) and p) or None
+    email = claims.get("email") if isinstance(claims.get("email"), str) else None
+    return Launch(claims=claims, issuer=claims["iss"], sub=claims["sub"], deployment_id=claims[CLAIM_DEPLOYMENT_ID],
+                  resource_link_id=link["id"], problem=problem_of(claims), role=role_for(claims[CLAIM_ROLES]),
+                  name=name if isinstance(name, str) else None, email=email or None,
+                  context_id=context.get("id") if isinstance(context, dict) else None,
+                  title=link.get("title") if isinstance(link.get("title"), str) else None,
+                  ags=ags if isinstance(ags, dict) else None)

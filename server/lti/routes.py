@@ -1,0 +1,324 @@
+"""The tool's LTI 1.3 endpoints: its public JWKS, OIDC login initiation, the resource link launch,
+and the landing that turns a launch into a session inside the LMS's iframe or a new window.
+
+Flow (IMS Security Framework 5.1.1, LTI 1.3 Core 4):
+
+1. `GET|POST /lti/login` (third-party initiated login, SF 5.1.1.1): the platform names itself
+   (iss, client_id), the user (login_hint, lti_message_hint) and the target_link_uri. The tool
+   stores a new state and nonce (`lti_logins`, 5 minutes), binds the state to this browser with a
+   cookie holding its SHA-256, and redirects to the platform's auth-login-url (SF 5.1.1.2) with
+   scope=openid, response_type=id_token, response_mode=form_post, prompt=none, client_id,
+   login_hint, lti_message_hint, state, nonce and redirect_uri = `<public URL>/lti/launch`,
+   exactly as registered: the problem is never appended to it (it travels in the
+   target_link_uri claim or the custom claim).
+2. `POST /lti/launch` (SF 5.1.1.3, the authentication response): consumes the state once,
+   checks the browser binding, verifies the id_token (`server.lti.launch.verify_id_token`),
+   remembers its nonce, finds or makes the account of (iss, sub), stores the resource link with
+   its AGS endpoint claim, signs the user in, and redirects to `/lti/landing` with a one-time
+   launch token.
+3. `GET /lti/landing`: if the session cookie came back (top-level launch, or an iframe whose
+   browser keeps our cookies), uses the token and opens the problem; otherwise (third-party
+   cookies blocked) shows a link that opens `/lti/open?token=...` in a new window, where the
+   token is exchanged for a session once.
+
+Cookies. The launch is a cross-site POST from the platform, so a `SameSite=Lax` cookie is not
+sent with it. The state-binding cookie is therefore `SameSite=None; Secure` when the deployment
+sets `REMAT_JUDGE_COOKIE_SECURE=true` (behind HTTPS, which LMSs require of tools). Browsers drop a
+`SameSite=None` cookie that is not `Secure`, and a `Secure` cookie set over plain HTTP is only
+kept by some browsers for localhost (Chromium treats http://localhost and 127.0.0.1 as secure
+contexts; Python's cookie jars do not), so without cookie_secure the binding cookie is
+`SameSite=Lax` (kept for same-site and top-level flows, such as the tests' platform on
+127.0.0.1) and the launch falls back to the server-side state alone when it is missing.
+
+None of these pages sends X-Frame-Options or a frame-ancestors policy (the app sends neither
+today), so they open inside the LMS's iframe.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import urlencode, urlsplit, urlunsplit, parse_qsl
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+from sqlalchemy.engine import Engine
+
+from graders.problem import ProblemError
+from server.lti.keys import ToolKey, load_or_create
+from server.lti.launch import LEEWAY_S, JwksCache, LaunchError, launch_of, verify_id_token
+from server.lti.models import LAUNCH_TOKEN_TTL_S, LOGIN_TTL_S, LtiStore, PlatformView, sha256_hex
+from server.settings import Settings
+from server.web.auth import csrf_token, current_user, sign_in
+from server.web.pages import WEB_DIR
+from server.web.panel import FILTERS
+
+HERE = Path(__file__).resolve().parent
+templates = Jinja2Templates(directory=[str(HERE / "templates"), str(WEB_DIR / "templates")])
+templates.env.filters.update(FILTERS)
+router = APIRouter(prefix="/lti", include_in_schema=False)
+
+STATE_COOKIE_PREFIX = "remat_lti_state_"
+NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
+
+
+@dataclass
+class LtiService:
+    """What the LTI routes need, made once in the app's lifespan (`app.state.lti`).
+
+    Attributes:
+        store: the LTI tables (read per request: registrations need no restart).
+        key: the tool's key pair (`<data_dir>/lti_private_key.pem`).
+        jwks: the platforms' public keys, cached by kid.
+        public_url: the judge's public base URL (`REMAT_JUDGE_PUBLIC_URL`, e.g.
+            https://judge.example.org) from which redirect_uri is made; None: the request's own
+            base URL (fine without a reverse proxy that rewrites the host or scheme).
+            `REMAT_JUDGE_LTI_JWKS_REFETCH_COOLDOWN_S` (default 10) sets `jwks.refetch_cooldown_s`.
+        cookie_secure: the deployment's cookie_secure setting (HTTPS).
+    """
+
+    store: LtiStore
+    key: ToolKey
+    jwks: JwksCache
+    public_url: str | None
+    cookie_secure: bool
+
+    @classmethod
+    def start(cls, engine: Engine, settings: Settings) -> "LtiService":
+        """The service of a deployment: creates the tool's key on first start."""
+        public = settings.public_url or None
+        cooldown_s = settings.lti_jwks_refetch_cooldown_s
+        return cls(store=LtiStore(engine), key=load_or_create(settings.data_dir),
+                   jwks=JwksCache(refetch_cooldown_s=cooldown_s),
+                   public_url=public.rstrip("/") if public else None, cookie_secure=settings.cookie_secure)
+
+    def base_url(self, request: Request) -> str:
+        return self.public_url or str(request.base_url).rstrip("/")
+
+
+def _service(request: Request) -> LtiService:
+    return request.app.state.lti
+
+
+def _page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    response = templates.TemplateResponse(request, template, {
+        "user": current_user(request), "csrf": csrf_token(request),
+        "bundle": (WEB_DIR / "static" / "dist" / "app.js").exists(), **context}, status_code=status_code)
+    response.headers.update(NO_STORE)
+    return response
+
+
+def _refused(request: Request, error: LaunchError) -> HTMLResponse:
+    return _page(request, "lti_error.html", status_code=error.status_code, code=error.status_code,
+                 detail=error.message)
+
+
+def state_cookie_name(state: str) -> str:
+    """The name of the cookie binding `state` to the browser: one per login, so launches of
+    several links on one course page (each in its own iframe) do not overwrite each other."""
+    return STATE_COOKIE_PREFIX + sha256_hex("cookie:" + state)[:16]
+
+
+def _with_query(url: str, params: dict[str, str]) -> str:
+    """`url` with `params` added to its query string (an auth-login-url may carry one already)."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True) + [(k, v) for k, v in params.items()]
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+# --- the tool's keys --------------------------------------------------------------------------------
+
+@router.get("/jwks")
+def jwks(request: Request) -> JSONResponse:
+    """The tool's public JWK Set (RFC 7517): platforms verify the tool's JWTs with it."""
+    return JSONResponse(_service(request).key.jwks(), headers={"Cache-Control": "public, max-age=300"})
+
+
+@router.get("/setup", response_class=HTMLResponse)
+def setup(request: Request) -> Response:
+    """Instructors only: the URLs and the public key to paste into an LMS, and the registered
+    platforms. Others: 303 to sign in, or 403."""
+    user = current_user(request)
+    if user is None:
+        return RedirectResponse(f"/signin?{urlencode({'next': '/lti/setup'})}", status_code=303)
+    if user.role != "instructor":
+        return _page(request, "error.html", status_code=403, code=403, detail="instructors only")
+    service = _service(request)
+    return _page(request, "lti_setup.html", base=service.base_url(request), kid=service.key.kid,
+                 pem=service.key.public_pem(), jwk=json.dumps(service.key.public_jwk(), indent=2),
+                 platforms=service.store.platforms())
+
+
+# --- login initiation ------------------------------------------------------------------------------
+
+def _platform_for(service: LtiService, iss: str, client_id: str) -> PlatformView:
+    """The registered platform a login names.
+
+    Raises:
+        LaunchError(400): no issuer; the issuer is unknown; it has several registrations and the
+            login names no client_id (or an unknown one).
+    """
+    if not iss:
+        raise LaunchError(400, "The login initiation names no platform (iss).")
+    found = service.store.platforms_for(iss, client_id or None)
+    if not found:
+        raise LaunchError(400, "This platform is not registered with the judge (ask an administrator to run "
+                               "`remat-judge lti register`).")
+    if len(found) > 1:
+        raise LaunchError(400, "This platform has several registrations: the login must name its client_id.")
+    return found[0]
+
+
+def _login(request: Request, *, iss: str, login_hint: str, target_link_uri: str, lti_message_hint: str,
+           client_id: str, lti_deployment_id: str) -> Response:
+    service = _service(request)
+    try:
+        platform = _platform_for(service, iss, client_id)
+        if not login_hint:
+            raise LaunchError(400, "The login initiation names no user (login_hint).")
+        if not target_link_uri:
+            raise LaunchError(400, "The login initiation names no target_link_uri.")
+        if lti_deployment_id and lti_deployment_id not in platform.deployment_ids:
+            raise LaunchError(403, "This deployment of the tool is not registered with the judge.")
+    except LaunchError as error:
+        return _refused(request, error)
+    state, nonce = service.store.start_login(platform.id)
+    params = {"scope": "openid", "response_type": "id_token", "response_mode": "form_post", "prompt": "none",
+              "client_id": platform.client_id, "redirect_uri": service.base_url(request) + "/lti/launch",
+              "login_hint": login_hint, "state": state, "nonce": nonce}
+    if lti_message_hint:
+        params["lti_message_hint"] = lti_message_hint
+    response = RedirectResponse(_with_query(platform.auth_login_url, params), status_code=302, headers=NO_STORE)
+    if service.cookie_secure:  # cross-site launch POST: only a SameSite=None cookie comes back with it
+        response.set_cookie(state_cookie_name(state), sha256_hex(state), max_age=LOGIN_TTL_S, path="/lti/launch",
+                            httponly=True, secure=True, samesite="none")
+    else:  # plain HTTP: browsers drop SameSite=None without Secure (see the module's docstring)
+        response.set_cookie(state_cookie_name(state), sha256_hex(state), max_age=LOGIN_TTL_S, path="/lti/launch",
+                            httponly=True, samesite="lax")
+    return response
+
+
+@router.get("/login")
+def login_get(request: Request, iss: str = "", login_hint: str = "", target_link_uri: str = "",
+              lti_message_hint: str = "", client_id: str = "", lti_deployment_id: str = "") -> Response:
+    """OIDC third-party initiated login (Security Framework 5.1.1.1), by GET."""
+    return _login(request, iss=iss, login_hint=login_hint, target_link_uri=target_link_uri,
+                  lti_message_hint=lti_message_hint, client_id=client_id, lti_deployment_id=lti_deployment_id)
+
+
+@router.post("/login")
+def login_post(request: Request, iss: Annotated[str, Form()] = "", login_hint: Annotated[str, Form()] = "",
+               target_link_uri: Annotated[str, Form()] = "", lti_message_hint: Annotated[str, Form()] = "",
+               client_id: Annotated[str, Form()] = "", lti_deployment_id: Annotated[str, Form()] = "") -> Response:
+    """OIDC third-party initiated login (Security Framework 5.1.1.1), by POST."""
+    return _login(request, iss=iss, login_hint=login_hint, target_link_uri=target_link_uri,
+                  lti_message_hint=lti_message_hint, client_id=client_id, lti_deployment_id=lti_deployment_id)
+
+
+# --- launch ---------------------------------------------------------------------------------------
+
+@router.post("/launch")
+def launch(request: Request, id_token: Annotated[str, Form()] = "", state: Annotated[str, Form()] = "") -> Response:
+    """The authentication response (Security Framework 5.1.1.3): a resource link launch.
+
+    Answers 303 to `/lti/landing?token=...` with the user signed in, or a 4xx page that signs
+    nobody in: 400 without id_token or state, 403 for an unknown, expired, used or foreign state
+    and for every failed check of the id_token, 404 for an unknown problem.
+    """
+    service = _service(request)
+    try:
+        if not state:
+            raise LaunchError(400, "The launch carries no state: it did not start at this judge's login.")
+        if not id_token:
+            raise LaunchError(400, "The launch carries no id_token.")
+        cookie = request.cookies.get(state_cookie_name(state))
+        if cookie is not None and not secrets.compare_digest(cookie, sha256_hex(state)):
+            raise LaunchError(403, "The launch's state belongs to another browser.")
+        if cookie is None and any(name.startswith(STATE_COOKIE_PREFIX) for name in request.cookies):
+            # this browser keeps our state cookies, yet has none for this state: another browser
+            # started this login (login CSRF)
+            raise LaunchError(403, "The launch's state belongs to another browser.")
+        login = service.store.consume_login(state)  # used once, whatever follows
+        if login is None:
+            raise LaunchError(403, "The launch's state is unknown, expired or already used; launch again from the "
+                                   "course.")
+        # The cookie is missing (and no other state cookie is there) when the browser blocks
+        # third-party cookies (the launch is a cross-site POST into an iframe), or on plain HTTP
+        # (a Lax cookie is not sent with a cross-site POST); then the server-side state record
+        # alone is checked: it exists only because a login initiation made it, it is 256 random
+        # bits, used once and valid for 5 minutes, and the id_token must carry the nonce made
+        # with it. That still stops replays and forged launches, but not login CSRF: someone who
+        # starts a login and gets a genuine id_token for their own platform account could make
+        # a victim's browser post it within those 5 minutes, signing the victim into the
+        # attacker's judge account (the victim would then see the attacker's name in the page
+        # header). We accept that residual risk because refusing would make the judge unusable
+        # in every browser that blocks third-party cookies (Safari, Firefox's strict mode,
+        # Chrome's phase-out); LTI's platform storage (postMessage, "lti-storage-target") is the
+        # complete fix and is left for later.
+        platform_id, nonce = login
+        platform = service.store.platform_by_id(platform_id)
+        if platform is None:
+            raise LaunchError(403, "This platform's registration was removed.")
+        claims = verify_id_token(id_token, issuer=platform.issuer, client_id=platform.client_id,
+                                 deployment_ids=platform.deployment_ids, expected_nonce=nonce,
+                                 key_for=lambda kid: service.jwks.key(platform.keyset_url, kid))
+        until = datetime.fromtimestamp(int(claims["exp"]), timezone.utc) + timedelta(seconds=LEEWAY_S)
+        if not service.store.use_nonce(platform.issuer, claims["nonce"], until=until):
+            raise LaunchError(403, "This launch was used already (its nonce was seen before).")
+        verified = launch_of(claims)
+        try:
+            request.app.state.services.problems.get(verified.problem)
+        except (KeyError, ProblemError):
+            raise LaunchError(404, f"The course links to a problem the judge does not have: {verified.problem!r}.") \
+                from None
+    except LaunchError as error:
+        response = _refused(request, error)
+        if state:
+            response.delete_cookie(state_cookie_name(state), path="/lti/launch")
+        return response
+    user = service.store.account_for(issuer=verified.issuer, sub=verified.sub, name=verified.name,
+                                     email=verified.email, role=verified.role)
+    service.store.save_resource_link(platform_id=platform.id, deployment_id=verified.deployment_id,
+                                     resource_link_id=verified.resource_link_id, context_id=verified.context_id,
+                                     title=verified.title, problem=verified.problem, ags=verified.ags)
+    sign_in(request, user)
+    token = service.store.make_launch_token(user.id, f"/problems/{verified.problem}")
+    response = RedirectResponse(f"/lti/landing?{urlencode({'token': token})}", status_code=303, headers=NO_STORE)
+    response.delete_cookie(state_cookie_name(state), path="/lti/launch")
+    return response
+
+
+@router.get("/landing")
+def landing(request: Request, token: str = "") -> Response:
+    """Where a launch lands: opens the problem when the session cookie came back; otherwise offers
+    to open it in a new window with the one-time token (third-party cookies blocked)."""
+    service = _service(request)
+    found = service.store.peek_launch_token(token) if token else None
+    if found is None:
+        return _refused(request, LaunchError(400, "This launch link has expired or was used already; open the "
+                                                  "activity again from the course."))
+    user_id, target = found
+    if request.session.get("uid") == user_id and service.store.use_launch_token(token) is not None:
+        return RedirectResponse(target, status_code=303, headers=NO_STORE)
+    user = service.store.users.get(user_id)
+    return _page(request, "lti_landing.html", open_url=f"/lti/open?{urlencode({'token': token})}",
+                 name=user.display_name if user else "", ttl_s=LAUNCH_TOKEN_TTL_S)
+
+
+@router.get("/open")
+def open_in_window(request: Request, token: str = "") -> Response:
+    """Exchanges a one-time launch token for a session (once, within its 2 minutes) and opens its
+    problem: the fallback in a new, first-party window."""
+    service = _service(request)
+    found = service.store.use_launch_token(token) if token else None
+    user = service.store.users.get(found[0]) if found else None
+    if found is None or user is None:
+        return _refused(request, LaunchError(400, "This launch link has expired or was used already; open the "
+                                                  "activity again from the course."))
+    sign_in(request, user)
+    return RedirectResponse(found[1], status_code=303, headers=NO_STORE)

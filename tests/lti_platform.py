@@ -1,0 +1,337 @@
+"""A simulated LTI 1.3 platform (an LMS) for tests: a real HTTP server on a free loopback port.
+
+It has its own RSA key and serves:
+
+- `GET /jwks`: its public JWK Set (the tool verifies launches against it);
+- `GET /auth`: the OIDC authorization endpoint (IMS Security Framework 5.1.1.2-5.1.1.3). It checks
+  the tool's authentication request (scope, response_type, response_mode, prompt, client_id,
+  a registered redirect_uri, the login_hint it issued) and answers with an auto-submitting
+  `form_post` of an id_token (signed with its key, carrying the request's nonce and every LTI
+  claim of a resource link launch) and the state, to the redirect_uri.
+
+What the next launches carry is `platform.launch` (a `LaunchSpec`: user, roles, deployment,
+custom problem, AGS endpoint, and the knobs that forge bad tokens: another key, expired, wrong
+audience, unknown deployment, a fixed nonce). Every authentication request is recorded in
+`platform.auth_requests`; every id_token issued in `platform.issued`.
+
+Routes are dispatched through `Platform.routes` ({(method, path): handler}), so a token
+endpoint and line items (grade passback) can be added later as more handlers.
+
+`Browser` drives the tool like a browser would: an httpx client with a cookie jar that starts
+the login, follows the redirects to the platform, parses the auto-submitting form and POSTs it.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from html.parser import HTMLParser
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import httpx
+import jwt
+from cryptography.hazmat.primitives.asymmetric import rsa
+from jwt.algorithms import RSAAlgorithm
+
+LTI = "https://purl.imsglobal.org/spec/lti/claim/"
+AGS = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
+LIS = "http://purl.imsglobal.org/vocab/lis/v2/"
+STUDENT = [LIS + "membership#Learner"]
+INSTRUCTOR = [LIS + "membership#Instructor"]
+TEACHING_ASSISTANT = [LIS + "membership/Instructor#TeachingAssistant"]
+
+
+def new_key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def public_jwk(key: rsa.RSAPrivateKey, kid: str) -> dict[str, str]:
+    return {**json.loads(RSAAlgorithm.to_jwk(key.public_key())), "kid": kid, "alg": "RS256", "use": "sig"}
+
+
+@dataclass
+class LaunchSpec:
+    """What the platform's next id_tokens say, and how they are (mis)made.
+
+    Attributes:
+        sub, name, email, roles: the user.
+        deployment_id: the deployment claim.
+        problem: the custom claim `problem` (None: no custom claim; the target_link_uri may name it).
+        target_link_uri: the target_link_uri claim (None: the one of the login initiation).
+        ags: the AGS endpoint claim (None: none).
+        message_type, version: the LTI claims.
+        aud: the audience (None: the client id); azp (None: none).
+        exp_in_s, iat_offset_s: expiry and issue time relative to now, seconds.
+        key: "platform" (its published key), or "other" (a key it does not publish, same kid).
+        nonce: a fixed nonce instead of the request's (None: the request's).
+        extra: more claims.
+    """
+
+    sub: str = "student-1"
+    name: str | None = "Ada Student"
+    email: str | None = "ada.student@lms.example"
+    roles: list[str] = field(default_factory=lambda: list(STUDENT))
+    deployment_id: str = "deployment-1"
+    problem: str | None = "remat_sin_sin"
+    target_link_uri: str | None = None
+    resource_link_id: str = "link-1"
+    context_id: str = "course-42"
+    ags: dict[str, Any] | None = None
+    message_type: str = "LtiResourceLinkRequest"
+    version: str = "1.3.0"
+    aud: Any = None
+    azp: str | None = None
+    exp_in_s: float = 300
+    iat_offset_s: float = 0
+    key: str = "platform"
+    nonce: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class _FormParser(HTMLParser):
+    """The first form of a page: its action and its inputs' names and values."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.action: str | None = None
+        self.fields: dict[str, str] = {}
+        self._in_form = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "form" and self.action is None:
+            self.action, self._in_form = a.get("action") or "", True
+        elif tag == "input" and self._in_form and a.get("name"):
+            self.fields[a["name"] or ""] = a.get("value") or ""
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "form":
+            self._in_form = False
+
+
+def parse_form(page: str) -> tuple[str, dict[str, str]]:
+    """(action, fields) of the first form in `page`. Raises AssertionError when there is none."""
+    parser = _FormParser()
+    parser.feed(page)
+    assert parser.action is not None, f"no form in: {page[:500]}"
+    return parser.action, parser.fields
+
+
+class Platform:
+    """A simulated LTI 1.3 platform on 127.0.0.1 (see the module docstring).
+
+    Attributes:
+        url: its base URL; `issuer` is the same unless given.
+        client_id: the client id it gave the tool.
+        redirect_uris: the tool's registered redirect URIs (the tool's `/lti/launch`).
+        launch: what the next id_tokens carry.
+    """
+
+    def __init__(self, *, client_id: str = "judge-client", issuer: str | None = None):
+        self.key, self.kid = new_key(), "platform-key-1"
+        self.other_key = new_key()
+        self.client_id = client_id
+        self.redirect_uris: list[str] = []
+        self.launch = LaunchSpec()
+        self.auth_requests: list[dict[str, str]] = []
+        self.issued: list[str] = []
+        self.jwks_fetches = 0
+        self.routes: dict[tuple[str, str], Callable[[BaseHTTPRequestHandler, dict[str, str]], None]] = {
+            ("GET", "/jwks"): self._jwks, ("GET", "/auth"): self._auth, ("GET", "/course"): self._course}
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _dispatch(self, method: str) -> None:
+                parts = urlsplit(self.path)
+                params = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+                if method == "POST":
+                    body = self.rfile.read(int(self.headers.get("content-length", 0))).decode()
+                    params.update({k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()})
+                handler = owner.routes.get((method, parts.path))
+                if handler is None:
+                    owner.reply(self, 404, "not found")
+                else:
+                    handler(self, params)
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                self._dispatch("GET")
+
+            def do_POST(self) -> None:  # noqa: N802
+                self._dispatch("POST")
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.issuer = issuer or self.url
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    # -- what a tool registers ------------------------------------------------------------------
+
+    def register_args(self, *deployment_ids: str) -> list[str]:
+        """The `remat-judge lti register` arguments for this platform."""
+        args = ["lti", "register", "--issuer", self.issuer, "--client-id", self.client_id,
+                "--auth-login-url", f"{self.url}/auth", "--auth-token-url", f"{self.url}/token",
+                "--keyset-url", f"{self.url}/jwks"]
+        for deployment_id in deployment_ids or ("deployment-1",):
+            args += ["--deployment-id", deployment_id]
+        return args
+
+    # -- HTTP ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def reply(handler: BaseHTTPRequestHandler, code: int, body: str, content_type: str = "text/plain") -> None:
+        data = body.encode()
+        handler.send_response(code)
+        handler.send_header("content-type", content_type)
+        handler.send_header("content-length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+
+    def _jwks(self, handler: BaseHTTPRequestHandler, _: dict[str, str]) -> None:
+        self.jwks_fetches += 1
+        self.reply(handler, 200, json.dumps({"keys": [public_jwk(self.key, self.kid)]}), "application/json")
+
+    def _auth(self, handler: BaseHTTPRequestHandler, params: dict[str, str]) -> None:
+        """The OIDC authorization endpoint: checks the request, answers with a form_post."""
+        self.auth_requests.append(params)
+        expected = {"scope": "openid", "response_type": "id_token", "response_mode": "form_post", "prompt": "none",
+                    "client_id": self.client_id}
+        wrong = [k for k, v in expected.items() if params.get(k) != v]
+        if params.get("redirect_uri") not in self.redirect_uris:
+            wrong.append("redirect_uri")
+        if not params.get("state") or not params.get("nonce") or not params.get("login_hint"):
+            wrong.append("state/nonce/login_hint")
+        if wrong:
+            self.reply(handler, 400, f"invalid authentication request: {', '.join(wrong)}")
+            return
+        token = self.id_token(params["nonce"])
+        self.reply(handler, 200, self.form_post(params["redirect_uri"], token, params["state"]), "text/html")
+
+    def _course(self, handler: BaseHTTPRequestHandler, params: dict[str, str]) -> None:
+        """A course page that embeds the tool's login initiation (`?login=<URL>`) in an iframe, as
+        an LMS shows an activity."""
+        self.reply(handler, 200, f'<!doctype html><html><body><h1>JAX course</h1>'
+                                 f'<iframe id="tool" src="{html.escape(params.get("login", ""))}" '
+                                 f'width="1000" height="700"></iframe></body></html>', "text/html")
+
+    @staticmethod
+    def form_post(action: str, id_token: str, state: str) -> str:
+        """The auto-submitting page of a form_post response."""
+        return (f'<!doctype html><html><body onload="document.forms[0].submit()">'
+                f'<form method="post" action="{html.escape(action)}">'
+                f'<input type="hidden" name="id_token" value="{html.escape(id_token)}">'
+                f'<input type="hidden" name="state" value="{html.escape(state)}">'
+                f'<noscript><button type="submit">Continue</button></noscript></form></body></html>')
+
+    # -- tokens -------------------------------------------------------------------------------
+
+    def claims(self, nonce: str, spec: LaunchSpec | None = None, *, target_link_uri: str | None = None) -> dict:
+        """The claims of a resource link launch as `spec` (default: `self.launch`) says."""
+        s = spec or self.launch
+        now = time.time()
+        claims: dict[str, Any] = {
+            "iss": self.issuer, "aud": self.client_id if s.aud is None else s.aud, "sub": s.sub,
+            "iat": int(now + s.iat_offset_s), "exp": int(now + s.exp_in_s), "nonce": s.nonce or nonce,
+            LTI + "message_type": s.message_type, LTI + "version": s.version,
+            LTI + "deployment_id": s.deployment_id,
+            LTI + "target_link_uri": s.target_link_uri or target_link_uri or "http://tool.invalid/lti/launch",
+            LTI + "resource_link": {"id": s.resource_link_id, "title": "Checkpoint exercise"},
+            LTI + "roles": list(s.roles),
+            LTI + "context": {"id": s.context_id, "title": "JAX course"},
+        }
+        if s.azp is not None:
+            claims["azp"] = s.azp
+        if s.name:
+            claims["name"] = s.name
+        if s.email:
+            claims["email"] = s.email
+        if s.problem is not None:
+            claims[LTI + "custom"] = {"problem": s.problem}
+        if s.ags is not None:
+            claims[AGS] = s.ags
+        claims.update(s.extra)
+        return claims
+
+    def sign(self, claims: dict, *, key: str = "platform", alg: str = "RS256", kid: str | None = None) -> str:
+        """`claims` signed with the platform's key ("platform") or one it does not publish ("other")."""
+        private = self.key if key == "platform" else self.other_key
+        return jwt.encode(claims, private, algorithm=alg, headers={"kid": kid or self.kid})
+
+    def id_token(self, nonce: str, spec: LaunchSpec | None = None, *, target_link_uri: str | None = None) -> str:
+        s = spec or self.launch
+        token = self.sign(self.claims(nonce, s, target_link_uri=target_link_uri), key=s.key)
+        self.issued.append(token)
+        return token
+
+    def with_launch(self, **changes: Any) -> LaunchSpec:
+        """Sets the next launches' spec to the default with `changes`; returns it."""
+        self.launch = replace(LaunchSpec(), **changes)
+        return self.launch
+
+
+@dataclass
+class Outcome:
+    """Where a browser's launch ended: the last response, and the launch form it posted."""
+
+    response: httpx.Response
+    form: dict[str, str] = field(default_factory=dict)
+    action: str = ""
+
+
+class Browser:
+    """A browser in tests: an httpx client with a cookie jar (cookies of 127.0.0.1 are shared by
+    the tool and the platform, as a browser shares them across ports of one site)."""
+
+    def __init__(self, tool_url: str):
+        self.tool_url = tool_url
+        self.client = httpx.Client(timeout=60, follow_redirects=True)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def login(self, platform: Platform, *, method: str = "GET", target_link_uri: str | None = None,
+              login_hint: str = "hint-1", deployment_id: str | None = "deployment-1",
+              message_hint: str = "msg-1", client_id: str | None = None) -> httpx.Response:
+        """Starts the OIDC login at the tool as the platform would (a GET link or a POST form) and
+        follows redirects up to the platform's auto-submitting page (or the tool's refusal)."""
+        params = {"iss": platform.issuer, "login_hint": login_hint, "lti_message_hint": message_hint,
+                  "target_link_uri": target_link_uri or f"{self.tool_url}/lti/launch",
+                  "client_id": platform.client_id if client_id is None else client_id}
+        if deployment_id is not None:
+            params["lti_deployment_id"] = deployment_id
+        if method == "GET":
+            return self.client.get(f"{self.tool_url}/lti/login?{urlencode(params)}")
+        return self.client.post(f"{self.tool_url}/lti/login", data=params)
+
+    def submit_form(self, page: httpx.Response) -> Outcome:
+        """POSTs the first form of `page` to its action (what onload="submit()" does)."""
+        action, fields = parse_form(page.text)
+        return Outcome(self.client.post(action, data=fields, headers={"accept": "text/html"}), fields, action)
+
+    def launch(self, platform: Platform, **login: Any) -> Outcome:
+        """A whole launch: login initiation, the platform's form_post, the tool's answer (redirects
+        followed)."""
+        page = self.login(platform, **login)
+        assert page.status_code == 200 and page.url.host == "127.0.0.1" and str(page.url).startswith(platform.url), \
+            (page.status_code, str(page.url), page.text[:500])
+        return self.submit_form(page)
+
+    def signed_in(self) -> bool:
+        """Whether the tool has a session for this browser (`/me` answers 200, not a redirect to sign in)."""
+        return self.client.get(f"{self.tool_url}/me", follow_redirects=False).status_code == 200
+
+
+def random_hint() -> str:
+    return secrets.token_hex(4)
