@@ -41,6 +41,8 @@ from jwt.algorithms import RSAAlgorithm
 
 LTI = "https://purl.imsglobal.org/spec/lti/claim/"
 AGS = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
+DL = "https://purl.imsglobal.org/spec/lti-dl/claim/"
+DEEP_LINKING_SETTINGS = DL + "deep_linking_settings"
 LIS = "http://purl.imsglobal.org/vocab/lis/v2/"
 STUDENT = [LIS + "membership#Learner"]
 INSTRUCTOR = [LIS + "membership#Instructor"]
@@ -70,6 +72,8 @@ class LaunchSpec:
         exp_in_s, iat_offset_s: expiry and issue time relative to now, seconds.
         key: "platform" (its published key), or "other" (a key it does not publish, same kid).
         nonce: a fixed nonce instead of the request's (None: the request's).
+        deep_linking: the deep_linking_settings claim (None: none); an LtiDeepLinkingRequest
+            carries no resource_link claim (see `Platform.with_deep_linking`).
         extra: more claims.
     """
 
@@ -91,21 +95,23 @@ class LaunchSpec:
     iat_offset_s: float = 0
     key: str = "platform"
     nonce: str | None = None
+    deep_linking: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 class _FormParser(HTMLParser):
     """The first form of a page: its action and its inputs' names and values."""
 
-    def __init__(self) -> None:
+    def __init__(self, form_id: str | None = None) -> None:
         super().__init__()
+        self.form_id = form_id
         self.action: str | None = None
         self.fields: dict[str, str] = {}
         self._in_form = False
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
-        if tag == "form" and self.action is None:
+        if tag == "form" and self.action is None and (self.form_id is None or a.get("id") == self.form_id):
             self.action, self._in_form = a.get("action") or "", True
         elif tag == "input" and self._in_form and a.get("name"):
             self.fields[a["name"] or ""] = a.get("value") or ""
@@ -115,9 +121,10 @@ class _FormParser(HTMLParser):
             self._in_form = False
 
 
-def parse_form(page: str) -> tuple[str, dict[str, str]]:
-    """(action, fields) of the first form in `page`. Raises AssertionError when there is none."""
-    parser = _FormParser()
+def parse_form(page: str, form_id: str | None = None) -> tuple[str, dict[str, str]]:
+    """(action, fields) of the first form in `page` (the one with id `form_id` when given).
+    Raises AssertionError when there is none."""
+    parser = _FormParser(form_id)
     parser.feed(page)
     assert parser.action is not None, f"no form in: {page[:500]}"
     return parser.action, parser.fields
@@ -142,8 +149,12 @@ class Platform:
         self.auth_requests: list[dict[str, str]] = []
         self.issued: list[str] = []
         self.jwks_fetches = 0
+        self.tool_jwks_url: str | None = None  # where deep linking responses are verified
+        self.deep_link_responses: list[str] = []  # every JWT posted to the deep_link_return_url
+        self.deep_link_claims: list[dict[str, Any]] = []  # those that verified against tool_jwks_url
         self.routes: dict[tuple[str, str], Callable[[BaseHTTPRequestHandler, dict[str, str]], None]] = {
-            ("GET", "/jwks"): self._jwks, ("GET", "/auth"): self._auth, ("GET", "/course"): self._course}
+            ("GET", "/jwks"): self._jwks, ("GET", "/auth"): self._auth, ("GET", "/course"): self._course,
+            ("POST", "/deep-link-return"): self._deep_link_return}
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -226,6 +237,26 @@ class Platform:
                                  f'<iframe id="tool" src="{html.escape(params.get("login", ""))}" '
                                  f'width="1000" height="700"></iframe></body></html>', "text/html")
 
+    @property
+    def deep_link_return_url(self) -> str:
+        return f"{self.url}/deep-link-return"
+
+    def _deep_link_return(self, handler: BaseHTTPRequestHandler, params: dict[str, str]) -> None:
+        """The deep_link_return_url: records the tool's `JWT` and verifies it (signature against
+        `tool_jwks_url` with PyJWT, RS256, aud = this issuer, iss = the client id, exp/iat)."""
+        token = params.get("JWT", "")
+        self.deep_link_responses.append(token)
+        try:
+            assert self.tool_jwks_url, "tool_jwks_url is not set"
+            key = jwt.PyJWKClient(self.tool_jwks_url, cache_keys=False).get_signing_key_from_jwt(token)
+            claims = jwt.decode(token, key.key, algorithms=["RS256"], audience=self.issuer, issuer=self.client_id,
+                                options={"require": ["iss", "aud", "exp", "iat", "nonce"]})
+        except Exception as exc:  # noqa: BLE001 - the test reads the reason
+            self.reply(handler, 400, f"invalid deep linking response: {exc!r}")
+            return
+        self.deep_link_claims.append(claims)
+        self.reply(handler, 200, "<!doctype html><p>Content added to the course.</p>", "text/html")
+
     @staticmethod
     def form_post(action: str, id_token: str, state: str) -> str:
         """The auto-submitting page of a form_post response."""
@@ -247,10 +278,13 @@ class Platform:
             LTI + "message_type": s.message_type, LTI + "version": s.version,
             LTI + "deployment_id": s.deployment_id,
             LTI + "target_link_uri": s.target_link_uri or target_link_uri or "http://tool.invalid/lti/launch",
-            LTI + "resource_link": {"id": s.resource_link_id, "title": "Checkpoint exercise"},
             LTI + "roles": list(s.roles),
             LTI + "context": {"id": s.context_id, "title": "JAX course"},
         }
+        if s.message_type != "LtiDeepLinkingRequest":
+            claims[LTI + "resource_link"] = {"id": s.resource_link_id, "title": "Checkpoint exercise"}
+        if s.deep_linking is not None:
+            claims[DEEP_LINKING_SETTINGS] = s.deep_linking
         if s.azp is not None:
             claims["azp"] = s.azp
         if s.name:
@@ -279,6 +313,20 @@ class Platform:
         """Sets the next launches' spec to the default with `changes`; returns it."""
         self.launch = replace(LaunchSpec(), **changes)
         return self.launch
+
+    def with_deep_linking(self, *, data: str | None = "opaque-platform-data", **changes: Any) -> LaunchSpec:
+        """Sets the next launches to an instructor's `LtiDeepLinkingRequest` returning to this
+        platform's deep_link_return_url (`changes` override the spec, e.g. roles or deep_linking)."""
+        settings: dict[str, Any] = {"deep_link_return_url": self.deep_link_return_url,
+                                    "accept_types": ["ltiResourceLink", "link"],
+                                    "accept_presentation_document_targets": ["iframe", "window"],
+                                    "accept_multiple": False, "auto_create": True}
+        if data is not None:
+            settings["data"] = data
+        spec = {"sub": "teacher-1", "name": "Grace Teacher", "email": "grace.teacher@lms.example",
+                "roles": list(INSTRUCTOR), "problem": None, "message_type": "LtiDeepLinkingRequest",
+                "deep_linking": settings, **changes}
+        return self.with_launch(**spec)
 
 
 @dataclass

@@ -30,6 +30,8 @@ CLAIM_CONTEXT = LTI + "context"
 CLAIM_CUSTOM = LTI + "custom"
 CLAIM_AGS_ENDPOINT = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
 RESOURCE_LINK_REQUEST = "LtiResourceLinkRequest"
+DEEP_LINKING_REQUEST = "LtiDeepLinkingRequest"   # Deep Linking 2.0, 4.4
+CLAIM_DEEP_LINKING_SETTINGS = "https://purl.imsglobal.org/spec/lti-dl/claim/deep_linking_settings"
 LTI_VERSION = "1.3.0"
 ALGORITHM = "RS256"      # the only algorithm accepted (Security Framework 5.1.3 step 6; 6.1)
 LEEWAY_S = 30            # clock skew allowed on exp and iat, seconds
@@ -166,7 +168,8 @@ class JwksCache:
 
 
 def verify_id_token(id_token: str, *, issuer: str, client_id: str, deployment_ids: tuple[str, ...],
-                    expected_nonce: str, key_for: Callable[[str], Any], leeway_s: float = LEEWAY_S) -> dict[str, Any]:
+                    expected_nonce: str, key_for: Callable[[str], Any], leeway_s: float = LEEWAY_S,
+                    message_types: tuple[str, ...] = (RESOURCE_LINK_REQUEST,)) -> dict[str, Any]:
     """Verifies a launch's id_token (Security Framework 5.1.3) and returns its claims.
 
     Args:
@@ -174,6 +177,9 @@ def verify_id_token(id_token: str, *, issuer: str, client_id: str, deployment_id
         expected_nonce: the nonce sent with this launch's login initiation.
         key_for: the platform's public key for a `kid` (raises LaunchError when unknown).
         leeway_s: clock skew allowed on exp and iat, seconds.
+        message_types: the LTI message types accepted (a resource link launch by default; the
+            launch route also accepts `LtiDeepLinkingRequest`, whose own claims
+            `server.lti.deep_linking.settings_of` checks: it has no resource link claim).
 
     Raises:
         LaunchError(400): not a JWT; LaunchError(403): anything that fails a check.
@@ -220,13 +226,15 @@ def verify_id_token(id_token: str, *, issuer: str, client_id: str, deployment_id
         raise LaunchError(403, "The launch names no user (sub): anonymous launches are not supported.")
     if claims.get(CLAIM_VERSION) != LTI_VERSION:  # LTI 1.3 Core 5.3.2
         raise LaunchError(403, f"The launch is LTI version {claims.get(CLAIM_VERSION)!r}; this judge speaks 1.3.0.")
-    if claims.get(CLAIM_MESSAGE_TYPE) != RESOURCE_LINK_REQUEST:  # LTI 1.3 Core 5.3.1
-        raise LaunchError(403, f"The launch is a {claims.get(CLAIM_MESSAGE_TYPE)!r} message; this judge accepts "
-                               f"{RESOURCE_LINK_REQUEST} only.")
+    message_type = claims.get(CLAIM_MESSAGE_TYPE)
+    if message_type not in message_types:  # LTI 1.3 Core 5.3.1
+        raise LaunchError(403, f"The launch is a {message_type!r} message; this judge accepts "
+                               f"{' and '.join(message_types)} only.")
     if claims.get(CLAIM_DEPLOYMENT_ID) not in deployment_ids:  # LTI 1.3 Core 5.3.3
         raise LaunchError(403, "The launch came from a deployment of the tool that is not registered with this judge.")
     link = claims.get(CLAIM_RESOURCE_LINK)
-    if not isinstance(link, dict) or not isinstance(link.get("id"), str) or not link["id"]:  # Core 5.3.5
+    if message_type == RESOURCE_LINK_REQUEST and (  # Core 5.3.5
+            not isinstance(link, dict) or not isinstance(link.get("id"), str) or not link["id"]):
         raise LaunchError(403, "The launch names no resource link.")
     if not isinstance(claims.get(CLAIM_ROLES), list):  # Core 5.3.7 (may be empty)
         raise LaunchError(403, "The launch carries no roles claim.")

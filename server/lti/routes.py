@@ -20,6 +20,9 @@ Flow (IMS Security Framework 5.1.1, LTI 1.3 Core 4):
    browser keeps our cookies), uses the token and opens the problem; otherwise (third-party
    cookies blocked) shows a link that opens `/lti/open?token=...` in a new window, where the
    token is exchanged for a session once.
+4. Deep linking (`server/lti/deep_linking.py`): a verified `LtiDeepLinkingRequest` at
+   `/lti/launch` from an instructor shows the problem list; `POST /lti/deep-linking` answers the
+   platform's deep_link_return_url with the signed `LtiDeepLinkingResponse`.
 
 Cookies. The launch is a cross-site POST from the platform, so a `SameSite=Lax` cookie is not
 sent with it. The state-binding cookie is therefore `SameSite=None; Secure` when the deployment
@@ -50,8 +53,11 @@ from fastapi.templating import Jinja2Templates
 from sqlalchemy.engine import Engine
 
 from graders.problem import ProblemError
+from server.db import Role
+from server.lti import deep_linking
 from server.lti.keys import ToolKey, load_or_create
-from server.lti.launch import LEEWAY_S, JwksCache, LaunchError, launch_of, verify_id_token
+from server.lti.launch import (CLAIM_MESSAGE_TYPE, CLAIM_ROLES, DEEP_LINKING_REQUEST, LEEWAY_S,
+                               RESOURCE_LINK_REQUEST, JwksCache, LaunchError, launch_of, role_for, verify_id_token)
 from server.lti.models import LAUNCH_TOKEN_TTL_S, LOGIN_TTL_S, LtiStore, PlatformView, sha256_hex
 from server.settings import Settings
 from server.web.auth import csrf_token, current_user, sign_in
@@ -266,10 +272,15 @@ def launch(request: Request, id_token: Annotated[str, Form()] = "", state: Annot
             raise LaunchError(403, "This platform's registration was removed.")
         claims = verify_id_token(id_token, issuer=platform.issuer, client_id=platform.client_id,
                                  deployment_ids=platform.deployment_ids, expected_nonce=nonce,
-                                 key_for=lambda kid: service.jwks.key(platform.keyset_url, kid))
+                                 key_for=lambda kid: service.jwks.key(platform.keyset_url, kid),
+                                 message_types=(RESOURCE_LINK_REQUEST, DEEP_LINKING_REQUEST))
         until = datetime.fromtimestamp(int(claims["exp"]), timezone.utc) + timedelta(seconds=LEEWAY_S)
         if not service.store.use_nonce(platform.issuer, claims["nonce"], until=until):
             raise LaunchError(403, "This launch was used already (its nonce was seen before).")
+        if claims[CLAIM_MESSAGE_TYPE] == DEEP_LINKING_REQUEST:
+            response = _deep_linking_request(request, service, platform, claims)
+            response.delete_cookie(state_cookie_name(state), path="/lti/launch")
+            return response
         verified = launch_of(claims)
         try:
             request.app.state.services.problems.get(verified.problem)
@@ -322,3 +333,75 @@ def open_in_window(request: Request, token: str = "") -> Response:
                                                   "activity again from the course."))
     sign_in(request, user)
     return RedirectResponse(found[1], status_code=303, headers=NO_STORE)
+
+
+# --- deep linking (Deep Linking 2.0; see server/lti/deep_linking.py) -------------------------------
+
+def _deep_linking_request(request: Request, service: LtiService, platform: PlatformView,
+                          claims: dict[str, Any]) -> Response:
+    """A verified `LtiDeepLinkingRequest`: an instructor is signed in and sees the problem list.
+
+    Raises:
+        LaunchError(400): the deep_linking_settings claim is missing or unusable;
+            LaunchError(403): the user is not an instructor (nobody is signed in).
+    """
+    settings = deep_linking.settings_of(claims)
+    if role_for(claims[CLAIM_ROLES]) != Role.INSTRUCTOR:
+        raise LaunchError(403, "Only instructors can add the judge's problems to a course.")
+    name = claims.get("name") or " ".join(p for p in (claims.get("given_name"), claims.get("family_name"))
+                                           if isinstance(p, str) and p) or None
+    email = claims.get("email") if isinstance(claims.get("email"), str) else None
+    user = service.store.account_for(issuer=claims["iss"], sub=claims["sub"],
+                                     name=name if isinstance(name, str) else None, email=email or None,
+                                     role=Role.INSTRUCTOR)
+    sign_in(request, user)
+    form_csrf = secrets.token_urlsafe(32)
+    context = deep_linking.make_context(service.key, platform_id=platform.id,
+                                        deployment_id=claims[deep_linking.CLAIM_DEPLOYMENT_ID], settings=settings,
+                                        user_id=user.id, csrf=form_csrf)
+    problems = sorted(request.app.state.services.problems.all(), key=lambda p: (p.spec.title, p.spec.slug))
+    response = _page(request, "lti_deep_linking.html", problems=problems, context=context, form_csrf=form_csrf)
+    response.set_cookie(deep_linking.cookie_name(form_csrf), form_csrf, max_age=deep_linking.CONTEXT_TTL_S,
+                        path=deep_linking.COOKIE_PATH, httponly=True, secure=service.cookie_secure,
+                        samesite="none" if service.cookie_secure else "lax")
+    return response
+
+
+@router.post("/deep-linking")
+def deep_linking_pick(request: Request, context: Annotated[str, Form()] = "", csrf: Annotated[str, Form()] = "",
+                      problem: Annotated[str, Form()] = "") -> Response:
+    """The instructor's pick: answers the platform with an auto-submitting form POST of the
+    `LtiDeepLinkingResponse` JWT to its deep_link_return_url. 403 for a wrong CSRF token, a
+    context of another session or user, expired or used already; 404 for an unknown problem."""
+    service = _service(request)
+    try:
+        if not csrf:
+            raise LaunchError(403, "The form did not come from the judge's problem list; open the deep linking "
+                                   "dialog again from the course.")
+        claims = deep_linking.read_context(service.key, context, csrf=csrf,
+                                           cookie=request.cookies.get(deep_linking.cookie_name(csrf)))
+        user = service.store.users.get(int(claims["uid"]))
+        if user is None or user.role != "instructor":
+            raise LaunchError(403, "Only instructors can add the judge's problems to a course.")
+        platform = service.store.platform_by_id(int(claims["platform"]))
+        if platform is None:
+            raise LaunchError(403, "This platform's registration was removed.")
+        if claims["deployment"] not in platform.deployment_ids:
+            raise LaunchError(403, "This deployment of the tool is no longer registered with the judge.")
+        try:
+            found = request.app.state.services.problems.get(problem)
+        except (KeyError, ProblemError):
+            raise LaunchError(404, f"The judge has no problem {problem!r}.") from None
+        if not service.store.use_nonce(platform.issuer, "deep-linking:" + str(claims["jti"]),
+                                       until=deep_linking.spend_until(claims)):
+            raise LaunchError(403, "This problem list was used already; open the deep linking dialog again from "
+                                   "the course.")
+    except LaunchError as error:
+        return _refused(request, error)
+    token = deep_linking.response_jwt(service.key, client_id=platform.client_id, issuer=platform.issuer,
+                                      deployment_id=claims["deployment"], data=claims.get("data"),
+                                      title=found.spec.title, slug=found.spec.slug, base_url=service.base_url(request))
+    response = _page(request, "lti_deep_linking.html", return_url=claims["return_url"], jwt=token,
+                     title=found.spec.title)
+    response.delete_cookie(deep_linking.cookie_name(csrf), path=deep_linking.COOKIE_PATH)
+    return response

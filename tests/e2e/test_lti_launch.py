@@ -183,7 +183,7 @@ REFUSALS = {
     "audience-list-without-azp": (dict(aud=["judge-client", "another-tool"]), 403, "authorized party"),
     "unknown-deployment": (dict(deployment_id="deployment-9"), 403, "deployment"),
     "foreign-nonce": (dict(nonce="a-nonce-this-login-never-made"), 403, "nonce"),
-    "wrong-message-type": (dict(message_type="LtiDeepLinkingRequest"), 403, "LtiResourceLinkRequest"),
+    "wrong-message-type": (dict(message_type="LtiSubmissionReviewRequest"), 403, "LtiResourceLinkRequest"),
     "wrong-version": (dict(version="1.1"), 403, "version"),
     "unknown-problem": (dict(problem="no_such_problem"), 404, "does not have"),
 }
