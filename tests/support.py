@@ -41,8 +41,8 @@ def start_cli(args: list[str], env: dict[str, str], log: Path, *, ready_url: str
     import time
 
     cli = str(Path(sys.executable).parent / "remat-judge")
-    proc = subprocess.Popen([cli, *args], stdout=log.open("ab"), stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True)
+    with log.open("ab") as out:  # the child has its own copy of the descriptor
+        proc = subprocess.Popen([cli, *args], stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert proc.poll() is None, log.read_text()[-3000:]
