@@ -1,0 +1,444 @@
+"""LTI Assignment and Grade Services 2.0 client: access tokens and score passback.
+
+Not wired into grading yet. Pieces:
+
+- `access_token`: OAuth 2.0 client credentials with a JWT client assertion (RFC 7523; IMS
+  Security Framework 4.1): the assertion is signed RS256 by the tool key, iss = sub = client id,
+  aud = the platform's `token_audience` when registered (D2L), else its token URL; iat, exp
+  (+5 min), a unique jti. Tokens are cached per (platform, scopes) until shortly before their
+  `expires_in`.
+- `post_score`: one POST of a `Score` to `<lineitem>/scores` (inserted before the query string:
+  AGS 2.0 section 3.4; Moodle's line items carry `?type_id=`) as
+  `application/vnd.ims.lis.v1.score+json`, classified as a `Delivery`: 2xx delivered; 401 the
+  token was refused (`token_refused`: fetch a new one once, `send_score` does); 400, 409 and other
+  4xx not retried, reported with the platform's message; 408, 429, 5xx, connection errors and
+  time-outs retried (backoff is the caller's, `server.callbacks.backoff_s`).
+- `send_score`: token + post, refetching the token once after a 401.
+- Ordering: `next_timestamp` (a score's timestamp is strictly newer, in whole seconds, than the
+  last one sent for the same user and line item: Moodle answers 409 otherwise) and
+  `score_to_send` (the assignment's rule: best by default, or last). Both pure.
+
+Host safety (compare `server.callbacks`): platform URLs (token URL) are registered by an
+administrator with `remat-judge lti register`, and line item URLs come from the platform-signed
+id_token, so no allow-list of prefixes is asked for. What is kept: http(s) only, no userinfo, the
+host looked up once and the request pinned to the checked address (no DNS rebinding), environment
+proxies ignored, redirects never followed (a bearer token is never re-sent elsewhere), answers read
+up to `MAX_RESPONSE_BYTES`, timeouts on every operation. Special addresses (loopback, private,
+link-local such as 169.254.169.254, ...; `server.callbacks.special_address`) are refused unless
+they fall in `allow_networks`: a campus Moodle on a private network is legitimate, so an operator
+lists its network (e.g. "10.0.0.0/8"); cloud metadata stays unreachable unless named.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import secrets
+import socket
+import ssl
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Iterable, Protocol
+from urllib.parse import urlencode
+
+import httpx
+
+from server.callbacks import CallbackRefused, _default_ssl_context, _describe, _excerpt, _parse, special_address
+from server.lti.keys import ToolKey
+
+SCOPE_SCORE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
+SCOPE_LINEITEM = "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem"
+SCOPE_RESULT_READONLY = "https://purl.imsglobal.org/spec/lti-ags/scope/result.readonly"
+SCORE_CONTENT_TYPE = "application/vnd.ims.lis.v1.score+json"
+CLIENT_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+CANVAS_SUBMISSION_CLAIM = "https://canvas.instructure.com/lti/submission"
+ASSERTION_TTL_S = 300
+USER_AGENT = "remat-judge-lti/1"
+MAX_RESPONSE_BYTES = 64 * 1024
+RULE_BEST, RULE_LAST = "best", "last"
+
+
+class Platform(Protocol):
+    """What is used of a registered platform (`PlatformView` or `LtiPlatform`)."""
+
+    issuer: str
+    client_id: str
+    auth_token_url: str
+    token_audience: str | None
+
+
+class AgsRefused(Exception):
+    """A URL that is not called (scheme, userinfo, special address outside `allow_networks`, no
+    such host). Never worth retrying."""
+
+
+class TokenError(Exception):
+    """No access token. `retry`: worth trying later (time-out, connection error, 5xx)."""
+
+    def __init__(self, message: str, *, retry: bool, status_code: int | None = None):
+        super().__init__(message)
+        self.retry, self.status_code = retry, status_code
+
+
+@dataclass(frozen=True)
+class Score:
+    """One score for one user on one line item.
+
+    Attributes:
+        user_id: the platform's user id (the launch's `sub`).
+        score_given, score_maximum: points (score_maximum > 0).
+        timestamp: when the score was produced, timezone-aware (use `next_timestamp`).
+        submitted_at: when the student submitted (Canvas's submission claim); None: not sent.
+        comment: shown to the student by some platforms; None: not sent.
+    """
+
+    user_id: str
+    score_given: float
+    score_maximum: float
+    timestamp: datetime
+    submitted_at: datetime | None = None
+    comment: str | None = None
+
+
+@dataclass
+class Delivery:
+    """The outcome of one score POST.
+
+    Attributes:
+        status_code: the platform's status; None without an answer.
+        delivered: 2xx. retry: worth retrying later (408, 429, 5xx, connection errors, time-outs).
+        token_refused: 401: fetch a new token and try once more.
+        error: why not delivered, short (with the platform's message for 4xx); None when delivered.
+    """
+
+    status_code: int | None
+    delivered: bool
+    retry: bool
+    error: str | None
+    token_refused: bool = False
+
+
+# --- pure rules ------------------------------------------------------------------------------
+
+def iso_ms(moment: datetime) -> str:
+    """ISO 8601 in UTC with milliseconds and an explicit zone: 2026-11-23T21:30:00.123+00:00.
+
+    Raises:
+        ValueError: a naive datetime (its zone would be a guess).
+    """
+    if moment.tzinfo is None:
+        raise ValueError("a timezone-aware datetime is required")
+    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _whole_second(moment: datetime) -> datetime:
+    return moment.replace(microsecond=0)
+
+
+def next_timestamp(verdict_time: datetime, last_sent: datetime | None) -> datetime:
+    """The timestamp of the next score for one (user, line item).
+
+    `verdict_time` itself when its whole second is after `last_sent`'s (None: nothing sent yet);
+    otherwise `last_sent`'s whole second + 1 s. So the timestamps sent are strictly increasing in
+    whole seconds (Moodle keeps the stored grade unless the new timestamp's second is later; it
+    answers 409). A burst of verdicts within one second runs ahead of the clock by at most the
+    burst's length in seconds. Both arguments timezone-aware; the result is in UTC.
+    """
+    if verdict_time.tzinfo is None or (last_sent is not None and last_sent.tzinfo is None):
+        raise ValueError("timezone-aware datetimes are required")
+    verdict_time = verdict_time.astimezone(timezone.utc)
+    if last_sent is None:
+        return verdict_time
+    floor = _whole_second(last_sent.astimezone(timezone.utc))
+    if _whole_second(verdict_time) > floor:
+        return verdict_time
+    return floor + timedelta(seconds=1)
+
+
+def score_to_send(rule: str, previous_best: float | None, new_score: float) -> float:
+    """The score to pass back after a new verdict worth `new_score`.
+
+    "best" (the default rule): the best of `previous_best` (None: no earlier verdict) and
+    `new_score`, so a worse later attempt never lowers the gradebook. "last": `new_score`.
+    The caller may skip sending when this equals the score last sent.
+
+    Raises:
+        ValueError: an unknown rule.
+    """
+    if rule == RULE_LAST:
+        return new_score
+    if rule == RULE_BEST:
+        return new_score if previous_best is None else max(previous_best, new_score)
+    raise ValueError(f"unknown grading rule {rule!r} (best or last)")
+
+
+def scores_url(lineitem_url: str) -> str:
+    """`<line item path>/scores`, the query string kept (AGS 2.0 section 3.4):
+    `https://m/mod/lti/services.php/2/lineitems/7/lineitem?type_id=1` ->
+    `https://m/mod/lti/services.php/2/lineitems/7/lineitem/scores?type_id=1`."""
+    base = lineitem_url.partition("#")[0]
+    path, query_mark, query = base.partition("?")
+    return f"{path.rstrip('/')}/scores{query_mark}{query}"
+
+
+def score_body(score: Score) -> dict:
+    """The score JSON (AGS 2.0 section 3.4.6)."""
+    body: dict = {
+        "userId": score.user_id,
+        "scoreGiven": score.score_given,
+        "scoreMaximum": score.score_maximum,
+        "activityProgress": "Completed",
+        "gradingProgress": "FullyGraded",
+        "timestamp": iso_ms(score.timestamp),
+    }
+    if score.comment:
+        body["comment"] = score.comment
+    if score.submitted_at is not None:
+        body[CANVAS_SUBMISSION_CLAIM] = {"submittedAt": iso_ms(score.submitted_at)}
+    return body
+
+
+def client_assertion(platform: Platform, key: ToolKey, *, now: float | None = None) -> str:
+    """The RFC 7523 client assertion for `platform`'s token endpoint (Security Framework 4.1)."""
+    issued = int(time.time() if now is None else now)
+    return key.sign({
+        "iss": platform.client_id,
+        "sub": platform.client_id,
+        "aud": platform.token_audience or platform.auth_token_url,
+        "iat": issued,
+        "exp": issued + ASSERTION_TTL_S,
+        "jti": secrets.token_urlsafe(24),
+    })
+
+
+# --- HTTP ------------------------------------------------------------------------------------
+
+@dataclass
+class _Answer:
+    status_code: int
+    body: bytes
+    headers: httpx.Headers
+
+
+def _message(raw: bytes) -> str:
+    """The platform's message in an error answer: a JSON `message`/`error_description`/`error`/
+    `reason`, else an excerpt of the body."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        data = None
+    if isinstance(data, dict):
+        for name in ("message", "error_description", "error", "reason", "detail"):
+            if isinstance(data.get(name), str) and data[name]:
+                return _excerpt(data[name].encode("utf-8", "replace"))
+    return _excerpt(raw)
+
+
+class AgsClient:
+    """Token cache and HTTP for AGS. Thread-safe.
+
+    Args:
+        timeout_s: per connect/read/write, and for reading a whole answer.
+        allow_networks: special-address networks that may be called (e.g. ["10.0.0.0/8"] for a
+            campus Moodle; tests: ["127.0.0.0/8"]).
+        ssl_context: trusted CAs for https (default httpx's).
+        token_margin_s: a cached token is used until this long before it expires (at most half
+            its lifetime).
+    """
+
+    def __init__(self, *, timeout_s: float = 10.0, allow_networks: Iterable[str] = (),
+                 ssl_context: ssl.SSLContext | None = None, token_margin_s: float = 60.0):
+        self.timeout_s = timeout_s
+        self.allow_networks = [ipaddress.ip_network(n, strict=False) for n in allow_networks]
+        self.ssl_context = ssl_context
+        self.token_margin_s = token_margin_s
+        self._tokens: dict[tuple, tuple[str, float]] = {}
+        self._lock = threading.Lock()
+        self.token_fetches = 0  # how many tokens were fetched (for tests and metrics)
+
+    # -- host checks and the pinned request --
+
+    def _addresses(self, host: str, port: int) -> list[str]:
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+        except socket.gaierror as exc:
+            if exc.errno == socket.EAI_AGAIN:
+                raise
+            raise AgsRefused(f"the host {host} does not resolve ({exc.strerror})") from None
+        addresses: list[str] = []
+        for family, _, _, _, sockaddr in infos:
+            if family in (socket.AF_INET, socket.AF_INET6) and sockaddr[0] not in addresses:
+                addresses.append(sockaddr[0])
+        for address in addresses:
+            ip = ipaddress.ip_address(address.partition("%")[0])
+            kind = special_address(ip)
+            if kind is not None and not any(ip in network for network in self.allow_networks):
+                raise AgsRefused(f"{host} resolves to {ip} ({kind}); add its network to the allowed LTI networks "
+                                 f"to call it")
+        if not addresses:
+            raise AgsRefused(f"the host {host} has no IPv4 or IPv6 address")
+        return addresses
+
+    def _request(self, method: str, url: str, *, headers: dict[str, str], content: bytes) -> _Answer:
+        """One request pinned to a checked address, no redirects, bounded answer.
+
+        Raises:
+            AgsRefused: see the class. httpx.TransportError (incl. time-outs), socket.gaierror
+            (EAI_AGAIN): worth retrying.
+        """
+        try:
+            parsed = _parse(url)
+        except CallbackRefused as exc:
+            raise AgsRefused(str(exc)) from None
+        addresses = self._addresses(parsed.host, parsed.port)
+        headers = {"Host": parsed.url.netloc.decode("ascii"), "User-Agent": USER_AGENT,
+                   "Accept-Encoding": "identity", **headers}
+        extensions = {"sni_hostname": parsed.host} if parsed.scheme == "https" else {}
+        verify = self.ssl_context if self.ssl_context is not None else _default_ssl_context()
+        started = time.monotonic()
+        last: Exception | None = None
+        with httpx.Client(trust_env=False, follow_redirects=False, timeout=httpx.Timeout(self.timeout_s),
+                          verify=verify) as client:
+            for address in addresses:
+                request = client.build_request(method, parsed.url.copy_with(host=address), content=content,
+                                               headers=headers, extensions=extensions)
+                try:
+                    response = client.send(request, stream=True)
+                except httpx.ConnectError as exc:
+                    last = exc
+                    continue
+                try:
+                    received = bytearray()
+                    for chunk in response.iter_raw():
+                        received += chunk
+                        if len(received) >= MAX_RESPONSE_BYTES or time.monotonic() > started + self.timeout_s:
+                            break
+                except httpx.HTTPError:
+                    pass
+                finally:
+                    response.close()
+                return _Answer(response.status_code, bytes(received[:MAX_RESPONSE_BYTES]), response.headers)
+        assert last is not None
+        raise last
+
+    # -- tokens --
+
+    @staticmethod
+    def _cache_key(platform: Platform, scopes: Iterable[str]) -> tuple:
+        return (platform.issuer, platform.client_id, platform.auth_token_url, platform.token_audience,
+                tuple(sorted(set(scopes))))
+
+    def access_token(self, platform: Platform, key: ToolKey, scopes: Iterable[str]) -> str:
+        """A bearer token for `scopes` on `platform`, cached until shortly before it expires.
+
+        Raises:
+            TokenError: the platform gave none (`retry` says whether trying later may help).
+        """
+        scopes = tuple(sorted(set(scopes)))
+        cache_key = self._cache_key(platform, scopes)
+        with self._lock:
+            cached = self._tokens.get(cache_key)
+            if cached is not None and cached[1] > time.monotonic():
+                return cached[0]
+        form = {"grant_type": "client_credentials", "client_assertion_type": CLIENT_ASSERTION_TYPE,
+                "client_assertion": client_assertion(platform, key), "scope": " ".join(scopes)}
+        content = urlencode(form).encode("ascii")
+        try:
+            answer = self._request("POST", platform.auth_token_url, content=content, headers={
+                "Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"})
+        except AgsRefused as exc:
+            raise TokenError(f"token URL refused: {exc}", retry=False) from None
+        except socket.gaierror as exc:
+            raise TokenError(f"looking up the token host failed for now ({exc.strerror})", retry=True) from None
+        except httpx.TimeoutException:
+            raise TokenError(f"the token endpoint timed out after {self.timeout_s:g} s", retry=True) from None
+        except httpx.HTTPError as exc:
+            raise TokenError(f"the token request failed: {_describe(exc)}", retry=True) from None
+        self.token_fetches += 1
+        code = answer.status_code
+        if not 200 <= code < 300:
+            retry = code >= 500 or code in (408, 429)
+            raise TokenError(f"the token endpoint answered {code}: {_message(answer.body)}", retry=retry,
+                             status_code=code)
+        try:
+            data = json.loads(answer.body)
+            token = data["access_token"]
+            if not isinstance(token, str) or not token:
+                raise ValueError
+            expires_in = float(data.get("expires_in", 3600))
+        except (ValueError, KeyError, TypeError):
+            raise TokenError("the token endpoint's answer holds no access_token", retry=False,
+                             status_code=code) from None
+        lifetime = max(0.0, expires_in - min(self.token_margin_s, expires_in / 2))
+        with self._lock:
+            self._tokens[cache_key] = (token, time.monotonic() + lifetime)
+        return token
+
+    def forget_token(self, platform: Platform, scopes: Iterable[str], token: str) -> None:
+        """Drops `token` from the cache (the platform refused it), unless a newer one replaced it."""
+        cache_key = self._cache_key(platform, scopes)
+        with self._lock:
+            if self._tokens.get(cache_key, ("",))[0] == token:
+                del self._tokens[cache_key]
+
+    # -- scores --
+
+    def post_score(self, lineitem_url: str, token: str, score: Score) -> Delivery:
+        """One POST of `score` to the line item's scores URL; never raises for what the URL or the
+        platform does (see `Delivery`)."""
+        body = json.dumps(score_body(score)).encode("utf-8")
+        try:
+            answer = self._request("POST", scores_url(lineitem_url), content=body, headers={
+                "Content-Type": SCORE_CONTENT_TYPE, "Authorization": f"Bearer {token}"})
+        except AgsRefused as exc:
+            return Delivery(None, False, False, f"line item URL refused: {exc}")
+        except socket.gaierror as exc:
+            return Delivery(None, False, True, f"looking up the line item host failed for now ({exc.strerror})")
+        except httpx.TimeoutException:
+            return Delivery(None, False, True, f"timed out after {self.timeout_s:g} s")
+        except httpx.HTTPError as exc:
+            return Delivery(None, False, True, f"the request failed: {_describe(exc)}")
+        code = answer.status_code
+        if 200 <= code < 300:
+            return Delivery(code, True, False, None)
+        said = _message(answer.body)
+        said = f": {said}" if said else ""
+        if code == 401:
+            return Delivery(code, False, False, f"the platform refused the token (401){said}", token_refused=True)
+        if 300 <= code < 400:
+            return Delivery(code, False, False, f"the platform answered {code}, a redirect (not followed)")
+        if code == 409:
+            return Delivery(code, False, False, f"the platform kept a newer score (409){said}")
+        retry = code >= 500 or code in (408, 429)
+        return Delivery(code, False, retry, f"the platform answered {code}{said}")
+
+    def send_score(self, platform: Platform, key: ToolKey, lineitem_url: str, score: Score, *,
+                   scopes: Iterable[str] = (SCOPE_SCORE,)) -> Delivery:
+        """Token, then `post_score`; after a 401, forgets the token, fetches a new one and posts
+        once more. A token failure is a `Delivery` without status (retry as the token error says)."""
+        scopes = tuple(scopes)
+        for attempt in range(2):
+            try:
+                token = self.access_token(platform, key, scopes)
+            except TokenError as exc:
+                return Delivery(None, False, exc.retry, f"no access token: {exc}")
+            delivery = self.post_score(lineitem_url, token, score)
+            if not delivery.token_refused:
+                return delivery
+            self.forget_token(platform, scopes, token)
+        return delivery
+
+
+_default = AgsClient()
+
+
+def access_token(platform: Platform, key: ToolKey, scopes: Iterable[str]) -> str:
+    """`AgsClient.access_token` of a module-wide client (default settings)."""
+    return _default.access_token(platform, key, scopes)
+
+
+def post_score(lineitem_url: str, token: str, score: Score) -> Delivery:
+    """`AgsClient.post_score` of a module-wide client (default settings)."""
+    return _default.post_score(lineitem_url, token, score)
