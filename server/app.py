@@ -23,6 +23,7 @@ from server.api.deps import Services
 from server.db import ClientStore, SubmissionStore, UserStore, make_engine
 from server.callback_sender import CallbackSender
 from server.grading import Grader, new_worker_id
+from server.lti.grade_sender import grade_sender  # LMS grade passback (issue 12)
 from server.limits import BodySizeLimit
 from server.lti.routes import LtiService, router as lti_router  # LTI 1.3 tool (issue 12)
 from server.packages import MAX_ARCHIVE_BYTES
@@ -113,7 +114,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             grader = Grader(store=store, problems=repo, config_factory=lambda: config,
                             worker_id=new_worker_id("embedded"), lease_s=settings.lease_s,
                             max_attempts=settings.max_attempts, on_finished=hub.notify_threadsafe,
-                            callbacks=callbacks)
+                            callbacks=callbacks, grades=grade_sender(engine, settings))
             pool = WorkerPool(jobs=jobs, store=store, grader=grader, workers=settings.workers,
                               sweep_interval_s=settings.sweep_interval_s)
         app.state.services = Services(settings=settings, store=store, users=UserStore(engine), problems=repo,

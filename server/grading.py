@@ -35,7 +35,8 @@ from graders.verdict import Verdict, VerdictReport
 from server import metrics
 if TYPE_CHECKING:
     from server.callback_sender import CallbackSender
-from server.db import SubmissionStatus, SubmissionStore, utcnow
+    from server.lti.grade_sender import LtiGradeSender
+from server.db import SubmissionRecord, SubmissionStatus, SubmissionStore, utcnow
 from server.logs import submission_context
 
 log = logging.getLogger(__name__)
@@ -94,26 +95,32 @@ class Grader:
         on_finished: called with the id once its verdict is stored (announces it to waiting
             requests: in process, or through Redis).
         callbacks: sends the callbacks of API clients' submissions (off the grading path).
+        grades: passes web users' scores back to the LMS of their LTI launches (off the grading
+            path; `server.lti.grade_sender`).
     """
 
     def __init__(self, *, store: SubmissionStore, problems: ProblemRepository,
                  config_factory: Callable[[], JudgeConfig], worker_id: str, lease_s: float, max_attempts: int,
                  on_finished: Callable[[str], None] = lambda submission_id: None,
-                 callbacks: "CallbackSender | None" = None):
+                 callbacks: "CallbackSender | None" = None, grades: "LtiGradeSender | None" = None):
         self.store, self.problems, self.config_factory = store, problems, config_factory
         self.worker_id, self.lease_s, self.max_attempts = worker_id, lease_s, max_attempts
-        self.on_finished, self.callbacks = on_finished, callbacks
+        self.on_finished, self.callbacks, self.grades = on_finished, callbacks, grades
         self.leases = LeaseKeeper(store, worker_id=worker_id, lease_s=lease_s)
 
     def start(self) -> None:
         self.leases.start()
         if self.callbacks is not None:
             self.callbacks.start()
+        if self.grades is not None:
+            self.grades.start()
 
     def stop(self) -> None:
         self.leases.stop()
         if self.callbacks is not None:
             self.callbacks.stop()
+        if self.grades is not None:
+            self.grades.stop()
 
     def grade(self, submission_id: str) -> str:
         """Claims, grades and stores one submission. Never raises for anything the submission
@@ -168,7 +175,7 @@ class Grader:
             metrics.observe_verdict(record.problem, report.verdict.value, report.timing_ms)
             log.info("graded %s (%s): %s in %.0f ms", submission_id, record.problem, report.verdict.value,
                      report.timing_ms.get("total", 0.0))
-            self._announce(submission_id)
+            self._announce(submission_id, record=record, verdict=report.verdict.value, score=report.score)
             return "graded"
 
     def _fail(self, submission_id: str) -> str:
@@ -188,7 +195,11 @@ class Grader:
         self._announce(submission_id)
         return "failed"
 
-    def _announce(self, submission_id: str) -> None:
+    def _announce(self, submission_id: str, *, record: SubmissionRecord | None = None, verdict: str | None = None,
+                  score: float | None = None) -> None:
+        """Tells waiting requests, makes a pending callback due and, for a web user's graded
+        verdict (`record` given; INTERNAL_ERROR is the judge's fault, never a grade), makes the
+        LMS passback of their launches on that problem pending. None of it raises."""
         try:
             self.on_finished(submission_id)
         except Exception:  # waiting requests also poll the database
@@ -199,6 +210,13 @@ class Grader:
                 self.callbacks.kick()
         except Exception:  # the database is away: the callback stays pending, not lost
             log.exception("scheduling the callback of %s failed", submission_id)
+        if (self.grades is not None and record is not None and record.user_id is not None and score is not None
+                and verdict != Verdict.INTERNAL_ERROR.value):
+            try:  # one UPDATE (no row for an account without LTI launches)
+                self.grades.verdict_stored(user_id=record.user_id, problem=record.problem, score=score,
+                                           submission_id=submission_id, submitted_at=record.created_at)
+            except Exception:  # the database is away: this verdict's passback is lost, grading goes on
+                log.exception("scheduling the LMS grade passback of %s failed", submission_id)
 
     def _grade(self, slug: str, source: str) -> VerdictReport:
         try:

@@ -65,8 +65,13 @@ class Settings(BaseSettings):
             registers (LTI `redirect_uri`, `/lti/jwks`); unset: the base URL of each request.
         lti_jwks_refetch_cooldown_s: least seconds between two fetches of a platform's JWKS for an
             unknown key id (a forged kid cannot make the judge hammer the platform).
-        callback_max_attempts: deliveries of one callback before it is marked failed.
-        callback_timeout_s: seconds one delivery may take (connect and answer).
+        lti_allow_networks: special-address networks (loopback, private, link-local...) that grade
+            passback may call, as a JSON list (`REMAT_JUDGE_LTI_ALLOW_NETWORKS='["10.0.0.0/8"]'`,
+            e.g. a campus Moodle on a private network); empty: public addresses only.
+        callback_max_attempts: deliveries of one callback before it is marked failed (also the
+            POSTs of one LMS score, `server.lti.grade_sender`).
+        callback_timeout_s: seconds one delivery may take (connect and answer; also each request
+            of LMS grade passback).
     """
 
     model_config = SettingsConfigDict(env_prefix="REMAT_JUDGE_", extra="ignore")
@@ -97,6 +102,7 @@ class Settings(BaseSettings):
     allow_anonymous_api: bool = False
     public_url: str | None = None
     lti_jwks_refetch_cooldown_s: float = Field(default=10.0, ge=0)
+    lti_allow_networks: list[str] = Field(default_factory=list)
     callback_max_attempts: int = Field(default=6, ge=1, le=30)
     callback_timeout_s: float = Field(default=10.0, gt=0, le=60)
 

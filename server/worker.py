@@ -19,6 +19,7 @@ from server.app import _require_migrated
 from server.callback_sender import CallbackSender
 from server.db import ClientStore, SubmissionStore, make_engine
 from server.grading import Grader, Sweeper, new_worker_id
+from server.lti.grade_sender import grade_sender  # LMS grade passback (issue 12)
 from server.queue import start_templates_in_background
 from server.redisqueue import RedisJobs
 from server.settings import Settings
@@ -55,7 +56,7 @@ def run(settings: Settings, *, concurrency: int, metrics_port: int | None = None
                                timeout_s=settings.callback_timeout_s)
     grader = Grader(store=store, problems=problems, config_factory=lambda: config, worker_id=worker_id,
                     lease_s=settings.lease_s, max_attempts=settings.max_attempts, on_finished=jobs.announce,
-                    callbacks=callbacks)
+                    callbacks=callbacks, grades=grade_sender(engine, settings))
     jobs._run = grader.grade  # noqa: SLF001 - this process runs the jobs it is given
     sweeper = Sweeper(store, jobs.put, interval_s=settings.sweep_interval_s, queue_restarted=jobs.restarted)
     removed = JailCgroup.remove_stale()

@@ -1,6 +1,6 @@
 """LTI Assignment and Grade Services 2.0 client: access tokens and score passback.
 
-Not wired into grading yet. Pieces:
+Used by `server.lti.grade_sender` (grade passback after verdicts). Pieces:
 
 - `access_token`: OAuth 2.0 client credentials with a JWT client assertion (RFC 7523; IMS
   Security Framework 4.1): the assertion is signed RS256 by the tool key, iss = sub = client id,

@@ -55,10 +55,12 @@ from sqlalchemy.engine import Engine
 from graders.problem import ProblemError
 from server.db import Role
 from server.lti import deep_linking
+from server.lti.ags import SCOPE_SCORE
 from server.lti.keys import ToolKey, load_or_create
 from server.lti.launch import (CLAIM_MESSAGE_TYPE, CLAIM_ROLES, DEEP_LINKING_REQUEST, LEEWAY_S,
                                RESOURCE_LINK_REQUEST, JwksCache, LaunchError, launch_of, role_for, verify_id_token)
 from server.lti.models import LAUNCH_TOKEN_TTL_S, LOGIN_TTL_S, LtiStore, PlatformView, sha256_hex
+from server.lti.passback import PassbackStore
 from server.settings import Settings
 from server.web.auth import csrf_token, current_user, sign_in
 from server.web.pages import WEB_DIR
@@ -86,6 +88,7 @@ class LtiService:
             base URL (fine without a reverse proxy that rewrites the host or scheme).
             `REMAT_JUDGE_LTI_JWKS_REFETCH_COOLDOWN_S` (default 10) sets `jwks.refetch_cooldown_s`.
         cookie_secure: the deployment's cookie_secure setting (HTTPS).
+        passbacks: the grade passback rows (made by students' launches; `/lti/grades`).
     """
 
     store: LtiStore
@@ -93,6 +96,7 @@ class LtiService:
     jwks: JwksCache
     public_url: str | None
     cookie_secure: bool
+    passbacks: PassbackStore
 
     @classmethod
     def start(cls, engine: Engine, settings: Settings) -> "LtiService":
@@ -101,7 +105,8 @@ class LtiService:
         cooldown_s = settings.lti_jwks_refetch_cooldown_s
         return cls(store=LtiStore(engine), key=load_or_create(settings.data_dir),
                    jwks=JwksCache(refetch_cooldown_s=cooldown_s),
-                   public_url=public.rstrip("/") if public else None, cookie_secure=settings.cookie_secure)
+                   public_url=public.rstrip("/") if public else None, cookie_secure=settings.cookie_secure,
+                   passbacks=PassbackStore(engine))
 
     def base_url(self, request: Request) -> str:
         return self.public_url or str(request.base_url).rstrip("/")
@@ -158,6 +163,18 @@ def setup(request: Request) -> Response:
     return _page(request, "lti_setup.html", base=service.base_url(request), kid=service.key.kid,
                  pem=service.key.public_pem(), jwk=json.dumps(service.key.public_jwk(), indent=2),
                  platforms=service.store.platforms())
+
+
+@router.get("/grades", response_class=HTMLResponse)
+def grades(request: Request) -> Response:
+    """Instructors only: grade passback to the LMS, one row per student and resource link, with
+    its status (idle, pending, delivered, failed, refused) and the platform's last error."""
+    user = current_user(request)
+    if user is None:
+        return RedirectResponse(f"/signin?{urlencode({'next': '/lti/grades'})}", status_code=303)
+    if user.role != "instructor":
+        return _page(request, "error.html", status_code=403, code=403, detail="instructors only")
+    return _page(request, "lti_grades.html", rows=_service(request).passbacks.rows())
 
 
 # --- login initiation ------------------------------------------------------------------------------
@@ -294,9 +311,14 @@ def launch(request: Request, id_token: Annotated[str, Form()] = "", state: Annot
         return response
     user = service.store.account_for(issuer=verified.issuer, sub=verified.sub, name=verified.name,
                                      email=verified.email, role=verified.role)
-    service.store.save_resource_link(platform_id=platform.id, deployment_id=verified.deployment_id,
-                                     resource_link_id=verified.resource_link_id, context_id=verified.context_id,
-                                     title=verified.title, problem=verified.problem, ags=verified.ags)
+    link = service.store.save_resource_link(platform_id=platform.id, deployment_id=verified.deployment_id,
+                                            resource_link_id=verified.resource_link_id,
+                                            context_id=verified.context_id, title=verified.title,
+                                            problem=verified.problem, ags=verified.ags)
+    if verified.role == Role.STUDENT and link.ags_lineitem and SCOPE_SCORE in json.loads(link.ags_scope or "[]"):
+        # grade passback: this student's verdicts on the problem go to the link's line item
+        service.passbacks.launched(resource_link_id=link.id, issuer=verified.issuer, sub=verified.sub,
+                                   user_id=user.id)
     sign_in(request, user)
     token = service.store.make_launch_token(user.id, f"/problems/{verified.problem}")
     response = RedirectResponse(f"/lti/landing?{urlencode({'token': token})}", status_code=303, headers=NO_STORE)

@@ -1,0 +1,156 @@
+"""Passing scores back to the LMS (AGS), from the grading processes, off the grading path.
+
+Each grading process (the embedded server, every `remat-judge worker`) runs one `LtiGradeSender`,
+like `server.callback_sender.CallbackSender`: a thread claims due rows of `lti_grade_passbacks`
+(`PassbackStore.claim_due`: a conditional UPDATE, so one process sends for a row at a time and a
+student's scores on one line item go out in order, whatever the number of workers) and hands each
+to a small pool of sending threads. Each send:
+
+1. skips the POST when the score equals the one last delivered (rule "best": a worse attempt);
+2. takes the timestamp with `ags.next_timestamp(verdict time, last reserved or sent)`: strictly
+   newer in whole seconds (Moodle answers 409 otherwise), and writes it (`reserved_timestamp`)
+   before the POST, so a sender that dies mid-POST never makes the next one reuse it;
+3. `AgsClient.send_score` (token with the tool key's client assertion, cached; 401 refetch once);
+4. records: 2xx delivered; 408/429/5xx/connection errors retried with `callbacks.backoff_s` up to
+   `max_attempts`; 409 once more at once (the next second), then failed; 400 and other 4xx
+   failed with the platform's message; a URL that may not be called refused.
+
+Grading never waits for any of it (`Grader._announce` runs one UPDATE and wakes this thread).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
+from typing import Callable
+
+from sqlalchemy.engine import Engine
+
+from server.callbacks import backoff_s
+from server.db import utcnow
+from server.lti.ags import AgsClient, Score, next_timestamp
+from server.lti.keys import ToolKey
+from server.lti.passback import DueScore, PassbackStatus, PassbackStore
+from server.settings import Settings
+
+log = logging.getLogger(__name__)
+SCORE_MAXIMUM = 1.0  # the judge's scores run from 0 to 1 (the deep-linked line item's maximum)
+
+
+class LtiGradeSender:
+    """Sends due scores (see the module docstring).
+
+    Args:
+        store: the passback rows.
+        key: the tool's key, or a callable that loads it (read at the first send: a worker needs
+            the same `<data_dir>/lti_private_key.pem` as the server whose /lti/jwks the LMS knows).
+        client: the AGS client (its `allow_networks` from `REMAT_JUDGE_LTI_ALLOW_NETWORKS`).
+        max_attempts: POSTs of one score that may fail with a retryable error before it is failed.
+        poll_s: how often the database is asked for due rows (`kick` wakes it at once).
+        threads: sends in flight at once.
+    """
+
+    def __init__(self, store: PassbackStore, key: ToolKey | Callable[[], ToolKey], client: AgsClient, *,
+                 max_attempts: int = 6, poll_s: float = 1.0, threads: int = 4):
+        self.store, self.client = store, client
+        self._key, self._key_lock = key, threading.Lock()
+        self.max_attempts, self.poll_s = max_attempts, poll_s
+        self.lease_s = 2 * client.timeout_s + 30  # a token request and a POST, with room to spare
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="remat-lti-grades")
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+
+    def key(self) -> ToolKey:
+        with self._key_lock:
+            if not isinstance(self._key, ToolKey):
+                self._key = self._key()
+            return self._key
+
+    def start(self) -> None:
+        threading.Thread(target=self._loop, name="remat-lti-grades", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def kick(self) -> None:
+        """Looks for due rows now (a verdict was just stored)."""
+        self._wake.set()
+
+    def verdict_stored(self, *, user_id: int | None, problem: str, score: float | None, submission_id: str,
+                       submitted_at: datetime) -> int:
+        """Makes the rows of `user_id`'s launches on `problem` pending (one UPDATE) and wakes the
+        sender when there are any. Returns how many."""
+        if user_id is None or score is None:
+            return 0
+        changed = self.store.verdict_stored(user_id=user_id, problem=problem, score=float(score),
+                                            submission_id=submission_id, submitted_at=submitted_at)
+        if changed:
+            self.kick()
+        return changed
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.poll_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                due = self.store.claim_due(lease_s=self.lease_s)
+            except Exception as exc:  # the database is away: try again later
+                log.warning("looking for due LTI scores failed: %s", exc)
+                continue
+            for row in due:
+                self._pool.submit(self._send_logged, row)
+
+    def _send_logged(self, due: DueScore) -> None:
+        try:
+            if self.send(due):
+                self.kick()
+        except Exception:  # never let one row stop the others; its lease runs out and it is due again
+            log.exception("passing back the score of row %d failed", due.id)
+
+    def send(self, due: DueScore) -> bool:
+        """One send of `due` (claimed), recorded. Returns True when a newer verdict is waiting."""
+        if due.platform is None or not due.lineitem or not due.sub or due.score is None or due.verdict_at is None:
+            return self.store.record(due, status=PassbackStatus.REFUSED, code=None, next_at=None, counted=False,
+                                     error="the platform's registration, the line item or the score is gone")
+        if due.last_sent_score is not None and due.score == due.last_sent_score:
+            return self.store.record(due, status=PassbackStatus.DELIVERED, code=due.last_code, error=None,
+                                     next_at=None, counted=False)
+        floor = max((t for t in (due.last_sent_timestamp, due.reserved_timestamp) if t is not None), default=None)
+        timestamp = next_timestamp(due.verdict_at, floor)
+        self.store.reserve(due.id, timestamp)
+        score = Score(user_id=due.sub, score_given=due.score * SCORE_MAXIMUM, score_maximum=SCORE_MAXIMUM,
+                      timestamp=timestamp, submitted_at=due.submitted_at)
+        delivery = self.client.send_score(due.platform, self.key(), due.lineitem, score)
+        number = due.attempts + 1
+        if delivery.delivered:
+            outcome, next_at = PassbackStatus.DELIVERED, None
+        elif delivery.status_code == 409 and due.last_code != 409:
+            outcome, next_at = PassbackStatus.PENDING, utcnow()  # once more, with the next second
+        elif delivery.retry and number < self.max_attempts:
+            outcome, next_at = PassbackStatus.PENDING, utcnow() + timedelta(seconds=backoff_s(number))
+        elif delivery.status_code is None and not delivery.retry:
+            outcome, next_at = PassbackStatus.REFUSED, None
+        else:
+            outcome, next_at = PassbackStatus.FAILED, None
+        log.info("LTI score %.3f for %s on %s (attempt %d): %s (%s)", due.score, due.sub, due.lineitem, number,
+                 outcome.value, delivery.status_code if delivery.status_code is not None else delivery.error)
+        return self.store.record(due, status=outcome, code=delivery.status_code, error=delivery.error,
+                                 next_at=next_at, sent_score=due.score if delivery.delivered else None,
+                                 sent_timestamp=timestamp if delivery.delivered else None)
+
+
+def grade_sender(engine: Engine, settings: Settings) -> LtiGradeSender:
+    """The sender of a grading process: the tool key from `<data_dir>` (loaded at the first send),
+    `REMAT_JUDGE_LTI_ALLOW_NETWORKS`, and the callbacks' attempts and time-out settings
+    (`REMAT_JUDGE_CALLBACK_MAX_ATTEMPTS`, `REMAT_JUDGE_CALLBACK_TIMEOUT_S`)."""
+    from server.lti.keys import load_or_create
+
+    return LtiGradeSender(PassbackStore(engine), lambda: load_or_create(settings.data_dir),
+                          AgsClient(timeout_s=settings.callback_timeout_s, allow_networks=settings.lti_allow_networks),
+                          max_attempts=settings.callback_max_attempts)

@@ -1,0 +1,247 @@
+"""Grade passback state (migration 0005) and `PassbackStore`, the one place that reads and writes it.
+
+Table `lti_grade_passbacks`: one row per (resource link, platform user) of a student's launch
+that carried an AGS line item with the score scope (made or refreshed by every such launch). A
+verdict of that student's judge account on the link's problem makes the row "pending"
+(`verdict_stored`: one UPDATE, atomic per row, so concurrent verdicts are never lost); an
+`server.lti.grade_sender.LtiGradeSender` claims due rows (`claim_due`: a conditional UPDATE
+moves `next_at` ahead by a lease, so one sender at a time sends for a row, hence in order, even
+with several worker processes), reserves the score's timestamp before its POST (`reserve`) and
+records the outcome (`record`).
+
+Statuses: idle (launched, no verdict since), pending (a score waits to be sent, or a retry),
+delivered, failed (the platform refused it: 400, 409 twice, other 4xx, or retries used up),
+refused (the URL may not be called, or the registration or line item is gone).
+
+`pending_seq` counts verdicts: the sender records "delivered" only when no verdict came while it
+was sending; otherwise the row stays pending and is due at once, so the newer score follows.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import (Float, ForeignKey, Integer, String, UniqueConstraint, and_, case, or_, select, update)
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
+
+from server.db import Base, UTCDateTime, _enum, utcnow
+from server.lti.models import LtiPlatform, LtiResourceLink, LtiUser
+
+
+class PassbackStatus(enum.StrEnum):
+    IDLE = "idle"
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+    REFUSED = "refused"
+
+
+class LtiGradePassback(Base):
+    """What was and is to be passed back for one student on one resource link (see the module)."""
+
+    __tablename__ = "lti_grade_passbacks"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    resource_link_id: Mapped[int] = mapped_column(Integer, ForeignKey(
+        "lti_resource_links.id", name="fk_lti_grade_passbacks_link", ondelete="CASCADE"))
+    lti_user_id: Mapped[int] = mapped_column(Integer, ForeignKey("lti_users.id",
+                                                                 name="fk_lti_grade_passbacks_lti_user"))
+    user_id: Mapped[int] = mapped_column(Integer, ForeignKey("users.id", name="fk_lti_grade_passbacks_user"),
+                                         index=True)
+    best_score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    pending_score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    pending_verdict_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    pending_submitted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    pending_submission_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    pending_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    last_sent_score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    last_sent_timestamp: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    reserved_timestamp: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    status: Mapped[PassbackStatus] = mapped_column(_enum(PassbackStatus, "lti_passback_status"))
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    next_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True, index=True)
+    last_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    last_error: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (UniqueConstraint("resource_link_id", "lti_user_id", name="uq_lti_grade_passbacks_link_user"),)
+
+
+@dataclass(frozen=True)
+class DueScore:
+    """A claimed row with what sending needs (a snapshot taken at the claim)."""
+
+    id: int
+    seq: int
+    score: float | None
+    verdict_at: datetime | None
+    submitted_at: datetime | None
+    last_sent_score: float | None
+    last_sent_timestamp: datetime | None
+    reserved_timestamp: datetime | None
+    attempts: int
+    last_code: int | None
+    sub: str | None
+    lineitem: str | None
+    platform: LtiPlatform | None
+
+
+@dataclass(frozen=True)
+class PassbackView:
+    """One row as instructors see it (`/lti/grades`)."""
+
+    issuer: str
+    context_id: str | None
+    link_title: str | None
+    problem: str
+    sub: str
+    name: str | None
+    best_score: float | None
+    last_sent_score: float | None
+    last_sent_timestamp: datetime | None
+    status: str
+    attempts: int
+    last_code: int | None
+    last_error: str | None
+    updated_at: datetime
+
+
+class PassbackStore:
+    """Reads and writes `lti_grade_passbacks`. Thread-safe: one session per call."""
+
+    def __init__(self, engine: Engine):
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    def launched(self, *, resource_link_id: int, issuer: str, sub: str, user_id: int) -> None:
+        """Makes (or keeps) the row of a student's launch on a resource link with a line item."""
+        now = utcnow()
+        with self._sessions() as session:
+            lti_user_id = session.execute(select(LtiUser.id).where(LtiUser.issuer == issuer, LtiUser.sub == sub)
+                                          ).scalar_one()
+        key = (LtiGradePassback.resource_link_id == resource_link_id, LtiGradePassback.lti_user_id == lti_user_id)
+        for _ in range(2):
+            with self._sessions.begin() as session:
+                if session.execute(update(LtiGradePassback).where(*key).values(user_id=user_id, updated_at=now)
+                                   .execution_options(synchronize_session=False)).rowcount:
+                    return
+            try:
+                with self._sessions.begin() as session:
+                    session.add(LtiGradePassback(resource_link_id=resource_link_id, lti_user_id=lti_user_id,
+                                                 user_id=user_id, status=PassbackStatus.IDLE, pending_seq=0,
+                                                 attempts=0, created_at=now, updated_at=now))
+                return
+            except IntegrityError:  # a concurrent launch made it: update it
+                continue
+
+    def verdict_stored(self, *, user_id: int, problem: str, score: float, submission_id: str,
+                       submitted_at: datetime) -> int:
+        """A verdict of `user_id` on `problem` worth `score`: every row of that account on a link
+        of that problem gets the best score (rule "best": `ags.score_to_send`) pending, due now.
+        One UPDATE. A row a sender holds (pending, `next_at` ahead) keeps its `next_at`: the sender
+        sees the new `pending_seq` when it records its outcome and makes the row due then.
+
+        Returns:
+            How many rows became pending (0 for an account without launches).
+        """
+        now = utcnow()
+        t = LtiGradePassback
+        better = or_(t.best_score.is_(None), t.best_score < score)
+        links = select(LtiResourceLink.id).where(LtiResourceLink.problem == problem).scalar_subquery()
+        with self._sessions.begin() as session:
+            return session.execute(update(t).where(t.user_id == user_id, t.resource_link_id.in_(links)).values(
+                best_score=case((better, score), else_=t.best_score),
+                pending_score=case((better, score), else_=t.best_score),
+                pending_submitted_at=case((better, submitted_at), else_=t.pending_submitted_at),
+                pending_submission_id=case((better, submission_id), else_=t.pending_submission_id),
+                pending_verdict_at=now, pending_seq=t.pending_seq + 1, attempts=0,
+                next_at=case((and_(t.status == PassbackStatus.PENDING, t.next_at > now), t.next_at), else_=now),
+                status=PassbackStatus.PENDING, updated_at=now)
+                .execution_options(synchronize_session=False)).rowcount
+
+    def claim_due(self, *, lease_s: float, limit: int = 20) -> list[DueScore]:
+        """Pending rows whose time has come, each claimed by one conditional UPDATE that moves its
+        `next_at` `lease_s` ahead (if the sender dies, the row is due again after the lease)."""
+        now = utcnow()
+        t = LtiGradePassback
+        with self._sessions() as session:
+            due = list(session.execute(select(t.id, t.next_at).where(t.status == PassbackStatus.PENDING,
+                                                                     t.next_at <= now)
+                                       .order_by(t.next_at).limit(limit)).all())
+        claimed = []
+        for row_id, next_at in due:
+            with self._sessions.begin() as session:
+                taken = session.execute(update(t).where(t.id == row_id, t.status == PassbackStatus.PENDING,
+                                                        t.next_at == next_at)
+                                        .values(next_at=now + timedelta(seconds=lease_s))
+                                        .execution_options(synchronize_session=False))
+                if taken.rowcount != 1:
+                    continue
+                row = session.get(t, row_id)
+                assert row is not None
+                link = session.get(LtiResourceLink, row.resource_link_id)
+                lti_user = session.get(LtiUser, row.lti_user_id)
+                platform = session.get(LtiPlatform, link.platform_id) if link is not None else None
+                claimed.append(DueScore(
+                    id=row.id, seq=row.pending_seq, score=row.pending_score, verdict_at=row.pending_verdict_at,
+                    submitted_at=row.pending_submitted_at, last_sent_score=row.last_sent_score,
+                    last_sent_timestamp=row.last_sent_timestamp, reserved_timestamp=row.reserved_timestamp,
+                    attempts=row.attempts, last_code=row.last_code, sub=lti_user.sub if lti_user else None,
+                    lineitem=link.ags_lineitem if link else None, platform=platform))
+        return claimed
+
+    def reserve(self, row_id: int, timestamp: datetime) -> None:
+        """Writes the timestamp of the POST about to be made (before it is made: if this sender
+        dies after the platform stored it, the next one sends a newer timestamp)."""
+        with self._sessions.begin() as session:
+            session.execute(update(LtiGradePassback).where(LtiGradePassback.id == row_id)
+                            .values(reserved_timestamp=timestamp).execution_options(synchronize_session=False))
+
+    def record(self, due: DueScore, *, status: PassbackStatus, code: int | None, error: str | None,
+               next_at: datetime | None, sent_score: float | None = None, sent_timestamp: datetime | None = None,
+               counted: bool = True) -> bool:
+        """Records the outcome of sending `due` (claimed). When a verdict came meanwhile
+        (`pending_seq` moved on), the row stays pending and due now (at `next_at` when that is a
+        retry), so the newer score is sent next.
+
+        Returns:
+            True when a newer verdict is waiting (the caller should look for due rows again).
+        """
+        t = LtiGradePassback
+        now = utcnow()
+        values: dict = dict(last_code=code, last_error=(error or None) and error[:300], updated_at=now)
+        if counted:
+            values["attempts"] = t.attempts + 1
+        if sent_timestamp is not None:
+            values.update(last_sent_score=sent_score, last_sent_timestamp=sent_timestamp, attempts=0)
+        with self._sessions.begin() as session:
+            same = session.execute(update(t).where(t.id == due.id, t.pending_seq == due.seq)
+                                   .values(status=status, next_at=next_at, **values)
+                                   .execution_options(synchronize_session=False)).rowcount
+            if same:
+                return False
+            later = next_at if status == PassbackStatus.PENDING and next_at is not None else now
+            session.execute(update(t).where(t.id == due.id)
+                            .values(status=PassbackStatus.PENDING, next_at=later, **values)
+                            .execution_options(synchronize_session=False))
+            return True
+
+    def rows(self, limit: int = 500) -> list[PassbackView]:
+        """Every row (newest change first), for instructors."""
+        t = LtiGradePassback
+        query = (select(t, LtiResourceLink, LtiUser, LtiPlatform.issuer)
+                 .join(LtiResourceLink, LtiResourceLink.id == t.resource_link_id)
+                 .join(LtiUser, LtiUser.id == t.lti_user_id)
+                 .join(LtiPlatform, LtiPlatform.id == LtiResourceLink.platform_id)
+                 .order_by(t.updated_at.desc(), t.id.desc()).limit(limit))
+        with self._sessions() as session:
+            return [PassbackView(issuer=issuer, context_id=link.context_id, link_title=link.title,
+                                 problem=link.problem, sub=user.sub, name=user.name, best_score=row.best_score,
+                                 last_sent_score=row.last_sent_score, last_sent_timestamp=row.last_sent_timestamp,
+                                 status=str(row.status), attempts=row.attempts, last_code=row.last_code,
+                                 last_error=row.last_error, updated_at=row.updated_at)
+                    for row, link, user, issuer in session.execute(query).all()]
