@@ -13,19 +13,18 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from server.callbacks import backoff_s, deliver
 from server.db import CallbackStatus, ClientStore, SubmissionRecord, SubmissionStore, utcnow
 from server.logs import submission_context
 from server.public import public_submission
+from server.senders import DueSender
 
 log = logging.getLogger(__name__)
 
 
-class CallbackSender:
+class CallbackSender(DueSender):
     """Sends due callbacks (see the module docstring).
 
     Args:
@@ -37,37 +36,15 @@ class CallbackSender:
 
     def __init__(self, store: SubmissionStore, clients: ClientStore, *, max_attempts: int, timeout_s: float,
                  poll_s: float = 1.0, threads: int = 4):
+        super().__init__(name="remat-callbacks", poll_s=poll_s, threads=threads)
         self.store, self.clients = store, clients
-        self.max_attempts, self.timeout_s, self.poll_s = max_attempts, timeout_s, poll_s
-        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="remat-callback")
-        self._wake = threading.Event()
-        self._stop = threading.Event()
+        self.max_attempts, self.timeout_s = max_attempts, timeout_s
 
-    def start(self) -> None:
-        threading.Thread(target=self._loop, name="remat-callbacks", daemon=True).start()
+    def claim(self) -> list[SubmissionRecord]:
+        return self.store.claim_due_callbacks(lease_s=self.timeout_s + 30)
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        self._pool.shutdown(wait=False, cancel_futures=True)
-
-    def kick(self) -> None:
-        """Looks for due callbacks now (a verdict was just stored)."""
-        self._wake.set()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self.poll_s)
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            try:
-                due = self.store.claim_due_callbacks(lease_s=self.timeout_s + 30)
-            except Exception as exc:  # the database is away: try again later
-                log.warning("looking for due callbacks failed: %s", exc)
-                continue
-            for record in due:
-                self._pool.submit(self.send, record)
+    def deliver(self, row: SubmissionRecord) -> None:
+        self.send(row)
 
     def send(self, record: SubmissionRecord) -> CallbackStatus:
         """One delivery attempt for `record` (claimed), recorded in the database."""

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Callable
 
@@ -33,13 +32,14 @@ from server.db import utcnow
 from server.lti.ags import AgsClient, Score, next_timestamp
 from server.lti.keys import ToolKey
 from server.lti.passback import DueScore, PassbackStatus, PassbackStore
+from server.senders import DueSender
 from server.settings import Settings
 
 log = logging.getLogger(__name__)
 SCORE_MAXIMUM = 1.0  # the judge's scores run from 0 to 1 (the deep-linked line item's maximum)
 
 
-class LtiGradeSender:
+class LtiGradeSender(DueSender):
     """Sends due scores (see the module docstring).
 
     Args:
@@ -54,31 +54,17 @@ class LtiGradeSender:
 
     def __init__(self, store: PassbackStore, key: ToolKey | Callable[[], ToolKey], client: AgsClient, *,
                  max_attempts: int = 6, poll_s: float = 1.0, threads: int = 4):
+        super().__init__(name="remat-lti-grades", poll_s=poll_s, threads=threads)
         self.store, self.client = store, client
         self._key, self._key_lock = key, threading.Lock()
-        self.max_attempts, self.poll_s = max_attempts, poll_s
+        self.max_attempts = max_attempts
         self.lease_s = 2 * client.timeout_s + 30  # a token request and a POST, with room to spare
-        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="remat-lti-grades")
-        self._wake = threading.Event()
-        self._stop = threading.Event()
 
     def key(self) -> ToolKey:
         with self._key_lock:
             if not isinstance(self._key, ToolKey):
                 self._key = self._key()
             return self._key
-
-    def start(self) -> None:
-        threading.Thread(target=self._loop, name="remat-lti-grades", daemon=True).start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        self._pool.shutdown(wait=False, cancel_futures=True)
-
-    def kick(self) -> None:
-        """Looks for due rows now (a verdict was just stored)."""
-        self._wake.set()
 
     def verdict_stored(self, *, user_id: int | None, problem: str, score: float | None, submission_id: str,
                        submitted_at: datetime) -> int:
@@ -92,26 +78,12 @@ class LtiGradeSender:
             self.kick()
         return changed
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self.poll_s)
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            try:
-                due = self.store.claim_due(lease_s=self.lease_s)
-            except Exception as exc:  # the database is away: try again later
-                log.warning("looking for due LTI scores failed: %s", exc)
-                continue
-            for row in due:
-                self._pool.submit(self._send_logged, row)
+    def claim(self) -> list[DueScore]:
+        return self.store.claim_due(lease_s=self.lease_s)
 
-    def _send_logged(self, due: DueScore) -> None:
-        try:
-            if self.send(due):
-                self.kick()
-        except Exception:  # never let one row stop the others; its lease runs out and it is due again
-            log.exception("passing back the score of row %d failed", due.id)
+    def deliver(self, row: DueScore) -> None:
+        if self.send(row):
+            self.kick()  # a newer verdict came during the send: it goes next
 
     def send(self, due: DueScore) -> bool:
         """One send of `due` (claimed), recorded. Returns True when a newer verdict is waiting."""
