@@ -25,7 +25,6 @@ import logging
 import os
 import socket
 import threading
-import time
 import uuid
 from typing import TYPE_CHECKING, Callable
 
@@ -245,12 +244,18 @@ class Sweeper:
     def stop(self) -> None:
         self._stop.set()
 
-    def sweep(self) -> int:
-        """One pass; returns how many jobs it enqueued. Raises what the queue or database raise."""
-        everything = self.queue_restarted()
-        ids = self.store.unfinished() if everything else self.store.to_enqueue(older_than_s=self.interval_s)
-        if everything:
-            ids += [i for i in self.store.to_enqueue(older_than_s=0) if i not in set(ids)]
+    def sweep(self, *, everything: bool | None = None) -> int:
+        """One pass; returns how many jobs it enqueued. Raises what the queue or database raise.
+
+        Args:
+            everything: enqueue every "queued" submission too (the queue lost its contents);
+                None: when `queue_restarted()` says so.
+        """
+        if everything is None:
+            everything = self.queue_restarted()
+        ids = self.store.unfinished() if everything else []
+        seen = set(ids)
+        ids += [i for i in self.store.to_enqueue(older_than_s=0 if everything else self.interval_s) if i not in seen]
         for submission_id in ids:
             self.put(submission_id)
             self.store.mark_enqueued(submission_id)
@@ -264,4 +269,3 @@ class Sweeper:
                 self.sweep()
             except Exception as exc:  # the queue or database is away; try again next time
                 log.warning("sweeping failed: %s", exc)
-                time.sleep(0)

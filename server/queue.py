@@ -84,9 +84,7 @@ class WorkerPool:
             log.info("removed %d stale jail cgroups", removed)
         self.store.release_all()
         start_templates_in_background()
-        for submission_id in self.store.unfinished():
-            self.jobs.put(submission_id)
-            self.store.mark_enqueued(submission_id)
+        self.sweeper.sweep(everything=True)  # the in-process queue starts empty
         self.grader.start()
         self.sweeper.start()
         metrics.IDLE_WORKERS.inc(self.workers)
