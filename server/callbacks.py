@@ -238,6 +238,29 @@ class Target:
             object.__setattr__(self, "addresses", (self.address,))
 
 
+def lookup(host: str, port: int) -> list[str]:
+    """The IPv4 and IPv6 addresses `host` resolves to for TCP (`socket.getaddrinfo`), each once,
+    in the resolver's order. Checking them is the caller's (`resolve`; `server.lti.ags`).
+
+    Raises:
+        CallbackRefused: the name does not resolve, or has no IPv4/IPv6 address.
+        socket.gaierror: with `EAI_AGAIN` only: the name server did not answer now (worth retrying).
+    """
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+    except socket.gaierror as exc:
+        if exc.errno == socket.EAI_AGAIN:
+            raise
+        raise CallbackRefused(f"the host {host} does not resolve ({exc.strerror})") from None
+    addresses: list[str] = []
+    for family, _, _, _, sockaddr in infos:
+        if family in (socket.AF_INET, socket.AF_INET6) and sockaddr[0] not in addresses:
+            addresses.append(sockaddr[0])
+    if not addresses:
+        raise CallbackRefused(f"the host {host} has no IPv4 or IPv6 address")
+    return addresses
+
+
 def resolve(url: str, prefixes: list[str]) -> Target:
     """Checks `url` against `prefixes`, looks its host up once (`socket.getaddrinfo`, TCP), and
     checks every address it resolves to.
@@ -258,18 +281,7 @@ def resolve(url: str, prefixes: list[str]) -> Target:
     prefix = allowed_prefix(url, prefixes)
     if prefix is None:
         raise CallbackRefused(f"{parsed.url} is not under any of this client's allowed callback prefixes")
-    try:
-        infos = socket.getaddrinfo(parsed.host, parsed.port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
-    except socket.gaierror as exc:
-        if exc.errno == socket.EAI_AGAIN:
-            raise
-        raise CallbackRefused(f"the host {parsed.host} does not resolve ({exc.strerror})") from None
-    addresses: list[str] = []
-    for family, _, _, _, sockaddr in infos:
-        if family in (socket.AF_INET, socket.AF_INET6) and sockaddr[0] not in addresses:
-            addresses.append(sockaddr[0])
-    if not addresses:
-        raise CallbackRefused(f"the host {parsed.host} has no IPv4 or IPv6 address")
+    addresses = lookup(parsed.host, parsed.port)
     prefix_host = _parse(prefix).host
     named = _literal(prefix_host)
     for address in addresses:

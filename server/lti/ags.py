@@ -45,7 +45,8 @@ from urllib.parse import urlencode
 
 import httpx
 
-from server.callbacks import CallbackRefused, _default_ssl_context, _describe, _excerpt, _parse, special_address
+from server.callbacks import (CallbackRefused, _default_ssl_context, _describe, _excerpt, _parse, lookup,
+                              special_address)
 from server.lti.keys import ToolKey
 
 SCOPE_SCORE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
@@ -262,23 +263,15 @@ class AgsClient:
 
     def _addresses(self, host: str, port: int) -> list[str]:
         try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
-        except socket.gaierror as exc:
-            if exc.errno == socket.EAI_AGAIN:
-                raise
-            raise AgsRefused(f"the host {host} does not resolve ({exc.strerror})") from None
-        addresses: list[str] = []
-        for family, _, _, _, sockaddr in infos:
-            if family in (socket.AF_INET, socket.AF_INET6) and sockaddr[0] not in addresses:
-                addresses.append(sockaddr[0])
+            addresses = lookup(host, port)
+        except CallbackRefused as exc:
+            raise AgsRefused(str(exc)) from None
         for address in addresses:
             ip = ipaddress.ip_address(address.partition("%")[0])
             kind = special_address(ip)
             if kind is not None and not any(ip in network for network in self.allow_networks):
                 raise AgsRefused(f"{host} resolves to {ip} ({kind}); add its network to the allowed LTI networks "
                                  f"to call it")
-        if not addresses:
-            raise AgsRefused(f"the host {host} has no IPv4 or IPv6 address")
         return addresses
 
     def _request(self, method: str, url: str, *, headers: dict[str, str], content: bytes) -> _Answer:
