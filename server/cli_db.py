@@ -6,8 +6,9 @@ the embedded server applies them itself at start-up); `current` says where a dat
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -44,22 +45,16 @@ def _shown(url: str) -> str:
         return url
 
 
-@db_app.command("upgrade")
-def db_upgrade(database_url: DatabaseUrl = None, data_dir: DataDir = None) -> None:
-    """Apply the migrations the database lacks; print the revision reached.
-
-    Creates the tables in an empty database and adopts one made before migrations. Safe to run
-    from several processes at once (they take turns). Exits 1 when the database is unreachable or
-    cannot be migrated (then nothing was changed), 2 for a malformed URL.
-    """
+@contextlib.contextmanager
+def _database_errors(url: str) -> Iterator[None]:
+    """Turns a malformed URL (exit 2), an unreachable database and a refused migration (exit 1)
+    into a message on stderr and that exit code."""
     from sqlalchemy.exc import ArgumentError, DBAPIError
 
     from server import migrate
 
-    url = _url(database_url, data_dir)
     try:
-        before = migrate.current(url)
-        reached = migrate.upgrade(url)
+        yield
     except ArgumentError as exc:
         err.print(f"[red]not a database URL:[/] {escape(str(exc))}")
         raise typer.Exit(EXIT_USAGE) from None
@@ -69,6 +64,22 @@ def db_upgrade(database_url: DatabaseUrl = None, data_dir: DataDir = None) -> No
     except migrate.MigrationError as exc:
         err.print(f"[red]{escape(str(exc))}[/]")
         raise typer.Exit(EXIT_FAILED) from None
+
+
+@db_app.command("upgrade")
+def db_upgrade(database_url: DatabaseUrl = None, data_dir: DataDir = None) -> None:
+    """Apply the migrations the database lacks; print the revision reached.
+
+    Creates the tables in an empty database and adopts one made before migrations. Safe to run
+    from several processes at once (they take turns). Exits 1 when the database is unreachable or
+    cannot be migrated (then nothing was changed), 2 for a malformed URL.
+    """
+    from server import migrate
+
+    url = _url(database_url, data_dir)
+    with _database_errors(url):
+        before = migrate.current(url)
+        reached = migrate.upgrade(url)
     change = "already at the latest revision" if before == reached else f"upgraded from {before or 'no revision'}"
     err.print(f"{escape(_shown(url))}: {change}")
     console.print(reached, markup=False, highlight=False)
@@ -81,19 +92,11 @@ def db_current(database_url: DatabaseUrl = None, data_dir: DataDir = None) -> No
     The database's is "none" before the first upgrade. Exits 0 when the two are the same, 1 when
     they differ (run `remat-judge db upgrade`) or the database is unreachable, 2 for a malformed URL.
     """
-    from sqlalchemy.exc import ArgumentError, DBAPIError
-
     from server import migrate
 
     url = _url(database_url, data_dir)
-    try:
+    with _database_errors(url):
         current = migrate.current(url)
-    except ArgumentError as exc:
-        err.print(f"[red]not a database URL:[/] {escape(str(exc))}")
-        raise typer.Exit(EXIT_USAGE) from None
-    except DBAPIError as exc:
-        err.print(f"[red]cannot reach {escape(_shown(url))}:[/] {escape(str(exc.orig or exc))}")
-        raise typer.Exit(EXIT_FAILED) from None
     head = migrate.head()
     console.print(f"database {escape(_shown(url))}: revision {current or 'none'}; code: revision {head}")
     if current is not None and current not in migrate.revisions():
