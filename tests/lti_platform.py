@@ -31,13 +31,18 @@ import time
 from dataclasses import dataclass, field, replace
 from html.parser import HTMLParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.support import Server
 
 LTI = "https://purl.imsglobal.org/spec/lti/claim/"
 AGS = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
@@ -383,3 +388,14 @@ class Browser:
 
 def random_hint() -> str:
     return secrets.token_hex(4)
+
+
+def start_tool(data_dir: "Path", platform: Platform, *, workers: int = 1,
+               env: dict[str, str] | None = None) -> "Server":
+    """A real judge server (`tests.support.Server`, no rate limit) that `platform` launches: the
+    platform is told the tool's exact launch URL. Stop it with `.stop()`."""
+    from tests.support import Server
+
+    server = Server(data_dir, workers=workers, env={"REMAT_JUDGE_RATE_LIMIT": "", **(env or {})}).start()
+    platform.redirect_uris = [f"{server.url}/lti/launch"]
+    return server

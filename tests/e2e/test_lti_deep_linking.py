@@ -15,7 +15,7 @@ import httpx
 import jwt
 import pytest
 
-from tests.lti_platform import STUDENT, Browser, Outcome, Platform, parse_form
+from tests.lti_platform import STUDENT, Browser, Outcome, Platform, parse_form, start_tool
 from tests.support import Server, remat_judge
 
 pytestmark = [pytest.mark.e2e]
@@ -35,9 +35,8 @@ def platform() -> Iterator[Platform]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, platform: Platform) -> Iterator[Server]:
-    env = {"REMAT_JUDGE_RATE_LIMIT": "", "REMAT_JUDGE_LTI_JWKS_REFETCH_COOLDOWN_S": "1"}
-    srv = Server(tmp_path_factory.mktemp("lti-dl-data"), workers=1, env=env).start()
-    platform.redirect_uris = [f"{srv.url}/lti/launch"]
+    srv = start_tool(tmp_path_factory.mktemp("lti-dl-data"), platform,
+                     env={"REMAT_JUDGE_LTI_JWKS_REFETCH_COOLDOWN_S": "1"})
     platform.tool_jwks_url = f"{srv.url}/lti/jwks"
     done = remat_judge(*platform.register_args("deployment-1"), "--data-dir", str(srv.data_dir),
                        env=dict(os.environ))

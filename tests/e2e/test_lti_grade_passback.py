@@ -17,7 +17,7 @@ import pytest
 from server.db import SubmissionStore, make_engine
 from server.lti.passback import PassbackStore
 from tests.lti_gradebook import Gradebook
-from tests.lti_platform import INSTRUCTOR, Browser, Platform
+from tests.lti_platform import INSTRUCTOR, Browser, Platform, start_tool
 from tests.support import PROBLEMS, Server, remat_judge
 
 pytestmark = [pytest.mark.e2e]
@@ -37,9 +37,8 @@ def platform() -> Iterator[Platform]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, platform: Platform) -> Iterator[Server]:
-    env = {"REMAT_JUDGE_RATE_LIMIT": "", "REMAT_JUDGE_LTI_ALLOW_NETWORKS": '["127.0.0.0/8"]'}
-    srv = Server(tmp_path_factory.mktemp("lti-grades"), workers=2, env=env).start()
-    platform.redirect_uris = [f"{srv.url}/lti/launch"]
+    srv = start_tool(tmp_path_factory.mktemp("lti-grades"), platform, workers=2,
+                     env={"REMAT_JUDGE_LTI_ALLOW_NETWORKS": '["127.0.0.0/8"]'})
     yield srv
     srv.stop()
 

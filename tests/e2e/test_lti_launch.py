@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives import serialization
 from server.db import UserStore, make_engine
 from server.lti.keys import thumbprint
 from server.lti.models import LtiStore
-from tests.lti_platform import INSTRUCTOR, TEACHING_ASSISTANT, Browser, Platform, parse_form
+from tests.lti_platform import INSTRUCTOR, TEACHING_ASSISTANT, Browser, Platform, parse_form, start_tool
 from tests.support import Server, remat_judge
 
 pytestmark = [pytest.mark.e2e]
@@ -34,9 +34,8 @@ def platform() -> Iterator[Platform]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, platform: Platform) -> Iterator[Server]:
-    env = {"REMAT_JUDGE_RATE_LIMIT": "", "REMAT_JUDGE_LTI_JWKS_REFETCH_COOLDOWN_S": "1"}
-    srv = Server(tmp_path_factory.mktemp("lti-data"), workers=1, env=env).start()
-    platform.redirect_uris = [f"{srv.url}/lti/launch"]
+    srv = start_tool(tmp_path_factory.mktemp("lti-data"), platform,
+                     env={"REMAT_JUDGE_LTI_JWKS_REFETCH_COOLDOWN_S": "1"})
     yield srv
     srv.stop()
 
