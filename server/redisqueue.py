@@ -64,12 +64,12 @@ class RedisJobs:
                                   heartbeat_timeout=int(heartbeat_timeout_s * 1000),
                                   maintenance_chance=MAINTENANCE_PER_MILLION,
                                   socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=2.0)
-        self._run = run
+        self.run = run  # what a worker does with a job; None in API processes
 
         def grade_submission(submission_id: str) -> None:
-            if self._run is None:
+            if self.run is None:
                 raise RuntimeError("this process only enqueues jobs")
-            self._run(submission_id)
+            self.run(submission_id)
 
         self.actor = dramatiq.actor(grade_submission, broker=self.broker, actor_name=ACTOR_NAME,
                                     queue_name=QUEUE_NAME, max_retries=MAX_RETRIES, min_backoff=1000,

@@ -57,7 +57,7 @@ def run(settings: Settings, *, concurrency: int, metrics_port: int | None = None
     grader = Grader(store=store, problems=problems, config_factory=lambda: config, worker_id=worker_id,
                     lease_s=settings.lease_s, max_attempts=settings.max_attempts, on_finished=jobs.announce,
                     callbacks=callbacks, grades=grade_sender(engine, settings))
-    jobs._run = grader.grade  # noqa: SLF001 - this process runs the jobs it is given
+    jobs.run = grader.grade  # this process runs the jobs it is given
     sweeper = Sweeper(store, jobs.put, interval_s=settings.sweep_interval_s, queue_restarted=jobs.restarted)
     removed = JailCgroup.remove_stale()
     if removed:
