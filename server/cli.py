@@ -39,6 +39,10 @@ console = Console()
 err = Console(stderr=True)
 
 EXIT_ACCEPTED, EXIT_REJECTED, EXIT_USAGE = 0, 1, 2
+# Idle keep-alive connections stay open this long (uvicorn's default is 5 s). Browsers keep used
+# idle sockets far longer (Chromium: 300 s) and reuse them for a POST, which is not retried when
+# the server closed the socket at that moment: a form post failed with ECONNRESET in CI.
+KEEP_ALIVE_S = 75
 
 
 def _quietly(call: Callable[[], object]) -> None:
@@ -85,7 +89,8 @@ def serve(host: Annotated[str, typer.Option(help="address to listen on")] = "127
     if processes == 1:
         from server.app import create_app
 
-        uvicorn.run(create_app(settings), host=host, port=port, log_level="info", log_config=None)
+        uvicorn.run(create_app(settings), host=host, port=port, log_level="info", log_config=None,
+                    timeout_keep_alive=KEEP_ALIVE_S)
         return
     if not settings.scaled:
         err.print("[red]--processes above 1 needs the distributed mode (REMAT_JUDGE_REDIS_URL): each embedded "
@@ -99,6 +104,7 @@ def serve(host: Annotated[str, typer.Option(help="address to listen on")] = "127
     multiproc.mkdir(parents=True)
     os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(multiproc))
     uvicorn.run("server.app:app_from_environment", factory=True, host=host, port=port, workers=processes,
+                timeout_keep_alive=KEEP_ALIVE_S,
                 log_level="info", log_config=None)
 
 
