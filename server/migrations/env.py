@@ -15,6 +15,8 @@ from sqlalchemy.engine import Connection
 from server.db import Base, make_engine
 import server.lti.models  # noqa: E402,F401 - LTI tables in the metadata (issue 12)
 import server.lti.passback  # noqa: E402,F401 - LTI grade passback (issue 12)
+import server.courses.models  # noqa: E402,F401 - courses and assignments (issue 12)
+import server.courses.regrade  # noqa: E402,F401 - regrades (issue 12)
 
 config = context.config
 target_metadata = Base.metadata

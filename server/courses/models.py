@@ -1,0 +1,373 @@
+"""Courses, assignments, enrollments and extensions (migration 0006), and `CourseStore`, the one
+place that reads and writes them and computes gradebooks.
+
+- `courses`: a course, made by an instructor (`remat-judge courses create`, or the Courses page)
+  or by the first LTI launch from an LMS context (platform, deployment, context id: LTI 1.3 Core
+  5.4.1 makes a context id unique within its deployment);
+- `assignments`: a problem in a course with an opening time, a deadline, a late rule and a grade
+  rule (`server.courses.rules.Policy`). An LTI launch of a resource link makes its course's
+  assignment for the link's problem when there is none (open, no deadline, best);
+- `enrollments`: who is in a course and as what (student or instructor): every LTI launch from
+  the context enrolls the user; instructors enroll accounts by email;
+- `extensions`: one student's own deadline on one assignment.
+
+Scores are never stored here: a gradebook cell is `rules.standing` of the student's submissions
+as they are now, so regrades, new deadlines and extensions show at once.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Float, ForeignKey, Integer, String, UniqueConstraint, select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
+
+from server.courses.rules import Attempt, GradeRule, LateRule, Policy, Standing, standing
+from server.db import Base, Role, SubmissionRecord, UserRecord, UTCDateTime, _enum, utcnow
+
+COURSE_KEY = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,63}$")
+
+
+class CourseError(ValueError):
+    """A course, assignment or extension that cannot be made as asked; the message says why."""
+
+
+class Course(Base):
+    """A course. `key` names it in URLs and commands; LTI courses have (platform, deployment,
+    context) and a key made from them."""
+
+    __tablename__ = "courses"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True)
+    title: Mapped[str] = mapped_column(String(255))
+    platform_id: Mapped[int | None] = mapped_column(Integer, ForeignKey(
+        "lti_platforms.id", name="fk_courses_platform", ondelete="SET NULL"), nullable=True)
+    deployment_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    context_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (UniqueConstraint("platform_id", "deployment_id", "context_id", name="uq_courses_context"),)
+
+
+class Assignment(Base):
+    """A problem in a course, with its rules (`policy()`)."""
+
+    __tablename__ = "assignments"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    course_id: Mapped[int] = mapped_column(Integer, ForeignKey("courses.id", name="fk_assignments_course",
+                                                               ondelete="CASCADE"))
+    problem: Mapped[str] = mapped_column(String(64))
+    opens_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    due_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    late_rule: Mapped[LateRule] = mapped_column(_enum(LateRule, "assignment_late_rule"))
+    penalty_per_day: Mapped[float] = mapped_column(Float, default=0.0)
+    penalty_cap: Mapped[float] = mapped_column(Float, default=1.0)
+    grade_rule: Mapped[GradeRule] = mapped_column(_enum(GradeRule, "assignment_grade_rule"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (UniqueConstraint("course_id", "problem", name="uq_assignments_course_problem"),)
+
+    def policy(self) -> Policy:
+        return Policy(opens_at=self.opens_at, due_at=self.due_at, late_rule=LateRule(self.late_rule),
+                      penalty_per_day=self.penalty_per_day, penalty_cap=self.penalty_cap,
+                      grade_rule=GradeRule(self.grade_rule))
+
+
+class Enrollment(Base):
+    """A user in a course, as student or instructor."""
+
+    __tablename__ = "enrollments"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    course_id: Mapped[int] = mapped_column(Integer, ForeignKey("courses.id", name="fk_enrollments_course",
+                                                               ondelete="CASCADE"))
+    user_id: Mapped[int] = mapped_column(Integer, ForeignKey("users.id", name="fk_enrollments_user"), index=True)
+    role: Mapped[Role] = mapped_column(_enum(Role, "enrollment_role"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (UniqueConstraint("course_id", "user_id", name="uq_enrollments_course_user"),)
+
+
+class Extension(Base):
+    """One student's own deadline on one assignment."""
+
+    __tablename__ = "extensions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    assignment_id: Mapped[int] = mapped_column(Integer, ForeignKey("assignments.id", name="fk_extensions_assignment",
+                                                                   ondelete="CASCADE"))
+    user_id: Mapped[int] = mapped_column(Integer, ForeignKey("users.id", name="fk_extensions_user"))
+    due_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (UniqueConstraint("assignment_id", "user_id", name="uq_extensions_assignment_user"),)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One gradebook cell: a student's standing on an assignment, and their extension if any."""
+
+    standing: Standing
+    extension_due_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Gradebook:
+    """Students x assignments of one course.
+
+    Attributes:
+        course: the course.
+        assignments: its assignments, by problem slug.
+        students: enrolled students (id, display name, email), by name.
+        cells: (user id, assignment id) -> `Cell`.
+    """
+
+    course: Course
+    assignments: list[Assignment]
+    students: list[UserRecord]
+    cells: dict[tuple[int, int], Cell]
+
+    def solved(self, user_id: int) -> int:
+        return sum(1 for a in self.assignments if self.cells[(user_id, a.id)].standing.solved_at is not None)
+
+    def csv(self) -> str:
+        """The gradebook as CSV (RFC 4180, a header row): one row per student and assignment with
+        email, name, problem, score (0-1, empty without a counted attempt), attempts, solved_at
+        (ISO 8601 UTC), late (yes/no), extension_due_at. Cells starting with = + - @ are prefixed
+        with ' so a spreadsheet never runs them as formulas (OWASP "CSV injection")."""
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\r\n")
+        writer.writerow(["email", "name", "problem", "score", "attempts", "solved_at", "late", "extension_due_at"])
+        for student in self.students:
+            for assignment in self.assignments:
+                cell = self.cells[(student.id, assignment.id)]
+                s = cell.standing
+                writer.writerow([_cell_text(v) for v in (
+                    student.email, student.display_name, assignment.problem,
+                    "" if s.score is None else f"{s.score:.4f}", s.attempts,
+                    s.solved_at.isoformat() if s.solved_at else "", "yes" if s.late else "no",
+                    cell.extension_due_at.isoformat() if cell.extension_due_at else "")])
+        return out.getvalue()
+
+
+def _cell_text(value: object) -> str:
+    text = str(value)
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+def context_key(platform_id: int, deployment_id: str, context_id: str) -> str:
+    """The key of an LMS context's course: `lti-` and 16 hex digits of SHA-256 of the three ids
+    (the same for every process, so two first launches at once make one course)."""
+    material = "\0".join((str(platform_id), deployment_id, context_id)).encode("utf-8")
+    return "lti-" + hashlib.sha256(material).hexdigest()[:16]
+
+
+class CourseStore:
+    """Reads and writes courses, assignments, enrollments and extensions. Thread-safe: one
+    session per call; every write is its own transaction."""
+
+    def __init__(self, engine: Engine):
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    # -- courses ----------------------------------------------------------------------------------
+
+    def create(self, key: str, title: str) -> Course:
+        """A course made by an instructor.
+
+        Raises:
+            CourseError: a bad key (lower-case letters, digits, - and _, 1-64) or one in use.
+        """
+        if not COURSE_KEY.match(key):
+            raise CourseError("a course key is 1-64 lower-case letters, digits, - or _, starting with a letter or "
+                              "digit")
+        title = title.strip()[:255] or key
+        try:
+            with self._sessions.begin() as session:
+                course = Course(key=key, title=title, created_at=utcnow())
+                session.add(course)
+        except IntegrityError:
+            raise CourseError(f"there is a course {key!r} already") from None
+        return course
+
+    def for_context(self, *, platform_id: int, deployment_id: str, context_id: str, title: str | None) -> Course:
+        """The course of an LMS context, made at its first launch (key `context_key`); its
+        title follows the platform's."""
+        key = (Course.platform_id == platform_id, Course.deployment_id == deployment_id,
+               Course.context_id == context_id)
+        for _ in range(3):
+            with self._sessions.begin() as session:
+                course = session.execute(select(Course).where(*key)).scalar_one_or_none()
+                if course is not None:
+                    if title and course.title != title[:255]:
+                        course.title = title[:255]
+                    return course
+            try:
+                with self._sessions.begin() as session:
+                    course = Course(key=context_key(platform_id, deployment_id, context_id),
+                                    title=(title or context_id)[:255], platform_id=platform_id,
+                                    deployment_id=deployment_id, context_id=context_id, created_at=utcnow())
+                    session.add(course)
+                return course
+            except IntegrityError:  # a concurrent first launch made it
+                continue
+        raise RuntimeError("could not store the course")
+
+    def get(self, key: str) -> Course | None:
+        with self._sessions() as session:
+            return session.execute(select(Course).where(Course.key == key)).scalar_one_or_none()
+
+    def all(self) -> list[Course]:
+        with self._sessions() as session:
+            return list(session.execute(select(Course).order_by(Course.title, Course.id)).scalars())
+
+    def course_of_link(self, *, platform_id: int, deployment_id: str, context_id: str | None) -> Course | None:
+        if context_id is None:
+            return None
+        with self._sessions() as session:
+            return session.execute(select(Course).where(
+                Course.platform_id == platform_id, Course.deployment_id == deployment_id,
+                Course.context_id == context_id)).scalar_one_or_none()
+
+    # -- enrollments ------------------------------------------------------------------------------
+
+    def enroll(self, course_id: int, user_id: int, role: Role) -> None:
+        """Enrolls a user (or changes their role in the course)."""
+        for _ in range(2):
+            with self._sessions.begin() as session:
+                if session.execute(update(Enrollment).where(Enrollment.course_id == course_id,
+                                                            Enrollment.user_id == user_id)
+                                   .values(role=role).execution_options(synchronize_session=False)).rowcount:
+                    return
+            try:
+                with self._sessions.begin() as session:
+                    session.add(Enrollment(course_id=course_id, user_id=user_id, role=role, created_at=utcnow()))
+                return
+            except IntegrityError:
+                continue
+
+    def members(self, course_id: int, role: Role | None = None) -> list[UserRecord]:
+        query = (select(UserRecord).join(Enrollment, Enrollment.user_id == UserRecord.id)
+                 .where(Enrollment.course_id == course_id).order_by(UserRecord.display_name, UserRecord.id))
+        if role is not None:
+            query = query.where(Enrollment.role == role)
+        with self._sessions() as session:
+            return list(session.execute(query).scalars())
+
+    # -- assignments ------------------------------------------------------------------------------
+
+    def assignments(self, course_id: int) -> list[Assignment]:
+        with self._sessions() as session:
+            return list(session.execute(select(Assignment).where(Assignment.course_id == course_id)
+                                        .order_by(Assignment.problem)).scalars())
+
+    def assignment(self, course_id: int, problem: str) -> Assignment | None:
+        with self._sessions() as session:
+            return session.execute(select(Assignment).where(Assignment.course_id == course_id,
+                                                            Assignment.problem == problem)).scalar_one_or_none()
+
+    def ensure_assignment(self, course_id: int, problem: str) -> Assignment:
+        """The course's assignment of `problem`, made with the default rules (open now and
+        always, no deadline, best) when there is none (an LTI launch of a new resource link)."""
+        for _ in range(2):
+            found = self.assignment(course_id, problem)
+            if found is not None:
+                return found
+            try:
+                with self._sessions.begin() as session:
+                    now = utcnow()
+                    made = Assignment(course_id=course_id, problem=problem, late_rule=LateRule.PENALTY,
+                                      penalty_per_day=0.0, penalty_cap=1.0, grade_rule=GradeRule.BEST,
+                                      created_at=now, updated_at=now)
+                    session.add(made)
+                return made
+            except IntegrityError:
+                continue
+        raise RuntimeError("could not store the assignment")
+
+    def set_assignment(self, course_id: int, problem: str, policy: Policy) -> Assignment:
+        """Makes or changes the course's assignment of `problem` with `policy` (validated by
+        `Policy` itself: penalties in [0, 1], the deadline not before the opening)."""
+        self.ensure_assignment(course_id, problem)
+        with self._sessions.begin() as session:
+            assignment = session.execute(select(Assignment).where(
+                Assignment.course_id == course_id, Assignment.problem == problem)).scalar_one()
+            assignment.opens_at, assignment.due_at = policy.opens_at, policy.due_at
+            assignment.late_rule, assignment.grade_rule = policy.late_rule, policy.grade_rule
+            assignment.penalty_per_day, assignment.penalty_cap = policy.penalty_per_day, policy.penalty_cap
+            assignment.updated_at = utcnow()
+        return assignment
+
+    # -- extensions -------------------------------------------------------------------------------
+
+    def extend(self, assignment_id: int, user_id: int, due_at: datetime) -> None:
+        """Gives one student their own deadline (replacing an earlier extension)."""
+        for _ in range(2):
+            with self._sessions.begin() as session:
+                if session.execute(update(Extension).where(Extension.assignment_id == assignment_id,
+                                                           Extension.user_id == user_id)
+                                   .values(due_at=due_at).execution_options(synchronize_session=False)).rowcount:
+                    return
+            try:
+                with self._sessions.begin() as session:
+                    session.add(Extension(assignment_id=assignment_id, user_id=user_id, due_at=due_at,
+                                          created_at=utcnow()))
+                return
+            except IntegrityError:
+                continue
+
+    def extension(self, assignment_id: int, user_id: int) -> datetime | None:
+        with self._sessions() as session:
+            return session.execute(select(Extension.due_at).where(Extension.assignment_id == assignment_id,
+                                                                  Extension.user_id == user_id)).scalar_one_or_none()
+
+    # -- standings --------------------------------------------------------------------------------
+
+    def _attempts(self, user_ids: list[int], problems: list[str]) -> dict[tuple[int, str], list[Attempt]]:
+        found: dict[tuple[int, str], list[Attempt]] = {}
+        if not user_ids or not problems:
+            return found
+        with self._sessions() as session:
+            rows = session.execute(select(SubmissionRecord.id, SubmissionRecord.user_id, SubmissionRecord.problem,
+                                          SubmissionRecord.created_at, SubmissionRecord.verdict,
+                                          SubmissionRecord.score)
+                                   .where(SubmissionRecord.user_id.in_(user_ids),
+                                          SubmissionRecord.problem.in_(problems))).all()
+        for sid, uid, problem, created_at, verdict, score in rows:
+            found.setdefault((uid, problem), []).append(Attempt(sid, created_at, verdict, score))
+        return found
+
+    def standing_of(self, user_id: int, problem: str, assignment: Assignment | None) -> Standing:
+        """A user's standing on an assignment (`assignment` None: the default rules, for a
+        resource link outside any course)."""
+        attempts = self._attempts([user_id], [problem]).get((user_id, problem), [])
+        if assignment is None:
+            return standing(attempts, Policy())
+        return standing(attempts, assignment.policy(), extension_due_at=self.extension(assignment.id, user_id))
+
+    def gradebook(self, course: Course) -> Gradebook:
+        """Students x assignments of `course`, computed from the stored verdicts now."""
+        assignments = self.assignments(course.id)
+        students = self.members(course.id, Role.STUDENT)
+        ids = [s.id for s in students]
+        attempts = self._attempts(ids, [a.problem for a in assignments])
+        with self._sessions() as session:
+            extensions = {(e.user_id, e.assignment_id): e.due_at for e in session.execute(
+                select(Extension).where(Extension.assignment_id.in_([a.id for a in assignments]))).scalars()}
+        cells = {}
+        for student in students:
+            for assignment in assignments:
+                extension = extensions.get((student.id, assignment.id))
+                cells[(student.id, assignment.id)] = Cell(
+                    standing(attempts.get((student.id, assignment.problem), []), assignment.policy(),
+                             extension_due_at=extension), extension)
+        return Gradebook(course=course, assignments=assignments, students=students, cells=cells)

@@ -1,0 +1,156 @@
+"""An assignment's grading rules, free of HTTP and database: which attempts count, the late
+penalty, best or last, and what a student's standing on an assignment is.
+
+One function (`standing`) decides a student's score for the gradebook, its CSV and the LMS grade
+passback alike, from the stored verdicts as they are now: a regrade or a changed deadline changes
+the score by construction, with nothing to recompute by hand.
+
+Rules (all times UTC):
+- an attempt counts when it was graded (not queued, not running, not INTERNAL_ERROR: that is the
+  judge's fault, never a grade) and submitted at or after the opening time;
+- late: submitted after the deadline (the student's extension, when they have one). Late rule
+  "none": a late attempt earns no credit (it is still graded and shown, flagged late); "penalty":
+  its score is multiplied by `1 - min(cap, per_day * days_late)`, days counted started
+  (1 second late is 1 day);
+- grade rule "best" (the default): the best credited score, the earliest attempt that reached it
+  giving the submission time; "last": the latest counted attempt's credited score.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Iterable
+
+DAY_S = 86_400.0
+
+
+class GradeRule(enum.StrEnum):
+    """Which counted attempt gives the grade."""
+
+    BEST = "best"
+    LAST = "last"
+
+
+class LateRule(enum.StrEnum):
+    """What a late attempt earns: none (no credit) or a penalty per started day up to a cap."""
+
+    NONE = "none"
+    PENALTY = "penalty"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """An assignment's rules.
+
+    Attributes:
+        opens_at: attempts submitted before it do not count (None: open from the start).
+        due_at: the deadline (None: no deadline, nothing is late).
+        late_rule: see `LateRule`.
+        penalty_per_day: fraction of the score lost per started day late, in [0, 1].
+        penalty_cap: the most that can be lost, in [0, 1].
+        grade_rule: see `GradeRule`.
+    """
+
+    opens_at: datetime | None = None
+    due_at: datetime | None = None
+    late_rule: LateRule = LateRule.PENALTY
+    penalty_per_day: float = 0.0
+    penalty_cap: float = 1.0
+    grade_rule: GradeRule = GradeRule.BEST
+
+    def __post_init__(self) -> None:
+        for name in ("penalty_per_day", "penalty_cap"):
+            value = getattr(self, name)
+            if not (0.0 <= value <= 1.0) or math.isnan(value):
+                raise ValueError(f"{name} must be between 0 and 1, got {value!r}")
+        if self.opens_at is not None and self.due_at is not None and self.due_at < self.opens_at:
+            raise ValueError("the deadline is before the opening time")
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One submission as the rules see it.
+
+    Attributes:
+        submission_id: its id.
+        submitted_at: when it was stored (UTC, timezone-aware).
+        verdict: the verdict's name, or None while it is queued or running.
+        score: the verdict's score in [0, 1] (1.0 for ACCEPTED), or None while ungraded.
+    """
+
+    submission_id: str
+    submitted_at: datetime
+    verdict: str | None
+    score: float | None
+
+
+@dataclass(frozen=True)
+class Standing:
+    """A student's standing on one assignment.
+
+    Attributes:
+        score: the grade in [0, 1] after the late rule and the grade rule; None: no counted attempt.
+        attempts: counted attempts.
+        solved_at: submission time of the first counted ACCEPTED, or None.
+        late: the attempt that gives the grade was late.
+        scoring: that attempt, or None.
+        early: attempts submitted before the opening time (not counted).
+    """
+
+    score: float | None
+    attempts: int
+    solved_at: datetime | None
+    late: bool
+    scoring: Attempt | None
+    early: int = 0
+
+
+def days_late(submitted_at: datetime, due_at: datetime | None) -> int:
+    """Started days between the deadline and the submission: 0 when on time (at the deadline
+    itself included) or without a deadline; 1 for one second late."""
+    if due_at is None or submitted_at <= due_at:
+        return 0
+    return math.ceil((submitted_at - due_at).total_seconds() / DAY_S)
+
+
+def credit(policy: Policy, submitted_at: datetime, due_at: datetime | None) -> float:
+    """The fraction of its score an attempt submitted at `submitted_at` keeps, in [0, 1], with
+    `due_at` the student's deadline (an extension, or the assignment's)."""
+    late = days_late(submitted_at, due_at)
+    if late == 0:
+        return 1.0
+    if policy.late_rule == LateRule.NONE:
+        return 0.0
+    return max(0.0, 1.0 - min(policy.penalty_cap, policy.penalty_per_day * late))
+
+
+def standing(attempts: Iterable[Attempt], policy: Policy, *, extension_due_at: datetime | None = None) -> Standing:
+    """The standing of one student on one assignment from their attempts (any order).
+
+    Args:
+        attempts: the student's submissions on the assignment's problem.
+        policy: the assignment's rules.
+        extension_due_at: the student's own deadline, replacing `policy.due_at` when given.
+    """
+    due_at = extension_due_at if extension_due_at is not None else policy.due_at
+    counted: list[tuple[Attempt, float]] = []
+    early = 0
+    for attempt in sorted(attempts, key=lambda a: (a.submitted_at, a.submission_id)):
+        if attempt.verdict is None or attempt.score is None or attempt.verdict == "INTERNAL_ERROR":
+            continue
+        if policy.opens_at is not None and attempt.submitted_at < policy.opens_at:
+            early += 1
+            continue
+        counted.append((attempt, attempt.score * credit(policy, attempt.submitted_at, due_at)))
+    if not counted:
+        return Standing(score=None, attempts=0, solved_at=None, late=False, scoring=None, early=early)
+    if policy.grade_rule == GradeRule.LAST:
+        scoring, score = counted[-1]
+    else:  # the earliest of the best: max keeps the first maximum
+        scoring, score = max(counted, key=lambda pair: pair[1])
+    solved = next((a.submitted_at for a, _ in counted if a.verdict == "ACCEPTED"), None)
+    return Standing(score=round(score, 6), attempts=len(counted), solved_at=solved,
+                    late=days_late(scoring.submitted_at, due_at) > 0, scoring=scoring, early=early)
