@@ -212,8 +212,7 @@ class Grader:
         if (self.grades is not None and record is not None and record.user_id is not None and score is not None
                 and verdict != Verdict.INTERNAL_ERROR.value):
             try:  # one UPDATE (no row for an account without LTI launches)
-                self.grades.verdict_stored(user_id=record.user_id, problem=record.problem, score=score,
-                                           submission_id=submission_id, submitted_at=record.created_at)
+                self.grades.verdict_stored(user_id=record.user_id, problem=record.problem)
             except Exception:  # the database is away: this verdict's passback is lost, grading goes on
                 log.exception("scheduling the LMS grade passback of %s failed", submission_id)
 

@@ -6,7 +6,9 @@ like `server.callback_sender.CallbackSender`: a thread claims due rows of `lti_g
 student's scores on one line item go out in order, whatever the number of workers) and hands each
 to a small pool of sending threads. Each send:
 
-1. skips the POST when the score equals the one last delivered (rule "best": a worse attempt);
+1. computes the score now (`Scorer`: `server.courses.rules.standing` under the rules of the
+   link's assignment), and skips the POST when it equals the one last delivered (rule "best": a
+   worse attempt) or when no attempt counts yet;
 2. takes the timestamp with `ags.next_timestamp(verdict time, last reserved or sent)`: strictly
    newer in whole seconds (Moodle answers 409 otherwise), and writes it (`reserved_timestamp`)
    before the POST, so a sender that dies mid-POST never makes the next one reuse it;
@@ -28,6 +30,8 @@ from typing import Callable
 from sqlalchemy.engine import Engine
 
 from server.callbacks import backoff_s
+from server.courses.models import CourseStore
+from server.courses.rules import Standing
 from server.db import utcnow
 from server.lti.ags import AgsClient, Score, next_timestamp
 from server.lti.keys import ToolKey
@@ -39,11 +43,29 @@ log = logging.getLogger(__name__)
 SCORE_MAXIMUM = 1.0  # the judge's scores run from 0 to 1 (the deep-linked line item's maximum)
 
 
+class Scorer:
+    """What a passback row's student has earned now: their standing on the assignment of the
+    row's resource link (the course of the link's LMS context and the link's problem), or under
+    the default rules (best, no dates) for a link outside any course (a launch without a context)."""
+
+    def __init__(self, courses: CourseStore):
+        self.courses = courses
+
+    def __call__(self, due: DueScore) -> Standing:
+        link = due.link
+        assert link is not None
+        course = self.courses.course_of_link(platform_id=link.platform_id, deployment_id=link.deployment_id,
+                                             context_id=link.context_id)
+        assignment = self.courses.assignment(course.id, link.problem) if course is not None else None
+        return self.courses.standing_of(due.user_id, link.problem, assignment)
+
+
 class LtiGradeSender(DueSender):
     """Sends due scores (see the module docstring).
 
     Args:
         store: the passback rows.
+        scorer: computes a row's score at send time (`Scorer`).
         key: the tool's key, or a callable that loads it (read at the first send: a worker needs
             the same `<data_dir>/lti_private_key.pem` as the server whose /lti/jwks the LMS knows).
         client: the AGS client (its `allow_networks` from `REMAT_JUDGE_LTI_ALLOW_NETWORKS`).
@@ -52,10 +74,11 @@ class LtiGradeSender(DueSender):
         threads: sends in flight at once.
     """
 
-    def __init__(self, store: PassbackStore, key: ToolKey | Callable[[], ToolKey], client: AgsClient, *,
+    def __init__(self, store: PassbackStore, scorer: Callable[[DueScore], Standing],
+                 key: ToolKey | Callable[[], ToolKey], client: AgsClient, *,
                  max_attempts: int = 6, poll_s: float = 1.0, threads: int = 4):
         super().__init__(name="remat-lti-grades", poll_s=poll_s, threads=threads)
-        self.store, self.client = store, client
+        self.store, self.scorer, self.client = store, scorer, client
         self._key, self._key_lock = key, threading.Lock()
         self.max_attempts = max_attempts
         self.lease_s = 2 * client.timeout_s + 30  # a token request and a POST, with room to spare
@@ -66,14 +89,12 @@ class LtiGradeSender(DueSender):
                 self._key = self._key()
             return self._key
 
-    def verdict_stored(self, *, user_id: int | None, problem: str, score: float | None, submission_id: str,
-                       submitted_at: datetime) -> int:
+    def verdict_stored(self, *, user_id: int | None, problem: str) -> int:
         """Makes the rows of `user_id`'s launches on `problem` pending (one UPDATE) and wakes the
         sender when there are any. Returns how many."""
-        if user_id is None or score is None:
+        if user_id is None:
             return 0
-        changed = self.store.verdict_stored(user_id=user_id, problem=problem, score=float(score),
-                                            submission_id=submission_id, submitted_at=submitted_at)
+        changed = self.store.verdict_stored(user_id=user_id, problem=problem)
         if changed:
             self.kick()
         return changed
@@ -87,17 +108,23 @@ class LtiGradeSender(DueSender):
 
     def send(self, due: DueScore) -> bool:
         """One send of `due` (claimed), recorded. Returns True when a newer verdict is waiting."""
-        if due.platform is None or not due.lineitem or not due.sub or due.score is None or due.verdict_at is None:
+        if due.platform is None or due.link is None or not due.lineitem or not due.sub or due.verdict_at is None:
             return self.store.record(due, status=PassbackStatus.REFUSED, code=None, next_at=None, counted=False,
-                                     error="the platform's registration, the line item or the score is gone")
-        if due.last_sent_score is not None and due.score == due.last_sent_score:
+                                     error="the platform's registration or the line item is gone")
+        standing = self.scorer(due)
+        computed = dict(score=standing.score, submission_id=standing.scoring.submission_id if standing.scoring else None,
+                        submitted_at=standing.scoring.submitted_at if standing.scoring else None)
+        if standing.score is None:  # no attempt counts yet (none graded, or all before the opening)
+            return self.store.record(due, status=PassbackStatus.IDLE, code=due.last_code, error=None, next_at=None,
+                                     counted=False)
+        if due.last_sent_score is not None and standing.score == due.last_sent_score:
             return self.store.record(due, status=PassbackStatus.DELIVERED, code=due.last_code, error=None,
-                                     next_at=None, counted=False)
+                                     next_at=None, counted=False, **computed)
         floor = max((t for t in (due.last_sent_timestamp, due.reserved_timestamp) if t is not None), default=None)
         timestamp = next_timestamp(due.verdict_at, floor)
         self.store.reserve(due.id, timestamp)
-        score = Score(user_id=due.sub, score_given=due.score * SCORE_MAXIMUM, score_maximum=SCORE_MAXIMUM,
-                      timestamp=timestamp, submitted_at=due.submitted_at)
+        score = Score(user_id=due.sub, score_given=standing.score * SCORE_MAXIMUM, score_maximum=SCORE_MAXIMUM,
+                      timestamp=timestamp, submitted_at=computed["submitted_at"])
         delivery = self.client.send_score(due.platform, self.key(), due.lineitem, score)
         number = due.attempts + 1
         if delivery.delivered:
@@ -110,11 +137,11 @@ class LtiGradeSender(DueSender):
             outcome, next_at = PassbackStatus.REFUSED, None
         else:
             outcome, next_at = PassbackStatus.FAILED, None
-        log.info("LTI score %.3f for %s on %s (attempt %d): %s (%s)", due.score, due.sub, due.lineitem, number,
+        log.info("LTI score %.3f for %s on %s (attempt %d): %s (%s)", standing.score, due.sub, due.lineitem, number,
                  outcome.value, delivery.status_code if delivery.status_code is not None else delivery.error)
         return self.store.record(due, status=outcome, code=delivery.status_code, error=delivery.error,
-                                 next_at=next_at, sent_score=due.score if delivery.delivered else None,
-                                 sent_timestamp=timestamp if delivery.delivered else None)
+                                 next_at=next_at, sent_score=standing.score if delivery.delivered else None,
+                                 sent_timestamp=timestamp if delivery.delivered else None, **computed)
 
 
 def grade_sender(engine: Engine, settings: Settings) -> LtiGradeSender:
@@ -123,6 +150,6 @@ def grade_sender(engine: Engine, settings: Settings) -> LtiGradeSender:
     (`REMAT_JUDGE_CALLBACK_MAX_ATTEMPTS`, `REMAT_JUDGE_CALLBACK_TIMEOUT_S`)."""
     from server.lti.keys import load_or_create
 
-    return LtiGradeSender(PassbackStore(engine), lambda: load_or_create(settings.data_dir),
+    return LtiGradeSender(PassbackStore(engine), Scorer(CourseStore(engine)), lambda: load_or_create(settings.data_dir),
                           AgsClient(timeout_s=settings.callback_timeout_s, allow_networks=settings.lti_allow_networks),
                           max_attempts=settings.callback_max_attempts)

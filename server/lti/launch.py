@@ -68,6 +68,9 @@ class Launch:
         deployment_id, resource_link_id: where the launch came from.
         problem: the problem slug to open.
         role: the judge role the LTI roles map to.
+        name, email: the user's, when the platform sends them.
+        context_id, context_title: the course (context claim, LTI 1.3 Core 5.4.1; title, else label).
+        title: the resource link's title.
         ags: the AGS endpoint claim (scope, lineitems, lineitem) or None.
     """
 
@@ -81,6 +84,7 @@ class Launch:
     name: str | None = None
     email: str | None = None
     context_id: str | None = None
+    context_title: str | None = None
     title: str | None = None
     ags: dict[str, Any] | None = field(default=None)
 
@@ -241,6 +245,12 @@ def verify_id_token(id_token: str, *, issuer: str, client_id: str, deployment_id
     return claims
 
 
+def _text(claim: Any, name: str) -> str | None:
+    """`claim[name]` when `claim` is an object and that member a non-empty string, else None."""
+    value = claim.get(name) if isinstance(claim, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
 def launch_of(claims: dict[str, Any]) -> Launch:
     """The launch a verified id_token's claims describe.
 
@@ -255,6 +265,7 @@ def launch_of(claims: dict[str, Any]) -> Launch:
     return Launch(claims=claims, issuer=claims["iss"], sub=claims["sub"], deployment_id=claims[CLAIM_DEPLOYMENT_ID],
                   resource_link_id=link["id"], problem=problem_of(claims), role=role_for(claims[CLAIM_ROLES]),
                   name=name if isinstance(name, str) else None, email=email or None,
-                  context_id=context.get("id") if isinstance(context, dict) else None,
+                  context_id=_text(context, "id"),
+                  context_title=_text(context, "title") or _text(context, "label"),
                   title=link.get("title") if isinstance(link.get("title"), str) else None,
                   ags=ags if isinstance(ags, dict) else None)

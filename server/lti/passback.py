@@ -2,7 +2,8 @@
 
 Table `lti_grade_passbacks`: one row per (resource link, platform user) of a student's launch
 that carried an AGS line item with the score scope (made or refreshed by every such launch). A
-verdict of that student's judge account on the link's problem makes the row "pending"
+verdict of that student's judge account on the link's problem (or a change of the assignment's
+rules) makes the row "pending"
 (`verdict_stored`: one UPDATE, atomic per row, so concurrent verdicts are never lost); an
 `server.lti.grade_sender.LtiGradeSender` claims due rows (`claim_due`: a conditional UPDATE
 moves `next_at` ahead by a lease, so one sender at a time sends for a row, hence in order, even
@@ -12,6 +13,11 @@ records the outcome (`record`).
 Statuses: idle (launched, no verdict since), pending (a score waits to be sent, or a retry),
 delivered, failed (the platform refused it: 400, 409 twice, other 4xx, or retries used up),
 refused (the URL may not be called, or the registration or line item is gone).
+
+The score is computed by the sender at each send: `server.courses.rules.standing` of the
+student's verdicts under the rules of the link's assignment (best by default, or last; late
+penalties; extensions). `best_score`/`pending_score` keep the standing last computed (shown on
+/lti/grades), with the submission that gives it (`pending_submission_id`, `pending_submitted_at`).
 
 `pending_seq` counts verdicts: the sender records "delivered" only when no verdict came while it
 was sending; otherwise the row stays pending and is due at once, so the newer score follows.
@@ -23,7 +29,7 @@ import enum
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import (Float, ForeignKey, Integer, String, UniqueConstraint, and_, case, or_, select, update)
+from sqlalchemy import Float, ForeignKey, Integer, String, UniqueConstraint, and_, case, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
@@ -78,9 +84,9 @@ class DueScore:
 
     id: int
     seq: int
-    score: float | None
+    user_id: int
+    link: LtiResourceLink | None
     verdict_at: datetime | None
-    submitted_at: datetime | None
     last_sent_score: float | None
     last_sent_timestamp: datetime | None
     reserved_timestamp: datetime | None
@@ -138,26 +144,37 @@ class PassbackStore:
             except IntegrityError:  # a concurrent launch made it: update it
                 continue
 
-    def verdict_stored(self, *, user_id: int, problem: str, score: float, submission_id: str,
-                       submitted_at: datetime) -> int:
-        """A verdict of `user_id` on `problem` worth `score`: every row of that account on a link
-        of that problem gets the best score (rule "best": `ags.score_to_send`) pending, due now.
-        One UPDATE. A row a sender holds (pending, `next_at` ahead) keeps its `next_at`: the sender
-        sees the new `pending_seq` when it records its outcome and makes the row due then.
+    def verdict_stored(self, *, user_id: int, problem: str) -> int:
+        """A verdict of `user_id` on `problem` was stored: every row of that account on a link of
+        that problem becomes pending, due now. One UPDATE. The score itself is computed by the
+        sender when it sends (`server.courses.rules.standing` of the verdicts as they are then),
+        so concurrent verdicts, regrades and rule changes can never leave a stale score pending.
+        A row a sender holds (pending, `next_at` ahead) keeps its `next_at`: the sender sees the
+        new `pending_seq` when it records its outcome and makes the row due then.
 
         Returns:
             How many rows became pending (0 for an account without launches).
         """
+        links = select(LtiResourceLink.id).where(LtiResourceLink.problem == problem).scalar_subquery()
+        return self._make_pending(LtiGradePassback.user_id == user_id, LtiGradePassback.resource_link_id.in_(links))
+
+    def standings_changed(self, *, link_ids: list[int], user_id: int | None = None) -> int:
+        """The rules of these links' assignment changed (deadline, late rule, grade rule, an
+        extension of `user_id`): their rows that were ever graded become pending, so the sender
+        recomputes and sends what changed. Returns how many."""
+        if not link_ids:
+            return 0
+        t = LtiGradePassback
+        conditions = [t.resource_link_id.in_(link_ids), t.status != PassbackStatus.IDLE]
+        if user_id is not None:
+            conditions.append(t.user_id == user_id)
+        return self._make_pending(*conditions)
+
+    def _make_pending(self, *conditions) -> int:  # type: ignore[no-untyped-def]
         now = utcnow()
         t = LtiGradePassback
-        better = or_(t.best_score.is_(None), t.best_score < score)
-        links = select(LtiResourceLink.id).where(LtiResourceLink.problem == problem).scalar_subquery()
         with self._sessions.begin() as session:
-            return session.execute(update(t).where(t.user_id == user_id, t.resource_link_id.in_(links)).values(
-                best_score=case((better, score), else_=t.best_score),
-                pending_score=case((better, score), else_=t.best_score),
-                pending_submitted_at=case((better, submitted_at), else_=t.pending_submitted_at),
-                pending_submission_id=case((better, submission_id), else_=t.pending_submission_id),
+            return session.execute(update(t).where(*conditions).values(
                 pending_verdict_at=now, pending_seq=t.pending_seq + 1, attempts=0,
                 next_at=case((and_(t.status == PassbackStatus.PENDING, t.next_at > now), t.next_at), else_=now),
                 status=PassbackStatus.PENDING, updated_at=now)
@@ -187,8 +204,8 @@ class PassbackStore:
                 lti_user = session.get(LtiUser, row.lti_user_id)
                 platform = session.get(LtiPlatform, link.platform_id) if link is not None else None
                 claimed.append(DueScore(
-                    id=row.id, seq=row.pending_seq, score=row.pending_score, verdict_at=row.pending_verdict_at,
-                    submitted_at=row.pending_submitted_at, last_sent_score=row.last_sent_score,
+                    id=row.id, seq=row.pending_seq, user_id=row.user_id, link=link,
+                    verdict_at=row.pending_verdict_at, last_sent_score=row.last_sent_score,
                     last_sent_timestamp=row.last_sent_timestamp, reserved_timestamp=row.reserved_timestamp,
                     attempts=row.attempts, last_code=row.last_code, sub=lti_user.sub if lti_user else None,
                     lineitem=link.ags_lineitem if link else None, platform=platform))
@@ -203,7 +220,8 @@ class PassbackStore:
 
     def record(self, due: DueScore, *, status: PassbackStatus, code: int | None, error: str | None,
                next_at: datetime | None, sent_score: float | None = None, sent_timestamp: datetime | None = None,
-               counted: bool = True) -> bool:
+               counted: bool = True, score: float | None = None, submission_id: str | None = None,
+               submitted_at: datetime | None = None) -> bool:
         """Records the outcome of sending `due` (claimed). When a verdict came meanwhile
         (`pending_seq` moved on), the row stays pending and due now (at `next_at` when that is a
         retry), so the newer score is sent next.
@@ -216,6 +234,9 @@ class PassbackStore:
         values: dict = dict(last_code=code, last_error=(error or None) and error[:300], updated_at=now)
         if counted:
             values["attempts"] = t.attempts + 1
+        if score is not None:  # the standing computed for this send
+            values.update(best_score=score, pending_score=score, pending_submission_id=submission_id,
+                          pending_submitted_at=submitted_at)
         if sent_timestamp is not None:
             values.update(last_sent_score=sent_score, last_sent_timestamp=sent_timestamp, attempts=0)
         with self._sessions.begin() as session:

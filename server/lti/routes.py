@@ -54,6 +54,7 @@ from sqlalchemy.engine import Engine
 
 from graders.problem import ProblemError
 from server.db import Role
+from server.courses.models import CourseStore
 from server.lti import deep_linking
 from server.lti.ags import SCOPE_SCORE
 from server.lti.keys import ToolKey, load_or_create
@@ -89,6 +90,7 @@ class LtiService:
             `REMAT_JUDGE_LTI_JWKS_REFETCH_COOLDOWN_S` (default 10) sets `jwks.refetch_cooldown_s`.
         cookie_secure: the deployment's cookie_secure setting (HTTPS).
         passbacks: the grade passback rows (made by students' launches; `/lti/grades`).
+        courses: courses of LMS contexts, enrollments and assignments (made by launches).
     """
 
     store: LtiStore
@@ -97,6 +99,7 @@ class LtiService:
     public_url: str | None
     cookie_secure: bool
     passbacks: PassbackStore
+    courses: CourseStore
 
     @classmethod
     def start(cls, engine: Engine, settings: Settings) -> "LtiService":
@@ -106,7 +109,7 @@ class LtiService:
         return cls(store=LtiStore(engine), key=load_or_create(settings.data_dir),
                    jwks=JwksCache(refetch_cooldown_s=cooldown_s),
                    public_url=public.rstrip("/") if public else None, cookie_secure=settings.cookie_secure,
-                   passbacks=PassbackStore(engine))
+                   passbacks=PassbackStore(engine), courses=CourseStore(engine))
 
     def base_url(self, request: Request) -> str:
         return self.public_url or str(request.base_url).rstrip("/")
@@ -315,10 +318,17 @@ def launch(request: Request, id_token: Annotated[str, Form()] = "", state: Annot
                                             resource_link_id=verified.resource_link_id,
                                             context_id=verified.context_id, title=verified.title,
                                             problem=verified.problem, ags=verified.ags)
+    if verified.context_id is not None:  # the LMS course: enrollment, and the link's problem as an assignment
+        course = service.courses.for_context(platform_id=platform.id, deployment_id=verified.deployment_id,
+                                             context_id=verified.context_id, title=verified.context_title)
+        service.courses.enroll(course.id, user.id, verified.role)
+        service.courses.ensure_assignment(course.id, verified.problem)
     if verified.role == Role.STUDENT and link.ags_lineitem and SCOPE_SCORE in json.loads(link.ags_scope or "[]"):
-        # grade passback: this student's verdicts on the problem go to the link's line item
+        # grade passback: this student's verdicts on the problem go to the link's line item, those
+        # made before this launch too (the sender computes the standing; nothing is sent without one)
         service.passbacks.launched(resource_link_id=link.id, issuer=verified.issuer, sub=verified.sub,
                                    user_id=user.id)
+        service.passbacks.verdict_stored(user_id=user.id, problem=verified.problem)  # senders poll each second
     sign_in(request, user)
     token = service.store.make_launch_token(user.id, f"/problems/{verified.problem}")
     response = RedirectResponse(f"/lti/landing?{urlencode({'token': token})}", status_code=303, headers=NO_STORE)

@@ -13,9 +13,10 @@ import pytest
 from sqlalchemy import update
 
 from server import migrate
-from server.db import Role, make_engine, utcnow
+from server.courses.models import CourseStore
+from server.db import Role, SubmissionStore, make_engine, utcnow
 from server.lti.ags import AgsClient
-from server.lti.grade_sender import LtiGradeSender
+from server.lti.grade_sender import LtiGradeSender, Scorer
 from server.lti.models import LtiStore
 from server.lti.passback import LtiGradePassback, PassbackStatus, PassbackStore
 from tests.integration.test_lti_ags import CLIENT_ID, make_key
@@ -42,14 +43,19 @@ class World:
                                            context_id="c1", title="t", problem=SLUG,
                                            ags={"scope": [SCOPE], "lineitem": self.book.lineitem_url("7")})
         self.rows.launched(resource_link_id=link.id, issuer="https://lms.example", sub="s1", user_id=self.user.id)
-        self.sender = LtiGradeSender(self.rows, self.key, AgsClient(timeout_s=5, allow_networks=["127.0.0.0/8"]),
-                                     max_attempts=3)
-        self.submissions = 0
+        self.sender = LtiGradeSender(self.rows, Scorer(CourseStore(self.engine)), self.key,
+                                     AgsClient(timeout_s=5, allow_networks=["127.0.0.0/8"]), max_attempts=3)
+        self.store = SubmissionStore(self.engine)
 
-    def verdict(self, score: float, problem: str = SLUG) -> int:
-        self.submissions += 1
-        return self.rows.verdict_stored(user_id=self.user.id, problem=problem, score=score,
-                                        submission_id=f"sub{self.submissions}", submitted_at=utcnow())
+    def verdict(self, score: float, problem: str = SLUG, user_id: int | None = None) -> int:
+        """Stores a graded submission worth `score` and tells the passback, as grading does."""
+        user_id = self.user.id if user_id is None else user_id
+        record = self.store.create(problem=problem, source="x = 1", user_id=user_id)
+        assert self.store.claim(record.id, worker_id="w", lease_s=60, max_attempts=3).record is not None
+        assert self.store.finish(record.id, verdict="ACCEPTED" if score == 1.0 else "WRONG_POLICY", score=score,
+                                 problem_version="v", result_json="{}", worker_id="w")
+        self.last_id = record.id
+        return self.rows.verdict_stored(user_id=user_id, problem=problem)
 
     def drain(self) -> int:
         """Claims and sends until nothing is due; how many sends."""
@@ -89,8 +95,7 @@ def stamp(score: dict) -> datetime:
 def test_a_launch_makes_an_idle_row_and_other_problems_or_users_touch_nothing(world: World) -> None:
     assert world.row().status == PassbackStatus.IDLE
     assert world.verdict(1.0, problem="checkpoint_dot_policy") == 0
-    assert world.rows.verdict_stored(user_id=world.user.id + 99, problem=SLUG, score=1.0, submission_id="x",
-                                     submitted_at=utcnow()) == 0
+    assert world.rows.verdict_stored(user_id=world.user.id + 99, problem=SLUG) == 0
     assert world.drain() == 0 and world.book.requests == []
 
 
@@ -98,6 +103,7 @@ def test_verdicts_in_one_second_are_sent_in_order_with_newer_seconds_and_the_bes
     assert world.verdict(0.25) == 1
     assert world.drain() == 1
     world.verdict(1.0)  # within the same second as the first: the timestamp moves on a second
+    best = world.last_id
     assert world.drain() == 1
     first, second = world.accepted()
     assert (first["scoreGiven"], second["scoreGiven"]) == (0.25, 1.0)
@@ -107,20 +113,36 @@ def test_verdicts_in_one_second_are_sent_in_order_with_newer_seconds_and_the_bes
     row = world.row()
     assert (row.status, row.best_score, row.last_sent_score, row.pending_seq) == (PassbackStatus.DELIVERED, 1.0,
                                                                                  1.0, 3)
-    assert row.pending_submission_id == "sub2"  # the submission that earned the best score
+    assert row.pending_submission_id == best  # the submission that earned the best score
 
 
 def test_a_verdict_while_sending_is_sent_after_it_and_one_sender_holds_a_row(world: World) -> None:
     world.verdict(0.25)
     [claimed] = world.rows.claim_due(lease_s=60)
     assert world.rows.claim_due(lease_s=60) == []  # another sender (process) gets nothing
-    world.verdict(1.0)  # arrives while the first score is in flight
-    assert world.rows.claim_due(lease_s=60) == []  # the holder's lease is kept: no concurrent send
+    compute = world.sender.scorer
+
+    def score_then_a_verdict_arrives(due):  # type: ignore[no-untyped-def]
+        standing = compute(due)  # the score of this send is computed ...
+        world.sender.scorer = compute
+        world.verdict(1.0)  # ... and a better verdict is stored while it is in flight
+        assert world.rows.claim_due(lease_s=60) == []  # the holder's lease is kept: no concurrent send
+        return standing
+
+    world.sender.scorer = score_then_a_verdict_arrives
     assert world.sender.send(claimed) is True  # a newer verdict waits
     assert world.row().status == PassbackStatus.PENDING
     assert world.drain() == 1
     assert [s["scoreGiven"] for s in world.accepted()] == [0.25, 1.0]
     assert world.row().status == PassbackStatus.DELIVERED
+
+
+def test_the_score_is_computed_when_sent_so_a_queue_of_verdicts_sends_only_the_newest(world: World) -> None:
+    world.verdict(0.25)
+    world.verdict(1.0)
+    world.verdict(0.5)
+    assert world.drain() == 1
+    assert [s["scoreGiven"] for s in world.accepted()] == [1.0]
 
 
 def test_retryable_failures_back_off_then_deliver(world: World) -> None:
@@ -167,8 +189,7 @@ def test_a_409_is_tried_once_more_with_the_next_second_then_failed(world: World)
     world.book.script = [409, 409]
     world.verdict(0.0)
     world.book.script = [409, 409]
-    world.rows.verdict_stored(user_id=world.user.id, problem=SLUG, score=1.0, submission_id="y",
-                              submitted_at=utcnow())
+    world.rows.verdict_stored(user_id=world.user.id, problem=SLUG)
     with world.engine.begin() as connection:  # a new best that the platform keeps refusing
         connection.execute(update(LtiGradePassback).values(last_sent_score=0.5))
     assert world.drain() == 2
