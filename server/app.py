@@ -26,6 +26,7 @@ from server.grading import Grader, new_worker_id
 from server.lti.grade_sender import grade_sender  # LMS grade passback (issue 12)
 from server.limits import BodySizeLimit
 from server.lti.routes import LtiService, router as lti_router  # LTI 1.3 tool (issue 12)
+from server.courses import pages as course_pages  # courses, gradebooks, regrades (issue 12)
 from server.packages import MAX_ARCHIVE_BYTES
 from server.queue import InProcessQueue, WorkerPool
 from server.redisqueue import RedisJobs
@@ -119,7 +120,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                               sweep_interval_s=settings.sweep_interval_s)
         app.state.services = Services(settings=settings, store=store, users=UserStore(engine), problems=repo,
                                       jobs=jobs, hub=hub, admission=admission, clients=ClientStore(engine), pool=pool,
-                                      redis_jobs=redis_jobs)
+                                      redis_jobs=redis_jobs, engine=engine)
         app.state.lti = LtiService.start(engine, settings)  # LTI 1.3 tool (issue 12)
         hub.start(settings.redis_url)
         if pool is not None:
@@ -169,6 +170,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(web_pages.router)
     app.include_router(lti_router)  # LTI 1.3 tool (issue 12)
+    app.include_router(course_pages.router)  # courses, gradebooks, regrades (issue 12)
     app.include_router(problems.router, prefix="/api/v1")
     app.include_router(submissions.router, prefix="/api/v1")
     app.include_router(health.router, prefix="/api/v1")

@@ -34,6 +34,11 @@ app.add_typer(clients_app, name="clients")
 from server.lti.cli import lti_app  # noqa: E402 - LTI 1.3 platforms (issue 12)
 
 app.add_typer(lti_app, name="lti")
+from server.courses import cli as courses_cli  # noqa: E402 - courses and regrades (issue 12)
+
+app.add_typer(courses_cli.courses_app, name="courses")
+problems_app.command("regrade")(courses_cli.regrade)
+problems_app.command("regrades")(courses_cli.regrades)
 
 console = Console()
 err = Console(stderr=True)

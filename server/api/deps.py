@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fastapi import Request
+from sqlalchemy.engine import Engine
 
 from graders.problem import ProblemRepository
 from server.admission import Admission
@@ -24,6 +25,7 @@ class Services:
         redis_jobs: the Redis queue when scaled out, else None.
         pool: the grading threads of the embedded mode; None when scaled out (workers grade).
         hub: waits for verdicts without holding threads.
+        engine: the database (courses, regrades and other stores made per request).
     """
 
     settings: Settings
@@ -36,6 +38,7 @@ class Services:
     clients: ClientStore | None = None
     pool: WorkerPool | None = None
     redis_jobs: RedisJobs | None = None
+    engine: Engine | None = None
 
 
 def get_services(request: Request) -> Services:

@@ -243,8 +243,12 @@ def instructor_problem(slug: str, request: Request, services: ServicesDep, user:
     user = _require_instructor(user, request)
     problem = _problem(services, slug)
     counts = services.store.verdict_counts().get(slug, {})
+    from server.courses.regrade import RegradeStore
+
+    regrades = RegradeStore(services.engine).recent(problem=slug) if services.engine is not None else []
     return render(request, "instructor_problem.html", user, problem=problem, counts=counts,
-                  total=sum(counts.values()), submissions=services.store.recent(problem=slug, limit=300))
+                  total=sum(counts.values()), submissions=services.store.recent(problem=slug, limit=300),
+                  regrades=regrades)
 
 
 def _clients_page(request: Request, services: Services, user: UserRecord, status_code: int = 200,

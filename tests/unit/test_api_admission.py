@@ -39,7 +39,7 @@ def make_client(tmp_path: Path, *, rate_limit: str = "", max_queue_depth: int = 
                         jobs=jobs or InProcessQueue(), hub=CompletionHub(store.finished_among, poll_s=0.05),
                         admission=Admission(rate_limit=rate_limit, storage_uri="memory://",
                                             max_queue_depth=max_queue_depth, queue_depth=store.queue_depth),
-                        clients=ClientStore(engine))
+                        clients=ClientStore(engine), engine=engine)
     app = create_app(settings)
     app.dependency_overrides[get_services] = lambda: services
     return TestClient(app), services  # not entered: the lifespan (grading threads) does not run

@@ -1,0 +1,120 @@
+"""What instructors do to courses and problems, shared by the CLI (`remat-judge courses`,
+`remat-judge problems regrade`) and the instructor pages, so both doors behave alike:
+
+- change an assignment's rules or give an extension, then make the LMS passback of the students
+  concerned pending (the sender recomputes each standing and sends only what changed);
+- start a regrade of a problem (its package must load: a broken new version is refused before
+  any verdict is touched).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from graders.problem import ProblemError, ProblemRepository
+from server.courses.models import Assignment, Course, CourseError, CourseStore
+from server.courses.regrade import Regrade, RegradeStore
+from server.courses.rules import Policy
+from server.db import UserStore
+from server.lti.models import LtiResourceLink
+from server.lti.passback import PassbackStore
+
+
+def parse_time(text: str | None, what: str) -> datetime | None:
+    """An ISO 8601 time ("2026-12-01T23:59", "2026-12-01 23:59:00+01:00"); without an offset it is
+    UTC. Empty or None: None.
+
+    Raises:
+        CourseError: not a time.
+    """
+    if text is None or not text.strip():
+        return None
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise CourseError(f"{what}: {text!r} is not a time (ISO 8601, e.g. 2026-12-01T23:59, UTC unless an "
+                          f"offset is given)") from None
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def _link_ids(engine: Engine, course: Course, problem: str) -> list[int]:
+    """The LTI resource links of `course`'s LMS context that open `problem`."""
+    if course.platform_id is None or course.context_id is None:
+        return []
+    link = LtiResourceLink
+    with Session(engine) as session:
+        return list(session.execute(select(link.id).where(
+            link.platform_id == course.platform_id, link.deployment_id == course.deployment_id,
+            link.context_id == course.context_id, link.problem == problem)).scalars())
+
+
+def change_assignment(engine: Engine, course: Course, problem: str, policy: Policy,
+                      problems: ProblemRepository) -> Assignment:
+    """Makes or changes `course`'s assignment of `problem`, then re-sends changed LMS grades.
+
+    Raises:
+        CourseError: the judge has no such problem.
+    """
+    try:
+        problems.get(problem)
+    except (KeyError, ProblemError):
+        raise CourseError(f"the judge has no problem {problem!r}") from None
+    assignment = CourseStore(engine).set_assignment(course.id, problem, policy)
+    PassbackStore(engine).standings_changed(link_ids=_link_ids(engine, course, problem))
+    return assignment
+
+
+def extend(engine: Engine, course: Course, problem: str, email: str, due_at: datetime) -> Assignment:
+    """Gives the student with `email` their own deadline on `course`'s assignment of `problem`,
+    then re-sends their LMS grade if it changed.
+
+    Raises:
+        CourseError: no such assignment or account, or the account is not in the course.
+    """
+    courses = CourseStore(engine)
+    assignment = courses.assignment(course.id, problem)
+    if assignment is None:
+        raise CourseError(f"the course {course.key!r} has no assignment {problem!r}")
+    user = UserStore(engine).by_email(email)
+    if user is None or user.id not in {m.id for m in courses.members(course.id)}:
+        raise CourseError(f"nobody with the email {email!r} is in the course {course.key!r}")
+    courses.extend(assignment.id, user.id, due_at)
+    PassbackStore(engine).standings_changed(link_ids=_link_ids(engine, course, problem), user_id=user.id)
+    return assignment
+
+
+def enroll(engine: Engine, course: Course, email: str, role: str) -> None:
+    """Enrolls the account with `email` as `role` (student or instructor).
+
+    Raises:
+        CourseError: no such account, or an unknown role.
+    """
+    from server.db import Role
+
+    try:
+        as_role = Role(role)
+    except ValueError:
+        raise CourseError(f"a role is student or instructor, not {role!r}") from None
+    user = UserStore(engine).by_email(email)
+    if user is None:
+        raise CourseError(f"no account with the email {email!r} (students sign up, or launch from the LMS)")
+    CourseStore(engine).enroll(course.id, user.id, as_role)
+
+
+def start_regrade(engine: Engine, problems: ProblemRepository, slug: str, requested_by: str) -> Regrade:
+    """Re-queues every finished submission of `slug` (`RegradeStore.start`) once its package loads.
+
+    Raises:
+        CourseError: no such problem, or its package does not load (nothing is re-queued).
+    """
+    try:
+        problem = problems.get(slug)
+    except KeyError:
+        raise CourseError(f"the judge has no problem {slug!r}") from None
+    except ProblemError as exc:
+        raise CourseError(f"the problem {slug!r} does not load, so nothing was re-queued: {exc}") from None
+    return RegradeStore(engine).start(slug, problem_version=problem.version, requested_by=requested_by)

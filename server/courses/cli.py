@@ -1,0 +1,257 @@
+"""`remat-judge courses ...` and `remat-judge problems regrade` (issue 12, items 5 and 6).
+
+Every command works on the deployment's database (`--data-dir`, or `REMAT_JUDGE_DATABASE_URL`)
+and refuses to create one. Times are ISO 8601, UTC unless they carry an offset.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from server.courses.models import Course, CourseError
+from server.courses.rules import GradeRule, LateRule, Policy
+
+courses_app = typer.Typer(help="Courses: assignments with deadlines and late rules, enrollments, extensions, "
+                               "gradebooks (LTI courses are made by launches).", no_args_is_help=True)
+console = Console()
+err = Console(stderr=True)
+EXIT_USAGE = 2
+DataDir = Annotated[Optional[Path], typer.Option(help="the server's data folder")]
+
+
+def _engine(data_dir: Optional[Path]):  # type: ignore[no-untyped-def]
+    from server.cli import _engine as engine  # the deployment's database, migrated; exits when absent
+
+    return engine(data_dir)
+
+
+def _fail(message: str) -> typer.Exit:
+    err.print(f"[red]{escape(message)}[/]")
+    return typer.Exit(EXIT_USAGE)
+
+
+def _course(engine, key: str) -> Course:  # type: ignore[no-untyped-def]
+    from server.courses.models import CourseStore
+
+    course = CourseStore(engine).get(key)
+    if course is None:
+        raise _fail(f"no course {key!r} (see `remat-judge courses list`)")
+    return course
+
+
+def _problems(problems_dir: Optional[Path]):  # type: ignore[no-untyped-def]
+    from graders.problem import ProblemRepository
+    from server.cli import _settings
+
+    return ProblemRepository(_settings(problems_dir=problems_dir).problems_dir)
+
+
+@courses_app.command("create")
+def create(key: Annotated[str, typer.Argument(help="short name: lower-case letters, digits, - and _")],
+           title: Annotated[str, typer.Option(help="the course's title")] = "",
+           data_dir: DataDir = None) -> None:
+    """Create a course."""
+    from server.courses.models import CourseStore
+
+    try:
+        course = CourseStore(_engine(data_dir)).create(key, title or key)
+    except CourseError as exc:
+        raise _fail(str(exc)) from None
+    console.print(f"created course {escape(course.key)} ({escape(course.title)})")
+
+
+@courses_app.command("list")
+def list_courses(data_dir: DataDir = None) -> None:
+    """List courses: key, title, LMS context, assignments, students."""
+    from server.courses.models import CourseStore
+    from server.db import Role
+
+    engine = _engine(data_dir)
+    store = CourseStore(engine)
+    table = Table(show_header=True, header_style="bold")
+    for column in ("key", "title", "LMS context", "assignments", "students"):
+        table.add_column(column, overflow="fold")
+    for course in store.all():
+        table.add_row(escape(course.key), escape(course.title), escape(course.context_id or "-"),
+                      str(len(store.assignments(course.id))), str(len(store.members(course.id, Role.STUDENT))))
+    console.print(table)
+
+
+@courses_app.command("assign")
+def assign(key: Annotated[str, typer.Argument(help="the course")],
+           problem: Annotated[str, typer.Argument(help="the problem's slug")],
+           opens: Annotated[str, typer.Option(help="opening time (ISO 8601; empty: open now)")] = "",
+           due: Annotated[str, typer.Option(help="deadline (ISO 8601; empty: none)")] = "",
+           late: Annotated[LateRule, typer.Option(help="after the deadline: none (no credit) or penalty")] =
+           LateRule.PENALTY,
+           penalty_per_day: Annotated[float, typer.Option(help="fraction lost per started day late, 0-1")] = 0.0,
+           penalty_cap: Annotated[float, typer.Option(help="the most that can be lost, 0-1")] = 1.0,
+           rule: Annotated[GradeRule, typer.Option(help="which attempt gives the grade: best or last")] =
+           GradeRule.BEST,
+           data_dir: DataDir = None,
+           problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None) -> None:
+    """Add a problem to a course, or change its dates and rules (LMS grades that change are sent)."""
+    from server.courses import admin
+
+    engine = _engine(data_dir)
+    course = _course(engine, key)
+    try:
+        policy = Policy(opens_at=admin.parse_time(opens, "--opens"), due_at=admin.parse_time(due, "--due"),
+                        late_rule=late, penalty_per_day=penalty_per_day, penalty_cap=penalty_cap, grade_rule=rule)
+        admin.change_assignment(engine, course, problem, policy, _problems(problems_dir))
+    except (CourseError, ValueError) as exc:
+        raise _fail(str(exc)) from None
+    console.print(f"{escape(course.key)}: {escape(problem)} opens {opens or 'now'}, due {due or 'never'}, "
+                  f"late {late.value}" + (f" (-{penalty_per_day:g}/day, at most -{penalty_cap:g})"
+                                          if late == LateRule.PENALTY and due else "") + f", grade {rule.value}")
+
+
+@courses_app.command("enroll")
+def enroll(key: Annotated[str, typer.Argument(help="the course")],
+           emails: Annotated[list[str], typer.Argument(help="accounts' emails")],
+           role: Annotated[str, typer.Option(help="student or instructor")] = "student",
+           data_dir: DataDir = None) -> None:
+    """Enroll accounts in a course (LTI launches enroll their users by themselves)."""
+    from server.courses import admin
+
+    engine = _engine(data_dir)
+    course = _course(engine, key)
+    for email in emails:
+        try:
+            admin.enroll(engine, course, email, role)
+        except CourseError as exc:
+            raise _fail(str(exc)) from None
+    console.print(f"enrolled {len(emails)} in {escape(course.key)} as {escape(role)}")
+
+
+@courses_app.command("extend")
+def extend(key: Annotated[str, typer.Argument(help="the course")],
+           problem: Annotated[str, typer.Argument(help="the assignment's problem")],
+           email: Annotated[str, typer.Argument(help="the student's email")],
+           due: Annotated[str, typer.Option(help="their deadline (ISO 8601)")],
+           data_dir: DataDir = None) -> None:
+    """Give one student their own deadline on one assignment."""
+    from server.courses import admin
+
+    engine = _engine(data_dir)
+    course = _course(engine, key)
+    try:
+        due_at = admin.parse_time(due, "--due")
+        if due_at is None:
+            raise CourseError("--due: give the student's deadline")
+        admin.extend(engine, course, problem, email, due_at)
+    except CourseError as exc:
+        raise _fail(str(exc)) from None
+    console.print(f"{escape(email)} is due {due_at.isoformat()} on {escape(problem)} in {escape(course.key)}")
+
+
+@courses_app.command("gradebook")
+def gradebook(key: Annotated[str, typer.Argument(help="the course")],
+              csv_path: Annotated[Optional[Path], typer.Option("--csv", help="write CSV to this file (- : stdout)")]
+              = None,
+              data_dir: DataDir = None) -> None:
+    """Students x assignments: score, attempts, solved time, late."""
+    from server.courses.models import CourseStore
+
+    engine = _engine(data_dir)
+    book = CourseStore(engine).gradebook(_course(engine, key))
+    if csv_path is not None:
+        text = book.csv()
+        if str(csv_path) == "-":
+            print(text, end="")
+        else:
+            csv_path.write_text(text, encoding="utf-8")
+            console.print(f"wrote {len(book.students)} students x {len(book.assignments)} assignments to "
+                          f"{escape(str(csv_path))}")
+        return
+    table = Table(title=escape(book.course.title), show_header=True, header_style="bold")
+    table.add_column("student", overflow="fold")
+    for assignment in book.assignments:
+        table.add_column(escape(assignment.problem), overflow="fold")
+    table.add_column("solved")
+    for student in book.students:
+        cells = []
+        for assignment in book.assignments:
+            s = book.cells[(student.id, assignment.id)].standing
+            cells.append("-" if s.score is None else f"{s.score:.2f} ({s.attempts})" + (" late" if s.late else ""))
+        table.add_row(escape(f"{student.display_name} <{student.email}>"), *cells,
+                      f"{book.solved(student.id)} of {len(book.assignments)}")
+    console.print(table)
+
+
+def regrade(slug: Annotated[str, typer.Argument(help="the problem whose submissions to grade again")],
+            wait: Annotated[bool, typer.Option(help="wait for the new verdicts and list those that changed")] = True,
+            timeout: Annotated[float, typer.Option(help="seconds to wait at most")] = 1800.0,
+            data_dir: DataDir = None,
+            problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None) -> None:
+    """Grade every finished submission of a problem again with its current version (after a
+    change): old verdicts are kept, changed ones are listed, changed LMS grades are sent. The
+    running judge (server or workers) does the grading."""
+    from server.courses import admin
+    from server.courses.regrade import RegradeStore
+
+    engine = _engine(data_dir)
+    try:
+        started = admin.start_regrade(engine, _problems(problems_dir), slug, requested_by="cli")
+    except CourseError as exc:
+        raise _fail(str(exc)) from None
+    console.print(f"regrade #{started.id}: {started.submissions} submissions of {escape(slug)} queued again "
+                  f"(version {started.problem_version})")
+    store = RegradeStore(engine)
+    deadline = time.monotonic() + timeout
+    progress = store.progress(started.id)
+    assert progress is not None
+    while wait and not progress.done and time.monotonic() < deadline:
+        time.sleep(1.0)
+        progress = store.progress(started.id)
+        assert progress is not None
+    print_progress(progress)
+    if wait and not progress.done:
+        err.print(f"[yellow]{progress.total - progress.finished} still waiting after {timeout:g} s: is the judge "
+                  f"running? `remat-judge problems regrades {started.id}` shows it later[/]")
+        raise typer.Exit(1)
+
+
+def regrades(regrade_id: Annotated[Optional[int], typer.Argument(help="one regrade (default: list recent ones)")]
+             = None, data_dir: DataDir = None) -> None:
+    """Recent regrades, or one regrade's progress and changed verdicts."""
+    from server.courses.regrade import RegradeStore
+
+    store = RegradeStore(_engine(data_dir))
+    if regrade_id is None:
+        table = Table(show_header=True, header_style="bold")
+        for column in ("id", "problem", "version", "submissions", "by", "started (UTC)"):
+            table.add_column(column)
+        for r in store.recent():
+            table.add_row(str(r.id), escape(r.problem), r.problem_version or "-", str(r.submissions),
+                          escape(r.requested_by), r.created_at.strftime("%Y-%m-%d %H:%M:%S"))
+        console.print(table)
+        return
+    progress = store.progress(regrade_id)
+    if progress is None:
+        raise _fail(f"no regrade #{regrade_id}")
+    print_progress(progress)
+
+
+def print_progress(progress) -> None:  # type: ignore[no-untyped-def]
+    console.print(f"{progress.finished} of {progress.total} graded again; {len(progress.changes)} changed")
+    if not progress.changes:
+        return
+    table = Table(show_header=True, header_style="bold")
+    for column in ("submission", "by", "submitted (UTC)", "before", "after"):
+        table.add_column(column, overflow="fold")
+    for c in progress.changes:
+        table.add_row(c.submission_id, escape(c.owner), c.submitted_at.strftime("%Y-%m-%d %H:%M:%S"),
+                      f"{c.old_verdict} ({_score(c.old_score)})", f"{c.new_verdict} ({_score(c.new_score)})")
+    console.print(table)
+
+
+def _score(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"

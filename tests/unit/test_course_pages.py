@@ -1,0 +1,159 @@
+"""Courses, gradebook, CSV, extensions and regrades through the instructor pages, fast: FastAPI's
+TestClient with the app's services replaced (real SQLite, migrated; no grading: verdicts are
+stored as a worker stores them)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import update
+
+from server.db import Role, SubmissionRecord, SubmissionStatus, UserStore
+from server.web.auth import hash_password
+from tests.unit.test_api_admission import make_client
+
+DUE = datetime(2026, 11, 10, 12, 0, tzinfo=timezone.utc)
+SLUG = "checkpoint_dot_policy"
+
+
+class Site:
+    def __init__(self, tmp_path: Path):
+        self.client, self.services = make_client(tmp_path)
+        assert self.services.engine is not None
+        self.engine = self.services.engine
+        self.client.app.state.services = self.services  # the web's session reads accounts from here
+        self.users = UserStore(self.engine)
+
+    def account(self, email: str, name: str, role: Role = Role.STUDENT):  # type: ignore[no-untyped-def]
+        return self.users.create(email=email, display_name=name, password_hash=hash_password("pw-123456"), role=role)
+
+    def sign_in(self, email: str) -> str:
+        page = self.client.get("/signin").text
+        token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+        answer = self.client.post("/signin", data={"email": email, "password": "pw-123456", "csrf_token": token},
+                                  follow_redirects=False)
+        assert answer.status_code == 303, answer.text
+        return self.csrf()
+
+    def csrf(self) -> str:
+        page = self.client.get("/instructor/courses").text
+        return re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+
+    def graded(self, user_id: int, verdict: str, score: float, at: datetime, problem: str = SLUG) -> str:
+        """A submission stored and graded as a worker does, submitted at `at`."""
+        store = self.services.store
+        record = store.create(problem=problem, source="x = 1", user_id=user_id)
+        assert store.claim(record.id, worker_id="w", lease_s=60, max_attempts=3).record is not None
+        assert store.finish(record.id, verdict=verdict, score=score, problem_version="v0", result_json="{}",
+                            worker_id="w")
+        with self.engine.begin() as connection:
+            connection.execute(update(SubmissionRecord).where(SubmissionRecord.id == record.id).values(
+                created_at=at))
+        return record.id
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Site:
+    s = Site(tmp_path)
+    s.account("prof@uni.example", "Prof", Role.INSTRUCTOR)
+    return s
+
+
+def test_only_instructors_see_courses(site: Site) -> None:
+    assert site.client.get("/instructor/courses", follow_redirects=False).status_code == 303
+    site.account("stu@uni.example", "Stu")
+    page = site.client.get("/signin").text
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+    site.client.post("/signin", data={"email": "stu@uni.example", "password": "pw-123456", "csrf_token": token})
+    assert site.client.get("/instructor/courses").status_code == 403
+    assert site.client.get("/instructor/courses/x/gradebook.csv").status_code == 403
+
+
+def test_a_course_with_a_deadline_a_penalty_and_an_extension_grades_and_exports(site: Site) -> None:
+    csrf = site.sign_in("prof@uni.example")
+    assert site.client.post("/instructor/courses", data={"key": "rm-101", "title": "Remat 101", "csrf_token": csrf},
+                            follow_redirects=False).status_code == 303
+    answer = site.client.post("/instructor/courses/rm-101/assignments", data={
+        "problem": SLUG, "due_at": "2026-11-10T12:00", "late_rule": "penalty", "penalty_per_day": "25",
+        "penalty_cap": "50", "grade_rule": "best", "csrf_token": csrf}, follow_redirects=False)
+    assert answer.status_code == 303, answer.text
+    ada, bob = site.account("ada@uni.example", "Ada"), site.account("bob@uni.example", "=HYPERLINK(1)")
+    for email in ("ada@uni.example", "bob@uni.example"):
+        assert site.client.post("/instructor/courses/rm-101/enrollments",
+                                data={"email": email, "role": "student", "csrf_token": csrf},
+                                follow_redirects=False).status_code == 303
+    site.graded(ada.id, "WRONG_POLICY", 0.0, DUE - timedelta(hours=2))
+    site.graded(ada.id, "ACCEPTED", 1.0, DUE + timedelta(hours=30))  # 2 started days late: -50%
+    site.graded(bob.id, "ACCEPTED", 1.0, DUE + timedelta(hours=5))   # 1 day late: -25%
+
+    page = site.client.get("/instructor/courses/rm-101")
+    assert page.status_code == 200
+    rows = list(csv.DictReader(io.StringIO(site.client.get("/instructor/courses/rm-101/gradebook.csv").text)))
+    by_email = {r["email"]: r for r in rows}
+    assert by_email["ada@uni.example"]["score"] == "0.5000" and by_email["ada@uni.example"]["attempts"] == "2"
+    assert by_email["ada@uni.example"]["late"] == "yes"
+    assert by_email["bob@uni.example"]["score"] == "0.7500"
+    assert by_email["bob@uni.example"]["name"] == "'=HYPERLINK(1)"  # never a formula in a spreadsheet
+
+    assert site.client.post("/instructor/courses/rm-101/extensions", data={
+        "problem": SLUG, "email": "ada@uni.example", "due_at": "2026-11-12T00:00", "csrf_token": csrf},
+        follow_redirects=False).status_code == 303
+    rows = list(csv.DictReader(io.StringIO(site.client.get("/instructor/courses/rm-101/gradebook.csv").text)))
+    ada_row = next(r for r in rows if r["email"] == "ada@uni.example")
+    assert (ada_row["score"], ada_row["late"]) == ("1.0000", "no")
+    assert ada_row["extension_due_at"].startswith("2026-11-12T00:00")
+
+
+@pytest.mark.parametrize("form, message", [
+    ({"problem": "nope"}, "no problem"),
+    ({"problem": SLUG, "opens_at": "2026-11-12T00:00", "due_at": "2026-11-10T00:00"}, "before the opening"),
+    ({"problem": SLUG, "due_at": "tomorrow"}, "is not a time"),
+    ({"problem": SLUG, "penalty_per_day": "150"}, "between 0 and 1"),
+    ({"problem": SLUG, "late_rule": "sometimes"}, "late rule"),
+])
+def test_bad_assignments_are_refused_with_a_reason_and_change_nothing(site: Site, form: dict, message: str) -> None:
+    csrf = site.sign_in("prof@uni.example")
+    site.client.post("/instructor/courses", data={"key": "c1", "title": "C", "csrf_token": csrf})
+    answer = site.client.post("/instructor/courses/c1/assignments", data={**form, "csrf_token": csrf})
+    assert answer.status_code == 422 and message in answer.text
+    assert "No assignments yet" in site.client.get("/instructor/courses/c1").text
+
+
+def test_forms_need_the_csrf_token_and_unknown_courses_are_404(site: Site) -> None:
+    site.sign_in("prof@uni.example")
+    assert site.client.post("/instructor/courses", data={"key": "c2"}).status_code == 403
+    assert site.client.get("/instructor/courses/none").status_code == 404
+    assert site.client.get("/instructor/regrades/99").status_code == 404
+
+
+def test_the_regrade_button_requeues_keeps_old_verdicts_and_lists_changes(site: Site) -> None:
+    csrf = site.sign_in("prof@uni.example")
+    ada = site.account("ada@uni.example", "Ada")
+    first = site.graded(ada.id, "ACCEPTED", 1.0, DUE)
+    second = site.graded(ada.id, "WRONG_POLICY", 0.0, DUE + timedelta(minutes=1))
+    other = site.graded(ada.id, "ACCEPTED", 1.0, DUE, problem="remat_sin_sin")
+    answer = site.client.post(f"/instructor/problems/{SLUG}/regrade", data={"csrf_token": csrf},
+                              follow_redirects=False)
+    assert answer.status_code == 303
+    page_url = answer.headers["location"]
+    store = site.services.store
+    assert store.get(first).status == store.get(second).status == SubmissionStatus.QUEUED  # type: ignore[union-attr]
+    assert store.get(other).status == SubmissionStatus.DONE  # type: ignore[union-attr]
+    assert "0 of 2 submissions graded again" in site.client.get(page_url).text
+    for sid, verdict, score in ((first, "WRONG_POLICY", 0.0), (second, "WRONG_POLICY", 0.0)):  # the new version
+        assert store.claim(sid, worker_id="w", lease_s=60, max_attempts=3).record is not None
+        store.finish(sid, verdict=verdict, score=score, problem_version="v1", result_json="{}", worker_id="w")
+    page = site.client.get(page_url).text
+    assert "2 of 2 submissions graded again" in page and "1 changed" in page
+    assert first[:8] in page and second[:8] not in page
+    from server.courses.regrade import RegradeStore
+
+    [before] = RegradeStore(site.engine).history(first)
+    assert (before.verdict, before.score, before.problem_version) == ("ACCEPTED", 1.0, "v0")
+    assert site.client.post("/instructor/problems/nope/regrade", data={"csrf_token": csrf}).status_code == 422
