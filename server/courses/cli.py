@@ -245,7 +245,8 @@ def print_progress(progress) -> None:  # type: ignore[no-untyped-def]
     if not progress.changes:
         return
     table = Table(show_header=True, header_style="bold")
-    for column in ("submission", "by", "submitted (UTC)", "before", "after"):
+    table.add_column("submission", no_wrap=True)  # whole ids: they are what `remat-judge` and the API take
+    for column in ("by", "submitted (UTC)", "before", "after"):
         table.add_column(column, overflow="fold")
     for c in progress.changes:
         table.add_row(c.submission_id, escape(c.owner), c.submitted_at.strftime("%Y-%m-%d %H:%M:%S"),
