@@ -160,7 +160,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodySizeLimit, max_body_bytes=6 * settings.max_source_bytes + 64 * 1024,
                        per_path={"/api/v1/problems": MAX_ARCHIVE_BYTES})
     app.add_middleware(SessionMiddleware, secret_key=settings.session_key(), session_cookie="remat_session",
-                       max_age=settings.session_max_age_s, same_site="lax", https_only=settings.cookie_secure)
+                       max_age=settings.session_max_age_s,
+                       # inside an LMS's iframe the session is a third-party cookie: only SameSite=None
+                       # (which browsers accept only with Secure) comes back; every form checks a CSRF token
+                       same_site="none" if settings.cookie_secure else "lax", https_only=settings.cookie_secure)
     app.add_middleware(GZipMiddleware, minimum_size=1024)
     app.mount("/static", StaticFiles(directory=str(WEB_DIR / "static")), name="static")
 

@@ -68,6 +68,9 @@ class Settings(BaseSettings):
         lti_allow_networks: special-address networks (loopback, private, link-local...) that grade
             passback may call, as a JSON list (`REMAT_JUDGE_LTI_ALLOW_NETWORKS='["10.0.0.0/8"]'`,
             e.g. a campus Moodle on a private network); empty: public addresses only.
+        lti_rate_limit: LTI login initiations, launches, launch-token exchanges and deep linking
+            picks one IP address may make (`limits` notation; empty: no limit). Each login stores a
+            state for 5 minutes, so this bounds what one address can make the judge store.
         callback_max_attempts: deliveries of one callback before it is marked failed (also the
             POSTs of one LMS score, `server.lti.grade_sender`).
         callback_timeout_s: seconds one delivery may take (connect and answer; also each request
@@ -103,6 +106,7 @@ class Settings(BaseSettings):
     public_url: str | None = None
     lti_jwks_refetch_cooldown_s: float = Field(default=10.0, ge=0)
     lti_allow_networks: list[str] = Field(default_factory=list)
+    lti_rate_limit: str = "60/minute"
     callback_max_attempts: int = Field(default=6, ge=1, le=30)
     callback_timeout_s: float = Field(default=10.0, gt=0, le=60)
 

@@ -392,10 +392,12 @@ def random_hint() -> str:
 
 def start_tool(data_dir: "Path", platform: Platform, *, workers: int = 1,
                env: dict[str, str] | None = None) -> "Server":
-    """A real judge server (`tests.support.Server`, no rate limit) that `platform` launches: the
+    """A real judge server (`tests.support.Server`, no rate limits) that `platform` launches: the
     platform is told the tool's exact launch URL. Stop it with `.stop()`."""
     from tests.support import Server
 
-    server = Server(data_dir, workers=workers, env={"REMAT_JUDGE_RATE_LIMIT": "", **(env or {})}).start()
+    # every launch of the tests comes from 127.0.0.1: no rate limits (tests/unit/test_lti_limits.py tests them)
+    server = Server(data_dir, workers=workers, env={"REMAT_JUDGE_RATE_LIMIT": "", "REMAT_JUDGE_LTI_RATE_LIMIT": "",
+                                                    **(env or {})}).start()
     platform.redirect_uris = [f"{server.url}/lti/launch"]
     return server

@@ -40,16 +40,21 @@ today), so they open inside the LMS's iframe.
 from __future__ import annotations
 
 import json
+import math
 import secrets
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode, urlsplit, urlunsplit, parse_qsl
 
-from fastapi import APIRouter, Form, Request
+from fastapi import APIRouter, Form, HTTPException, Request, status
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
+from limits import parse
+from limits.storage import storage_from_string
+from limits.strategies import MovingWindowRateLimiter
 from sqlalchemy.engine import Engine
 
 from graders.problem import ProblemError
@@ -91,6 +96,8 @@ class LtiService:
         cookie_secure: the deployment's cookie_secure setting (HTTPS).
         passbacks: the grade passback rows (made by students' launches; `/lti/grades`).
         courses: courses of LMS contexts, enrollments and assignments (made by launches).
+        limit: requests per IP address on the endpoints that store state or verify tokens
+            (`REMAT_JUDGE_LTI_RATE_LIMIT`), or None.
     """
 
     store: LtiStore
@@ -100,6 +107,7 @@ class LtiService:
     cookie_secure: bool
     passbacks: PassbackStore
     courses: CourseStore
+    limit: "LtiRateLimit | None" = None
 
     @classmethod
     def start(cls, engine: Engine, settings: Settings) -> "LtiService":
@@ -109,14 +117,52 @@ class LtiService:
         return cls(store=LtiStore(engine), key=load_or_create(settings.data_dir),
                    jwks=JwksCache(refetch_cooldown_s=cooldown_s),
                    public_url=public.rstrip("/") if public else None, cookie_secure=settings.cookie_secure,
-                   passbacks=PassbackStore(engine), courses=CourseStore(engine))
+                   passbacks=PassbackStore(engine), courses=CourseStore(engine),
+                   limit=LtiRateLimit.start(settings.lti_rate_limit, settings.redis_url or "memory://"))
 
     def base_url(self, request: Request) -> str:
         return self.public_url or str(request.base_url).rstrip("/")
 
 
+class LtiRateLimit:
+    """Requests per IP address on the LTI endpoints (`limits`' moving window; in Redis when
+    scaled out, so every API process shares one count)."""
+
+    def __init__(self, items: list, storage_uri: str):  # type: ignore[type-arg]
+        self.items = items
+        self.limiter = MovingWindowRateLimiter(storage_from_string(storage_uri))
+
+    @classmethod
+    def start(cls, text: str, storage_uri: str) -> "LtiRateLimit | None":
+        """None for an empty `text`. Raises ValueError when `text` is not `limits` notation."""
+        items = [parse(part) for part in text.split(";") if part.strip()]
+        return cls(items, storage_uri) if items else None
+
+    def retry_after_s(self, address: str) -> int | None:
+        """Counts one request from `address`: None when allowed, else whole seconds to wait."""
+        for item in self.items:
+            if not self.limiter.hit(item, "lti", address):
+                reset_at, _ = self.limiter.get_window_stats(item, "lti", address)
+                return max(1, math.ceil(reset_at - time.time()))
+        return None
+
+
 def _service(request: Request) -> LtiService:
-    return request.app.state.lti
+    """The LTI service, after counting this request against `REMAT_JUDGE_LTI_RATE_LIMIT`.
+
+    Raises:
+        HTTPException(429) with Retry-After when this address is over the limit.
+    """
+    service: LtiService = request.app.state.lti
+    if service.limit is not None and (request.method == "POST" or request.url.path in _LIMITED_GETS):
+        wait_s = service.limit.retry_after_s(request.client.host if request.client else "unknown")
+        if wait_s is not None:
+            raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, "too many LTI requests from this address; try "
+                                "again in a moment", headers={"Retry-After": str(wait_s)})
+    return service
+
+
+_LIMITED_GETS = {"/lti/login", "/lti/open", "/lti/landing"}
 
 
 def _page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:

@@ -328,8 +328,11 @@ def error_page(request: Request, exc: Any) -> Response:
     """HTML error pages for browsers; JSON stays JSON for the API."""
     if exc.status_code == status.HTTP_303_SEE_OTHER:
         return RedirectResponse(exc.headers["Location"], status_code=status.HTTP_303_SEE_OTHER)
-    return render(request, "error.html", current_user(request), status_code=exc.status_code,
-                  code=exc.status_code, detail=str(exc.detail))
+    response = render(request, "error.html", current_user(request), status_code=exc.status_code,
+                      code=exc.status_code, detail=str(exc.detail))
+    if exc.status_code in (429, 503) and getattr(exc, "headers", None) and "Retry-After" in exc.headers:
+        response.headers["Retry-After"] = exc.headers["Retry-After"]
+    return response
 
 
 __all__ = ["router", "error_page", "WEB_DIR"]
