@@ -345,6 +345,57 @@ def test_instructor_makes_an_api_client_sees_its_key_once_and_revokes_it(browser
     page.close()
 
 
+def test_instructor_runs_a_course_with_a_gradebook_and_regrades_a_problem(chromium: object, server: Server) -> None:
+    """Runs after Ada became an instructor (she also solved checkpoint_dot_policy after a
+    WRONG_POLICY): a course with a deadline, her own enrollment as a student, the gradebook and its
+    CSV at 1280 px and 390 px, then a regrade of the problem from its page, with nothing changed."""
+    for width, height in ((1280, 900), (390, 844)):
+        context = chromium.new_context(viewport={"width": width, "height": height},  # type: ignore[attr-defined]
+                                       accept_downloads=True)
+        page = context.new_page()
+        _sign_in(page, server, "ada@example.org")
+        page.goto(server.url + "/instructor")
+        page.click("a[href='/instructor/courses']")
+        key = f"rm-{width}"
+        page.fill("input[name=key]", key)
+        page.fill("input[name=title]", f"Remat {width}")
+        page.click("form.client-form button[type=submit]")
+        page.wait_for_url(f"{server.url}/instructor/courses/{key}")
+        new = page.locator("form[aria-label='new assignment']")
+        new.locator("select[name=problem]").select_option("checkpoint_dot_policy")
+        new.locator("input[name=due_at]").fill("2099-01-01T12:00")
+        new.locator("button[type=submit]").click()
+        page.wait_for_url(f"{server.url}/instructor/courses/{key}")
+        enroll = page.locator("form[aria-label='enroll']")
+        enroll.locator("input[name=email]").fill("ada@example.org")
+        enroll.locator("button[type=submit]").click()
+        page.wait_for_url(f"{server.url}/instructor/courses/{key}")
+        cell = page.locator("#gradebook td[data-problem=checkpoint_dot_policy]").inner_text()
+        assert cell.startswith("1.00 (2)") and "late" not in cell, cell
+        overflow = page.evaluate("document.scrollingElement.scrollWidth - window.innerWidth")
+        wide = page.evaluate("""() => [...document.querySelectorAll('main *')].filter(e =>
+            e.getBoundingClientRect().right > window.innerWidth + 1 && !e.closest('.table-scroll'))
+            .map(e => e.tagName + '.' + e.className).slice(0, 8)""")
+        assert overflow <= 1, f"the course page scrolls sideways by {overflow}px at {width}px: {wide}"
+        shot(page, f"12-course-gradebook-{width}")
+        with page.expect_download() as download:
+            page.click(f"a[href='/instructor/courses/{key}/gradebook.csv']")
+        text = Path(download.value.path()).read_text()
+        assert text.startswith("email,name,problem,score") and "ada@example.org" in text and ",1.0000,2," in text
+        context.close()
+
+    page = chromium.new_page(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
+    _sign_in(page, server, "ada@example.org")
+    page.goto(server.url + "/instructor/problems/checkpoint_dot_policy")
+    page.click("form.regrade-form button[type=submit]")
+    page.wait_for_url(re.compile(r".*/instructor/regrades/\d+$"))
+    page.wait_for_function(r"/(\d+) of \1 submissions graded again/.test("
+                           "document.querySelector('#regrade-progress').textContent)", timeout=180_000)
+    assert "0 changed" in page.inner_text("#regrade-progress")
+    shot(page, "13-regrade-done")
+    page.close()
+
+
 def test_phone_sized_screen_and_no_javascript(chromium: object, server: Server) -> None:
     phone = chromium.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)  # type: ignore[attr-defined]
     page = phone.new_page()
