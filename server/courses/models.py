@@ -330,6 +330,19 @@ class CourseStore:
             return session.execute(select(Extension.due_at).where(Extension.assignment_id == assignment_id,
                                                                   Extension.user_id == user_id)).scalar_one_or_none()
 
+    def due_dates_for(self, user_id: int, problem: str) -> list[tuple[Course, Assignment, datetime | None]]:
+        """The assignments of `problem` in the courses `user_id` is a student of, each with the
+        student's extension (or None): what the problem page tells them."""
+        with self._sessions() as session:
+            rows = session.execute(
+                select(Course, Assignment, Extension.due_at)
+                .join(Assignment, Assignment.course_id == Course.id)
+                .join(Enrollment, (Enrollment.course_id == Course.id) & (Enrollment.user_id == user_id))
+                .outerjoin(Extension, (Extension.assignment_id == Assignment.id) & (Extension.user_id == user_id))
+                .where(Assignment.problem == problem, Enrollment.role == Role.STUDENT)
+                .order_by(Course.title)).all()
+        return [(course, assignment, extension) for course, assignment, extension in rows]
+
     # -- standings --------------------------------------------------------------------------------
 
     def _attempts(self, user_ids: list[int], problems: list[str]) -> dict[tuple[int, str], list[Attempt]]:

@@ -78,8 +78,13 @@ def problem_page(slug: str, request: Request, services: ServicesDep, user: Optio
     problem = _problem(services, slug)
     mine = services.store.for_user(user.id, problem=slug, limit=20) if user else []
     solved = user is not None and (user.role == "instructor" or slug in services.store.solved(user.id))
+    dues = []
+    if user is not None and services.engine is not None:
+        from server.courses.models import CourseStore
+
+        dues = CourseStore(services.engine).due_dates_for(user.id, slug)
     return render(request, "problem.html", user, problem=problem, statement=render_markdown(problem.statement),
-                  starter=problem.starter, mine=mine, solved=solved,
+                  starter=problem.starter, mine=mine, solved=solved, dues=dues,
                   draft_key=f"remat-draft:{user.id if user else 'anon'}:{slug}")
 
 

@@ -42,7 +42,7 @@ class Site:
         return self.csrf()
 
     def csrf(self) -> str:
-        page = self.client.get("/instructor/courses").text
+        page = self.client.get("/").text  # the sign-out form carries it
         return re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
 
     def graded(self, user_id: int, verdict: str, score: float, at: datetime, problem: str = SLUG) -> str:
@@ -106,6 +106,11 @@ def test_a_course_with_a_deadline_a_penalty_and_an_extension_grades_and_exports(
         follow_redirects=False).status_code == 303
     rows = list(csv.DictReader(io.StringIO(site.client.get("/instructor/courses/rm-101/gradebook.csv").text)))
     ada_row = next(r for r in rows if r["email"] == "ada@uni.example")
+    site.sign_in("ada@uni.example")  # the student sees her own deadline and the rules on the problem page
+    dates = re.sub(r"\s+", " ", site.client.get(f"/problems/{SLUG}").text.split('id="assignment-dates">')[1]
+                   .split("</p>")[0])
+    assert "Remat 101" in dates and "2026-11-12 00:00 UTC" in dates and "(your extension)" in dates
+    assert "lose 25% per started day, at most 50%" in dates and "best attempt" in dates
     assert (ada_row["score"], ada_row["late"]) == ("1.0000", "no")
     assert ada_row["extension_due_at"].startswith("2026-11-12T00:00")
 
