@@ -42,6 +42,7 @@ from jwt.algorithms import RSAAlgorithm
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from tests.lti_gradebook import Gradebook
     from tests.support import Server
 
 LTI = "https://purl.imsglobal.org/spec/lti/claim/"
@@ -401,3 +402,23 @@ def start_tool(data_dir: "Path", platform: Platform, *, workers: int = 1,
                                                     **(env or {})}).start()
     platform.redirect_uris = [f"{server.url}/lti/launch"]
     return server
+
+
+def start_gradebook(server: "Server", platform: Platform, deployment_id: str = "deployment-1") -> "Gradebook":
+    """A simulated gradebook (tests/lti_gradebook.py) that trusts the tool's public keys as served at
+    its /lti/jwks, and `platform` registered with the judge (`remat-judge lti register`) with the
+    gradebook's token endpoint. Stop it with `.stop()`."""
+    import os
+
+    import httpx
+
+    from tests.lti_gradebook import Gradebook
+    from tests.support import remat_judge
+
+    jwks = httpx.get(f"{server.url}/lti/jwks", timeout=10).json()
+    gradebook = Gradebook(jwks=jwks, client_id=platform.client_id).start()
+    args = platform.register_args(deployment_id)
+    args[args.index("--auth-token-url") + 1] = gradebook.token_url
+    done = remat_judge(*args, "--data-dir", str(server.data_dir), env=dict(os.environ))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return gradebook

@@ -242,18 +242,24 @@ class CourseStore:
 
     def enroll(self, course_id: int, user_id: int, role: Role) -> None:
         """Enrolls a user (or changes their role in the course)."""
+        self._upsert(Enrollment, dict(course_id=course_id, user_id=user_id), role=role)
+
+    def _upsert(self, table: type, key: dict, **values: object) -> None:
+        """Updates the row of `table` with `key` to `values`, or inserts it (a concurrent insert
+        of the same key turns into the update)."""
+        conditions = [getattr(table, name) == value for name, value in key.items()]
         for _ in range(2):
             with self._sessions.begin() as session:
-                if session.execute(update(Enrollment).where(Enrollment.course_id == course_id,
-                                                            Enrollment.user_id == user_id)
-                                   .values(role=role).execution_options(synchronize_session=False)).rowcount:
+                if session.execute(update(table).where(*conditions).values(**values)
+                                   .execution_options(synchronize_session=False)).rowcount:
                     return
             try:
                 with self._sessions.begin() as session:
-                    session.add(Enrollment(course_id=course_id, user_id=user_id, role=role, created_at=utcnow()))
+                    session.add(table(**key, **values, created_at=utcnow()))
                 return
             except IntegrityError:
                 continue
+        raise RuntimeError(f"could not store the {table.__tablename__} row")
 
     def members(self, course_id: int, role: Role | None = None) -> list[UserRecord]:
         query = (select(UserRecord).join(Enrollment, Enrollment.user_id == UserRecord.id)
@@ -311,19 +317,7 @@ class CourseStore:
 
     def extend(self, assignment_id: int, user_id: int, due_at: datetime) -> None:
         """Gives one student their own deadline (replacing an earlier extension)."""
-        for _ in range(2):
-            with self._sessions.begin() as session:
-                if session.execute(update(Extension).where(Extension.assignment_id == assignment_id,
-                                                           Extension.user_id == user_id)
-                                   .values(due_at=due_at).execution_options(synchronize_session=False)).rowcount:
-                    return
-            try:
-                with self._sessions.begin() as session:
-                    session.add(Extension(assignment_id=assignment_id, user_id=user_id, due_at=due_at,
-                                          created_at=utcnow()))
-                return
-            except IntegrityError:
-                continue
+        self._upsert(Extension, dict(assignment_id=assignment_id, user_id=user_id), due_at=due_at)
 
     def extension(self, assignment_id: int, user_id: int) -> datetime | None:
         with self._sessions() as session:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Callable
 
 from sqlalchemy.engine import Engine

@@ -14,13 +14,12 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterator
 
-import httpx
 import pytest
 
 from tests.e2e.test_lti_grade_passback import (RIGHT, SCORE_SCOPE, SLUG, submit_on_the_web, wait_for_verdict,
                                                wait_until)
 from tests.lti_gradebook import Gradebook
-from tests.lti_platform import Browser, Platform, start_tool
+from tests.lti_platform import Browser, Platform, start_gradebook, start_tool
 from tests.support import PROBLEMS, Server, remat_judge
 
 pytestmark = [pytest.mark.e2e]
@@ -51,12 +50,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, platform: Platform, problem
 
 @pytest.fixture(scope="module")
 def book(server: Server, platform: Platform) -> Iterator[Gradebook]:
-    jwks = httpx.get(f"{server.url}/lti/jwks", timeout=10).json()
-    gradebook = Gradebook(jwks=jwks, client_id=platform.client_id).start()
-    args = platform.register_args("deployment-1")
-    args[args.index("--auth-token-url") + 1] = gradebook.token_url
-    done = remat_judge(*args, "--data-dir", str(server.data_dir), env=dict(os.environ))
-    assert done.returncode == 0, done.stdout + done.stderr
+    gradebook = start_gradebook(server, platform)
     yield gradebook
     gradebook.stop()
 

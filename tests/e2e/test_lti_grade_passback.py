@@ -5,7 +5,6 @@ its line items) receives the scores in order; a web user without a launch sends 
 
 from __future__ import annotations
 
-import os
 import time
 from datetime import datetime
 from pathlib import Path
@@ -17,8 +16,8 @@ import pytest
 from server.db import SubmissionStore, make_engine
 from server.lti.passback import PassbackStore
 from tests.lti_gradebook import Gradebook
-from tests.lti_platform import INSTRUCTOR, Browser, Platform, start_tool
-from tests.support import PROBLEMS, Server, remat_judge
+from tests.lti_platform import INSTRUCTOR, Browser, Platform, start_gradebook, start_tool
+from tests.support import PROBLEMS, Server
 
 pytestmark = [pytest.mark.e2e]
 
@@ -45,14 +44,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, platform: Platform) -> Iter
 
 @pytest.fixture(scope="module")
 def book(server: Server, platform: Platform) -> Iterator[Gradebook]:
-    """The gradebook, trusting the tool's public keys as served at /lti/jwks; the platform is
-    registered with the gradebook's token endpoint."""
-    jwks = httpx.get(f"{server.url}/lti/jwks", timeout=10).json()
-    gradebook = Gradebook(jwks=jwks, client_id=platform.client_id).start()
-    args = platform.register_args("deployment-1")
-    args[args.index("--auth-token-url") + 1] = gradebook.token_url
-    done = remat_judge(*args, "--data-dir", str(server.data_dir), env=dict(os.environ))
-    assert done.returncode == 0, done.stdout + done.stderr
+    gradebook = start_gradebook(server, platform)
     yield gradebook
     gradebook.stop()
 

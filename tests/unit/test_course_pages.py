@@ -11,7 +11,6 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import update
 
 from server.db import Role, SubmissionRecord, SubmissionStatus, UserStore
