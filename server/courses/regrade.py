@@ -1,7 +1,7 @@
 """Regrading every submission of a problem after its new version is published (migration 0006).
 
 `RegradeStore.start` runs one transaction: it records the regrade (`regrades`), copies each
-finished submission's verdict into `regraded_verdicts` (kept for good: what the student was told
+finished (or running) submission's verdict into `regraded_verdicts` (kept for good: what the student was told
 before), and puts the submission back in the queue ("queued", attempts 0, no claim, not enqueued,
 its API callback pending again). The sweeper of every grading process (embedded server or
 `remat-judge worker`) enqueues rows the queue never accepted, so a regrade started from the CLI
@@ -103,9 +103,10 @@ class RegradeStore:
         self._sessions = sessionmaker(engine, expire_on_commit=False)
 
     def start(self, problem: str, *, problem_version: str | None, requested_by: str) -> Regrade:
-        """Re-queues every finished submission of `problem`, keeping each old verdict (one
-        transaction). Submissions queued or running at that moment are not included: they are
-        graded with whatever version their worker loads (the newest, once it is published)."""
+        """Re-queues every finished or running submission of `problem`, keeping each old verdict
+        (one transaction). A running one's worker may be grading it with the old version: its
+        claim is gone, so `SubmissionStore.finish` stores nothing for it and it is graded again.
+        Queued ones are left alone: their worker loads the problem when it grades them."""
         now = utcnow()
         s = SubmissionRecord
         with self._sessions.begin() as session:
@@ -113,7 +114,7 @@ class RegradeStore:
                               submissions=0, created_at=now)
             session.add(regrade)
             session.flush()
-            finished = (s.problem == problem) & s.status.in_(FINISHED)
+            finished = (s.problem == problem) & s.status.in_((*FINISHED, SubmissionStatus.RUNNING))
             ids = list(session.execute(select(s.id).where(finished).with_for_update()).scalars())
             if ids:
                 session.execute(insert(RegradedVerdict).from_select(
@@ -123,7 +124,7 @@ class RegradeStore:
                            s.result_json, s.finished_at).where(s.id.in_(ids))))
                 for chunk in range(0, len(ids), 500):
                     part = ids[chunk:chunk + 500]
-                    session.execute(update(s).where(s.id.in_(part), s.status.in_(FINISHED)).values(
+                    session.execute(update(s).where(s.id.in_(part)).values(
                         status=SubmissionStatus.QUEUED, verdict=None, score=None, result_json=None,
                         finished_at=None, started_at=None, attempts=0, worker_id=None, lease_expires_at=None,
                         enqueued_at=None).execution_options(synchronize_session=False))
@@ -161,7 +162,7 @@ class RegradeStore:
             if status not in FINISHED:
                 continue
             finished += 1
-            if verdict != before.verdict or score != before.score:
+            if before.verdict is not None and (verdict != before.verdict or score != before.score):
                 owner = email or (f"API client #{client_id}" if client_id is not None else "anonymous")
                 changes.append(Change(submission_id=before.submission_id, owner=owner, submitted_at=created_at,
                                       old_verdict=before.verdict, old_score=before.score, new_verdict=verdict,

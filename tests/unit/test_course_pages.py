@@ -142,6 +142,8 @@ def test_the_regrade_button_requeues_keeps_old_verdicts_and_lists_changes(site: 
     first = site.graded(ada.id, "ACCEPTED", 1.0, DUE)
     second = site.graded(ada.id, "WRONG_POLICY", 0.0, DUE + timedelta(minutes=1))
     other = site.graded(ada.id, "ACCEPTED", 1.0, DUE, problem="remat_sin_sin")
+    running = site.services.store.create(problem=SLUG, source="x = 2", user_id=ada.id).id
+    assert site.services.store.claim(running, worker_id="old", lease_s=60, max_attempts=3).record is not None
     answer = site.client.post(f"/instructor/problems/{SLUG}/regrade", data={"csrf_token": csrf},
                               follow_redirects=False)
     assert answer.status_code == 303
@@ -149,12 +151,17 @@ def test_the_regrade_button_requeues_keeps_old_verdicts_and_lists_changes(site: 
     store = site.services.store
     assert store.get(first).status == store.get(second).status == SubmissionStatus.QUEUED  # type: ignore[union-attr]
     assert store.get(other).status == SubmissionStatus.DONE  # type: ignore[union-attr]
-    assert "0 of 2 submissions graded again" in site.client.get(page_url).text
-    for sid, verdict, score in ((first, "WRONG_POLICY", 0.0), (second, "WRONG_POLICY", 0.0)):  # the new version
+    assert "0 of 3 submissions graded again" in site.client.get(page_url).text
+    # the worker that was grading with the old version cannot store its verdict any more
+    assert not store.finish(running, verdict="ACCEPTED", score=1.0, problem_version="v0", result_json="{}",
+                            worker_id="old")
+    assert store.get(running).status == SubmissionStatus.QUEUED  # type: ignore[union-attr]
+    for sid, verdict, score in ((first, "WRONG_POLICY", 0.0), (second, "WRONG_POLICY", 0.0),
+                                (running, "ACCEPTED", 1.0)):  # the new version
         assert store.claim(sid, worker_id="w", lease_s=60, max_attempts=3).record is not None
         store.finish(sid, verdict=verdict, score=score, problem_version="v1", result_json="{}", worker_id="w")
     page = site.client.get(page_url).text
-    assert "2 of 2 submissions graded again" in page and "1 changed" in page
+    assert "3 of 3 submissions graded again" in page and "1 changed" in page  # a first verdict is no change
     assert first[:8] in page and second[:8] not in page
     from server.courses.regrade import RegradeStore
 
