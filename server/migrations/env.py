@@ -17,6 +17,7 @@ import server.lti.models  # noqa: E402,F401 - LTI tables in the metadata (issue 
 import server.lti.passback  # noqa: E402,F401 - LTI grade passback (issue 12)
 import server.courses.models  # noqa: E402,F401 - courses and assignments (issue 12)
 import server.courses.regrade  # noqa: E402,F401 - regrades (issue 12)
+import server.web.hints  # noqa: E402,F401 - hints opened one at a time (issue 13)
 
 config = context.config
 target_metadata = Base.metadata
