@@ -193,6 +193,7 @@ class ProblemSpec(_Spec):
     title: Annotated[str, Field(min_length=1, max_length=200)]
     difficulty: Literal["easy", "medium", "hard"]
     tags: list[Annotated[str, Field(min_length=1, max_length=60)]] = []
+    order: Annotated[int, Field(ge=0, le=100_000)] | None = None  # place in the course list (lowest first)
     entry_point: Annotated[str, Field(pattern=DIM_RE)]
     args: Annotated[list[Arg], Field(min_length=1, max_length=32)]
     cases: Annotated[list[CaseSpec], Field(min_length=1, max_length=16)]

@@ -68,9 +68,16 @@ def _report(record: SubmissionRecord) -> VerdictReport | None:
 @router.get("/", response_class=HTMLResponse)
 def problem_list(request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
     solved = services.store.solved(user.id) if user else set()
-    order = {"easy": 0, "medium": 1, "hard": 2}
-    problems = sorted(services.problems.all(), key=lambda p: (order[p.spec.difficulty], p.spec.title))
-    return render(request, "problems.html", user, problems=problems, solved=solved)
+    problems = sorted(services.problems.all(), key=course_order)
+    return render(request, "problems.html", user, problems=problems, solved=solved,
+                  solved_here=len(solved & {p.slug for p in problems}))
+
+
+def course_order(problem: Problem) -> tuple[int, int, str]:
+    """Where a problem sits in the list: its `order` in problem.toml (lowest first; problems
+    without one after those with one), then difficulty (easy, medium, hard), then title."""
+    difficulty = {"easy": 0, "medium": 1, "hard": 2}[problem.spec.difficulty]
+    return (problem.spec.order if problem.spec.order is not None else 100_001, difficulty, problem.spec.title)
 
 
 @router.get("/problems/{slug}", response_class=HTMLResponse)
