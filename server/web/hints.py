@@ -103,3 +103,64 @@ class HintStore:
                 HintReveal.problem == problem, HintReveal.reason == RevealReason.REQUEST)
                 .group_by(HintReveal.user_id)).all()
         return {user_id: count for user_id, count in rows}
+
+
+@dataclass(frozen=True)
+class HintView:
+    """What the problem page shows of a problem's hints for one user.
+
+    Attributes:
+        shown: the open hints, in order, with their Markdown bodies.
+        total: how many hints the problem has.
+        failed_attempts: the user's graded attempts that were not ACCEPTED (nor INTERNAL_ERROR).
+        requested: how many hints the user opened on request.
+    """
+
+    shown: list[Hint]
+    total: int
+    failed_attempts: int
+    requested: int
+
+    @property
+    def next_number(self) -> int | None:
+        return len(self.shown) + 1 if len(self.shown) < self.total else None
+
+
+def failed_attempts(engine: Engine, user_id: int, problem: str) -> int:
+    """Graded attempts of `user_id` on `problem` that were not ACCEPTED (INTERNAL_ERROR, the
+    judge's fault, does not count)."""
+    from server.db import SubmissionRecord
+
+    with sessionmaker(engine)() as session:
+        return int(session.execute(select(func.count()).where(
+            SubmissionRecord.user_id == user_id, SubmissionRecord.problem == problem,
+            SubmissionRecord.verdict.is_not(None),
+            SubmissionRecord.verdict.not_in(("ACCEPTED", "INTERNAL_ERROR")))).scalar_one())
+
+
+def hint_view(engine: Engine, *, user_id: int, problem: str, text: str, everything: bool) -> HintView:
+    """The hints `user_id` may see now (`everything`: solved, or an instructor), recording those
+    that attempts opened for the first time."""
+    hints = split_hints(text)
+    store = HintStore(engine)
+    revealed = store.revealed(user_id, problem)
+    failed = failed_attempts(engine, user_id, problem)
+    if everything:
+        count = len(hints)
+    else:
+        by_attempts = open_by_attempts(failed, len(hints))
+        for number in range(1, by_attempts + 1):
+            if number not in revealed:
+                store.reveal(user_id, problem, number, RevealReason.ATTEMPTS)
+        count = max(by_attempts, max(revealed, default=0))
+    requested = sum(1 for reason in revealed.values() if reason == RevealReason.REQUEST)
+    return HintView(shown=hints[:count], total=len(hints), failed_attempts=failed, requested=requested)
+
+
+def request_next(engine: Engine, *, user_id: int, problem: str, text: str, number: int) -> bool:
+    """Opens hint `number` on request, if it is the next closed one. Returns whether it opened
+    (asking twice, or for a later hint, changes nothing)."""
+    view = hint_view(engine, user_id=user_id, problem=problem, text=text, everything=False)
+    if view.next_number != number:
+        return False
+    return HintStore(engine).reveal(user_id, problem, number, RevealReason.REQUEST)

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Form, HTTPException, Request, status
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup
 
 from graders.problem import Problem, ProblemError
 from graders.verdict import VerdictReport
@@ -27,6 +28,7 @@ templates = Jinja2Templates(directory=str(HERE / "templates"))
 
 
 templates.env.filters.update(FILTERS)  # human_bytes, human_flops
+templates.env.filters["markdown"] = lambda text: Markup(render_markdown(text))  # raw HTML disabled in it
 router = APIRouter(include_in_schema=False)
 ServicesDep = Annotated[Services, Depends(get_services)]
 
@@ -90,9 +92,41 @@ def problem_page(slug: str, request: Request, services: ServicesDep, user: Optio
         from server.courses.models import CourseStore
 
         dues = CourseStore(services.engine).due_dates_for(user.id, slug)
+    hints = None
+    if user is not None and services.engine is not None:
+        from server.web.hints import hint_view
+
+        hints = hint_view(services.engine, user_id=user.id, problem=slug, text=problem.read_text("hints.md") or "",
+                          everything=solved)
     return render(request, "problem.html", user, problem=problem, statement=render_markdown(problem.statement),
-                  starter=problem.starter, mine=mine, solved=solved, dues=dues,
+                  starter=problem.starter, mine=mine, solved=solved, dues=dues, hints=hints,
+                  solution_open=solved or _past_deadline(dues),
                   draft_key=f"remat-draft:{user.id if user else 'anon'}:{slug}")
+
+
+def _past_deadline(dues: list) -> bool:  # type: ignore[type-arg]
+    """Whether a deadline of the user's assignments of this problem (their extension, when they
+    have one) has passed: the reference solution opens then, as after an ACCEPTED."""
+    from server.db import utcnow
+
+    now = utcnow()
+    return any((extension or assignment.due_at) is not None and (extension or assignment.due_at) <= now
+               for _, assignment, extension in dues)
+
+
+@router.post("/problems/{slug}/hints")
+def next_hint(slug: str, request: Request, services: ServicesDep, user: OptionalUser,
+              number: Annotated[int, Form()] = 0, csrf_token: Annotated[str, Form()] = "") -> Response:
+    """Opens the next hint on request (recorded for instructors), then back to the problem's hints."""
+    user = _require_user(user, request)
+    check_csrf(request, csrf_token)
+    problem = _problem(services, slug)
+    if services.engine is not None:
+        from server.web.hints import request_next
+
+        request_next(services.engine, user_id=user.id, problem=slug, text=problem.read_text("hints.md") or "",
+                     number=number)
+    return RedirectResponse(f"/problems/{slug}#hints", status_code=status.HTTP_303_SEE_OTHER)
 
 
 @router.post("/problems/{slug}/submit")
@@ -127,15 +161,35 @@ def submit(slug: str, request: Request, services: ServicesDep, user: OptionalUse
 
 @router.get("/problems/{slug}/solution", response_class=HTMLResponse)
 def solution(slug: str, request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
-    """Hints and the reference solution: only after the user's first ACCEPTED (instructors always)."""
+    """The reference solution: after the user's first ACCEPTED, or once the deadline of one of
+    their assignments of the problem has passed (instructors always). Hints are on the problem page."""
     user = _require_user(user, request)
     problem = _problem(services, slug)
     if user.role != "instructor" and slug not in services.store.solved(user.id):
-        return render(request, "locked.html", user, problem=problem, status_code=status.HTTP_403_FORBIDDEN)
-    reference = problem.reference_path.read_text(encoding="utf-8")
-    hints = problem.read_text("hints.md") or ""
+        from server.courses.models import CourseStore
+
+        dues = CourseStore(services.engine).due_dates_for(user.id, slug) if services.engine is not None else []
+        if not _past_deadline(dues):
+            return render(request, "locked.html", user, problem=problem, status_code=status.HTTP_403_FORBIDDEN)
+    reference = without_module_docstring(problem.reference_path.read_text(encoding="utf-8"))
     return render(request, "solution.html", user, problem=problem,
-                  reference=render_markdown(f"```python\n{reference}\n```"), hints=render_markdown(hints))
+                  reference=render_markdown(f"````python\n{reference}\n````"))
+
+
+def without_module_docstring(source: str) -> str:
+    """`source` without its module docstring (a reference's note to instructors, such as "never
+    served"), or unchanged when it has none or does not parse."""
+    import ast
+
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return source
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        lines = source.splitlines(keepends=True)
+        return "".join(lines[body[0].end_lineno:]).lstrip("\n")
+    return source
 
 
 # --- submissions -----------------------------------------------------------------------------------
