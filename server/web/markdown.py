@@ -43,3 +43,26 @@ def render_markdown(text: str) -> str:
 def pygments_css() -> str:
     """The stylesheet of the highlighting classes."""
     return HtmlFormatter().get_style_defs(".highlight")
+
+
+def split_section(text: str, heading: str) -> tuple[str, str]:
+    """(`## heading` section, the rest of `text`): the section runs from its heading line to the
+    next `## ` heading or the end; ("", text) when there is no such heading. Headings inside
+    fenced code blocks are not headings."""
+    lines = text.splitlines(keepends=True)
+    fenced, start, end = False, None, len(lines)
+    for index, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith(("```", "~~~")):
+            fenced = not fenced
+            continue
+        if fenced or not line.startswith("## "):
+            continue
+        if start is None and stripped[3:].strip() == heading:
+            start = index
+        elif start is not None:
+            end = index
+            break
+    if start is None:
+        return "", text
+    return "".join(lines[start:end]), "".join(lines[:start] + lines[end:])

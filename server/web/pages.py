@@ -20,7 +20,7 @@ from server.submit import SubmitError
 from server.submit import submit as submit_service
 from server.web.auth import (OptionalUser, check_csrf, csrf_token, current_user, hash_password, sign_in,
                              sign_out, signup_errors, verify_password)
-from server.web.markdown import render_markdown
+from server.web.markdown import render_markdown, split_section
 from server.web.panel import FILTERS, panel_context
 
 HERE = WEB_DIR = Path(__file__).resolve().parent
@@ -98,7 +98,9 @@ def problem_page(slug: str, request: Request, services: ServicesDep, user: Optio
 
         hints = hint_view(services.engine, user_id=user.id, problem=slug, text=problem.read_text("hints.md") or "",
                           everything=solved)
-    return render(request, "problem.html", user, problem=problem, statement=render_markdown(problem.statement),
+    task, rest = split_section(problem.statement, "The task")  # the task first, then the explanations
+    return render(request, "problem.html", user, problem=problem, statement=render_markdown(rest),
+                  task=render_markdown(task) if task else "",
                   starter=problem.starter, mine=mine, solved=solved, dues=dues, hints=hints,
                   solution_open=solved or _past_deadline(dues),
                   draft_key=f"remat-draft:{user.id if user else 'anon'}:{slug}")
@@ -201,6 +203,15 @@ def submission_page(submission_id: str, request: Request, services: ServicesDep,
     report = _report(record)
     context = panel_context(report) if report else {}
     return render(request, "submission.html", user, record=record, pending=report is None, **context)
+
+
+@router.get("/submissions/{submission_id}/source.py")
+def submission_source(submission_id: str, services: ServicesDep, user: OptionalUser) -> Response:
+    """The submitted source as plain text, for its author and instructors (404 for anyone else):
+    what "load into editor" fetches."""
+    record = _visible_submission(services, submission_id, user)
+    return Response(record.source, media_type="text/plain; charset=utf-8",
+                    headers={"Cache-Control": "private, no-store", "X-Content-Type-Options": "nosniff"})
 
 
 @router.get("/submissions/{submission_id}/status")

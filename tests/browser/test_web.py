@@ -116,7 +116,9 @@ def test_a_new_user_solves_a_problem_and_understands_why_an_attempt_was_wrong(br
 
     page.goto(server.url + "/problems/checkpoint_dot_policy")
     page.wait_for_selector(".cm-editor")
-    assert page.locator("#statement h2").first.inner_text() == "Why the policy matters"
+    assert page.locator("#statement h2").first.inner_text() == "The task"  # the task first
+    assert "checkpoint_dot_policy(w1, w2, x)" in page.locator("#task").inner_text()
+    assert page.locator("#statement h2").nth(1).inner_text() == "Why the policy matters"
     assert page.locator(".katex").count() > 0  # the statement's math is rendered
     assert not page.locator("#source").is_visible()  # the editor replaced the textarea
     shot(page, "03-problem-page")
@@ -138,6 +140,10 @@ def test_a_new_user_solves_a_problem_and_understands_why_an_attempt_was_wrong(br
     assert_panel_shows_the_report(page, server, SEEN["ada_submission"].rsplit("/", 1)[-1])
     shot(page, "04-wrong-policy")
     panel.screenshot(path=str(SHOTS / "04b-wrong-policy-panel.png"))
+    # without a reload: the attempt is in the history, and the first hint opened
+    page.wait_for_function("document.querySelectorAll('#history tbody tr').length === 1")
+    page.wait_for_selector("#hints details.hint-item")
+    assert "1 of" in page.locator("#hints h2").inner_text()
 
     # the fix: the policy that saves the matmul outputs
     replace_editor_text(page, WITH_POLICY)
@@ -149,12 +155,21 @@ def test_a_new_user_solves_a_problem_and_understands_why_an_attempt_was_wrong(br
     shot(page, "05-accepted")
     page.locator("#verdict-panel .verdict-panel").screenshot(path=str(SHOTS / "05b-accepted-panel.png"))
 
-    # solved: hints and the reference solution are open now
-    page.goto(server.url + "/problems/checkpoint_dot_policy")
-    page.click("text=Hints and the reference solution")
+    # solved, live: the badge, two rows of history, every hint open
+    page.wait_for_selector(".problem-meta .solved-badge")
+    assert page.locator("#history tbody tr").count() == 2
+    total = page.locator("#hints h2").inner_text()
+    assert re.search(r"(\d+) of \1 open", total), total
+    # a past submission back into the editor, undoable
+    page.locator("#history a[data-load-source]").nth(1).click()  # the older one: no policy
+    page.wait_for_function("window.rematEditor.state.doc.toString().includes('jax.checkpoint(pipeline)(w1')")
+    page.keyboard.press("Control+Z")
+    assert "dots_with_no_batch_dims_saveable" in page.evaluate("window.rematEditor.state.doc.toString()")
+    assert "ago" in page.locator("#history time").first.inner_text() or "now" in \
+        page.locator("#history time").first.inner_text()
+    page.click("#hints a[href='/problems/checkpoint_dot_policy/solution']")
     solution = page.locator("#reference-solution").inner_text()
-    assert "dots_with_no_batch_dims_saveable" in solution
-    assert page.locator(".hints h2").count() >= 1
+    assert "dots_with_no_batch_dims_saveable" in solution and "Never served" not in solution
     shot(page, "06-solution")
 
     page.goto(server.url + "/")

@@ -212,9 +212,11 @@ function setupEditor(textarea) {
         indentWithTab,
       ]),
       editorTheme,
+      EditorView.lineWrapping,
       EditorView.contentAttributes.of({ "aria-label": labelText(textarea) }),
       EditorView.updateListener.of((update) => {
         if (!update.docChanged) return;
+        if (draftNote && !draftNote.hidden) draftNote.hidden = true; // the note has been read: editing goes on
         textarea.value = update.state.doc.toString();
         scheduleDraftSave();
       }),
@@ -534,12 +536,84 @@ function renderMath(root) {
 
 // ---------------------------------------------------------------------------------------------
 
+// ---------------------------------------------------------------------------------------------
+// e. A page that stays fresh: relative times, loading a past submission, history after a verdict.
+
+const RELATIVE = typeof Intl !== "undefined" && Intl.RelativeTimeFormat
+  ? new Intl.RelativeTimeFormat(undefined, { numeric: "auto" }) : null;
+
+function relativeTimes(root) {
+  // "5 minutes ago", with the exact local time on hover (the server renders UTC without JS).
+  for (const el of root.querySelectorAll("time[data-relative]")) {
+    const when = new Date(el.getAttribute("datetime"));
+    if (isNaN(when.getTime())) continue;
+    const seconds = (when.getTime() - Date.now()) / 1000;
+    const units = [["year", 31536000], ["month", 2592000], ["week", 604800], ["day", 86400],
+                   ["hour", 3600], ["minute", 60], ["second", 1]];
+    const [unit, size] = units.find(([, size]) => Math.abs(seconds) >= size) || ["second", 1];
+    if (RELATIVE) el.textContent = RELATIVE.format(Math.round(seconds / size), unit);
+    el.title = when.toLocaleString();
+  }
+}
+
+function setupLoadButtons(root) {
+  for (const link of root.querySelectorAll("a[data-load-source]")) {
+    link.addEventListener("click", async (ev) => {
+      const view = window.rematEditor;
+      if (!view) return; // no editor: the link opens the source as text
+      ev.preventDefault();
+      try {
+        const response = await fetch(link.href, { credentials: "same-origin", cache: "no-store" });
+        if (!response.ok) throw new Error("HTTP " + response.status);
+        const text = await response.text();
+        // one undoable transaction: Ctrl-Z brings back what was in the editor
+        view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: text }, selection: { anchor: 0 },
+                        scrollIntoView: true });
+        view.focus();
+      } catch (err) {
+        window.location.href = link.href;
+      }
+    });
+  }
+}
+
+async function refreshFromPage() {
+  // After a verdict: the history, the solved mark and the hints as the server sees them now.
+  try {
+    const response = await fetch(window.location.pathname, { credentials: "same-origin", cache: "no-store",
+                                                              headers: { Accept: "text/html" } });
+    if (!response.ok) return;
+    const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
+    for (const selector of ["#history", ".problem-meta", "#hints"]) {
+      const mine = document.querySelector(selector);
+      const theirs = fresh.querySelector(selector);
+      if (mine && theirs) mine.innerHTML = theirs.innerHTML; // trusted, server-rendered HTML
+    }
+    relativeTimes(document);
+    setupLoadButtons(document.querySelector("#history") || document);
+    renderMath(document.querySelector("#hints") || document);
+  } catch (err) {
+    if (window.console) console.error(err);
+  }
+}
+
+function watchVerdicts() {
+  const status = document.getElementById("live-status");
+  if (!status || typeof MutationObserver === "undefined") return;
+  new MutationObserver(() => {
+    if (status.getAttribute("data-status") === "done") refreshFromPage();
+  }).observe(status, { attributes: true, attributeFilter: ["data-status"] });
+}
+
 function init() {
   try {
     renderMath(document);
   } catch (err) {
     if (window.console) console.error(err);
   }
+  relativeTimes(document);
+  setupLoadButtons(document);
+  watchVerdicts();
   const textarea = document.querySelector("textarea#source[data-editor]");
   if (textarea) {
     try {
