@@ -1,0 +1,57 @@
+"""The problem page's learning aids, fast (TestClient, real SQLite): the task first, the raw source
+of one's own past submission for "load into editor", the list's course order and progress."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from server.db import Role
+from server.web.markdown import split_section
+from tests.unit.test_course_pages import DUE, Site
+
+
+def test_split_section_takes_the_heading_to_the_next_one_and_ignores_code() -> None:
+    text = "intro\n## A\na\n```\n## The task\n```\n## The task\nt1\nt2\n## B\nb\n"
+    task, rest = split_section(text, "The task")
+    assert task == "## The task\nt1\nt2\n"
+    assert rest == "intro\n## A\na\n```\n## The task\n```\n## B\nb\n"
+    assert split_section("no such", "The task") == ("", "no such")
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Site:
+    return Site(tmp_path)
+
+
+def test_the_task_comes_first_with_the_signature(site: Site) -> None:
+    page = site.client.get("/problems/remat_sin_sin").text
+    assert page.index('id="task"') < page.index("Why rematerialization matters")
+    assert "<code>remat_sin_sin(x)</code>" in page
+
+
+def test_a_past_submission_source_is_its_authors_and_instructors_only(site: Site) -> None:
+    ada = site.account("ada@uni.example", "Ada")
+    site.account("bob@uni.example", "Bob")
+    site.account("prof@uni.example", "Prof", Role.INSTRUCTOR)
+    record = site.services.store.create(problem="remat_sin_sin", source="```\n</pre><b>x</b>\n", user_id=ada.id)
+    site.sign_in("ada@uni.example")
+    answer = site.client.get(f"/submissions/{record.id}/source.py")
+    assert answer.status_code == 200 and answer.text == "```\n</pre><b>x</b>\n"
+    assert answer.headers["content-type"].startswith("text/plain") and answer.headers["x-content-type-options"] == "nosniff"
+    assert f'href="/submissions/{record.id}/source.py"' in site.client.get("/problems/remat_sin_sin").text
+    site.sign_in("bob@uni.example")
+    assert site.client.get(f"/submissions/{record.id}/source.py").status_code == 404
+    site.sign_in("prof@uni.example")
+    assert site.client.get(f"/submissions/{record.id}/source.py").status_code == 200
+
+
+def test_the_list_is_ordered_as_a_course_with_progress(site: Site) -> None:
+    ada = site.account("ada@uni.example", "Ada")
+    site.graded(ada.id, "ACCEPTED", 1.0, DUE, problem="remat_constant")
+    site.sign_in("ada@uni.example")
+    page = site.client.get("/").text
+    assert page.index("/problems/remat_sin_sin") < page.index("/problems/remat_constant") \
+        < page.index("/problems/sin_chain_recursive")
+    assert "<strong>1 of 13</strong> solved" in page
