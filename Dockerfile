@@ -24,6 +24,6 @@ COPY jailside jailside
 COPY problems problems
 COPY --from=web /build/server/web/static/dist server/web/static/dist
 RUN pip install --no-cache-dir -c requirements.lock -e .
-ENV REMAT_JUDGE_DATA_DIR=/data
+ENV REMAT_JUDGE_DATA_DIR=/data REMAT_JUDGE_PROBLEMS_DIR=/app/problems
 EXPOSE 8000
 CMD ["remat-judge", "serve", "--host", "0.0.0.0", "--port", "8000"]

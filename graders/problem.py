@@ -19,6 +19,8 @@ import numpy as np
 from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, ValidationInfo, field_validator,
                       model_validator)
 
+from graders.publication import published_version
+
 SLUG_RE = r"^[a-z][a-z0-9_]{1,63}$"
 DIM_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
@@ -446,10 +448,21 @@ class ProblemRepository:
             raise KeyError(slug)
         return load_problem(self.root / slug)
 
-    def all(self) -> list[Problem]:
-        """Every valid problem (invalid ones are skipped; `problems validate` reports them)."""
+    def is_published(self, slug: str) -> bool:
+        """Whether students see `slug`: its folder holds the `.published` marker (`graders.publication`)."""
+        return bool(re.match(SLUG_RE, slug)) and published_version(self.root / slug) is not None
+
+    def all(self, *, published_only: bool = False) -> list[Problem]:
+        """Every valid problem (invalid ones are skipped; `problems validate` reports them).
+
+        Args:
+            published_only: only the published ones (what students, API clients and LTI deep
+                linking see); instructors see all.
+        """
         out = []
         for slug in self.slugs():
+            if published_only and not self.is_published(slug):
+                continue
             try:
                 out.append(self.get(slug))
             except ProblemError:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import sys
 from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from graders.checks.residuals import format_residuals
@@ -58,13 +59,30 @@ def _quietly(call: Callable[[], object]) -> None:
         pass
 
 
-def _settings(data_dir: Optional[Path] = None, problems_dir: Optional[Path] = None) -> Settings:
-    overrides = {}
-    if data_dir is not None:
+NOT_USED: Any = object()  # a folder the command does not use (not resolved, not printed)
+
+
+def _settings(data_dir: Optional[Path] = NOT_USED, problems_dir: Optional[Path] = NOT_USED) -> Settings:
+    """The settings, with each folder the command uses resolved (its flag, else the environment
+    variable, else the working directory: `server.folders`) to an absolute path and printed as one
+    dim line on stderr, so stdout (JSON, tables) stays clean. Pass None for a folder the command
+    uses without a flag; leave it out for a folder the command does not use."""
+    from server.folders import folder
+
+    overrides: dict[str, Path] = {}
+    if data_dir is not NOT_USED and data_dir is not None:
         overrides["data_dir"] = data_dir
-    if problems_dir is not None:
+    if problems_dir is not NOT_USED and problems_dir is not None:
         overrides["problems_dir"] = problems_dir
-    return Settings(**overrides)
+    settings = Settings(**overrides)
+    resolved: dict[str, Path] = {}
+    for role, given in (("problems", problems_dir), ("data", data_dir)):
+        if given is NOT_USED:
+            continue
+        used = folder(role, getattr(settings, f"{role}_dir"), flag_given=given is not None)  # type: ignore[arg-type]
+        resolved[f"{role}_dir"] = used.path
+        err.print(f"[dim]{escape(used.describe())}[/]", soft_wrap=True, highlight=False)
+    return settings.model_copy(update=resolved)
 
 
 @app.command()
@@ -207,24 +225,35 @@ def grade_file(file: Annotated[Path, typer.Argument(help="the submission's .py f
 
 @problems_app.command("list")
 def problems_list(problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None) -> None:
-    """List the problems: slug, title, difficulty, tags, cases."""
+    """List the problems: slug, title, difficulty, tags, cases, version, published."""
+    from graders.publication import publication
+
     settings = _settings(problems_dir=problems_dir)
     repo = ProblemRepository(settings.problems_dir)
     table = Table(title=f"problems in {settings.problems_dir}")
-    for column in ("slug", "title", "difficulty", "tags", "cases", "version"):
+    for column in ("slug", "title", "difficulty", "tags", "cases", "version", "published"):
         table.add_column(column)
-    broken = []
+    broken, changed = [], []
     for slug in repo.slugs():
         try:
             p = repo.get(slug)
         except ProblemError as exc:
             broken.append(f"{slug}: {exc}")
             continue
-        table.add_row(p.slug, p.spec.title, p.spec.difficulty, ", ".join(p.spec.tags),
-                      ", ".join(c.name for c in p.spec.cases), p.version)
+        state = publication(p.root, p.version)
+        if state.changed:
+            changed.append(p.slug)
+            shown = f"[yellow]changed since publish ({escape(state.published_version or '')})[/]"
+        else:
+            shown = "yes" if state.published else "[dim]no[/]"
+        table.add_row(escape(p.slug), escape(p.spec.title), p.spec.difficulty, escape(", ".join(p.spec.tags)),
+                      escape(", ".join(c.name for c in p.spec.cases)), p.version, shown)
     console.print(table)
+    for slug in changed:
+        err.print(f"[yellow]{slug} changed since it was published: students see the new version unvalidated; run "
+                  f"`remat-judge problems publish {slug}`[/]")
     for line in broken:
-        err.print(f"[red]invalid[/] {line}")
+        err.print(f"[red]invalid[/] {escape(line)}")
 
 
 @problems_app.command("new")
@@ -245,8 +274,9 @@ def problems_new(slug: Annotated[str, typer.Argument(help="the new problem's slu
     except FileExistsError:
         err.print(f"{settings.problems_dir / slug} exists already")
         raise typer.Exit(EXIT_USAGE)
-    console.print(f"created {target}: edit problem.toml, statement.md, starter.py, reference.py and wrong/, "
-                  f"then run `remat-judge problems validate {slug}`")
+    console.print(f"created {target}: edit problem.toml, statement.md, starter.py, reference.py and wrong/ "
+                  f"(replace every TODO), then run `remat-judge problems validate {slug}`. It stays unpublished "
+                  f"(instructors only) until `remat-judge problems publish {slug}`.", soft_wrap=True)
 
 
 ROW_COLUMNS = ("file", "expected", "got", "", "seconds", "residual bytes", "bwd peak bytes", "recompute FLOPs",
@@ -322,6 +352,70 @@ def problems_validate(slugs: Annotated[Optional[list[str]], typer.Argument(help=
     raise typer.Exit(0 if ok else 1)
 
 
+@problems_app.command("publish")
+def problems_publish(slug: Annotated[str, typer.Argument(help="the problem's slug")],
+                     jobs: Annotated[int, typer.Option(help="files graded at once")] = 2,
+                     data_dir: Annotated[Optional[Path], typer.Option(help="cache and seed folder")] = None,
+                     problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+                     ) -> None:
+    """Publish a problem: students, API clients and LMS deep linking see it from now on.
+
+    Refuses (exit 1), saying why, while a TODO is left in problem.toml, statement.md, starter.py,
+    reference.py or hints.md, or when the package does not pass `problems validate`. Records the
+    validated version in the package's `.published` file.
+    """
+    from graders.problem import load_problem
+    from graders.publication import mark_published, todos
+
+    settings = _settings(data_dir, problems_dir)
+    try:
+        problem = ProblemRepository(settings.problems_dir).get(slug)
+    except KeyError:
+        err.print(f"[red]no problem {escape(repr(slug))} in {escape(str(settings.problems_dir))}[/]")
+        raise typer.Exit(EXIT_USAGE) from None
+    except ProblemError as exc:
+        err.print(f"[red]not published: the package does not load:[/]\n{escape(str(exc))}")
+        raise typer.Exit(EXIT_REJECTED) from None
+    left = todos(problem.root)
+    if left:
+        err.print(f"[red]not published: {len(left)} TODO{'s' if len(left) > 1 else ''} left in {slug} "
+                  f"(write each part, then publish again):[/]")
+        for line in left:
+            err.print(f"  {escape(line)}", soft_wrap=True, highlight=False)
+        raise typer.Exit(EXIT_REJECTED)
+    if not _validate_packages([problem], settings, jobs):
+        err.print(f"[red]not published: {slug} does not validate (the table above says which file got which "
+                  f"verdict)[/]")
+        raise typer.Exit(EXIT_REJECTED)
+    try:
+        now = load_problem(problem.root).version
+    except ProblemError:
+        now = None
+    if now != problem.version:
+        err.print(f"[red]not published: {slug} changed while it was validated; publish again[/]")
+        raise typer.Exit(EXIT_REJECTED)
+    mark_published(problem.root, problem.version)
+    console.print(f"published {slug} version {problem.version}: students see it")
+
+
+@problems_app.command("unpublish")
+def problems_unpublish(slug: Annotated[str, typer.Argument(help="the problem's slug")],
+                       problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+                       ) -> None:
+    """Hide a problem from students, API clients and LMS deep linking (instructors still see and
+    grade it; past submissions are kept). `problems publish` shows it again."""
+    from graders.publication import mark_unpublished
+
+    settings = _settings(problems_dir=problems_dir)
+    if slug not in ProblemRepository(settings.problems_dir).slugs():
+        err.print(f"[red]no problem {escape(repr(slug))} in {escape(str(settings.problems_dir))}[/]")
+        raise typer.Exit(EXIT_USAGE)
+    if mark_unpublished(settings.problems_dir / slug):
+        console.print(f"unpublished {slug}: only instructors see it now")
+    else:
+        console.print(f"{slug} was not published")
+
+
 @problems_app.command("add")
 def problems_add(path: Annotated[Path, typer.Argument(help="the package folder")],
                  server: Annotated[Optional[str], typer.Option(help="upload to this server instead (URL)")] = None,
@@ -330,14 +424,26 @@ def problems_add(path: Annotated[Path, typer.Argument(help="the package folder")
                  jobs: Annotated[int, typer.Option(help="files graded at once")] = 2,
                  data_dir: Annotated[Optional[Path], typer.Option(help="cache and seed folder")] = None,
                  problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+                 publish: Annotated[bool, typer.Option("--publish", help="publish it too (refused while a TODO "
+                                                                          "is left)")] = False,
                  ) -> None:
     """Validate a package and install it into the problems folder, or with --server upload it to a
-    running judge (which validates it again before publishing)."""
-    from server.packages import PackageError, pack, publish, staged_package
+    running judge (which validates it again before installing it).
+
+    A new problem arrives unpublished (instructors only) unless --publish; one that replaces a
+    published problem stays published, flagged by `problems list` until it is published again.
+    """
+    from graders.publication import publication, todos
+    from server.packages import PackageError, install, pack, staged_package
 
     if not (path / "problem.toml").is_file():
         err.print(f"{path} is not a problem package (no problem.toml)")
         raise typer.Exit(EXIT_USAGE)
+    if publish and (left := todos(path)):
+        err.print(f"[red]not added: --publish, but {len(left)} TODO{'s' if len(left) > 1 else ''} left:[/]")
+        for line in left:
+            err.print(f"  {escape(line)}", soft_wrap=True, highlight=False)
+        raise typer.Exit(EXIT_REJECTED)
     if server is not None:
         import httpx
 
@@ -347,6 +453,7 @@ def problems_add(path: Annotated[Path, typer.Argument(help="the package folder")
         with err.status(f"uploading {path} to {server} (the server validates it through its sandbox)..."):
             try:
                 response = httpx.post(f"{server.rstrip('/')}/api/v1/problems", content=pack(path), timeout=900,
+                                      params={"publish": "true"} if publish else None,
                                       headers={"Authorization": f"Bearer {token}", "Content-Type": "application/gzip"})
             except httpx.HTTPError as exc:
                 err.print(f"cannot reach {server}: {exc}")
@@ -360,8 +467,9 @@ def problems_add(path: Annotated[Path, typer.Argument(help="the package folder")
                  "" if r.get("recompute_flops") is None else f"{r['recompute_flops']:,}", r["note"])
                 for r in body["rows"]]))
         if response.status_code == 201:
-            console.print(f"published {body['slug']} version {body['version']}"
-                          + (f" (replaces {body['previous_version']})" if body.get("previous_version") else ""))
+            console.print(f"installed {body['slug']} version {body['version']}"
+                          + (f" (replaces {body['previous_version']})" if body.get("previous_version") else "")
+                          + (", published" if body.get("published") else ", unpublished (instructors only)"))
             raise typer.Exit(0)
         err.print(f"[red]refused ({response.status_code}):[/] {body.get('detail', response.text[:500])}")
         raise typer.Exit(EXIT_REJECTED)
@@ -372,11 +480,17 @@ def problems_add(path: Annotated[Path, typer.Argument(help="the package folder")
             if not _validate_packages([problem], settings, jobs):
                 err.print("[red]not installed: the package does not validate[/]")
                 raise typer.Exit(EXIT_REJECTED)
-            target = publish(problem.root, settings.problems_dir, settings.data_dir / "problem-history")
+            target = install(problem.root, settings.problems_dir, settings.data_dir / "problem-history",
+                             publish_version=problem.version if publish else None)
     except (PackageError, ProblemError) as exc:
         err.print(f"[red]invalid package:[/] {exc}")
         raise typer.Exit(EXIT_USAGE)
-    console.print(f"installed {problem.slug} version {problem.version} at {target}")
+    now = publication(target, problem.version)
+    state = ("published" if now.published and not now.changed else
+             f"still published, changed since publish: run `remat-judge problems publish {problem.slug}`"
+             if now.published else
+             f"unpublished (instructors only) until `remat-judge problems publish {problem.slug}`")
+    console.print(f"installed {problem.slug} version {problem.version} at {target}: {state}", soft_wrap=True)
 
 
 def _engine(data_dir: Optional[Path]):  # type: ignore[no-untyped-def]
@@ -393,7 +507,8 @@ def _engine(data_dir: Optional[Path]):  # type: ignore[no-untyped-def]
         raise typer.Exit(EXIT_USAGE) from None
     if revision is None:
         err.print(f"[red]no judge database at {url.split('@')[-1]}: run this in the folder the server runs in (or "
-                  f"give --data-dir / REMAT_JUDGE_DATABASE_URL), or create it with `remat-judge db upgrade`[/]")
+                  f"give --data-dir / REMAT_JUDGE_DATABASE_URL), or create it with `remat-judge db upgrade`[/]",
+                  soft_wrap=True)
         raise typer.Exit(EXIT_USAGE)
     migrate.upgrade(url)
     return make_engine(url)
@@ -437,7 +552,9 @@ def clients_create(name: Annotated[str, typer.Argument(help="a name for the clie
                                                                         "submit to (default: all)")] = None,
                    callback_allow: Annotated[Optional[list[str]], typer.Option(
                        "--callback-allow", help="URL prefix its callbacks may go to (repeatable)")] = None,
-                   data_dir: Annotated[Optional[Path], typer.Option(help="the server's data folder")] = None) -> None:
+                   data_dir: Annotated[Optional[Path], typer.Option(help="the server's data folder")] = None,
+                   problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder (checks "
+                                                                             "--problems)")] = None) -> None:
     """Create an API client and print, once, as JSON: client_id, api_key, callback_secret.
 
     The key is stored hashed and cannot be shown again; revoke and recreate to replace it.
@@ -461,7 +578,7 @@ def clients_create(name: Annotated[str, typer.Argument(help="a name for the clie
             err.print(f"[red]--callback-allow: {exc}[/]")
             raise typer.Exit(EXIT_USAGE) from None
     if scope is not None:
-        known = set(ProblemRepository(_settings(data_dir).problems_dir).slugs())
+        known = set(ProblemRepository(_settings(problems_dir=problems_dir).problems_dir).slugs())
         unknown = [p for p in scope if p not in known]
         if unknown:
             err.print(f"[red]unknown problems: {', '.join(unknown)}[/]")

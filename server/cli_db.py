@@ -32,7 +32,13 @@ DataDir = Annotated[Optional[Path], typer.Option(help="data folder (its remat-ju
 def _url(database_url: Optional[str], data_dir: Optional[Path]) -> str:
     if database_url:
         return database_url
-    return (Settings(data_dir=data_dir) if data_dir is not None else Settings()).resolved_database_url
+    settings = Settings(data_dir=data_dir) if data_dir is not None else Settings()
+    if settings.database_url is None:  # the SQLite file of the data folder: say which folder
+        from server.folders import folder
+
+        used = folder("data", settings.data_dir, flag_given=data_dir is not None)
+        err.print(f"[dim]{escape(used.describe())}[/]", soft_wrap=True, highlight=False)
+    return settings.resolved_database_url
 
 
 def _shown(url: str) -> str:

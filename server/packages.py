@@ -1,4 +1,5 @@
-"""Problem packages as archives: packing a folder, unpacking an upload safely, publishing it.
+"""Problem packages as archives: packing a folder, unpacking an upload safely, installing it
+(installed is not published: `graders.publication` decides what students see).
 
 An uploaded archive is untrusted bytes until validated: it is unpacked with strict rules (regular
 files and folders only, no links, no absolute or `..` paths, caps on size and count) into a
@@ -19,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Iterator
 
 from graders.problem import SLUG_RE, Problem, load_problem
+from graders.publication import MARKER, mark_published, mark_unpublished, published_version
 
 MAX_ARCHIVE_BYTES = 4 * 1024 * 1024  # compressed upload
 MAX_ARCHIVE_FILES = 200
@@ -32,12 +34,13 @@ class PackageError(Exception):
 
 
 def pack(folder: Path) -> bytes:
-    """A gzipped tar of the package at `folder`, with paths relative to it (no caches, no links)."""
+    """A gzipped tar of the package at `folder`, with paths relative to it (no caches, no links,
+    no `.published` marker: the judge that installs it decides that)."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
         for path in sorted(folder.rglob("*")):
             rel = path.relative_to(folder)
-            if set(rel.parts) & SKIPPED_PARTS or path.is_symlink() or not path.is_file():
+            if set(rel.parts) & SKIPPED_PARTS or path.is_symlink() or not path.is_file() or rel.parts == (MARKER,):
                 continue
             tar.add(path, arcname=str(rel), recursive=False)
     return buffer.getvalue()
@@ -114,14 +117,28 @@ def unpack(data: bytes, staging_root: Path) -> Path:
     return target
 
 
-def publish(staged: Path, problems_dir: Path, history_dir: Path) -> Path:
+def install(staged: Path, problems_dir: Path, history_dir: Path, *, publish_version: str | None = None) -> Path:
     """Moves a validated package into `problems_dir/<slug>`, keeping the previous one in history.
 
     `staged` must be on the same filesystem as `problems_dir` (`staged_package` makes it under
-    its `.staging`, and removes what is left there). Returns the published folder.
+    its `.staging`, and removes what is left there). Returns the installed folder.
+
+    Args:
+        staged: the validated package folder.
+        problems_dir: the problems folder.
+        history_dir: where the package it replaces goes.
+        publish_version: publish it, recording this version (the caller validated it and found no
+            TODO: `graders.publication`). None: a new problem arrives unpublished, and a
+            replaced one keeps its published state and marker (students keep it mid-course;
+            `problems list` flags the change until it is published again).
     """
     slug = staged.name
     target = problems_dir / slug
+    mark_unpublished(staged)  # a marker is never taken from the archive
+    if publish_version is not None:
+        mark_published(staged, publish_version)
+    elif (previous := published_version(target)) is not None:
+        mark_published(staged, previous)
     if target.exists():
         history_dir.mkdir(parents=True, exist_ok=True)
         shutil.move(str(target), str(history_dir / f"{slug}-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"))

@@ -18,6 +18,7 @@ class ProblemSummary(BaseModel):
     difficulty: str
     tags: list[str]
     version: str
+    published: bool = Field(True, description="students see it (false: shown to the instructor token only)")
 
 
 class ArgumentPublic(BaseModel):
@@ -65,12 +66,14 @@ class ValidationRowPublic(BaseModel):
 
 
 class ProblemPublished(BaseModel):
-    """`POST /api/v1/problems` 201: the package validated and is served from now on."""
+    """`POST /api/v1/problems` 201: the package validated and is installed; students see it when
+    `published` (asked with `?publish=true`, or kept from the published problem it replaces)."""
 
     slug: str
     version: str
     previous_version: str | None
     rows: list[ValidationRowPublic]
+    published: bool = False
 
 
 class SubmissionCreate(BaseModel):

@@ -17,15 +17,14 @@ from graders.pipeline import JudgeConfig
 from graders.limits import VerifyLimits
 from sandbox.limits import JailLimits
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-
-
 class Settings(BaseSettings):
     """Every setting of a deployment. Units are in the names.
 
     Attributes:
-        data_dir: SQLite database, reference cache and the generated hidden-input seed.
-        problems_dir: the problem packages.
+        data_dir: SQLite database, reference cache and the generated hidden-input seed; default
+            the working directory's `data/` (`server.folders` says where each folder came from).
+        problems_dir: the problem packages; default the working directory's `problems/` (never
+            the install location: `problems new` in a clone writes into that clone).
         database_url: SQLAlchemy URL; default `sqlite:///<data_dir>/remat-judge.db`.
         hidden_seed: secret seed of hidden inputs; when unset, 32 random bytes are generated once
             and kept in `<data_dir>/hidden_seed` (mode 0600).
@@ -80,7 +79,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="REMAT_JUDGE_", extra="ignore")
 
     data_dir: Path = Path("data")
-    problems_dir: Path = REPO_ROOT / "problems"
+    problems_dir: Path = Path("problems")
     database_url: str | None = None
     hidden_seed: str | None = Field(default=None, repr=False)
     workers: int = Field(default=2, ge=1, le=64)

@@ -69,7 +69,7 @@ class Server:
         # anonymous API use (the classroom demo mode) unless a test sets it "false": tests that are
         # not about API keys submit without one
         self.env = {**os.environ, "REMAT_JUDGE_HIDDEN_SEED": "test-seed", "REMAT_JUDGE_WAIT_TIMEOUT_S": "90",
-                    "REMAT_JUDGE_ALLOW_ANONYMOUS_API": "true",
+                    "REMAT_JUDGE_ALLOW_ANONYMOUS_API": "true", "REMAT_JUDGE_PROBLEMS_DIR": str(PROBLEMS),
                     **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = data_dir / f"server-{self.port}.log"
@@ -106,6 +106,7 @@ def remat_judge(*args: str, env: dict[str, str], timeout_s: float = 120) -> subp
     import sys
 
     cli = str(Path(sys.executable).parent / "remat-judge")
+    env = {"REMAT_JUDGE_PROBLEMS_DIR": str(PROBLEMS), **env}  # the repository's, wherever pytest runs
     return subprocess.run([cli, *args], env=env, capture_output=True, text=True, timeout=timeout_s)
 
 
@@ -116,7 +117,7 @@ class Worker:
         import os
 
         self.data_dir, self.concurrency = data_dir, concurrency
-        self.env = {**os.environ, **env}
+        self.env = {**os.environ, "REMAT_JUDGE_PROBLEMS_DIR": str(PROBLEMS), **env}
         self.metrics_port = free_port()
         self.log = data_dir / f"{name}-{self.metrics_port}.log"
         self.proc: subprocess.Popen[bytes] | None = None

@@ -11,9 +11,10 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from graders.problem import ArrayArg, ListArg, Problem, ProblemError
+from graders.publication import published_version, todos
 from graders.validate import validate_problem
 from server.api.deps import Services, get_services
-from server.packages import PackageError, publish, staged_package
+from server.packages import PackageError, install, staged_package
 from server.schemas import (ArgumentPublic, CasePublic, ProblemDetail, ProblemPublished, ProblemSummary,
                             ValidationRowPublic)
 
@@ -24,12 +25,27 @@ ServicesDep = Annotated[Services, Depends(get_services)]
 def summary(problem: Problem) -> ProblemSummary:
     spec = problem.spec
     return ProblemSummary(slug=spec.slug, title=spec.title, difficulty=spec.difficulty, tags=list(spec.tags),
-                          version=problem.version)
+                          version=problem.version, published=published_version(problem.root) is not None)
 
 
-def load_or_404(services: Services, slug: str) -> Problem:
-    """The problem `slug`, or HTTP 404 naming it."""
+def is_instructor(services: Services, authorization: str | None) -> bool:
+    """Whether the request carries the instructor token (who sees unpublished problems too)."""
+    expected = services.settings.instructor_token
+    scheme, _, token = (authorization or "").partition(" ")
+    if not expected or scheme.lower() != "bearer":
+        return False
+    return secrets.compare_digest(token.encode(), expected.encode())
+
+
+AuthorizationHeader = Annotated[str | None, Header(description="Bearer <instructor token>: unpublished problems too")]
+
+
+def load_or_404(services: Services, slug: str, *, instructor: bool = False) -> Problem:
+    """The problem `slug`, or HTTP 404 naming it (also when it is unpublished and the caller is
+    not the instructor)."""
     try:
+        if not instructor and not services.problems.is_published(slug):
+            raise KeyError(slug)
         return services.problems.get(slug)
     except KeyError:
         raise HTTPException(status.HTTP_404_NOT_FOUND,
@@ -39,15 +55,18 @@ def load_or_404(services: Services, slug: str) -> Problem:
 
 
 @router.get("", response_model=list[ProblemSummary])
-def list_problems(services: ServicesDep) -> list[ProblemSummary]:
-    """Every problem: slug, title, difficulty, tags, version."""
-    return [summary(p) for p in services.problems.all()]
+def list_problems(services: ServicesDep, authorization: AuthorizationHeader = None) -> list[ProblemSummary]:
+    """Every published problem: slug, title, difficulty, tags, version (with the instructor token,
+    the unpublished ones too)."""
+    instructor = is_instructor(services, authorization)
+    return [summary(p) for p in services.problems.all(published_only=not instructor)]
 
 
 @router.get("/{slug}", response_model=ProblemDetail, responses={404: {"description": "unknown problem"}})
-def get_problem(slug: str, services: ServicesDep) -> ProblemDetail:
-    """One problem: statement, starter code and signature. Never the reference solution."""
-    problem = load_or_404(services, slug)
+def get_problem(slug: str, services: ServicesDep, authorization: AuthorizationHeader = None) -> ProblemDetail:
+    """One published problem (any, with the instructor token): statement, starter code and
+    signature. Never the reference solution."""
+    problem = load_or_404(services, slug, instructor=is_instructor(services, authorization))
     spec = problem.spec
     arguments = []
     for a in spec.args:
@@ -83,9 +102,14 @@ def require_instructor(services: ServicesDep,
                             "Authorization: Bearer <token>", headers={"WWW-Authenticate": "Bearer"})
 
 
-def _validate_and_publish(services: Services, data: bytes) -> tuple[int, dict]:
+def _validate_and_install(services: Services, data: bytes, *, publish: bool) -> tuple[int, dict]:
     try:
         with staged_package(data, services.settings.problems_dir) as problem:
+            if publish and (left := todos(problem.root)):
+                return status.HTTP_422_UNPROCESSABLE_CONTENT, {
+                    "detail": f"publish=true, but {len(left)} TODO{'s' if len(left) > 1 else ''} left (write each "
+                              f"part, or upload without publish=true): " + "; ".join(left[:20]),
+                    "rows": []}
             report = validate_problem(problem, services.settings.judge_config())
             rows = [ValidationRowPublic(file=r.file, expected=r.expected.value, got=r.got.value if r.got else None,
                                         ok=r.ok, note=r.note, seconds=round(r.seconds, 2),
@@ -102,12 +126,16 @@ def _validate_and_publish(services: Services, data: bytes) -> tuple[int, dict]:
                     previous = services.problems.get(problem.slug).version
                 except (KeyError, ProblemError):
                     previous = None
-                publish(problem.root, services.settings.problems_dir, services.settings.data_dir / "problem-history")
+                target = install(problem.root, services.settings.problems_dir,
+                                 services.settings.data_dir / "problem-history",
+                                 publish_version=problem.version if publish else None)
+                published = published_version(target) is not None
     except PackageError as exc:
         return status.HTTP_400_BAD_REQUEST, {"detail": f"bad package archive: {exc}"}
     except ProblemError as exc:
         return status.HTTP_400_BAD_REQUEST, {"detail": f"invalid package: {exc}"}
-    body = ProblemPublished(slug=problem.slug, version=problem.version, previous_version=previous, rows=rows)
+    body = ProblemPublished(slug=problem.slug, version=problem.version, previous_version=previous, rows=rows,
+                            published=published)
     return status.HTTP_201_CREATED, body.model_dump()
 
 
@@ -116,14 +144,19 @@ def _validate_and_publish(services: Services, data: bytes) -> tuple[int, dict]:
              responses={400: {"description": "not a valid package archive"},
                         401: {"description": "missing or wrong instructor token"},
                         403: {"description": "uploads disabled"},
-                        422: {"description": "the package does not validate through the sandbox"}},
+                        422: {"description": "the package does not validate through the sandbox, or "
+                                             "publish=true and a TODO is left"}},
              openapi_extra={"requestBody": {"content": {"application/gzip": {"schema": {"type": "string",
                                                                                         "format": "binary"}}},
                                             "required": True}})
-async def upload_problem(request: Request, services: ServicesDep) -> JSONResponse:
+async def upload_problem(request: Request, services: ServicesDep, publish: bool = False) -> JSONResponse:
     """Uploads a problem package (a tar.gz of its folder; `remat-judge problems add --server` makes
-    one). It is validated through the real sandbox before it is published; a changed package becomes
-    a new version, served at once without a restart."""
+    one). It is validated through the real sandbox before it is installed; a changed package becomes
+    a new version, served at once without a restart.
+
+    A new problem arrives unpublished (instructors only) unless `?publish=true`, which also refuses
+    (422) a package with a TODO left; a package that replaces a published problem stays published
+    (`remat-judge problems list` flags it until it is published again)."""
     data = await request.body()
-    code, body = await run_in_threadpool(_validate_and_publish, services, data)
+    code, body = await run_in_threadpool(_validate_and_install, services, data, publish=publish)
     return JSONResponse(status_code=code, content=body)

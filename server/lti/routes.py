@@ -437,7 +437,7 @@ def _deep_linking_request(request: Request, service: LtiService, platform: Platf
     context = deep_linking.make_context(service.key, platform_id=platform.id,
                                         deployment_id=claims[deep_linking.CLAIM_DEPLOYMENT_ID], settings=settings,
                                         user_id=user.id, csrf=form_csrf)
-    problems = sorted(request.app.state.services.problems.all(), key=lambda p: (p.spec.title, p.spec.slug))
+    problems = sorted(request.app.state.services.problems.all(published_only=True), key=lambda p: (p.spec.title, p.spec.slug))
     response = _page(request, "lti_deep_linking.html", problems=problems, context=context, form_csrf=form_csrf)
     response.set_cookie(deep_linking.cookie_name(form_csrf), form_csrf, max_age=deep_linking.CONTEXT_TTL_S,
                         path=deep_linking.COOKIE_PATH, httponly=True, secure=service.cookie_secure,

@@ -40,11 +40,18 @@ def render(request: Request, name: str, user: UserRecord | None, status_code: in
         **context}, status_code=status_code)
 
 
-def _problem(services: Services, slug: str) -> Problem:
+def _problem(services: Services, slug: str, user: UserRecord | None) -> Problem:
+    """The problem `slug`; 404 when there is none, or it is unpublished and `user` is not an instructor."""
     try:
+        if not _instructor(user) and not services.problems.is_published(slug):
+            raise KeyError(slug)
         return services.problems.get(slug)
     except (KeyError, ProblemError):
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no problem {slug!r}") from None
+
+
+def _instructor(user: UserRecord | None) -> bool:
+    return user is not None and user.role == "instructor"
 
 
 def _require_user(user: UserRecord | None, request: Request) -> UserRecord:
@@ -70,8 +77,9 @@ def _report(record: SubmissionRecord) -> VerdictReport | None:
 @router.get("/", response_class=HTMLResponse)
 def problem_list(request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
     solved = services.store.solved(user.id) if user else set()
-    problems = sorted(services.problems.all(), key=course_order)
-    return render(request, "problems.html", user, problems=problems, solved=solved,
+    problems = sorted(services.problems.all(published_only=not _instructor(user)), key=course_order)
+    unpublished = {p.slug for p in problems if not services.problems.is_published(p.slug)}
+    return render(request, "problems.html", user, problems=problems, solved=solved, unpublished=unpublished,
                   solved_here=len(solved & {p.slug for p in problems}))
 
 
@@ -84,7 +92,7 @@ def course_order(problem: Problem) -> tuple[int, int, str]:
 
 @router.get("/problems/{slug}", response_class=HTMLResponse)
 def problem_page(slug: str, request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
-    problem = _problem(services, slug)
+    problem = _problem(services, slug, user)
     mine = services.store.for_user(user.id, problem=slug, limit=20) if user else []
     solved = user is not None and (user.role == "instructor" or slug in services.store.solved(user.id))
     dues = []
@@ -122,7 +130,7 @@ def next_hint(slug: str, request: Request, services: ServicesDep, user: Optional
     """Opens the next hint on request (recorded for instructors), then back to the problem's hints."""
     user = _require_user(user, request)
     check_csrf(request, csrf_token)
-    problem = _problem(services, slug)
+    problem = _problem(services, slug, user)
     if services.engine is not None:
         from server.web.hints import request_next
 
@@ -142,11 +150,11 @@ def submit(slug: str, request: Request, services: ServicesDep, user: OptionalUse
             return JSONResponse({"detail": "sign in to submit"}, status_code=status.HTTP_401_UNAUTHORIZED)
         return RedirectResponse(f"/signin?next=/problems/{slug}", status_code=status.HTTP_303_SEE_OTHER)
     check_csrf(request, csrf_token)
-    problem = _problem(services, slug)
+    problem = _problem(services, slug, user)
     source = source.replace("\r\n", "\n")  # forms send textareas with CRLF line endings
     try:
         record = submit_service(services, problem=problem.slug, source=source, owner_key=f"user:{user.id}",
-                                user_id=user.id)
+                                user_id=user.id, instructor=_instructor(user))
     except SubmitError as exc:
         message = exc.message  # the same words as the API's
         headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s is not None else None
@@ -166,7 +174,7 @@ def solution(slug: str, request: Request, services: ServicesDep, user: OptionalU
     """The reference solution: after the user's first ACCEPTED, or once the deadline of one of
     their assignments of the problem has passed (instructors always). Hints are on the problem page."""
     user = _require_user(user, request)
-    problem = _problem(services, slug)
+    problem = _problem(services, slug, user)
     if user.role != "instructor" and slug not in services.store.solved(user.id):
         from server.courses.models import CourseStore
 
@@ -318,7 +326,7 @@ def instructor_home(request: Request, services: ServicesDep, user: OptionalUser,
 @router.get("/instructor/problems/{slug}", response_class=HTMLResponse)
 def instructor_problem(slug: str, request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
     user = _require_instructor(user, request)
-    problem = _problem(services, slug)
+    problem = _problem(services, slug, user)
     counts = services.store.verdict_counts().get(slug, {})
     from server.courses.regrade import RegradeStore
 

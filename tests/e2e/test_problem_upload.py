@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 
 from graders.pipeline import JudgeConfig
 from server.packages import pack
+from graders.publication import TODO_FILES
 from tests.support import PROBLEMS, Server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.jail]
@@ -44,11 +46,19 @@ def new_package(tmp: Path, slug: str) -> Path:
     return tmp / slug
 
 
-def upload(url: str, data: bytes, token: str | None = TOKEN) -> httpx.Response:
+def upload(url: str, data: bytes, token: str | None = TOKEN, *, publish: bool = False) -> httpx.Response:
     headers = {"Content-Type": "application/gzip"}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
-    return httpx.post(f"{url}/api/v1/problems", content=data, headers=headers, timeout=600)
+    return httpx.post(f"{url}/api/v1/problems", content=data, headers=headers, timeout=600,
+                      params={"publish": "true"} if publish else None)
+
+
+def fill_todos(folder: Path) -> None:
+    """Writes every part the scaffold left as TODO (here: the word "Written")."""
+    for name in TODO_FILES:
+        path = folder / name
+        path.write_text(path.read_text().replace("TODO", "Written"))
 
 
 def test_upload_needs_the_instructor_token(site: tuple[str, Path, Path], tmp_path: Path) -> None:
@@ -66,11 +76,28 @@ def test_a_valid_upload_is_served_at_once_and_a_change_makes_a_new_version(site:
     first = upload(url, pack(folder))
     assert first.status_code == 201, first.text
     body = first.json()
-    assert body["slug"] == "uploaded_sin" and body["previous_version"] is None
+    assert body["slug"] == "uploaded_sin" and body["previous_version"] is None and body["published"] is False
     assert [(r["file"], r["got"], r["ok"]) for r in body["rows"]] == [
         ("reference.py", "ACCEPTED", True), ("right/decorator_remat.py", "ACCEPTED", True),
         ("wrong/no_checkpoint.py", "WRONG_POLICY", True)]
     assert body["rows"][2]["recompute_flops"] == 0  # no checkpoint: nothing recomputed
+    # unpublished: the instructor token sees it; students and API clients do not, nor submit to it
+    instructor = {"Authorization": f"Bearer {TOKEN}"}
+    listed = {p["slug"]: p for p in httpx.get(f"{url}/api/v1/problems", headers=instructor).json()}
+    assert listed["uploaded_sin"]["version"] == body["version"] and listed["uploaded_sin"]["published"] is False
+    assert "uploaded_sin" not in {p["slug"] for p in httpx.get(f"{url}/api/v1/problems").json()}
+    assert httpx.get(f"{url}/api/v1/problems/uploaded_sin").status_code == 404
+    assert httpx.post(f"{url}/api/v1/submissions", json={"problem": "uploaded_sin", "source": "x = 1"}
+                      ).status_code == 404
+
+    # publish=true refuses while the scaffold's TODOs are left, and publishes once they are written
+    refused = upload(url, pack(folder), publish=True)
+    assert refused.status_code == 422 and "TODOs left" in refused.json()["detail"]
+    fill_todos(folder)
+    published = upload(url, pack(folder), publish=True)
+    assert published.status_code == 201, published.text
+    assert published.json()["published"] is True and published.json()["previous_version"] == body["version"]
+    body = published.json()
     listed = {p["slug"]: p for p in httpx.get(f"{url}/api/v1/problems").json()}
     assert listed["uploaded_sin"]["version"] == body["version"]
 
@@ -86,6 +113,8 @@ def test_a_valid_upload_is_served_at_once_and_a_change_makes_a_new_version(site:
     second = upload(url, pack(folder))
     assert second.status_code == 201, second.text
     assert second.json()["previous_version"] == body["version"] != second.json()["version"]
+    assert second.json()["published"] is True  # a published problem stays published (flagged as changed)
+    assert (problems / "uploaded_sin" / ".published").read_text().strip() == body["version"]
     assert httpx.get(f"{url}/api/v1/problems/uploaded_sin").json()["version"] == second.json()["version"]
     assert any(p.name.startswith("uploaded_sin-") for p in (root / "data" / "problem-history").iterdir())
     old = httpx.get(f"{url}/api/v1/submissions/{graded['id']}").json()
@@ -161,6 +190,18 @@ def test_cli_new_validate_add_locally(tmp_path: Path, judge_config: JudgeConfig)
                          capture_output=True, text=True, env=env)
     assert add.returncode == 0, add.stdout + add.stderr
     assert (problems / "local_sin" / "reference.py").is_file()
+    assert "unpublished (instructors only)" in add.stdout
+    # publish refuses while a TODO is left, then validates and publishes
+    publish = [CLI, "problems", "publish", "local_sin", "--problems-dir", str(problems)]
+    refused = subprocess.run(publish, capture_output=True, text=True, env=env)
+    assert refused.returncode == 1 and "TODOs left in local_sin" in refused.stderr
+    fill_todos(problems / "local_sin")
+    published = subprocess.run(publish, capture_output=True, text=True, env=env)
+    assert published.returncode == 0, published.stdout + published.stderr
+    assert "published local_sin version" in published.stdout
+    listing = subprocess.run([CLI, "problems", "list", "--problems-dir", str(problems)], capture_output=True,
+                             text=True, env=env)
+    assert re.search(r"local_sin .* yes", listing.stdout), listing.stdout
     # a broken expectation makes validate fail and add refuse
     wrong = folder / "wrong" / "no_checkpoint.py"
     wrong.write_text(wrong.read_text().replace("WRONG_POLICY", "ACCEPTED", 1))

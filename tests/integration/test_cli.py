@@ -19,15 +19,25 @@ DOT = PROBLEMS / "checkpoint_dot_policy"
 
 
 def run_cli(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "REMAT_JUDGE_DATA_DIR": str(data_dir), "COLUMNS": "200"}
+    env = {**os.environ, "REMAT_JUDGE_DATA_DIR": str(data_dir), "REMAT_JUDGE_PROBLEMS_DIR": str(PROBLEMS),
+           "COLUMNS": "200"}
     return subprocess.run([CLI, *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def run_in(folder: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`remat-judge ARGS` in `folder` with no REMAT_JUDGE_* variable but `env`."""
+    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("REMAT_JUDGE_")}
+    return subprocess.run([CLI, *args], capture_output=True, text=True, cwd=folder, timeout=120,
+                          env={**clean, "COLUMNS": "200", **env})
 
 
 def test_grade_exits_zero_only_for_accepted_and_prints_json(tmp_path: Path, judge_config: JudgeConfig) -> None:
     ok = run_cli("grade", str(DOT / "reference.py"), "--problem", "checkpoint_dot_policy", "--json", data_dir=tmp_path)
     assert ok.returncode == 0, ok.stderr
-    report = json.loads(ok.stdout)
+    report = json.loads(ok.stdout)  # the folder lines go to stderr
     assert report["verdict"] == "ACCEPTED" and report["problem"] == "checkpoint_dot_policy"
+    assert f"problems: {PROBLEMS} (from REMAT_JUDGE_PROBLEMS_DIR)" in ok.stderr
+    assert f"data: {tmp_path.resolve()} (from REMAT_JUDGE_DATA_DIR)" in ok.stderr
 
     wrong = run_cli("grade", str(DOT / "wrong" / "checkpoint_without_policy.py"), "-p", "checkpoint_dot_policy",
                     data_dir=tmp_path)
@@ -52,3 +62,41 @@ def test_problems_list_shows_every_problem(tmp_path: Path) -> None:
     assert listing.returncode == 0
     for slug in sorted(p.name for p in PROBLEMS.iterdir() if (p / "problem.toml").exists()):
         assert slug in listing.stdout
+
+
+def test_the_folders_come_from_the_flag_the_variable_or_the_working_directory(tmp_path: Path) -> None:
+    here = tmp_path.resolve()
+    made = run_in(here, "problems", "new", "from_cwd")
+    assert made.returncode == 0, made.stderr
+    assert (here / "problems" / "from_cwd" / "problem.toml").is_file()  # not the installed checkout's
+    assert not (PROBLEMS / "from_cwd").exists()
+    assert f"problems: {here / 'problems'} (from the working directory)" in made.stderr
+    listed = run_in(here, "problems", "list")
+    assert "from_cwd" in listed.stdout and "problems:" not in listed.stdout
+    by_variable = run_in(here, "problems", "list", REMAT_JUDGE_PROBLEMS_DIR=str(PROBLEMS))
+    assert "checkpoint_dot_policy" in by_variable.stdout and "from_cwd" not in by_variable.stdout
+    assert f"problems: {PROBLEMS} (from REMAT_JUDGE_PROBLEMS_DIR)" in by_variable.stderr
+    by_flag = run_in(here, "problems", "list", "--problems-dir", str(PROBLEMS),
+                     REMAT_JUDGE_PROBLEMS_DIR=str(here / "problems"))
+    assert "checkpoint_dot_policy" in by_flag.stdout and f"problems: {PROBLEMS} (from --problems-dir)" in by_flag.stderr
+
+
+def test_users_list_in_an_empty_folder_names_the_missing_database(tmp_path: Path) -> None:
+    here = tmp_path.resolve()
+    done = run_in(here, "users", "list")
+    assert done.returncode == 2 and done.stdout == ""
+    assert f"data: {here / 'data'} (from the working directory)" in done.stderr
+    assert f"no judge database at sqlite:///{here / 'data' / 'remat-judge.db'}" in done.stderr
+    assert not (here / "data" / "remat-judge.db").exists()
+
+
+def test_publish_refuses_a_problem_with_todos_left(tmp_path: Path) -> None:
+    here = tmp_path.resolve()
+    assert run_in(here, "problems", "new", "unfinished").returncode == 0
+    refused = run_in(here, "problems", "publish", "unfinished")
+    assert refused.returncode == 1
+    assert "not published: 8 TODOs left in unfinished" in refused.stderr
+    assert 'problem.toml:4: title = "TODO: a short title"' in refused.stderr
+    assert not (here / "problems" / "unfinished" / ".published").exists()
+    assert run_in(here, "problems", "publish", "no_such").returncode == 2
+    assert "unfinished was not published" in run_in(here, "problems", "unpublish", "unfinished").stdout
