@@ -353,6 +353,8 @@ def launch(request: Request, id_token: Annotated[str, Form()] = "", state: Annot
         except (KeyError, ProblemError):
             raise LaunchError(404, f"The course links to a problem the judge does not have: {verified.problem!r}.") \
                 from None
+        if verified.role == Role.STUDENT and not request.app.state.services.problems.is_published(verified.problem):
+            raise LaunchError(404, f"The problem {verified.problem!r} is not published yet; ask your instructor.")
     except LaunchError as error:
         response = _refused(request, error)
         if state:

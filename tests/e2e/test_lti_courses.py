@@ -29,6 +29,8 @@ pytestmark = [pytest.mark.e2e]
 def problems_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("problems")
     shutil.copytree(PROBLEMS / SLUG, root / SLUG)
+    shutil.copytree(PROBLEMS / "remat_constant", root / "remat_constant")
+    (root / "remat_constant" / ".published").unlink()  # an instructor's problem not published yet
     return root
 
 
@@ -100,3 +102,13 @@ def test_deadline_change_and_regrade_reach_the_lms_gradebook(server: Server, pla
     assert stamps[0] < stamps[1] < stamps[2]
     submitted = scores[2]["https://canvas.instructure.com/lti/submission"]["submittedAt"]
     assert datetime.fromisoformat(submitted) < datetime.fromisoformat(scores[2]["timestamp"])  # the student's time
+
+
+def test_a_student_cannot_launch_an_unpublished_problem(server: Server, platform: Platform, book: Gradebook) -> None:
+    platform.with_launch(sub="student-courses-2", problem="remat_constant")
+    browser = Browser(server.url)
+    try:
+        refused = browser.launch(platform).response
+        assert refused.status_code == 404 and "not published yet" in refused.text
+    finally:
+        browser.close()
