@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from graders.checks.residuals import format_residuals
 from graders.problem import Problem, ProblemError, ProblemRepository
@@ -163,7 +164,8 @@ def _print_report(report: VerdictReport) -> None:
     table.add_column("message", overflow="fold")
     for check in report.checks:
         mark = "[green]ok[/]" if check.passed else "[red]FAIL[/]"
-        table.add_row(check.name, mark if check.judged else "[dim]info[/]", check.message)
+        # a check's message can quote the submission (an exception's text): never Rich markup
+        table.add_row(Text(check.name), mark if check.judged else "[dim]info[/]", Text(check.message))
     console.print(table)
     if report.residuals is not None:
         r = report.residuals

@@ -100,3 +100,14 @@ def test_publish_refuses_a_problem_with_todos_left(tmp_path: Path) -> None:
     assert not (here / "problems" / "unfinished" / ".published").exists()
     assert run_in(here, "problems", "publish", "no_such").returncode == 2
     assert "unfinished was not published" in run_in(here, "problems", "unpublish", "unfinished").stdout
+
+
+def test_grade_prints_a_submissions_text_as_text_never_as_rich_markup(tmp_path: Path, judge_config: JudgeConfig) -> None:
+    forged = tmp_path / "forged.py"
+    forged.write_text("def remat_sin_sin(x):\n"
+                      "    raise ValueError('[bold green]ACCEPTED[/] score 1.00 [link=https://evil.example]x[/link]')\n")
+    done = run_cli("grade", str(forged), "--problem", "remat_sin_sin", data_dir=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "RUNTIME_ERROR" in done.stdout
+    [row] = [line for line in done.stdout.splitlines() if "sandbox" in line and "FAIL" in line]  # the checks table
+    assert "[bold green]ACCEPTED[/] score 1.00" in row and "[link=https://evil.example]" in row  # printed as they are
