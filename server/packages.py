@@ -63,7 +63,9 @@ def unpack(data: bytes, staging_root: Path) -> Path:
 
     Raises:
         PackageError: not a tar archive, unsafe members (links, devices, absolute or `..` paths,
-            odd file types), too many files or bytes, or no problem.toml with a valid slug.
+            odd file types), a member twice or a path that is both a file and a folder, too many
+            files or bytes, or no problem.toml with a valid slug. Nothing is left in
+            `staging_root` then.
     """
     try:
         tar = tarfile.open(fileobj=io.BytesIO(data), mode="r:*")
@@ -91,6 +93,8 @@ def unpack(data: bytes, staging_root: Path) -> Path:
             total += member.size
             if total > MAX_UNPACKED_BYTES:
                 raise PackageError(f"the package is larger than {MAX_UNPACKED_BYTES:,} bytes unpacked")
+            if path in files:
+                raise PackageError(f"archive member {member.name!r} appears twice")
             extracted = tar.extractfile(member)
             if extracted is None:
                 raise PackageError(f"cannot read {member.name!r}")
@@ -106,14 +110,22 @@ def unpack(data: bytes, staging_root: Path) -> Path:
     if match is None or not re.match(SLUG_RE, match.group(1).decode("ascii", "replace")):
         raise PackageError("problem.toml has no valid slug")
     slug = match.group(1).decode("ascii")
-    target = staging_root / uuid.uuid4().hex / slug
-    target.mkdir(parents=True)
-    for rel, content in files.items():
+    folders = {parent for rel in files for parent in rel.parents if parent != PurePosixPath(".")}
+    for rel in files:  # every check before anything is written: a refusal leaves nothing behind
         if len(rel.parts) > 3:
             raise PackageError(f"{rel}: folders nest too deep")
-        out = target.joinpath(*rel.parts)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(content)
+        if rel in folders:
+            raise PackageError(f"{rel} is both a file and a folder in the archive")
+    target = staging_root / uuid.uuid4().hex / slug
+    target.mkdir(parents=True)
+    try:
+        for rel, content in files.items():
+            out = target.joinpath(*rel.parts)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(content)
+    except OSError as exc:
+        shutil.rmtree(target.parent, ignore_errors=True)
+        raise PackageError(f"the package cannot be unpacked: {exc.strerror or exc}") from None
     return target
 
 

@@ -164,6 +164,11 @@ def _link(name: str, target: str, kind: bytes = tarfile.SYMTYPE) -> tuple[tarfil
     (_tar([_file("problem.toml", b'slug = "binary"'), _file("payload.so", b"\x7fELF")]), "only"),
     (_tar([_file("statement.md", b"# no toml")]), "no problem.toml"),
     (_tar([_file("problem.toml", b'slug = "../../etc"')]), "no valid slug"),
+    (_tar([_file("problem.toml", b'slug = "clash"'), _file("hints.md", b"x"), _file("hints.md/x.py", b"x")]),
+     "both a file and a folder"),
+    (_tar([_file("problem.toml", b'slug = "clash"'), _file("wrong/a.py/b.py", b"x"), _file("wrong/a.py", b"x")]),
+     "both a file and a folder"),
+    (_tar([_file("problem.toml", b'slug = "twice"'), _file("problem.toml", b'slug = "other"')]), "appears twice"),
 ])
 def test_hostile_archives_are_refused_and_write_nothing(site: tuple[str, Path, Path], archive: bytes,
                                                         reason: str) -> None:
@@ -173,7 +178,7 @@ def test_hostile_archives_are_refused_and_write_nothing(site: tuple[str, Path, P
     assert response.status_code == 400, response.text
     assert reason in response.json()["detail"]
     assert sorted(p.name for p in problems.iterdir()) == before
-    assert not list((problems / ".staging").glob("*/*")) if (problems / ".staging").exists() else True
+    assert not list((problems / ".staging").glob("*")) if (problems / ".staging").exists() else True
     assert not Path("/etc/evil.toml").exists()
 
 
