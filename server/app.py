@@ -167,6 +167,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(GZipMiddleware, minimum_size=1024)
     app.mount("/static", StaticFiles(directory=str(WEB_DIR / "static")), name="static")
 
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> Response:
+        """Browsers ask for /favicon.ico whatever the page links: the SVG icon, so no 404s in logs."""
+        return Response((WEB_DIR / "static" / "favicon.svg").read_bytes(), media_type="image/svg+xml",
+                        headers={"Cache-Control": "public, max-age=86400"})
+
     @app.get("/assets/pygments.css", include_in_schema=False)
     def pygments_stylesheet() -> Response:
         return Response(pygments_css(), media_type="text/css", headers={"Cache-Control": "public, max-age=86400"})

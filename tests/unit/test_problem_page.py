@@ -55,3 +55,11 @@ def test_the_list_is_ordered_as_a_course_with_progress(site: Site) -> None:
     assert page.index("/problems/remat_sin_sin") < page.index("/problems/remat_constant") \
         < page.index("/problems/sin_chain_recursive")
     assert "<strong>1 of 13</strong> solved" in page
+
+
+def test_a_favicon_is_linked_and_served(site: Site) -> None:
+    assert '<link rel="icon" type="image/svg+xml" href="/static/favicon.svg">' in site.client.get("/").text
+    for path in ("/favicon.ico", "/static/favicon.svg"):
+        answer = site.client.get(path)
+        assert answer.status_code == 200 and answer.headers["content-type"].startswith("image/svg+xml")
+        assert answer.content.startswith(b"<svg")
