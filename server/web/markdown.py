@@ -66,3 +66,11 @@ def split_section(text: str, heading: str) -> tuple[str, str]:
     if start is None:
         return "", text
     return "".join(lines[start:end]), "".join(lines[:start] + lines[end:])
+
+
+def highlight_python(source: str) -> str:
+    """`source` as highlighted HTML with line numbers (Pygments, `.highlight` classes): for a
+    submission's code, which never goes through Markdown (a line of three backticks would end a
+    fence there). Every character of `source` is escaped by the formatter."""
+    formatter = HtmlFormatter(linenos="table", cssclass="highlight", lineanchors="L", anchorlinenos=True)
+    return highlight(source, get_lexer_by_name("python"), formatter)

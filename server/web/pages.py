@@ -20,7 +20,7 @@ from server.submit import SubmitError
 from server.submit import submit as submit_service
 from server.web.auth import (OptionalUser, check_csrf, csrf_token, current_user, hash_password, sign_in,
                              sign_out, signup_errors, verify_password)
-from server.web.markdown import render_markdown, split_section
+from server.web.markdown import highlight_python, render_markdown, split_section
 from server.web.panel import FILTERS, panel_context
 
 HERE = WEB_DIR = Path(__file__).resolve().parent
@@ -404,9 +404,13 @@ def instructor_revoke_client(name: str, request: Request, services: ServicesDep,
 
 @router.get("/instructor/submissions/{submission_id}/source", response_class=HTMLResponse)
 def instructor_source(submission_id: str, request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
-    _require_instructor(user, request)
+    """A submission's code, highlighted with line numbers (Pygments, never Markdown), with who
+    made it, when and its verdict. Instructors only."""
+    user = _require_instructor(user, request)
     record = _visible_submission(services, submission_id, user)
-    return HTMLResponse(render_markdown(f"```python\n{record.source}\n```"))
+    author = services.users.get(record.user_id) if record.user_id is not None else None
+    return render(request, "source.html", user, record=record, code=highlight_python(record.source),
+                  author=author.email if author else ("API client" if record.client_id is not None else "anonymous"))
 
 
 def error_page(request: Request, exc: Any) -> Response:

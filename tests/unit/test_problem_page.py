@@ -3,6 +3,8 @@ of one's own past submission for "load into editor", the list's course order and
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 
 import pytest
@@ -63,3 +65,23 @@ def test_a_favicon_is_linked_and_served(site: Site) -> None:
         answer = site.client.get(path)
         assert answer.status_code == 200 and answer.headers["content-type"].startswith("image/svg+xml")
         assert answer.content.startswith(b"<svg")
+
+
+def test_the_instructor_source_view_shows_code_as_code(site: Site) -> None:
+    ada = site.account("ada@uni.example", "Ada")
+    site.account("prof@uni.example", "Prof", Role.INSTRUCTOR)
+    source = "x = 1\n```\n</pre><script>alert(1)</script>\n# [bold]not markup[/]\n"
+    record = site.services.store.create(problem="remat_sin_sin", source=source, user_id=ada.id)
+    site.sign_in("ada@uni.example")
+    assert site.client.get(f"/instructor/submissions/{record.id}/source").status_code == 403
+    site.sign_in("prof@uni.example")
+    page = site.client.get(f"/instructor/submissions/{record.id}/source")
+    assert page.status_code == 200
+    view = page.text.split('id="source-view">')[1].split("</div>\n")[0]
+    assert "<script" not in view  # every character of the code is escaped
+    code = view.split('<td class="code">')[1]
+    assert html.unescape(re.sub(r"<[^>]+>", "", code)).strip() == source.strip()  # shown exactly, as text
+    assert 'class="linenos"' in view  # line numbers
+    assert "ada@uni.example" in page.text and 'href="/instructor/problems/remat_sin_sin"' in page.text
+    rows = site.client.get("/instructor/problems/remat_sin_sin").text
+    assert f'href="/instructor/submissions/{record.id}/source"' in rows
