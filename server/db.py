@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from sqlalchemy import (DateTime, Enum, Float, ForeignKey, Index, Integer, String, Text, TypeDecorator, and_,
+from sqlalchemy import (DateTime, Enum, Float, ForeignKey, Index, Integer, String, Text, TypeDecorator, and_, case,
                         create_engine, event, func, or_, select, update)
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
@@ -454,6 +454,56 @@ class SubmissionStore:
             for slug, verdict, count in rows:
                 out.setdefault(slug, {})[verdict] = count
             return out
+
+
+    def student_counts(self) -> dict[str, tuple[int, int]]:
+        """Per problem slug: (accounts that submitted, accounts with an ACCEPTED). Web accounts only
+        (API submissions have no student)."""
+        s = SubmissionRecord
+        with self._sessions() as session:
+            rows = session.execute(select(s.problem, func.count(func.distinct(s.user_id)),
+                                          func.count(func.distinct(case((s.verdict == "ACCEPTED", s.user_id)))))
+                                   .where(s.user_id.is_not(None)).group_by(s.problem))
+            return {slug: (int(tried), int(solved)) for slug, tried, solved in rows}
+
+    def per_student(self, problem: str) -> list[StudentRow]:
+        """One row per account that submitted to `problem`, most attempts first."""
+        s = SubmissionRecord
+        with self._sessions() as session:
+            rows = session.execute(
+                select(UserRecord.id, UserRecord.email, UserRecord.display_name, func.count(s.id),
+                       func.min(case((s.verdict == "ACCEPTED", s.created_at))), func.max(s.score),
+                       func.max(s.created_at))
+                .join(UserRecord, UserRecord.id == s.user_id).where(s.problem == problem)
+                .group_by(UserRecord.id, UserRecord.email, UserRecord.display_name)
+                .order_by(func.count(s.id).desc(), UserRecord.email)).all()
+        return [StudentRow(user_id=uid, email=email, name=name, attempts=int(attempts),
+                           solved_at=_aware(solved_at), best_score=best, last_at=_aware(last))
+                for uid, email, name, attempts, solved_at, best, last in rows]
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    """A timestamp from an aggregate (MIN/MAX bypass the column type on SQLite: naive UTC, maybe
+    a string) as timezone-aware UTC."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class StudentRow:
+    """A student's work on one problem: attempts, first ACCEPTED (UTC) or None, best score (0-1),
+    last submission time (UTC)."""
+
+    user_id: int
+    email: str
+    name: str
+    attempts: int
+    solved_at: datetime | None
+    best_score: float | None
+    last_at: datetime | None
 
 
 class ClientStore:

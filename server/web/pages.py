@@ -320,7 +320,8 @@ def instructor_home(request: Request, services: ServicesDep, user: OptionalUser,
     user = _require_instructor(user, request)
     counts = services.store.verdict_counts()
     return render(request, "instructor.html", user, submissions=services.store.recent(problem=problem, limit=300),
-                  counts=counts, problems=services.problems.all(), selected=problem)
+                  counts=counts, students=services.store.student_counts(), problems=services.problems.all(),
+                  selected=problem)
 
 
 @router.get("/instructor/problems/{slug}", response_class=HTMLResponse)
@@ -331,9 +332,14 @@ def instructor_problem(slug: str, request: Request, services: ServicesDep, user:
     from server.courses.regrade import RegradeStore
 
     regrades = RegradeStore(services.engine).recent(problem=slug) if services.engine is not None else []
+    hints_asked = {}
+    if services.engine is not None:
+        from server.web.hints import HintStore
+
+        hints_asked = HintStore(services.engine).requested_counts(slug)
     return render(request, "instructor_problem.html", user, problem=problem, counts=counts,
                   total=sum(counts.values()), submissions=services.store.recent(problem=slug, limit=300),
-                  regrades=regrades)
+                  regrades=regrades, students=services.store.per_student(slug), hints_asked=hints_asked)
 
 
 def _clients_page(request: Request, services: Services, user: UserRecord, status_code: int = 200,

@@ -101,3 +101,19 @@ def test_hint_reveals_are_recorded_once(engine) -> None:  # type: ignore[no-unty
     assert hints.reveal(ada.id, "p", 2, RevealReason.REQUEST)
     assert hints.revealed(ada.id, "p") == {1: RevealReason.ATTEMPTS, 2: RevealReason.REQUEST}
     assert hints.requested_counts("p") == {ada.id: 1}
+
+
+def test_per_student_counts(engine) -> None:  # type: ignore[no-untyped-def]
+    store, users = SubmissionStore(engine), UserStore(engine)
+    ada = users.create(email="ada@uni.example", display_name="Ada", password_hash="x")
+    bob = users.create(email="bob@uni.example", display_name="Bob", password_hash="x")
+    graded(store, ada.id, "p", "WRONG_POLICY", 0.5)
+    first = graded(store, ada.id, "p", "ACCEPTED", 1.0)
+    graded(store, ada.id, "p", "ACCEPTED", 1.0)
+    graded(store, bob.id, "p", "WRONG_VALUE", 0.0)
+    store.create(problem="p", source="api", user_id=None)  # an API submission has no student
+    assert store.student_counts() == {"p": (2, 1)}
+    ada_row, bob_row = store.per_student("p")
+    assert (ada_row.email, ada_row.attempts, ada_row.best_score) == ("ada@uni.example", 3, 1.0)
+    assert ada_row.solved_at == store.get(first).created_at  # type: ignore[union-attr]
+    assert ada_row.solved_at.tzinfo is not None and bob_row.solved_at is None and bob_row.attempts == 1

@@ -85,3 +85,23 @@ def test_the_instructor_source_view_shows_code_as_code(site: Site) -> None:
     assert "ada@uni.example" in page.text and 'href="/instructor/problems/remat_sin_sin"' in page.text
     rows = site.client.get("/instructor/problems/remat_sin_sin").text
     assert f'href="/instructor/submissions/{record.id}/source"' in rows
+
+
+def test_instructors_see_counts_per_student(site: Site) -> None:
+    from server.web.hints import HintStore, RevealReason
+
+    ada, bob = site.account("ada@uni.example", "Ada"), site.account("bob@uni.example", "Bob")
+    site.account("prof@uni.example", "Prof", Role.INSTRUCTOR)
+    for verdict, score in (("WRONG_POLICY", 0.0), ("WRONG_POLICY", 0.5), ("ACCEPTED", 1.0), ("ACCEPTED", 1.0)):
+        site.graded(ada.id, verdict, score, DUE, problem="remat_sin_sin")
+    site.graded(bob.id, "WRONG_VALUE", 0.0, DUE, problem="remat_sin_sin")
+    HintStore(site.engine).reveal(bob.id, "remat_sin_sin", 1, RevealReason.REQUEST)
+    site.sign_in("prof@uni.example")
+    home = re.sub(r"\s+", " ", site.client.get("/instructor").text)
+    assert 'remat_sin_sin</a></td> <td class="num">1 / 2</td>' in home  # 1 of 2 students solved it
+    page = site.client.get("/instructor/problems/remat_sin_sin").text
+    rows = [re.sub(r"<[^>]+>", " ", r) for r in page.split('id="students"')[1].split("</table>")[0].split("<tr>")[2:]]
+    ada_row, bob_row = (" ".join(r.split()) for r in rows)
+    assert ada_row.startswith("Ada ada@uni.example 4 1.00 2026-11-10 12:00 0")
+    assert bob_row.startswith("Bob bob@uni.example 1 0.00 - 1")
+    assert "2 tried, 1 solved" in page
