@@ -39,6 +39,9 @@ app.add_typer(lti_app, name="lti")
 from server.courses import cli as courses_cli  # noqa: E402 - courses and regrades (issue 12)
 
 app.add_typer(courses_cli.courses_app, name="courses")
+from server.web import account_cli  # noqa: E402 - password resets (issue 13)
+
+users_app.command("reset-password")(account_cli.reset_password)
 problems_app.command("regrade")(courses_cli.regrade)
 problems_app.command("regrades")(courses_cli.regrades)
 

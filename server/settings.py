@@ -67,6 +67,9 @@ class Settings(BaseSettings):
         lti_allow_networks: special-address networks (loopback, private, link-local...) that grade
             passback may call, as a JSON list (`REMAT_JUDGE_LTI_ALLOW_NETWORKS='["10.0.0.0/8"]'`,
             e.g. a campus Moodle on a private network); empty: public addresses only.
+        signin_failures_per_account, signin_failures_per_ip: failed sign-ins allowed for one email
+            and from one IP address (`limits` notation; empty: no limit) before the sign-in page
+            answers 429 (`server.web.throttle`).
         lti_rate_limit: LTI login initiations, launches, launch-token exchanges and deep linking
             picks one IP address may make (`limits` notation; empty: no limit). Each login stores a
             state for 5 minutes, so this bounds what one address can make the judge store.
@@ -106,6 +109,8 @@ class Settings(BaseSettings):
     lti_jwks_refetch_cooldown_s: float = Field(default=10.0, ge=0)
     lti_allow_networks: list[str] = Field(default_factory=list)
     lti_rate_limit: str = "60/minute"
+    signin_failures_per_account: str = "10 per 15 minutes"
+    signin_failures_per_ip: str = "50 per 15 minutes"
     callback_max_attempts: int = Field(default=6, ge=1, le=30)
     callback_timeout_s: float = Field(default=10.0, gt=0, le=60)
 

@@ -394,7 +394,8 @@ def landing(request: Request, token: str = "") -> Response:
         return _refused(request, LaunchError(400, "This launch link has expired or was used already; open the "
                                                   "activity again from the course."))
     user_id, target = found
-    if request.session.get("uid") == user_id and service.store.use_launch_token(token) is not None:
+    me = current_user(request)  # the session cookie came back and its server-side session is live
+    if me is not None and me.id == user_id and service.store.use_launch_token(token) is not None:
         return RedirectResponse(target, status_code=303, headers=NO_STORE)
     user = service.store.users.get(user_id)
     return _page(request, "lti_landing.html", open_url=f"/lti/open?{urlencode({'token': token})}",

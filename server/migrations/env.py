@@ -18,6 +18,7 @@ import server.lti.passback  # noqa: E402,F401 - LTI grade passback (issue 12)
 import server.courses.models  # noqa: E402,F401 - courses and assignments (issue 12)
 import server.courses.regrade  # noqa: E402,F401 - regrades (issue 12)
 import server.web.hints  # noqa: E402,F401 - hints opened one at a time (issue 13)
+import server.web.sessions  # noqa: E402,F401 - server-side web sessions (issue 13)
 
 config = context.config
 target_metadata = Base.metadata

@@ -1,5 +1,6 @@
-"""Accounts for the web pages: argon2 password hashes (pwdlib), the signed session cookie
-(Starlette's SessionMiddleware), CSRF tokens on every form, roles student and instructor."""
+"""Accounts for the web pages: argon2 password hashes (pwdlib), server-side sessions
+(`server.web.sessions`) named by the signed session cookie (Starlette's SessionMiddleware), CSRF
+tokens on every form, roles student and instructor."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from fastapi import Depends, HTTPException, Request, status
 from pwdlib import PasswordHash
 
 from server.db import UserRecord, UserStore
+from server.web.sessions import SessionStore
 
 _HASHER = PasswordHash.recommended()  # argon2id with pwdlib's recommended parameters
 EMAIL_RE = re.compile(r"^[^@\s]{1,64}@[^@\s]{1,190}\.[^@\s]{2,}$")
@@ -40,15 +42,55 @@ def signup_errors(email: str, display_name: str, password: str) -> list[str]:
     return errors
 
 
+# A fixed argon2 hash to verify against when an email is unknown, so a sign-in does the same work
+# (about 0.1 s) whether or not the account exists.
+_DUMMY_HASH = _HASHER.hash(secrets.token_urlsafe(16))
+
+
+def check_password(user: UserRecord | None, password: str) -> tuple[bool, str | None]:
+    """`verify_password` against `user`'s hash, or against a dummy hash when `user` is None
+    (always False then): the same work for known and unknown emails (no timing oracle)."""
+    if user is None:
+        verify_password(password, _DUMMY_HASH)
+        return False, None
+    return verify_password(password, user.password_hash)
+
+
+def session_store(request: Request) -> SessionStore | None:
+    """The server-side sessions of this app (None without a database: sessions cannot exist)."""
+    services = request.app.state.services
+    engine = getattr(services, "engine", None)
+    if engine is None:
+        return None
+    return SessionStore(engine, max_age_s=services.settings.session_max_age_s)
+
+
+def client_ip(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
 def sign_in(request: Request, user: UserRecord) -> None:
-    """Starts a session for `user` (a fresh session: the old CSRF token is dropped)."""
+    """Starts a server-side session for `user` (`server.web.sessions`) and a fresh cookie session
+    holding its token (the old CSRF token is dropped)."""
+    store = session_store(request)
+    if store is None:
+        raise RuntimeError("no database for web sessions")
+    token = store.start(user.id, user_agent=request.headers.get("user-agent", ""), ip=client_ip(request))
     request.session.clear()
     request.session["uid"] = user.id
+    request.session["sid"] = token
     request.session["csrf"] = secrets.token_urlsafe(32)
+    request.scope["remat_user"] = user
 
 
 def sign_out(request: Request) -> None:
+    """Ends this browser's session on the server (a copy of the cookie stops working too)."""
+    token = request.session.get("sid")
+    store = session_store(request)
+    if isinstance(token, str) and store is not None:
+        store.revoke(token)
     request.session.clear()
+    request.scope["remat_user"] = None
 
 
 def csrf_token(request: Request) -> str:
@@ -73,11 +115,22 @@ def users_of(request: Request) -> UserStore:
 
 
 def current_user(request: Request) -> UserRecord | None:
-    """The signed-in account, or None."""
-    uid = request.session.get("uid")
-    if not isinstance(uid, int):
-        return None
-    return users_of(request).get(uid)
+    """The signed-in account, or None: the cookie's session token must name an active server-side
+    session of the cookie's account (revoked, expired or unknown: signed out, and the cookie's
+    session is cleared). Looked up once per request."""
+    if "remat_user" in request.scope:
+        return request.scope["remat_user"]
+    user = None
+    uid, token = request.session.get("uid"), request.session.get("sid")
+    store = session_store(request)
+    if isinstance(uid, int) and isinstance(token, str) and store is not None:
+        if store.user_of(token) == uid:
+            user = users_of(request).get(uid)
+        else:
+            request.session.pop("uid", None)
+            request.session.pop("sid", None)
+    request.scope["remat_user"] = user
+    return user
 
 
 OptionalUser = Annotated[UserRecord | None, Depends(current_user)]

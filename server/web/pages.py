@@ -18,8 +18,15 @@ from server.api.deps import Services, get_services
 from server.db import SubmissionRecord, UserRecord
 from server.submit import SubmitError
 from server.submit import submit as submit_service
-from server.web.auth import (OptionalUser, check_csrf, csrf_token, current_user, hash_password, sign_in,
-                             sign_out, signup_errors, verify_password)
+from server.web.auth import (OptionalUser, check_csrf, check_password, client_ip, csrf_token, current_user,
+                             hash_password, session_store, sign_in, sign_out, signup_errors)
+from server.web.sessions import token_hash
+from server.web.throttle import SignInThrottle
+
+# One answer whether or not the email is taken (no account enumeration through sign-up beyond what
+# creating an account must reveal: see SECURITY.md).
+SIGNUP_REFUSED = ("No account was made with these details. If you already have one, sign in (an instructor "
+                  "can reset a forgotten password).")
 from server.web.markdown import highlight_python, render_markdown, split_section
 from server.web.panel import FILTERS, panel_context
 
@@ -269,8 +276,12 @@ def signup(request: Request, services: ServicesDep, email: Annotated[str, Form()
         try:
             user = services.users.create(email=email, display_name=display_name.strip(),
                                          password_hash=hash_password(password))
-        except ValueError:
-            errors = ["An account with that email exists already: sign in instead."]
+        except ValueError:  # the email is taken: its owner typing their password is signed in
+            existing = services.users.by_email(email)
+            if existing is not None and check_password(existing, password)[0]:
+                sign_in(request, existing)
+                return RedirectResponse(_safe_next(next), status_code=status.HTTP_303_SEE_OTHER)
+            errors = [SIGNUP_REFUSED]
         else:
             sign_in(request, user)
             return RedirectResponse(_safe_next(next), status_code=status.HTTP_303_SEE_OTHER)
@@ -288,15 +299,60 @@ def signin(request: Request, services: ServicesDep, email: Annotated[str, Form()
            password: Annotated[str, Form()] = "", csrf_token: Annotated[str, Form()] = "",
            next: Annotated[str, Form()] = "/") -> Response:
     check_csrf(request, csrf_token)
+    throttle = _throttle(request, services)
+    wait_s = throttle.retry_after_s(email, client_ip(request))
+    if wait_s is not None:  # no password is checked past the limit
+        response = render(request, "signin.html", None, email=email, next=_safe_next(next),
+                          error=f"Too many failed sign-ins; try again in {wait_s} seconds.",
+                          status_code=status.HTTP_429_TOO_MANY_REQUESTS)
+        response.headers["Retry-After"] = str(wait_s)
+        return response
     user = services.users.by_email(email.strip())
-    ok, new_hash = verify_password(password, user.password_hash) if user else (False, None)
+    ok, new_hash = check_password(user, password)  # the same work for an unknown email
     if user is None or not ok:
+        throttle.failed(email, client_ip(request))
         return render(request, "signin.html", None, error="Wrong email or password.", email=email,
                       next=_safe_next(next), status_code=status.HTTP_401_UNAUTHORIZED)
     if new_hash:
         services.users.update_password_hash(user.id, new_hash)
     sign_in(request, user)
     return RedirectResponse(_safe_next(next), status_code=status.HTTP_303_SEE_OTHER)
+
+
+def _throttle(request: Request, services: Services) -> SignInThrottle:
+    """The app's sign-in throttle, made on first use from the settings."""
+    throttle = getattr(request.app.state, "signin_throttle", None)
+    if throttle is None:
+        settings = services.settings
+        throttle = request.app.state.signin_throttle = SignInThrottle(
+            per_account=settings.signin_failures_per_account, per_ip=settings.signin_failures_per_ip,
+            storage_uri=settings.redis_url or "memory://")
+    return throttle
+
+
+@router.get("/account/sessions", response_class=HTMLResponse)
+def account_sessions(request: Request, user: OptionalUser) -> HTMLResponse:
+    """The signed-in user's sessions (browsers), with buttons to end the others."""
+    user = _require_user(user, request)
+    store = session_store(request)
+    assert store is not None
+    current = token_hash(request.session.get("sid", ""))
+    return render(request, "sessions.html", user, sessions=store.active(user.id), current=current)
+
+
+@router.post("/account/sessions/end")
+def end_session(request: Request, user: OptionalUser, key: Annotated[str, Form()] = "",
+                csrf_token: Annotated[str, Form()] = "") -> Response:
+    """Ends one other session (`key`), or every other one (`key` "others")."""
+    user = _require_user(user, request)
+    check_csrf(request, csrf_token)
+    store = session_store(request)
+    assert store is not None
+    if key == "others":
+        store.revoke_all(user.id, except_token=request.session.get("sid"))
+    elif not store.revoke_key(user.id, key):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such session")
+    return RedirectResponse("/account/sessions", status_code=status.HTTP_303_SEE_OTHER)
 
 
 @router.post("/signout")
