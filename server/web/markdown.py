@@ -22,7 +22,8 @@ def _highlight(code: str, lang: str, _attrs: str) -> str:
     except ClassNotFound:
         lexer = get_lexer_by_name("text")
     # starting with <pre tells markdown-it not to wrap it again
-    return f'<pre class="highlight"><code>{highlight(code, lexer, _FORMATTER)}</code></pre>\n'
+    # tabindex: a code block that scrolls sideways must be reachable by keyboard (WCAG 2.1.1)
+    return f'<pre class="highlight" tabindex="0"><code>{highlight(code, lexer, _FORMATTER)}</code></pre>\n'
 
 
 

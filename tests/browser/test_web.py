@@ -411,6 +411,46 @@ def test_instructor_runs_a_course_with_a_gradebook_and_regrades_a_problem(chromi
     page.close()
 
 
+AXE = REPO / "web" / "node_modules" / "axe-core" / "axe.min.js"
+
+
+def axe_violations(page: object) -> list[str]:
+    """Serious and critical axe-core violations on the page as it is (WCAG 2.1 A and AA rules)."""
+    page.add_script_tag(path=str(AXE))  # type: ignore[attr-defined]
+    found = page.evaluate("""async () => {  // type: ignore
+        const r = await axe.run(document, {runOnly: {type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]}});
+        return r.violations.filter(v => v.impact === "serious" || v.impact === "critical")
+            .map(v => v.id + ": " + v.help + " at " + v.nodes.slice(0, 3).map(n => n.target.join(" ")).join(", "));
+    }""")  # type: ignore[attr-defined]
+    return list(found)
+
+
+def test_axe_finds_no_serious_violations_on_the_main_pages(chromium: object, server: Server) -> None:
+    """Runs after Ada solved checkpoint_dot_policy, became an instructor and made courses."""
+    if not AXE.exists():
+        reason = "no axe-core (make installs web/'s npm packages)"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    found: dict[str, list[str]] = {}
+    for width, height in ((1280, 900), (390, 844)):
+        context = chromium.new_context(viewport={"width": width, "height": height})  # type: ignore[attr-defined]
+        page = context.new_page()
+        for path in ("/", "/signin", "/problems/remat_sin_sin"):
+            page.goto(server.url + path)
+            if violations := axe_violations(page):
+                found[f"{path} at {width}px (signed out)"] = violations
+        _sign_in(page, server, "ada@example.org")
+        for path in ("/", "/problems/checkpoint_dot_policy", SEEN["ada_submission"], "/me", "/account/sessions",
+                     "/instructor", "/instructor/problems/checkpoint_dot_policy", f"/instructor/courses/rm-{width}"):
+            page.goto(server.url + path)
+            page.wait_for_load_state("networkidle")
+            if violations := axe_violations(page):
+                found[f"{path} at {width}px"] = violations
+        context.close()
+    assert found == {}, json.dumps(found, indent=1)
+
+
 def test_phone_sized_screen_and_no_javascript(chromium: object, server: Server) -> None:
     phone = chromium.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)  # type: ignore[attr-defined]
     page = phone.new_page()

@@ -101,7 +101,7 @@ const editorTheme = EditorView.theme(
     },
     ".cm-gutters": {
       backgroundColor: "#f6f8fa",
-      color: "#6e7781",
+      color: "#57606a", // 4.5:1 on the gutter (axe-core color-contrast)
       borderRight: "1px solid #d8dee4",
       borderTopLeftRadius: "6px",
       borderBottomLeftRadius: "6px",
