@@ -120,8 +120,8 @@ class ResidualRow:
 
     @property
     def mark_label(self) -> str:
-        return {"both": "saved by both", "reference": "only the reference saves this",
-                "yours": "only you save this"}[self.status]
+        return {"both": "saved by both", "reference": "only the reference saves this: you save less",
+                "yours": "only you save this: you save more than needed"}[self.status]
 
 
 def _aval(r: Mapping[str, Any]) -> tuple[str, int]:
@@ -456,6 +456,70 @@ class Recompute:
     reference: int
 
 
+# --- the diagnosis: what failed, in one sentence ------------------------------------------------------
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The panel's first lines: `headline` names what failed (the first failed check, not the
+    verdict's general wording); `detail` says it about this submission in one or two sentences;
+    `advice` what to change, or "" when there is nothing specific to say."""
+
+    headline: str
+    detail: str
+    advice: str
+
+
+def _listed(rows: list[ResidualRow], limit: int = 3) -> str:
+    parts = [f"{r.aval} ({(r.expected or r.yours).source})" if (r.expected or r.yours) and (r.expected or r.yours).source
+             else r.aval for r in rows[:limit]]
+    more = f" and {len(rows) - limit} more" if len(rows) > limit else ""
+    return ", ".join(parts) + more
+
+
+def _values(n: int) -> str:
+    return f"{n} value" if n == 1 else f"{n} values"
+
+
+def diagnose(verdict: Verdict, checks: list[CheckView], rows: list[ResidualRow],
+             residuals: Mapping[str, Any] | None) -> Diagnosis:
+    """The one-line diagnosis of a verdict from its checks and residual rows (see `Diagnosis`)."""
+    failed = next((c for c in checks if c.state == "fail"), None)
+    if verdict == Verdict.ACCEPTED or failed is None:
+        return Diagnosis(VERDICT_EXPLANATIONS[verdict], "", "")
+    if failed.name == "residuals":
+        missing = [r for r in rows if r.status == "reference"]
+        extra = [r for r in rows if r.status == "yours"]
+        parts = []
+        if extra:
+            parts.append(f"Your code saves {_values(len(extra))} the required policy does not keep: {_listed(extra)}.")
+        if missing:
+            parts.append(f"It does not save {_values(len(missing))} the required policy keeps: {_listed(missing)}.")
+        if extra and missing:
+            advice = ("Change what your policy saves: keep the missing values, and let the extra ones be "
+                      "recomputed in the backward pass.")
+        elif extra:
+            advice = ("Save less: those values should be recomputed in the backward pass (a stricter policy, "
+                      "or one checkpointed region around more of the computation).")
+        elif missing:
+            advice = "Save more: let the policy keep those values instead of recomputing them."
+        else:
+            advice = ""
+        return Diagnosis("Your checkpoint policy saves different values than the required one",
+                         " ".join(parts) or failed.message, advice)
+    if failed.name == "peak_memory" and residuals:
+        yours, limit = residuals.get("submitted_bwd_peak_bytes"), residuals.get("expected_bwd_peak_bytes")
+        detail = failed.message
+        if isinstance(yours, int) and isinstance(limit, int):
+            detail = (f"Your backward pass holds up to {human_bytes(yours)} at once; the reference's peak is "
+                      f"{human_bytes(limit)}. " + failed.message)
+        return Diagnosis("Your backward pass needs more memory than allowed", detail,
+                         "Save fewer residuals, or checkpoint in smaller pieces so less is live at once.")
+    names = {"value": "Your function returns a wrong value", "avals": "Your function returns the wrong shape or dtype",
+             "gradient": "Your gradients are wrong", "finite_difference": "Your gradients are wrong",
+             "sandbox": "Your code did not run to the end", "module": "Your file does not define what is asked"}
+    return Diagnosis(names.get(failed.name, VERDICT_EXPLANATIONS[verdict]), failed.message, "")
+
+
 # --- the panel --------------------------------------------------------------------------------------
 
 def panel_context(report: VerdictReport | Mapping[str, Any]) -> dict:
@@ -484,6 +548,7 @@ def panel_context(report: VerdictReport | Mapping[str, Any]) -> dict:
         "recompute": recompute,
         "residuals": residuals,
         "failed": [c for c in checks if c.state == "fail"],
+        "diagnosis": diagnose(verdict, checks, residual_rows(residuals) if residuals else [], residuals),
     }
 
 
@@ -503,6 +568,6 @@ def render_panel(report: VerdictReport | Mapping[str, Any], record_id: str) -> s
         record=SimpleNamespace(id=record_id), **panel_context(report))
 
 
-__all__ = ["CheckView", "ResidualRow", "Saved", "Bar", "Plane", "PlanePoint", "Tick", "Recompute", "human_bytes",
+__all__ = ["Diagnosis", "diagnose", "CheckView", "ResidualRow", "Saved", "Bar", "Plane", "PlanePoint", "Tick", "Recompute", "human_bytes",
            "human_flops", "FILTERS", "check_views", "residual_rows", "compares_values", "memory_bars", "plane",
            "panel_context", "panel_environment", "render_panel", "report_data"]

@@ -191,3 +191,33 @@ def test_instructor_only_details_never_reach_the_panel() -> None:
     report = VerdictReport.model_validate(stored)
     report.checks[0].internal = {"error": "Traceback (most recent call last): /work/secret/path.py"}
     assert "/work/secret" not in render_panel(report, "x")
+
+
+def _check(name: str, passed: bool, judged: bool = True, message: str = "") -> dict:
+    return {"name": name, "passed": passed, "judged": judged, "message": message or f"{name} message"}
+
+
+def test_the_diagnosis_names_the_check_that_failed_not_the_verdicts_general_words() -> None:
+    from graders.verdict import Verdict
+    from server.web.panel import check_views, diagnose
+
+    residuals = {"submitted_bwd_peak_bytes": 3 * 2**20, "expected_bwd_peak_bytes": 2**20}
+    # sin_chain_recursive's case: the residuals check passed and the peak check failed
+    checks = check_views([_check("value", True), _check("residuals", True), _check("peak_memory", False)])
+    d = diagnose(Verdict.WRONG_POLICY, checks, [], residuals)
+    assert d.headline == "Your backward pass needs more memory than allowed"
+    assert "3.0 MiB" in d.detail and "1.0 MiB" in d.detail and "saves different" not in d.headline
+    # a peak that is only reported does not fail anything
+    checks = check_views([_check("residuals", True), _check("peak_memory", False, judged=False)])
+    assert checks[1].state == "reported" and diagnose(Verdict.ACCEPTED, checks, [], residuals).detail == ""
+
+
+def test_the_diagnosis_says_which_values_are_saved_wrongly_and_what_to_change() -> None:
+    stored = json.loads((CANNED / "wrong_policy.json").read_text())
+    d = panel_context(stored)["diagnosis"]
+    assert d.headline == "Your checkpoint policy saves different values than the required one"
+    assert "saves 1 value the required policy does not keep: f32[64,256] (maximum)" in d.detail
+    assert "does not save 1 value the required policy keeps: f32[64,256] (dot_general)" in d.detail
+    assert d.advice.startswith("Change what your policy saves")
+    html = render_panel(stored, "abc")
+    assert html.index('id="diagnosis"') < html.index('class="checks"')  # the diagnosis comes first
