@@ -460,6 +460,16 @@ def test_phone_sized_screen_and_no_javascript(chromium: object, server: Server) 
         assert overflow <= 1, f"{path} scrolls sideways by {overflow}px on a phone"
     page.goto(server.url + "/problems/checkpoint_dot_policy")
     shot(page, "09-phone")
+    _sign_in(page, server, "ada@example.org")  # signed in: hints, history, the verdict page, sessions
+    for path in ("/problems/checkpoint_dot_policy", SEEN["ada_submission"], "/account/sessions", "/me",
+                 "/instructor/problems/checkpoint_dot_policy"):
+        page.goto(server.url + path)
+        overflow = page.evaluate("document.scrollingElement.scrollWidth - window.innerWidth")
+        assert overflow <= 1, f"{path} scrolls sideways by {overflow}px on a phone (signed in)"
+    page.goto(server.url + "/problems/checkpoint_dot_policy")
+    assert page.locator("#hints details.hint-item").count() >= 1 and page.locator("#history tbody tr").count() == 2
+    page.locator("#hints").scroll_into_view_if_needed()
+    shot(page, "09b-phone-hints-history")
     phone.close()
 
     no_js = chromium.new_context(java_script_enabled=False)  # type: ignore[attr-defined]
