@@ -72,6 +72,7 @@ def _course_page(request: Request, services: Services, user: UserRecord, course:
     return _render(request, "course.html", user, status_code=status_code, course=course, book=book,
                    unassigned=[p for p in services.problems.all() if p.slug not in assigned],
                    instructors=store.members(course.id, role=None), error=error, notice=notice,
+                   unpublished={a.problem for a in book.assignments if not services.problems.is_published(a.problem)},
                    late_rules=list(LateRule), grade_rules=list(GradeRule))
 
 

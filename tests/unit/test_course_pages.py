@@ -168,3 +168,23 @@ def test_the_regrade_button_requeues_keeps_old_verdicts_and_lists_changes(site: 
     [before] = RegradeStore(site.engine).history(first)
     assert (before.verdict, before.score, before.problem_version) == ("ACCEPTED", 1.0, "v0")
     assert site.client.post("/instructor/problems/nope/regrade", data={"csrf_token": csrf}).status_code == 422
+
+
+def test_an_unpublished_assignment_is_flagged_on_the_course_page(site: Site, tmp_path: Path) -> None:
+    import shutil
+
+    from graders.problem import ProblemRepository
+    from graders.publication import mark_published
+    from tests.support import PROBLEMS
+
+    problems = tmp_path / "problems"
+    shutil.copytree(PROBLEMS / SLUG, problems / SLUG)
+    (problems / SLUG / ".published").unlink()
+    site.services.problems = ProblemRepository(problems)
+    csrf = site.sign_in("prof@uni.example")
+    site.client.post("/instructor/courses", data={"key": "c3", "title": "C3", "csrf_token": csrf})
+    assert site.client.post("/instructor/courses/c3/assignments", data={"problem": SLUG, "csrf_token": csrf},
+                            follow_redirects=False).status_code == 303
+    assert f'id="unpublished-{SLUG}"' in site.client.get("/instructor/courses/c3").text
+    mark_published(problems / SLUG, ProblemRepository(problems).get(SLUG).version)
+    assert f'id="unpublished-{SLUG}"' not in site.client.get("/instructor/courses/c3").text
