@@ -527,27 +527,37 @@ def _user_store(data_dir: Optional[Path]) -> "UserStore":
 
 @users_app.command("list")
 def users_list(data_dir: Annotated[Optional[Path], typer.Option(help="database folder")] = None) -> None:
-    """List accounts: email, name, role, created."""
+    """List accounts: email (an LTI account's sign-in email is lti-…@lti.invalid; its LMS email
+    beside it), name, site role, created."""
     table = Table()
-    for column in ("email", "name", "role", "created (UTC)"):
-        table.add_column(column)
+    for column in ("email", "LMS email", "name", "site role", "created (UTC)"):
+        table.add_column(column, overflow="fold")
     for u in _user_store(data_dir).all():
-        table.add_row(u.email, u.display_name, u.role, u.created_at.strftime("%Y-%m-%d %H:%M"))
+        table.add_row(escape(u.email), escape(u.contact_email or ""), escape(u.display_name), u.role,
+                      u.created_at.strftime("%Y-%m-%d %H:%M"))
     console.print(table)
 
 
 @users_app.command("role")
-def users_role(email: Annotated[str, typer.Argument(help="the account's email")],
-               role: Annotated[str, typer.Argument(help="student or instructor")],
+def users_role(email: Annotated[str, typer.Argument(help="the account's sign-in email (users list shows them)")],
+               role: Annotated[str, typer.Argument(help="admin or user")],
                data_dir: Annotated[Optional[Path], typer.Option(help="database folder")] = None) -> None:
-    """Make an account a student or an instructor (instructors see every submission)."""
-    if role not in ("student", "instructor"):
-        err.print("the role is student or instructor")
+    """Set an account's site role: admin (manages problems, API clients, LMS platforms, accounts
+    and every course) or user. Teaching one course is a course role instead: `courses enroll KEY
+    EMAIL --role staff`, or the LMS's Instructor role at launch."""
+    from server.db import SiteRole
+
+    try:
+        site_role = SiteRole(role)
+    except ValueError:
+        hint = " (an instructor of a course is staff of it: courses enroll KEY EMAIL --role staff)" \
+            if role in ("instructor", "staff") else ""
+        err.print(f"the site role is admin or user{hint}", soft_wrap=True)
+        raise typer.Exit(EXIT_USAGE) from None
+    if not _user_store(data_dir).set_role(email, site_role):
+        err.print(f"no account {escape(email)!r}; it is made by signing up on the web page")
         raise typer.Exit(EXIT_USAGE)
-    if not _user_store(data_dir).set_role(email, role):
-        err.print(f"no account {email!r}; it is made by signing up on the web page")
-        raise typer.Exit(EXIT_USAGE)
-    console.print(f"{email} is now {'an' if role == 'instructor' else 'a'} {role}")
+    console.print(f"{escape(email)} is now {'an' if site_role == SiteRole.ADMIN else 'a'} {site_role.value}")
 
 
 

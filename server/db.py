@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from sqlalchemy import (DateTime, Enum, Float, ForeignKey, Index, Integer, String, Text, TypeDecorator, and_, case,
-                        create_engine, event, func, or_, select, update)
+from sqlalchemy import (ColumnElement, DateTime, Enum, Float, ForeignKey, Index, Integer, String, Text, TypeDecorator,
+                        and_, case, create_engine, event, func, or_, select, true, update)
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
@@ -67,11 +67,14 @@ class SubmissionStatus(enum.StrEnum):
 FINISHED = (SubmissionStatus.DONE, SubmissionStatus.FAILED)
 
 
-class Role(enum.StrEnum):
-    """What an account may do: students submit; instructors also see everyone's submissions."""
+class SiteRole(enum.StrEnum):
+    """An account's role on the whole judge (`server.authz`): a plain `user` (what they may do in
+    a course comes from their enrollment's `CourseRole`), or an `admin`, who manages problems,
+    API clients, LMS platforms, accounts and every course. Only `remat-judge users role` makes
+    an admin; an LMS launch never does."""
 
-    STUDENT = "student"
-    INSTRUCTOR = "instructor"
+    USER = "user"
+    ADMIN = "admin"
 
 
 def _enum(kind: type[enum.Enum], name: str) -> Enum:
@@ -82,7 +85,16 @@ def _enum(kind: type[enum.Enum], name: str) -> Enum:
 
 
 class UserRecord(Base):
-    """An account of the web judge. `password_hash` is an argon2 hash (pwdlib)."""
+    """An account of the web judge. `password_hash` is an argon2 hash (pwdlib).
+
+    Attributes:
+        email: the sign-in email, unique and lower-cased; an LTI account's is a synthetic
+            `lti-<hash>@lti.invalid` (RFC 2606), so it never holds an address a person could
+            sign up with.
+        contact_email: for an LTI account, the email its platform sent (shown to course staff,
+            matched when staff name a student by email); None otherwise.
+        role: the site role (`SiteRole`); course roles live on enrollments.
+    """
 
     __tablename__ = "users"
 
@@ -90,8 +102,9 @@ class UserRecord(Base):
     email: Mapped[str] = mapped_column(String(254), unique=True, index=True)
     display_name: Mapped[str] = mapped_column(String(80))
     password_hash: Mapped[str] = mapped_column(String(255))
-    role: Mapped[Role] = mapped_column(_enum(Role, "user_role"), default=Role.STUDENT)
+    role: Mapped[SiteRole] = mapped_column(_enum(SiteRole, "user_role"), default=SiteRole.USER)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    contact_email: Mapped[str | None] = mapped_column(String(254), nullable=True)
 
 
 class CallbackStatus(enum.StrEnum):
@@ -435,20 +448,26 @@ class SubmissionStore:
                 SubmissionRecord.user_id == user_id, SubmissionRecord.verdict == "ACCEPTED").distinct())
             return set(rows.scalars())
 
-    def recent(self, *, problem: str | None = None, limit: int = 200) -> list[tuple[SubmissionRecord, str | None]]:
-        """The newest submissions of everyone (with the author's email, None for API ones)."""
-        query = select(SubmissionRecord, UserRecord.email).outerjoin(UserRecord, SubmissionRecord.user_id == UserRecord.id)
+    def recent(self, *, problem: str | None = None, limit: int = 200,
+               scope: ColumnElement[bool] | None = None) -> list[tuple[SubmissionRecord, str | None]]:
+        """The newest submissions (with the author's email, None for API ones): everyone's, or
+        those matching `scope` (`server.authz.Access.submission_scope`: what a principal may read)."""
+        query = select(SubmissionRecord, func.coalesce(UserRecord.contact_email, UserRecord.email)).outerjoin(
+            UserRecord, SubmissionRecord.user_id == UserRecord.id)
         if problem is not None:
             query = query.where(SubmissionRecord.problem == problem)
+        if scope is not None:
+            query = query.where(scope)
         with self._sessions() as session:
             return [(r, email) for r, email in session.execute(
                 query.order_by(SubmissionRecord.created_at.desc()).limit(limit)).all()]
 
-    def verdict_counts(self) -> dict[str, dict[str, int]]:
-        """Per problem slug, how many submissions got each verdict (status "done" only)."""
+    def verdict_counts(self, scope: ColumnElement[bool] | None = None) -> dict[str, dict[str, int]]:
+        """Per problem slug, how many submissions (those matching `scope`, else all) got each
+        verdict (finished ones only)."""
         with self._sessions() as session:
             rows = session.execute(select(SubmissionRecord.problem, SubmissionRecord.verdict, func.count())
-                                   .where(SubmissionRecord.status.in_(FINISHED))
+                                   .where(SubmissionRecord.status.in_(FINISHED), true() if scope is None else scope)
                                    .group_by(SubmissionRecord.problem, SubmissionRecord.verdict))
             out: dict[str, dict[str, int]] = {}
             for slug, verdict, count in rows:
@@ -456,26 +475,30 @@ class SubmissionStore:
             return out
 
 
-    def student_counts(self) -> dict[str, tuple[int, int]]:
-        """Per problem slug: (accounts that submitted, accounts with an ACCEPTED). Web accounts only
-        (API submissions have no student)."""
+    def student_counts(self, scope: ColumnElement[bool] | None = None) -> dict[str, tuple[int, int]]:
+        """Per problem slug: (accounts that submitted, accounts with an ACCEPTED), counting the
+        submissions matching `scope` (else all). Web accounts only (API submissions have no student)."""
         s = SubmissionRecord
         with self._sessions() as session:
             rows = session.execute(select(s.problem, func.count(func.distinct(s.user_id)),
                                           func.count(func.distinct(case((s.verdict == "ACCEPTED", s.user_id)))))
-                                   .where(s.user_id.is_not(None)).group_by(s.problem))
+                                   .where(s.user_id.is_not(None), true() if scope is None else scope)
+                                   .group_by(s.problem))
             return {slug: (int(tried), int(solved)) for slug, tried, solved in rows}
 
-    def per_student(self, problem: str) -> list[StudentRow]:
-        """One row per account that submitted to `problem`, most attempts first."""
+    def per_student(self, problem: str, scope: ColumnElement[bool] | None = None) -> list[StudentRow]:
+        """One row per account that submitted to `problem` (submissions matching `scope`, else
+        all), most attempts first."""
         s = SubmissionRecord
         with self._sessions() as session:
             rows = session.execute(
-                select(UserRecord.id, UserRecord.email, UserRecord.display_name, func.count(s.id),
+                select(UserRecord.id, func.coalesce(UserRecord.contact_email, UserRecord.email),
+                       UserRecord.display_name, func.count(s.id),
                        func.min(case((s.verdict == "ACCEPTED", s.created_at))), func.max(s.score),
                        func.max(s.created_at))
-                .join(UserRecord, UserRecord.id == s.user_id).where(s.problem == problem)
-                .group_by(UserRecord.id, UserRecord.email, UserRecord.display_name)
+                .join(UserRecord, UserRecord.id == s.user_id)
+                .where(s.problem == problem, true() if scope is None else scope)
+                .group_by(UserRecord.id, UserRecord.email, UserRecord.contact_email, UserRecord.display_name)
                 .order_by(func.count(s.id).desc(), UserRecord.email)).all()
         return [StudentRow(user_id=uid, email=email, name=name, attempts=int(attempts),
                            solved_at=_aware(solved_at), best_score=best, last_at=_aware(last))
@@ -571,7 +594,8 @@ class UserStore:
     def __init__(self, engine: Engine):
         self._sessions = sessionmaker(engine, expire_on_commit=False)
 
-    def create(self, *, email: str, display_name: str, password_hash: str, role: Role = Role.STUDENT) -> UserRecord:
+    def create(self, *, email: str, display_name: str, password_hash: str, role: SiteRole = SiteRole.USER,
+               contact_email: str | None = None) -> UserRecord:
         """Stores a new account.
 
         Raises:
@@ -580,7 +604,7 @@ class UserStore:
         from sqlalchemy.exc import IntegrityError
 
         record = UserRecord(email=email.lower(), display_name=display_name, password_hash=password_hash, role=role,
-                            created_at=utcnow())
+                            contact_email=contact_email, created_at=utcnow())
         try:
             with self._sessions.begin() as session:
                 session.add(record)
@@ -596,8 +620,8 @@ class UserStore:
         with self._sessions() as session:
             return session.get(UserRecord, user_id)
 
-    def set_role(self, email: str, role: str) -> bool:
-        """Sets an account's role; False when there is no such account."""
+    def set_role(self, email: str, role: SiteRole) -> bool:
+        """Sets an account's site role; False when there is no such account."""
         with self._sessions.begin() as session:
             result = session.execute(update(UserRecord).where(UserRecord.email == email.lower()).values(role=role))
             return result.rowcount > 0

@@ -34,7 +34,7 @@ class SubmitError(Exception):
 
 def submit(services: Services, *, problem: str, source: str, owner_key: str,
            user_id: int | None = None, client: ApiClientRecord | None = None, external_id: str | None = None,
-           callback_url: str | None = None, instructor: bool = False) -> SubmissionRecord:
+           callback_url: str | None = None, unpublished_too: bool = False) -> SubmissionRecord:
     """Checks, admits, stores and enqueues one submission.
 
     The row is committed before its job is enqueued. When the queue refuses the job after the
@@ -48,14 +48,14 @@ def submit(services: Services, *, problem: str, source: str, owner_key: str,
         user_id: the web account that owns the submission, if any.
         client: the API client that owns it, if any (its problem scope and callback prefixes apply).
         external_id: the client's own id for it; callback_url: where to POST the verdict.
-        instructor: the submitter is an instructor, who may submit to an unpublished problem.
+        unpublished_too: the submitter may submit to an unpublished problem (`problems.manage`).
 
     Returns:
         The stored submission (status "queued").
 
     Raises:
-        SubmitError: 422 empty source, 413 too large, 404 unknown (or, for anyone but an
-            instructor, unpublished) problem, 403 a problem outside
+        SubmitError: 422 empty source, 413 too large, 404 unknown (or, unless `unpublished_too`,
+            unpublished) problem, 403 a problem outside
             the client's scope, 422 a callback URL outside the client's allowed prefixes (or
             without a client), 429 rate limit, 503 queue full or unavailable. Nothing is stored then.
     """
@@ -72,7 +72,7 @@ def submit(services: Services, *, problem: str, source: str, owner_key: str,
     try:
         if not problem or len(problem) > 64:
             raise KeyError(problem)
-        if not instructor and not services.problems.is_published(problem):
+        if not unpublished_too and not services.problems.is_published(problem):
             raise KeyError(problem)
         services.problems.get(problem)
     except (KeyError, ProblemError):

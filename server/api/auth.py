@@ -1,9 +1,11 @@
-"""Who calls the API: an API client (its key), an instructor (the instructor token), or nobody.
+"""Who calls the API: an API client (its key), an admin (the deployment's admin token,
+`REMAT_JUDGE_INSTRUCTOR_TOKEN`), or nobody.
 
 `Authorization: Bearer <key>` on every `/api/v1` call that submits or reads submissions. Reading
-problems stays public. The access model, one for every door: a submission is visible to its owner
-(a web account, or an API client), to instructors, and to nobody else; anonymous API submissions
-exist only when `REMAT_JUDGE_ALLOW_ANONYMOUS_API` is on, and are readable by anyone with the id.
+problems stays public. What a caller may read is `server.authz`'s `submission.read` row, as for
+every door: an API client its own submissions, the admin token every one, and an anonymous
+caller the anonymous API submissions (which exist only when `REMAT_JUDGE_ALLOW_ANONYMOUS_API` is
+on, readable by anyone with the id).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from server.api.deps import Services, client_key, get_services
+from server.authz import ADMIN_TOKEN, ANONYMOUS, Action, Principal, SubmissionTarget, api_client, decide
 from server.db import ApiClientRecord, SubmissionRecord
 
 bearer = HTTPBearer(auto_error=False, scheme_name="APIKey",
@@ -29,17 +32,24 @@ class Caller:
 
     Attributes:
         client: the API client, when a client key was given.
-        instructor: the instructor token was given (sees every submission).
+        admin: the admin token was given (sees every submission, submits to unpublished problems).
         rate_key: whom admission control counts this request against.
     """
 
     client: ApiClientRecord | None
-    instructor: bool
+    admin: bool
     rate_key: str
 
     @property
     def anonymous(self) -> bool:
-        return self.client is None and not self.instructor
+        return self.client is None and not self.admin
+
+    @property
+    def principal(self) -> Principal:
+        """The caller as `server.authz` sees it."""
+        if self.admin:
+            return ADMIN_TOKEN
+        return api_client(self.client.id) if self.client is not None else ANONYMOUS
 
 
 def _unauthorized(message: str) -> HTTPException:
@@ -58,24 +68,21 @@ async def api_caller(request: Request, services: Annotated[Services, Depends(get
         if not services.settings.allow_anonymous_api:
             raise _unauthorized("an API key is required: send `Authorization: Bearer <api key>` (an instructor "
                                 "creates one with `remat-judge clients create NAME`)")
-        return Caller(client=None, instructor=False, rate_key=client_key(request))
+        return Caller(client=None, admin=False, rate_key=client_key(request))
     token = credentials.credentials
     instructor_token = services.settings.instructor_token
     if instructor_token and hmac.compare_digest(token.encode(), instructor_token.encode()):
-        return Caller(client=None, instructor=True, rate_key="instructor")
+        return Caller(client=None, admin=True, rate_key="admin")
     client = await run_in_threadpool(services.clients.by_key, token)
     if client is None:
         raise _unauthorized("the API key is not valid, or was revoked")
-    return Caller(client=client, instructor=False, rate_key=f"client:{client.name}")
+    return Caller(client=client, admin=False, rate_key=f"client:{client.name}")
 
 
 CallerDep = Annotated[Caller, Depends(api_caller)]
 
 
 def can_read(caller: Caller, record: SubmissionRecord) -> bool:
-    """Whether `caller` may see `record` (the access model above)."""
-    if caller.instructor:
-        return True
-    if caller.client is not None:
-        return record.client_id == caller.client.id
-    return record.client_id is None and record.user_id is None
+    """Whether `caller` may see `record` (`submission.read`; API callers are never course staff,
+    so no course facts are needed)."""
+    return decide(caller.principal, Action.SUBMISSION_READ, SubmissionTarget(record.user_id, record.client_id))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 from fastapi import Request
 from sqlalchemy.engine import Engine
@@ -14,6 +16,9 @@ from server.queue import JobQueue, WorkerPool
 from server.redisqueue import RedisJobs
 from server.settings import Settings
 from server.waits import CompletionHub
+
+if TYPE_CHECKING:
+    from server.authz import Access
 
 
 @dataclass
@@ -39,6 +44,14 @@ class Services:
     pool: WorkerPool | None = None
     redis_jobs: RedisJobs | None = None
     engine: Engine | None = None
+
+    @cached_property
+    def access(self) -> "Access":
+        """Who may do what (`server.authz.Access`) on this database."""
+        from server.authz import Access
+
+        assert self.engine is not None, "authorization needs the database"
+        return Access(self.engine)
 
 
 def get_services(request: Request) -> Services:

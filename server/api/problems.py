@@ -14,6 +14,7 @@ from graders.problem import ArrayArg, ListArg, Problem, ProblemError
 from graders.publication import published_version, todos
 from graders.validate import validate_problem
 from server.api.deps import Services, get_services
+from server.authz import ADMIN_TOKEN, ANONYMOUS, Action, Principal, decide
 from server.packages import PackageError, install, staged_package
 from server.schemas import (ArgumentPublic, CasePublic, ProblemDetail, ProblemPublished, ProblemSummary,
                             ValidationRowPublic)
@@ -28,45 +29,49 @@ def summary(problem: Problem) -> ProblemSummary:
                           version=problem.version, published=published_version(problem.root) is not None)
 
 
-def is_instructor(services: Services, authorization: str | None) -> bool:
-    """Whether the request carries the instructor token (who sees unpublished problems too)."""
+def token_principal(services: Services, authorization: str | None) -> Principal:
+    """`ADMIN_TOKEN` when the request carries the deployment's admin token
+    (`REMAT_JUDGE_INSTRUCTOR_TOKEN`), else `ANONYMOUS` (reading problems needs no key)."""
     expected = services.settings.instructor_token
     scheme, _, token = (authorization or "").partition(" ")
     if not expected or scheme.lower() != "bearer":
-        return False
-    return secrets.compare_digest(token.encode(), expected.encode())
+        return ANONYMOUS
+    return ADMIN_TOKEN if secrets.compare_digest(token.encode(), expected.encode()) else ANONYMOUS
 
 
-AuthorizationHeader = Annotated[str | None, Header(description="Bearer <instructor token>: unpublished problems too")]
+def sees_unpublished(services: Services, authorization: str | None) -> bool:
+    """Whether the caller may see unpublished problems (`problems.manage`: the admin token)."""
+    return decide(token_principal(services, authorization), Action.PROBLEMS_MANAGE)
 
 
-def load_or_404(services: Services, slug: str, *, instructor: bool = False) -> Problem:
-    """The problem `slug`, or HTTP 404 naming it (also when it is unpublished and the caller is
-    not the instructor)."""
+AuthorizationHeader = Annotated[str | None, Header(description="Bearer <admin token>: unpublished problems too")]
+
+
+def load_or_404(services: Services, slug: str, *, unpublished_too: bool = False) -> Problem:
+    """The problem `slug`, or HTTP 404 (also when it is unpublished and the caller may not see
+    unpublished problems)."""
     try:
-        if not instructor and not services.problems.is_published(slug):
+        if not unpublished_too and not services.problems.is_published(slug):
             raise KeyError(slug)
         return services.problems.get(slug)
     except KeyError:
-        raise HTTPException(status.HTTP_404_NOT_FOUND,
-                            f"no problem {slug!r}; GET /api/v1/problems lists them") from None
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such problem; GET /api/v1/problems lists them") from None
     except ProblemError as exc:
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"problem {slug!r} is misconfigured: {exc}") from None
 
 
 @router.get("", response_model=list[ProblemSummary])
 def list_problems(services: ServicesDep, authorization: AuthorizationHeader = None) -> list[ProblemSummary]:
-    """Every published problem: slug, title, difficulty, tags, version (with the instructor token,
+    """Every published problem: slug, title, difficulty, tags, version (with the admin token,
     the unpublished ones too)."""
-    instructor = is_instructor(services, authorization)
-    return [summary(p) for p in services.problems.all(published_only=not instructor)]
+    return [summary(p) for p in services.problems.all(published_only=not sees_unpublished(services, authorization))]
 
 
 @router.get("/{slug}", response_model=ProblemDetail, responses={404: {"description": "unknown problem"}})
 def get_problem(slug: str, services: ServicesDep, authorization: AuthorizationHeader = None) -> ProblemDetail:
-    """One published problem (any, with the instructor token): statement, starter code and
+    """One published problem (any, with the admin token): statement, starter code and
     signature. Never the reference solution."""
-    problem = load_or_404(services, slug, instructor=is_instructor(services, authorization))
+    problem = load_or_404(services, slug, unpublished_too=sees_unpublished(services, authorization))
     spec = problem.spec
     arguments = []
     for a in spec.args:

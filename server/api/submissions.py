@@ -15,6 +15,7 @@ from starlette.concurrency import run_in_threadpool
 
 from server.api.auth import Caller, CallerDep, can_read
 from server.api.deps import Services, get_services
+from server.authz import Action, decide
 from server.db import SubmissionRecord
 from server.public import public_submission
 from server.schemas import BatchAnswer, BatchItem, SubmissionBatchCreate, SubmissionCreate, SubmissionPublic
@@ -54,7 +55,8 @@ def submit_error(exc: SubmitError) -> HTTPException:
 
 def _submit(services: Services, caller: Caller, body: SubmissionCreate) -> SubmissionRecord:
     return submit(services, problem=body.problem, source=body.source, owner_key=caller.rate_key,
-                  client=caller.client, external_id=body.external_id, callback_url=body.callback_url)
+                  client=caller.client, external_id=body.external_id, callback_url=body.callback_url,
+                  unpublished_too=decide(caller.principal, Action.PROBLEMS_MANAGE))
 
 
 @router.post("", response_model=SubmissionPublic, status_code=status.HTTP_202_ACCEPTED,

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from graders.problem import ProblemError, ProblemRepository
-from server.courses.models import Assignment, Course, CourseError, CourseStore
+from server.courses.models import Assignment, Course, CourseError, CourseRole, CourseStore
 from server.courses.regrade import Regrade, RegradeStore
 from server.courses.rules import Policy
 from server.db import UserStore
@@ -79,8 +79,8 @@ def extend(engine: Engine, course: Course, problem: str, email: str, due_at: dat
     assignment = courses.assignment(course.id, problem)
     if assignment is None:
         raise CourseError(f"the course {course.key!r} has no assignment {problem!r}")
-    user = UserStore(engine).by_email(email)
-    if user is None or user.id not in {m.id for m in courses.members(course.id)}:
+    user = courses.member_by_email(course.id, email)  # the sign-in email, or the LMS's for LTI accounts
+    if user is None:
         raise CourseError(f"nobody with the email {email!r} is in the course {course.key!r}")
     courses.extend(assignment.id, user.id, due_at)
     PassbackStore(engine).standings_changed(link_ids=_link_ids(engine, course, problem), user_id=user.id)
@@ -88,17 +88,15 @@ def extend(engine: Engine, course: Course, problem: str, email: str, due_at: dat
 
 
 def enroll(engine: Engine, course: Course, email: str, role: str) -> None:
-    """Enrolls the account with `email` as `role` (student or instructor).
+    """Enrolls the account with `email` as `role` (`CourseRole`: staff or student).
 
     Raises:
         CourseError: no such account, or an unknown role.
     """
-    from server.db import Role
-
     try:
-        as_role = Role(role)
+        as_role = CourseRole(role)
     except ValueError:
-        raise CourseError(f"a role is student or instructor, not {role!r}") from None
+        raise CourseError(f"a course role is staff or student, not {role!r}") from None
     user = UserStore(engine).by_email(email)
     if user is None:
         raise CourseError(f"no account with the email {email!r} (students sign up, or launch from the LMS)")

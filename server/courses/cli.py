@@ -70,17 +70,18 @@ def create(key: Annotated[str, typer.Argument(help="short name: lower-case lette
 @courses_app.command("list")
 def list_courses(data_dir: DataDir = None) -> None:
     """List courses: key, title, LMS context, assignments, students."""
-    from server.courses.models import CourseStore
-    from server.db import Role
+    from server.courses.models import CourseRole, CourseStore
 
     engine = _engine(data_dir)
     store = CourseStore(engine)
     table = Table(show_header=True, header_style="bold")
-    for column in ("key", "title", "LMS context", "assignments", "students"):
+    for column in ("key", "title", "LMS context", "assignments", "students", "staff", "solutions after deadline"):
         table.add_column(column, overflow="fold")
     for course in store.all():
         table.add_row(escape(course.key), escape(course.title), escape(course.context_id or "-"),
-                      str(len(store.assignments(course.id))), str(len(store.members(course.id, Role.STUDENT))))
+                      str(len(store.assignments(course.id))), str(len(store.members(course.id, CourseRole.STUDENT))),
+                      str(len(store.members(course.id, CourseRole.STAFF))),
+                      "yes" if course.solutions_after_deadline else "no")
     console.print(table)
 
 
@@ -116,9 +117,11 @@ def assign(key: Annotated[str, typer.Argument(help="the course")],
 @courses_app.command("enroll")
 def enroll(key: Annotated[str, typer.Argument(help="the course")],
            emails: Annotated[list[str], typer.Argument(help="accounts' emails")],
-           role: Annotated[str, typer.Option(help="student or instructor")] = "student",
+           role: Annotated[str, typer.Option(help="the course role: student or staff (staff see and manage this "
+                                                  "course's students, gradebook and assignments)")] = "student",
            data_dir: DataDir = None) -> None:
-    """Enroll accounts in a course (LTI launches enroll their users by themselves)."""
+    """Enroll accounts in a course (LTI launches enroll their users by themselves, with the role
+    the LMS gives them in that course)."""
     from server.courses import admin
 
     engine = _engine(data_dir)
@@ -129,6 +132,25 @@ def enroll(key: Annotated[str, typer.Argument(help="the course")],
         except CourseError as exc:
             raise _fail(str(exc)) from None
     console.print(f"enrolled {len(emails)} in {escape(course.key)} as {escape(role)}")
+
+
+@courses_app.command("solutions")
+def solutions(key: Annotated[str, typer.Argument(help="the course")],
+              after_deadline: Annotated[str, typer.Argument(help="on: students see the reference solution once "
+                                                                     "their deadline has passed; off: only after "
+                                                                     "their first ACCEPTED")],
+              data_dir: DataDir = None) -> None:
+    """Whether a course's students see reference solutions after their deadline (on by default
+    for courses made here, off for LMS courses: anyone who can make an LMS course is its staff)."""
+    from server.courses.models import CourseStore
+
+    if after_deadline not in ("on", "off"):
+        raise _fail("say on or off")
+    engine = _engine(data_dir)
+    course = _course(engine, key)
+    CourseStore(engine).set_solutions_after_deadline(course.id, after_deadline == "on")
+    console.print(f"{escape(course.key)}: reference solutions open "
+                  + ("after the deadline or a first ACCEPTED" if after_deadline == "on" else "after a first ACCEPTED"))
 
 
 @courses_app.command("extend")

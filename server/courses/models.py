@@ -7,8 +7,9 @@ place that reads and writes them and computes gradebooks.
 - `assignments`: a problem in a course with an opening time, a deadline, a late rule and a grade
   rule (`server.courses.rules.Policy`). An LTI launch of a resource link makes its course's
   assignment for the link's problem when there is none (open, no deadline, best);
-- `enrollments`: who is in a course and as what (student or instructor): every LTI launch from
-  the context enrolls the user; instructors enroll accounts by email;
+- `enrollments`: who is in a course and as what (`CourseRole`: staff or student): every LTI
+  launch from the context enrolls the user with the role its LTI roles map to; admins (and the
+  staff of a course made by an admin) enroll accounts by email;
 - `extensions`: one student's own deadline on one assignment.
 
 Scores are never stored here: a gradebook cell is `rules.standing` of the student's submissions
@@ -18,21 +19,30 @@ as they are now, so regrades, new deadlines and extensions show at once.
 from __future__ import annotations
 
 import csv
+import enum
 import hashlib
 import io
 import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Float, ForeignKey, Integer, String, UniqueConstraint, select, update
+from sqlalchemy import Boolean, Float, ForeignKey, Integer, String, UniqueConstraint, false, or_, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
 from server.courses.rules import Attempt, GradeRule, LateRule, Policy, Standing, standing
-from server.db import Base, Role, SubmissionRecord, UserRecord, UTCDateTime, _enum, utcnow
+from server.db import Base, SubmissionRecord, UserRecord, UTCDateTime, _enum, utcnow
 
 COURSE_KEY = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,63}$")
+
+
+class CourseRole(enum.StrEnum):
+    """A user's role in one course (`server.authz`): `staff` (teachers, teaching assistants:
+    they see and manage this course's students, gradebook and assignments) or `student`."""
+
+    STAFF = "staff"
+    STUDENT = "student"
 
 
 class CourseError(ValueError):
@@ -41,7 +51,14 @@ class CourseError(ValueError):
 
 class Course(Base):
     """A course. `key` names it in URLs and commands; LTI courses have (platform, deployment,
-    context) and a key made from them."""
+    context) and a key made from them.
+
+    Attributes:
+        solutions_after_deadline: the reference solution opens for the course's students once
+            their deadline has passed. On for courses an admin makes; off for courses made by
+            LMS launches, since whoever can make an LMS course (a Canvas sandbox) could otherwise
+            read any problem's reference by setting a past deadline. Only an admin changes it.
+    """
 
     __tablename__ = "courses"
 
@@ -53,8 +70,14 @@ class Course(Base):
     deployment_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
     context_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    solutions_after_deadline: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     __table_args__ = (UniqueConstraint("platform_id", "deployment_id", "context_id", name="uq_courses_context"),)
+
+    @property
+    def from_lms(self) -> bool:
+        """Made by an LMS launch: its roster comes from the LMS."""
+        return self.context_id is not None
 
 
 class Assignment(Base):
@@ -84,7 +107,7 @@ class Assignment(Base):
 
 
 class Enrollment(Base):
-    """A user in a course, as student or instructor."""
+    """A user in a course, as staff or student (`CourseRole`)."""
 
     __tablename__ = "enrollments"
 
@@ -92,7 +115,7 @@ class Enrollment(Base):
     course_id: Mapped[int] = mapped_column(Integer, ForeignKey("courses.id", name="fk_enrollments_course",
                                                                ondelete="CASCADE"))
     user_id: Mapped[int] = mapped_column(Integer, ForeignKey("users.id", name="fk_enrollments_user"), index=True)
-    role: Mapped[Role] = mapped_column(_enum(Role, "enrollment_role"))
+    role: Mapped[CourseRole] = mapped_column(_enum(CourseRole, "enrollment_role"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     __table_args__ = (UniqueConstraint("course_id", "user_id", name="uq_enrollments_course_user"),)
@@ -153,7 +176,7 @@ class Gradebook:
                 cell = self.cells[(student.id, assignment.id)]
                 s = cell.standing
                 writer.writerow([_cell_text(v) for v in (
-                    student.email, student.display_name, assignment.problem,
+                    student.contact_email or student.email, student.display_name, assignment.problem,
                     "" if s.score is None else f"{s.score:.4f}", s.attempts,
                     s.solved_at.isoformat() if s.solved_at else "", "yes" if s.late else "no",
                     cell.extension_due_at.isoformat() if cell.extension_due_at else "")])
@@ -182,7 +205,7 @@ class CourseStore:
     # -- courses ----------------------------------------------------------------------------------
 
     def create(self, key: str, title: str) -> Course:
-        """A course made by an instructor.
+        """A course made by an admin (the reference solution opens after deadlines).
 
         Raises:
             CourseError: a bad key (lower-case letters, digits, - and _, 1-64) or one in use.
@@ -193,7 +216,7 @@ class CourseStore:
         title = title.strip()[:255] or key
         try:
             with self._sessions.begin() as session:
-                course = Course(key=key, title=title, created_at=utcnow())
+                course = Course(key=key, title=title, solutions_after_deadline=True, created_at=utcnow())
                 session.add(course)
         except IntegrityError:
             raise CourseError(f"there is a course {key!r} already") from None
@@ -215,7 +238,8 @@ class CourseStore:
                 with self._sessions.begin() as session:
                     course = Course(key=context_key(platform_id, deployment_id, context_id),
                                     title=(title or context_id)[:255], platform_id=platform_id,
-                                    deployment_id=deployment_id, context_id=context_id, created_at=utcnow())
+                                    deployment_id=deployment_id, context_id=context_id,
+                                    solutions_after_deadline=False, created_at=utcnow())
                     session.add(course)
                 return course
             except IntegrityError:  # a concurrent first launch made it
@@ -230,6 +254,18 @@ class CourseStore:
         with self._sessions() as session:
             return list(session.execute(select(Course).order_by(Course.title, Course.id)).scalars())
 
+    def staffed_by(self, user_id: int) -> list[Course]:
+        """The courses `user_id` is staff of."""
+        with self._sessions() as session:
+            return list(session.execute(select(Course).join(Enrollment, Enrollment.course_id == Course.id).where(
+                Enrollment.user_id == user_id, Enrollment.role == CourseRole.STAFF)
+                .order_by(Course.title, Course.id)).scalars())
+
+    def set_solutions_after_deadline(self, course_id: int, value: bool) -> None:
+        with self._sessions.begin() as session:
+            session.execute(update(Course).where(Course.id == course_id).values(solutions_after_deadline=value)
+                            .execution_options(synchronize_session=False))
+
     def course_of_link(self, *, platform_id: int, deployment_id: str, context_id: str | None) -> Course | None:
         if context_id is None:
             return None
@@ -240,7 +276,7 @@ class CourseStore:
 
     # -- enrollments ------------------------------------------------------------------------------
 
-    def enroll(self, course_id: int, user_id: int, role: Role) -> None:
+    def enroll(self, course_id: int, user_id: int, role: CourseRole) -> None:
         """Enrolls a user (or changes their role in the course)."""
         self._upsert(Enrollment, dict(course_id=course_id, user_id=user_id), role=role)
 
@@ -261,13 +297,24 @@ class CourseStore:
                 continue
         raise RuntimeError(f"could not store the {table.__tablename__} row")
 
-    def members(self, course_id: int, role: Role | None = None) -> list[UserRecord]:
+    def members(self, course_id: int, role: CourseRole | None = None) -> list[UserRecord]:
         query = (select(UserRecord).join(Enrollment, Enrollment.user_id == UserRecord.id)
                  .where(Enrollment.course_id == course_id).order_by(UserRecord.display_name, UserRecord.id))
         if role is not None:
             query = query.where(Enrollment.role == role)
         with self._sessions() as session:
             return list(session.execute(query).scalars())
+
+    def member_by_email(self, course_id: int, email: str) -> UserRecord | None:
+        """The course's member whose sign-in email or LMS contact email is `email` (case
+        ignored); None when nobody or more than one member matches."""
+        email = email.strip().lower()
+        query = (select(UserRecord).join(Enrollment, Enrollment.user_id == UserRecord.id)
+                 .where(Enrollment.course_id == course_id,
+                        or_(UserRecord.email == email, UserRecord.contact_email == email)))
+        with self._sessions() as session:
+            found = list(session.execute(query.limit(2)).scalars())
+        return found[0] if len(found) == 1 else None
 
     # -- assignments ------------------------------------------------------------------------------
 
@@ -333,7 +380,7 @@ class CourseStore:
                 .join(Assignment, Assignment.course_id == Course.id)
                 .join(Enrollment, (Enrollment.course_id == Course.id) & (Enrollment.user_id == user_id))
                 .outerjoin(Extension, (Extension.assignment_id == Assignment.id) & (Extension.user_id == user_id))
-                .where(Assignment.problem == problem, Enrollment.role == Role.STUDENT)
+                .where(Assignment.problem == problem, Enrollment.role == CourseRole.STUDENT)
                 .order_by(Course.title)).all()
         return [(course, assignment, extension) for course, assignment, extension in rows]
 
@@ -364,7 +411,7 @@ class CourseStore:
     def gradebook(self, course: Course) -> Gradebook:
         """Students x assignments of `course`, computed from the stored verdicts now."""
         assignments = self.assignments(course.id)
-        students = self.members(course.id, Role.STUDENT)
+        students = self.members(course.id, CourseRole.STUDENT)
         ids = [s.id for s in students]
         attempts = self._attempts(ids, [a.problem for a in assignments])
         with self._sessions() as session:

@@ -1,13 +1,18 @@
-"""Instructor pages for courses and regrades (issue 12, items 5 and 6). Instructors only (others:
-303 to sign in, or 403); every form carries the session's CSRF token. The same operations as
-`remat-judge courses ...` and `remat-judge problems regrade` (`server.courses.admin`).
+"""Course and regrade pages, for a course's staff and for admins (`server.authz`: others get
+303 to sign in, 404 for a course they do not teach, 403 for an action their role lacks); every
+form carries the session's CSRF token. The same operations as `remat-judge courses ...` and
+`remat-judge problems regrade` (`server.courses.admin`).
 
-- `GET /instructor/courses`: the courses, and a form to make one;
+- `GET /instructor/courses`: the courses a user teaches (every course for an admin), and for
+  admins a form to make one;
 - `GET /instructor/courses/{key}`: its assignments (a form each to change dates and rules), a
   form to add one, the gradebook (students x assignments: score, attempts, solved time, late),
   extensions and enrollment forms; `GET .../gradebook.csv` exports it;
+- `POST /instructor/courses/{key}/settings`: whether solutions open after deadlines (admins);
 - `POST /instructor/problems/{slug}/regrade`: starts a regrade and opens its page,
   `GET /instructor/regrades/{id}`: progress and changed verdicts (refreshes while unfinished).
+  Regrades are for admins: they follow a new problem version, which only an admin publishes, and
+  re-grade every course's submissions of the problem.
 """
 
 from __future__ import annotations
@@ -15,19 +20,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Form, HTTPException, Request, status
+from fastapi import APIRouter, Depends, Form, HTTPException, Path as PathParam, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from sqlalchemy.engine import Engine
 
 from server.api.deps import Services, get_services
+from server.authz import ANONYMOUS, Action, CourseTarget, Principal, decide
 from server.courses import admin
-from server.courses.models import Course, CourseError, CourseStore
+from server.courses.models import Course, CourseError, CourseRole, CourseStore
 from server.courses.regrade import RegradeStore
 from server.courses.rules import GradeRule, LateRule, Policy
 from server.db import UserRecord
-from server.web.auth import OptionalUser, check_csrf, csrf_token
-from server.web.pages import WEB_DIR, _require_user
+from server.web.auth import OptionalUser, PrincipalDep, check_csrf, csrf_token
+from server.web.pages import WEB_DIR, require_action, require_teacher
 from server.web.panel import FILTERS
 
 HERE = Path(__file__).resolve().parent
@@ -39,17 +45,10 @@ ServicesDep = Annotated[Services, Depends(get_services)]
 
 def _render(request: Request, name: str, user: UserRecord, status_code: int = 200, **context: Any) -> HTMLResponse:
     response = templates.TemplateResponse(request, name, {
-        "user": user, "csrf": csrf_token(request), "bundle": (WEB_DIR / "static" / "dist" / "app.js").exists(),
-        **context}, status_code=status_code)
+        "user": user, "principal": request.scope.get("remat_principal", ANONYMOUS), "csrf": csrf_token(request),
+        "bundle": (WEB_DIR / "static" / "dist" / "app.js").exists(), **context}, status_code=status_code)
     response.headers["Cache-Control"] = "no-store"
     return response
-
-
-def _instructor(user: UserRecord | None, request: Request) -> UserRecord:
-    user = _require_user(user, request)
-    if user.role != "instructor":
-        raise HTTPException(status.HTTP_403_FORBIDDEN, "instructors only")
-    return user
 
 
 def _engine(services: Services) -> Engine:
@@ -57,71 +56,92 @@ def _engine(services: Services) -> Engine:
     return services.engine
 
 
-def _course(services: Services, key: str) -> Course:
+def _course(services: Services, key: str, principal: Principal, action: Action = Action.COURSE_VIEW) -> Course:
+    """The course `key`, when `principal` may do `action` to it: 404 when there is none or they
+    may not even view it (course keys are not announced), 403 when they may view it only."""
     course = CourseStore(_engine(services)).get(key)
-    if course is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no course {key!r}")
+    target = CourseTarget.of(course) if course is not None else None
+    if target is None or not decide(principal, Action.COURSE_VIEW, target):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such course")
+    if not decide(principal, action, target):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "your role in this course does not allow that"
+                            + (": an LMS course's students come from the LMS" if action == Action.COURSE_ENROLL
+                               else ""))
     return course
 
 
-def _course_page(request: Request, services: Services, user: UserRecord, course: Course, *,
+def _course_page(request: Request, services: Services, user: UserRecord, principal: Principal, course: Course, *,
                  status_code: int = 200, error: str | None = None, notice: str | None = None) -> HTMLResponse:
     store = CourseStore(_engine(services))
     book = store.gradebook(course)
     assigned = {a.problem for a in book.assignments}
+    target = CourseTarget.of(course)
+    published_only = not decide(principal, Action.PROBLEMS_MANAGE)
     return _render(request, "course.html", user, status_code=status_code, course=course, book=book,
-                   unassigned=[p for p in services.problems.all() if p.slug not in assigned],
+                   unassigned=[p for p in services.problems.all(published_only=published_only)
+                               if p.slug not in assigned],
                    instructors=store.members(course.id, role=None), error=error, notice=notice,
                    unpublished={a.problem for a in book.assignments if not services.problems.is_published(a.problem)},
-                   late_rules=list(LateRule), grade_rules=list(GradeRule))
+                   late_rules=list(LateRule), grade_rules=list(GradeRule),
+                   may_enroll=decide(principal, Action.COURSE_ENROLL, target),
+                   may_configure=decide(principal, Action.COURSE_SETTINGS, target),
+                   course_roles=list(CourseRole))
 
 
 @router.get("/instructor/courses", response_class=HTMLResponse)
-def courses(request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
-    user = _instructor(user, request)
-    return _render(request, "courses.html", user, courses=CourseStore(_engine(services)).all())
+def courses(request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep) -> HTMLResponse:
+    """The courses this user teaches (every course, for an admin)."""
+    user = require_teacher(user, principal, request)
+    store = CourseStore(_engine(services))
+    return _render(request, "courses.html", user, courses=store.all() if principal.admin else store.staffed_by(user.id),
+                   may_create=decide(principal, Action.COURSES_CREATE))
 
 
 @router.post("/instructor/courses", response_class=HTMLResponse)
-def create_course(request: Request, services: ServicesDep, user: OptionalUser, key: Annotated[str, Form()] = "",
-                  title: Annotated[str, Form()] = "", csrf_token: Annotated[str, Form()] = "") -> Response:
-    user = _instructor(user, request)
+def create_course(request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep,
+                  key: Annotated[str, Form()] = "", title: Annotated[str, Form()] = "",
+                  csrf_token: Annotated[str, Form()] = "") -> Response:
+    user = require_action(user, principal, request, Action.COURSES_CREATE)
     check_csrf(request, csrf_token)
     store = CourseStore(_engine(services))
     try:
         course = store.create(key.strip(), title)
     except CourseError as exc:
-        return _render(request, "courses.html", user, courses=store.all(), error=str(exc),
+        return _render(request, "courses.html", user, courses=store.all(), error=str(exc), may_create=True,
                        status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
     return RedirectResponse(f"/instructor/courses/{course.key}", status_code=status.HTTP_303_SEE_OTHER)
 
 
 @router.get("/instructor/courses/{key}", response_class=HTMLResponse)
-def course_page(key: str, request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
-    user = _instructor(user, request)
-    return _course_page(request, services, user, _course(services, key))
+def course_page(key: str, request: Request, services: ServicesDep, user: OptionalUser,
+                principal: PrincipalDep) -> HTMLResponse:
+    user = require_teacher(user, principal, request)
+    return _course_page(request, services, user, principal, _course(services, key, principal))
 
 
 @router.get("/instructor/courses/{key}/gradebook.csv")
-def gradebook_csv(key: str, request: Request, services: ServicesDep, user: OptionalUser) -> Response:
-    _instructor(user, request)
-    course = _course(services, key)
+def gradebook_csv(key: str, request: Request, services: ServicesDep, user: OptionalUser,
+                  principal: PrincipalDep) -> Response:
+    require_teacher(user, principal, request)
+    course = _course(services, key, principal)
     text = CourseStore(_engine(services)).gradebook(course).csv()
     return Response(text, media_type="text/csv; charset=utf-8", headers={
         "Content-Disposition": f'attachment; filename="{course.key}-gradebook.csv"', "Cache-Control": "no-store"})
 
 
 @router.post("/instructor/courses/{key}/assignments", response_class=HTMLResponse)
-def set_assignment(key: str, request: Request, services: ServicesDep, user: OptionalUser,
+def set_assignment(key: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep,
                    problem: Annotated[str, Form()] = "", opens_at: Annotated[str, Form()] = "",
                    due_at: Annotated[str, Form()] = "", late_rule: Annotated[str, Form()] = "penalty",
                    penalty_per_day: Annotated[str, Form()] = "0", penalty_cap: Annotated[str, Form()] = "1",
                    grade_rule: Annotated[str, Form()] = "best", csrf_token: Annotated[str, Form()] = "") -> Response:
     """Adds or changes an assignment. Penalties are entered in percent (10 = 10% per day)."""
-    user = _instructor(user, request)
+    user = require_teacher(user, principal, request)
     check_csrf(request, csrf_token)
-    course = _course(services, key)
+    course = _course(services, key, principal, Action.COURSE_EDIT)
     try:
+        if not decide(principal, Action.PROBLEMS_MANAGE) and not services.problems.is_published(problem):
+            raise CourseError(f"the judge has no published problem {problem!r}")
         try:
             per_day, cap = float(penalty_per_day or 0) / 100, float(penalty_cap or 100) / 100
         except ValueError:
@@ -134,48 +154,63 @@ def set_assignment(key: str, request: Request, services: ServicesDep, user: Opti
                         late_rule=late, penalty_per_day=per_day, penalty_cap=cap, grade_rule=rule)
         admin.change_assignment(_engine(services), course, problem, policy, services.problems)
     except (CourseError, ValueError) as exc:
-        return _course_page(request, services, user, course, error=str(exc),
+        return _course_page(request, services, user, principal, course, error=str(exc),
                             status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
     return RedirectResponse(f"/instructor/courses/{course.key}", status_code=status.HTTP_303_SEE_OTHER)
 
 
 @router.post("/instructor/courses/{key}/extensions", response_class=HTMLResponse)
-def add_extension(key: str, request: Request, services: ServicesDep, user: OptionalUser,
+def add_extension(key: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep,
                   problem: Annotated[str, Form()] = "", email: Annotated[str, Form()] = "",
                   due_at: Annotated[str, Form()] = "", csrf_token: Annotated[str, Form()] = "") -> Response:
-    user = _instructor(user, request)
+    user = require_teacher(user, principal, request)
     check_csrf(request, csrf_token)
-    course = _course(services, key)
+    course = _course(services, key, principal, Action.COURSE_EDIT)
     try:
         when = admin.parse_time(due_at, "extension")
         if when is None:
             raise CourseError("give the student's deadline")
         admin.extend(_engine(services), course, problem, email.strip(), when)
     except CourseError as exc:
-        return _course_page(request, services, user, course, error=str(exc),
+        return _course_page(request, services, user, principal, course, error=str(exc),
                             status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
     return RedirectResponse(f"/instructor/courses/{course.key}", status_code=status.HTTP_303_SEE_OTHER)
 
 
 @router.post("/instructor/courses/{key}/enrollments", response_class=HTMLResponse)
-def add_enrollment(key: str, request: Request, services: ServicesDep, user: OptionalUser,
+def add_enrollment(key: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep,
                    email: Annotated[str, Form()] = "", role: Annotated[str, Form()] = "student",
                    csrf_token: Annotated[str, Form()] = "") -> Response:
-    user = _instructor(user, request)
+    """Enrolls an account by email: admins, and the staff of a course an admin made (an LMS
+    course's roster comes from its launches)."""
+    user = require_teacher(user, principal, request)
     check_csrf(request, csrf_token)
-    course = _course(services, key)
+    course = _course(services, key, principal, Action.COURSE_ENROLL)
     try:
         admin.enroll(_engine(services), course, email.strip(), role)
     except CourseError as exc:
-        return _course_page(request, services, user, course, error=str(exc),
+        return _course_page(request, services, user, principal, course, error=str(exc),
                             status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
     return RedirectResponse(f"/instructor/courses/{course.key}", status_code=status.HTTP_303_SEE_OTHER)
 
 
+@router.post("/instructor/courses/{key}/settings", response_class=HTMLResponse)
+def course_settings(key: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep,
+                    solutions_after_deadline: Annotated[str, Form()] = "",
+                    csrf_token: Annotated[str, Form()] = "") -> Response:
+    """Whether the course's students see the reference solution once their deadline has passed
+    (admins only: see `Course.solutions_after_deadline`)."""
+    require_teacher(user, principal, request)
+    check_csrf(request, csrf_token)
+    course = _course(services, key, principal, Action.COURSE_SETTINGS)
+    CourseStore(_engine(services)).set_solutions_after_deadline(course.id, solutions_after_deadline == "on")
+    return RedirectResponse(f"/instructor/courses/{course.key}", status_code=status.HTTP_303_SEE_OTHER)
+
+
 @router.post("/instructor/problems/{slug}/regrade")
-def start_regrade(slug: str, request: Request, services: ServicesDep, user: OptionalUser,
+def start_regrade(slug: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep,
                   csrf_token: Annotated[str, Form()] = "") -> Response:
-    user = _instructor(user, request)
+    user = require_action(user, principal, request, Action.PROBLEMS_REGRADE)
     check_csrf(request, csrf_token)
     try:
         regrade = admin.start_regrade(_engine(services), services.problems, slug, requested_by=user.email)
@@ -187,8 +222,9 @@ def start_regrade(slug: str, request: Request, services: ServicesDep, user: Opti
 
 
 @router.get("/instructor/regrades/{regrade_id}", response_class=HTMLResponse)
-def regrade_page(regrade_id: int, request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
-    user = _instructor(user, request)
+def regrade_page(request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep,
+                 regrade_id: Annotated[int, PathParam(ge=1, le=2**31 - 1)]) -> HTMLResponse:
+    user = require_action(user, principal, request, Action.PROBLEMS_REGRADE)
     progress = RegradeStore(_engine(services)).progress(regrade_id)
     if progress is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no regrade #{regrade_id}")

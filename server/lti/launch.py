@@ -17,7 +17,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import jwt
 
-from server.db import Role
+from server.courses.models import CourseRole
+from server.text import display_text, storable
 
 LTI = "https://purl.imsglobal.org/spec/lti/claim/"
 CLAIM_MESSAGE_TYPE = LTI + "message_type"
@@ -38,9 +39,10 @@ LEEWAY_S = 30            # clock skew allowed on exp and iat, seconds
 PROBLEM_SLUG = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,63}$")
 
 LIS = "http://purl.imsglobal.org/vocab/lis/v2/"
-# LIS roles (LTI 1.3 Core A.2) that make a judge instructor: context roles Instructor (and every
-# sub-role of it, such as TeachingAssistant), Administrator, ContentDeveloper; the institution's
-# and the system's Administrator.
+# LIS roles (LTI 1.3 Core A.2) that make a user staff of the launch's course: context roles
+# Instructor (and every sub-role of it, such as TeachingAssistant), Administrator,
+# ContentDeveloper; the institution's and the system's Administrator. None of them gives a role
+# on the judge itself (`server.authz`).
 _INSTRUCTOR_CONTEXT_ROLES = {"Instructor", "Administrator", "ContentDeveloper", "TeachingAssistant"}
 _INSTRUCTOR_ROLE_URIS = {LIS + "institution/person#Administrator", LIS + "system/person#Administrator"}
 
@@ -67,7 +69,7 @@ class Launch:
         issuer, sub: who the user is on the platform (the account key).
         deployment_id, resource_link_id: where the launch came from.
         problem: the problem slug to open.
-        role: the judge role the LTI roles map to.
+        role: the course role the LTI roles map to (staff or student of the launch's context).
         name, email: the user's, when the platform sends them.
         context_id, context_title: the course (context claim, LTI 1.3 Core 5.4.1; title, else label).
         title: the resource link's title.
@@ -80,7 +82,7 @@ class Launch:
     deployment_id: str
     resource_link_id: str
     problem: str
-    role: Role
+    role: CourseRole
     name: str | None = None
     email: str | None = None
     context_id: str | None = None
@@ -89,23 +91,24 @@ class Launch:
     ags: dict[str, Any] | None = field(default=None)
 
 
-def role_for(roles: list[Any]) -> Role:
-    """The judge role of a user with these LTI roles: instructor for Instructor (and its sub-roles
-    such as `membership/Instructor#TeachingAssistant`), Administrator, ContentDeveloper or
-    TeachingAssistant in the LIS membership vocabulary, or the institution's or system's
-    Administrator; student otherwise. Simple names ("Instructor") count as context roles (LTI 1.3
-    Core 5.3.7 lets platforms send them for backward compatibility)."""
+def role_for(roles: list[Any]) -> CourseRole:
+    """The course role of a user with these LTI roles in the launch's context: staff for
+    Instructor (and its sub-roles such as `membership/Instructor#TeachingAssistant`),
+    Administrator, ContentDeveloper or TeachingAssistant in the LIS membership vocabulary, or the
+    institution's or system's Administrator; student otherwise. Simple names ("Instructor") count
+    as context roles (LTI 1.3 Core 5.3.7 lets platforms send them for backward compatibility).
+    Never a site role: an LMS instructor of one course is staff of that course only."""
     for role in roles:
         if not isinstance(role, str):
             continue
         if role in _INSTRUCTOR_ROLE_URIS or role in _INSTRUCTOR_CONTEXT_ROLES:
-            return Role.INSTRUCTOR
+            return CourseRole.STAFF
         if role.startswith(LIS + "membership"):
             rest = role[len(LIS + "membership"):]  # "#Instructor" or "/Instructor#TeachingAssistant"
             principal, _, sub_role = rest.lstrip("#/").partition("#")
             if principal in _INSTRUCTOR_CONTEXT_ROLES or sub_role in _INSTRUCTOR_CONTEXT_ROLES:
-                return Role.INSTRUCTOR
-    return Role.STUDENT
+                return CourseRole.STAFF
+    return CourseRole.STUDENT
 
 
 def problem_of(claims: dict[str, Any]) -> str:
@@ -246,9 +249,20 @@ def verify_id_token(id_token: str, *, issuer: str, client_id: str, deployment_id
 
 
 def _text(claim: Any, name: str) -> str | None:
-    """`claim[name]` when `claim` is an object and that member a non-empty string, else None."""
-    value = claim.get(name) if isinstance(claim, dict) else None
-    return value if isinstance(value, str) and value else None
+    """`claim[name]` fit to store (`display_text`), when `claim` is an object, else None."""
+    return display_text(claim.get(name)) if isinstance(claim, dict) else None
+
+
+def identifier(value: Any, what: str) -> str:
+    """A platform identifier (sub, deployment, context, resource link id) as the judge stores it.
+
+    Raises:
+        LaunchError(400): not a non-empty string of at most 255 storable characters (LTI 1.3
+            Core 5.3.5 and 5.4.1 bound these ids at 255 ASCII characters).
+    """
+    if not isinstance(value, str) or not value or len(value) > 255 or not storable(value):
+        raise LaunchError(400, f"The launch's {what} is not an identifier the judge can store.")
+    return value
 
 
 def launch_of(claims: dict[str, Any]) -> Launch:
@@ -259,13 +273,25 @@ def launch_of(claims: dict[str, Any]) -> Launch:
     """
     link, context = claims[CLAIM_RESOURCE_LINK], claims.get(CLAIM_CONTEXT)
     ags = claims.get(CLAIM_AGS_ENDPOINT)
-    name = claims.get("name") or " ".join(p for p in (claims.get("given_name"), claims.get("family_name"))
-                                           if isinstance(p, str) and p) or None
-    email = claims.get("email") if isinstance(claims.get("email"), str) else None
-    return Launch(claims=claims, issuer=claims["iss"], sub=claims["sub"], deployment_id=claims[CLAIM_DEPLOYMENT_ID],
-                  resource_link_id=link["id"], problem=problem_of(claims), role=role_for(claims[CLAIM_ROLES]),
-                  name=name if isinstance(name, str) else None, email=email or None,
-                  context_id=_text(context, "id"),
+    context_id = context.get("id") if isinstance(context, dict) else None
+    return Launch(claims=claims, issuer=identifier(claims["iss"], "issuer"), sub=identifier(claims["sub"], "user (sub)"),
+                  deployment_id=identifier(claims[CLAIM_DEPLOYMENT_ID], "deployment id"),
+                  resource_link_id=identifier(link["id"], "resource link id"), problem=problem_of(claims),
+                  role=role_for(claims[CLAIM_ROLES]), name=person_name(claims), email=person_email(claims),
+                  context_id=identifier(context_id, "context id") if context_id is not None else None,
                   context_title=_text(context, "title") or _text(context, "label"),
-                  title=link.get("title") if isinstance(link.get("title"), str) else None,
-                  ags=ags if isinstance(ags, dict) else None)
+                  title=display_text(link.get("title")), ags=ags if isinstance(ags, dict) else None)
+
+
+def person_name(claims: dict[str, Any]) -> str | None:
+    """The user's name from the OpenID Connect claims (`name`, else given and family names)."""
+    name = claims.get("name")
+    if not isinstance(name, str) or not name:
+        name = " ".join(p for p in (claims.get("given_name"), claims.get("family_name")) if isinstance(p, str) and p)
+    return display_text(name, limit=80)
+
+
+def person_email(claims: dict[str, Any]) -> str | None:
+    """The user's email from the claims, lower-cased, or None (absent or not storable)."""
+    email = display_text(claims.get("email"), limit=254)
+    return email.lower() if email and "@" in email else None

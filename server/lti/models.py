@@ -29,7 +29,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
-from server.db import Base, Role, UserRecord, UserStore, UTCDateTime, utcnow
+from server.courses.models import CourseRole
+from server.db import Base, UserRecord, UserStore, UTCDateTime, utcnow
 
 LOGIN_TTL_S = 300        # a login initiation's state and nonce live 5 minutes
 LAUNCH_TOKEN_TTL_S = 120  # a one-time launch token lives 2 minutes
@@ -104,6 +105,12 @@ class LtiNonce(Base):
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
 
     __table_args__ = (UniqueConstraint("issuer", "nonce", name="uq_lti_nonces_issuer_nonce"),)
+
+
+def lti_email(issuer: str, sub: str) -> str:
+    """The sign-in email of a platform user's account: `lti-<24 hex>@lti.invalid`, unique per
+    (issuer, sub) and never a deliverable address (RFC 2606)."""
+    return f"lti-{sha256_hex(issuer + chr(0) + sub)[:24]}@lti.invalid"
 
 
 class LtiUser(Base):
@@ -291,15 +298,17 @@ class LtiStore:
             return False
         return True
 
-    def account_for(self, *, issuer: str, sub: str, name: str | None, email: str | None, role: Role) -> UserRecord:
+    def account_for(self, *, issuer: str, sub: str, name: str | None, email: str | None,
+                    role: CourseRole) -> UserRecord:
         """The judge account of the platform user (issuer, sub), made on their first launch.
 
-        The account's email is the platform's when given and no other account has it; otherwise
-        a synthetic, unique `lti-<hash>@lti.invalid` (RFC 2606 reserves .invalid): an existing
-        account with the same email is never merged with a platform identity silently (the
-        platform could be anyone's). Name, email and role are refreshed on every launch; the role
-        only rises to instructor and is never lowered here (an instructor made so by
-        `users role` stays one).
+        The account is keyed by (issuer, sub) alone: its sign-in email is always the synthetic
+        `lti-<24 hex of SHA-256(issuer NUL sub)>@lti.invalid` (RFC 2606 reserves .invalid), so a
+        launch never takes an email a person could sign up with, and no existing account is
+        merged with a platform identity (the platform could be anyone's). The platform's email is
+        kept as the account's `contact_email` (shown to course staff). Name and contact email are
+        refreshed on every launch; `role` (the course role of this launch) is recorded on the
+        link only: no launch changes the account's site role (`server.authz`).
         """
         now = utcnow()
         with self._sessions.begin() as session:
@@ -309,27 +318,20 @@ class LtiStore:
                 link.name, link.email, link.role, link.last_launch_at = name, email, role.value, now
                 user = session.get(UserRecord, link.user_id)
                 assert user is not None
-                if role == Role.INSTRUCTOR and user.role != Role.INSTRUCTOR:
-                    user.role = Role.INSTRUCTOR
                 if name:
                     user.display_name = name[:80]
+                if email:
+                    user.contact_email = email
                 return user
         # an argon2 hash of a random secret nobody knows: the account signs in through launches only
         # (a hash pwdlib can read, so the password form answers "wrong password", not an error)
         from server.web.auth import hash_password
 
         unusable = hash_password(secrets.token_urlsafe(32))
-        synthetic = f"lti-{sha256_hex(issuer + chr(0) + sub)[:24]}@lti.invalid"
+        synthetic = lti_email(issuer, sub)
         display = (name or (email or "").split("@")[0] or "LTI user")[:80]
-        user = None
-        if email and self.users.by_email(email) is None:
-            try:
-                user = self.users.create(email=email, display_name=display, password_hash=unusable, role=role)
-            except ValueError:
-                user = None
-        if user is None:
-            user = self.users.by_email(synthetic) or self.users.create(
-                email=synthetic, display_name=display, password_hash=unusable, role=role)
+        user = self.users.by_email(synthetic) or self.users.create(
+            email=synthetic, display_name=display, password_hash=unusable, contact_email=email)
         try:
             with self._sessions.begin() as session:
                 session.add(LtiUser(issuer=issuer, sub=sub, user_id=user.id, name=name, email=email, role=role.value,

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode, urlsplit, urlunsplit, parse_qsl
 
-from fastapi import APIRouter, Form, HTTPException, Request, status
+from fastapi import APIRouter, Depends, Form, HTTPException, Request, status
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from limits import parse
@@ -58,17 +58,19 @@ from limits.strategies import MovingWindowRateLimiter
 from sqlalchemy.engine import Engine
 
 from graders.problem import ProblemError
-from server.db import Role
-from server.courses.models import CourseStore
+from server.api.deps import Services, get_services
+from server.authz import ANONYMOUS, Action, decide
+from server.courses.models import CourseRole, CourseStore
 from server.lti import deep_linking
 from server.lti.ags import SCOPE_SCORE
 from server.lti.keys import ToolKey, load_or_create
 from server.lti.launch import (CLAIM_MESSAGE_TYPE, CLAIM_ROLES, DEEP_LINKING_REQUEST, LEEWAY_S,
-                               RESOURCE_LINK_REQUEST, JwksCache, LaunchError, launch_of, role_for, verify_id_token)
+                               RESOURCE_LINK_REQUEST, JwksCache, LaunchError, identifier, launch_of, person_email,
+                               person_name, role_for, verify_id_token)
 from server.lti.models import LAUNCH_TOKEN_TTL_S, LOGIN_TTL_S, LtiStore, PlatformView, sha256_hex
 from server.lti.passback import PassbackStore
 from server.settings import Settings
-from server.web.auth import csrf_token, current_user, sign_in
+from server.web.auth import csrf_token, principal_of, sign_in, user_of
 from server.web.pages import WEB_DIR
 from server.web.panel import FILTERS
 
@@ -76,6 +78,7 @@ HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=[str(HERE / "templates"), str(WEB_DIR / "templates")])
 templates.env.filters.update(FILTERS)
 router = APIRouter(prefix="/lti", include_in_schema=False)
+ServicesDep = Annotated[Services, Depends(get_services)]
 
 STATE_COOKIE_PREFIX = "remat_lti_state_"
 NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
@@ -166,9 +169,11 @@ _LIMITED_GETS = {"/lti/login", "/lti/open", "/lti/landing"}
 
 
 def _page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    """An LTI page; it shows the user this request has signed in (if any: looked up by the route)."""
     response = templates.TemplateResponse(request, template, {
-        "user": current_user(request), "csrf": csrf_token(request),
-        "bundle": (WEB_DIR / "static" / "dist" / "app.js").exists(), **context}, status_code=status_code)
+        "user": request.scope.get("remat_user"), "principal": request.scope.get("remat_principal", ANONYMOUS),
+        "csrf": csrf_token(request), "bundle": (WEB_DIR / "static" / "dist" / "app.js").exists(), **context},
+        status_code=status_code)
     response.headers.update(NO_STORE)
     return response
 
@@ -199,15 +204,22 @@ def jwks(request: Request) -> JSONResponse:
     return JSONResponse(_service(request).key.jwks(), headers={"Cache-Control": "public, max-age=300"})
 
 
+def _admin_only(request: Request, services: Services, path: str) -> Response | None:
+    """None for an admin (`lti.manage`); else a 303 to sign in, or a 403 page."""
+    if user_of(request, services) is None:
+        return RedirectResponse(f"/signin?{urlencode({'next': path})}", status_code=303)
+    if not decide(principal_of(request, services), Action.LTI_MANAGE):
+        return _page(request, "error.html", status_code=403, code=403, detail="for admins only")
+    return None
+
+
 @router.get("/setup", response_class=HTMLResponse)
-def setup(request: Request) -> Response:
-    """Instructors only: the URLs and the public key to paste into an LMS, and the registered
+def setup(request: Request, services: ServicesDep) -> Response:
+    """Admins only: the URLs and the public key to paste into an LMS, and the registered
     platforms. Others: 303 to sign in, or 403."""
-    user = current_user(request)
-    if user is None:
-        return RedirectResponse(f"/signin?{urlencode({'next': '/lti/setup'})}", status_code=303)
-    if user.role != "instructor":
-        return _page(request, "error.html", status_code=403, code=403, detail="instructors only")
+    refused = _admin_only(request, services, "/lti/setup")
+    if refused is not None:
+        return refused
     service = _service(request)
     return _page(request, "lti_setup.html", base=service.base_url(request), kid=service.key.kid,
                  pem=service.key.public_pem(), jwk=json.dumps(service.key.public_jwk(), indent=2),
@@ -215,14 +227,12 @@ def setup(request: Request) -> Response:
 
 
 @router.get("/grades", response_class=HTMLResponse)
-def grades(request: Request) -> Response:
-    """Instructors only: grade passback to the LMS, one row per student and resource link, with
-    its status (idle, pending, delivered, failed, refused) and the platform's last error."""
-    user = current_user(request)
-    if user is None:
-        return RedirectResponse(f"/signin?{urlencode({'next': '/lti/grades'})}", status_code=303)
-    if user.role != "instructor":
-        return _page(request, "error.html", status_code=403, code=403, detail="instructors only")
+def grades(request: Request, services: ServicesDep) -> Response:
+    """Admins only: grade passback to the LMS, one row per student and resource link, with its
+    status (idle, pending, delivered, failed, refused) and the platform's last error."""
+    refused = _admin_only(request, services, "/lti/grades")
+    if refused is not None:
+        return refused
     return _page(request, "lti_grades.html", rows=_service(request).passbacks.rows())
 
 
@@ -295,7 +305,8 @@ def login_post(request: Request, iss: Annotated[str, Form()] = "", login_hint: A
 # --- launch ---------------------------------------------------------------------------------------
 
 @router.post("/launch")
-def launch(request: Request, id_token: Annotated[str, Form()] = "", state: Annotated[str, Form()] = "") -> Response:
+def launch(request: Request, services: ServicesDep, id_token: Annotated[str, Form()] = "",
+           state: Annotated[str, Form()] = "") -> Response:
     """The authentication response (Security Framework 5.1.1.3): a resource link launch.
 
     Answers 303 to `/lti/landing?token=...` with the user signed in, or a 4xx page that signs
@@ -344,24 +355,25 @@ def launch(request: Request, id_token: Annotated[str, Form()] = "", state: Annot
         if not service.store.use_nonce(platform.issuer, claims["nonce"], until=until):
             raise LaunchError(403, "This launch was used already (its nonce was seen before).")
         if claims[CLAIM_MESSAGE_TYPE] == DEEP_LINKING_REQUEST:
-            response = _deep_linking_request(request, service, platform, claims)
+            response = _deep_linking_request(request, services, service, platform, claims)
             response.delete_cookie(state_cookie_name(state), path="/lti/launch")
             return response
         verified = launch_of(claims)
         try:
-            request.app.state.services.problems.get(verified.problem)
+            services.problems.get(verified.problem)
         except (KeyError, ProblemError):
             raise LaunchError(404, f"The course links to a problem the judge does not have: {verified.problem!r}.") \
                 from None
-        if verified.role == Role.STUDENT and not request.app.state.services.problems.is_published(verified.problem):
-            raise LaunchError(404, f"The problem {verified.problem!r} is not published yet; ask your instructor.")
+        if not services.problems.is_published(verified.problem) and not _launches_an_admin(services, verified):
+            who = "an admin of the judge publishes it" if verified.role == CourseRole.STAFF else "ask your instructor"
+            raise LaunchError(404, f"The problem {verified.problem!r} is not published yet; {who}.")
     except LaunchError as error:
         response = _refused(request, error)
         if state:
             response.delete_cookie(state_cookie_name(state), path="/lti/launch")
         return response
     user = service.store.account_for(issuer=verified.issuer, sub=verified.sub, name=verified.name,
-                                     email=verified.email, role=verified.role)
+                                     email=verified.email, role=verified.role)  # never a site role
     link = service.store.save_resource_link(platform_id=platform.id, deployment_id=verified.deployment_id,
                                             resource_link_id=verified.resource_link_id,
                                             context_id=verified.context_id, title=verified.title,
@@ -371,21 +383,32 @@ def launch(request: Request, id_token: Annotated[str, Form()] = "", state: Annot
                                              context_id=verified.context_id, title=verified.context_title)
         service.courses.enroll(course.id, user.id, verified.role)
         service.courses.ensure_assignment(course.id, verified.problem)
-    if verified.role == Role.STUDENT and link.ags_lineitem and SCOPE_SCORE in json.loads(link.ags_scope or "[]"):
+    if verified.role == CourseRole.STUDENT and link.ags_lineitem and SCOPE_SCORE in json.loads(link.ags_scope or "[]"):
         # grade passback: this student's verdicts on the problem go to the link's line item, those
         # made before this launch too (the sender computes the standing; nothing is sent without one)
         service.passbacks.launched(resource_link_id=link.id, issuer=verified.issuer, sub=verified.sub,
                                    user_id=user.id)
         service.passbacks.verdict_stored(user_id=user.id, problem=verified.problem)  # senders poll each second
-    sign_in(request, user)
+    sign_in(request, services, user)
     token = service.store.make_launch_token(user.id, f"/problems/{verified.problem}")
     response = RedirectResponse(f"/lti/landing?{urlencode({'token': token})}", status_code=303, headers=NO_STORE)
     response.delete_cookie(state_cookie_name(state), path="/lti/launch")
     return response
 
 
+def _launches_an_admin(services: Services, verified: Any) -> bool:
+    """Whether the launch's platform user already has an account that is a site admin (made so
+    by `remat-judge users role`): only admins open unpublished problems, from an LMS too."""
+    from server.lti.models import LtiStore
+
+    assert services.engine is not None
+    found = LtiStore(services.engine).lti_user(verified.issuer, verified.sub)
+    user = services.users.get(found.user_id) if found is not None else None
+    return user is not None and decide(services.access.principal(user), Action.PROBLEMS_MANAGE)
+
+
 @router.get("/landing")
-def landing(request: Request, token: str = "") -> Response:
+def landing(request: Request, services: ServicesDep, token: str = "") -> Response:
     """Where a launch lands: opens the problem when the session cookie came back; otherwise offers
     to open it in a new window with the one-time token (third-party cookies blocked)."""
     service = _service(request)
@@ -394,7 +417,7 @@ def landing(request: Request, token: str = "") -> Response:
         return _refused(request, LaunchError(400, "This launch link has expired or was used already; open the "
                                                   "activity again from the course."))
     user_id, target = found
-    me = current_user(request)  # the session cookie came back and its server-side session is live
+    me = user_of(request, services)  # the session cookie came back and its server-side session is live
     if me is not None and me.id == user_id and service.store.use_launch_token(token) is not None:
         return RedirectResponse(target, status_code=303, headers=NO_STORE)
     user = service.store.users.get(user_id)
@@ -403,7 +426,7 @@ def landing(request: Request, token: str = "") -> Response:
 
 
 @router.get("/open")
-def open_in_window(request: Request, token: str = "") -> Response:
+def open_in_window(request: Request, services: ServicesDep, token: str = "") -> Response:
     """Exchanges a one-time launch token for a session (once, within its 2 minutes) and opens its
     problem: the fallback in a new, first-party window."""
     service = _service(request)
@@ -412,35 +435,33 @@ def open_in_window(request: Request, token: str = "") -> Response:
     if found is None or user is None:
         return _refused(request, LaunchError(400, "This launch link has expired or was used already; open the "
                                                   "activity again from the course."))
-    sign_in(request, user)
+    sign_in(request, services, user)
     return RedirectResponse(found[1], status_code=303, headers=NO_STORE)
 
 
 # --- deep linking (Deep Linking 2.0; see server/lti/deep_linking.py) -------------------------------
 
-def _deep_linking_request(request: Request, service: LtiService, platform: PlatformView,
+def _deep_linking_request(request: Request, services: Services, service: LtiService, platform: PlatformView,
                           claims: dict[str, Any]) -> Response:
-    """A verified `LtiDeepLinkingRequest`: an instructor is signed in and sees the problem list.
+    """A verified `LtiDeepLinkingRequest`: an LMS instructor (staff of the LMS context: this
+    gives them no role on the judge) is signed in and sees the published problems.
 
     Raises:
         LaunchError(400): the deep_linking_settings claim is missing or unusable;
-            LaunchError(403): the user is not an instructor (nobody is signed in).
+            LaunchError(403): the user is not an instructor of the context (nobody is signed in).
     """
     settings = deep_linking.settings_of(claims)
-    if role_for(claims[CLAIM_ROLES]) != Role.INSTRUCTOR:
+    if role_for(claims[CLAIM_ROLES]) != CourseRole.STAFF:
         raise LaunchError(403, "Only instructors can add the judge's problems to a course.")
-    name = claims.get("name") or " ".join(p for p in (claims.get("given_name"), claims.get("family_name"))
-                                           if isinstance(p, str) and p) or None
-    email = claims.get("email") if isinstance(claims.get("email"), str) else None
-    user = service.store.account_for(issuer=claims["iss"], sub=claims["sub"],
-                                     name=name if isinstance(name, str) else None, email=email or None,
-                                     role=Role.INSTRUCTOR)
-    sign_in(request, user)
+    user = service.store.account_for(issuer=identifier(claims["iss"], "issuer"),
+                                     sub=identifier(claims["sub"], "user (sub)"), name=person_name(claims),
+                                     email=person_email(claims), role=CourseRole.STAFF)
+    sign_in(request, services, user)
     form_csrf = secrets.token_urlsafe(32)
     context = deep_linking.make_context(service.key, platform_id=platform.id,
                                         deployment_id=claims[deep_linking.CLAIM_DEPLOYMENT_ID], settings=settings,
                                         user_id=user.id, csrf=form_csrf)
-    problems = sorted(request.app.state.services.problems.all(published_only=True), key=lambda p: (p.spec.title, p.spec.slug))
+    problems = sorted(services.problems.all(published_only=True), key=lambda p: (p.spec.title, p.spec.slug))
     response = _page(request, "lti_deep_linking.html", problems=problems, context=context, form_csrf=form_csrf)
     response.set_cookie(deep_linking.cookie_name(form_csrf), form_csrf, max_age=deep_linking.CONTEXT_TTL_S,
                         path=deep_linking.COOKIE_PATH, httponly=True, secure=service.cookie_secure,
@@ -449,8 +470,8 @@ def _deep_linking_request(request: Request, service: LtiService, platform: Platf
 
 
 @router.post("/deep-linking")
-def deep_linking_pick(request: Request, context: Annotated[str, Form()] = "", csrf: Annotated[str, Form()] = "",
-                      problem: Annotated[str, Form()] = "") -> Response:
+def deep_linking_pick(request: Request, services: ServicesDep, context: Annotated[str, Form()] = "",
+                      csrf: Annotated[str, Form()] = "", problem: Annotated[str, Form()] = "") -> Response:
     """The instructor's pick: answers the platform with an auto-submitting form POST of the
     `LtiDeepLinkingResponse` JWT to its deep_link_return_url. 403 for a wrong CSRF token, a
     context of another session or user, expired or used already; 404 for an unknown problem."""
@@ -461,8 +482,10 @@ def deep_linking_pick(request: Request, context: Annotated[str, Form()] = "", cs
                                    "dialog again from the course.")
         claims = deep_linking.read_context(service.key, context, csrf=csrf,
                                            cookie=request.cookies.get(deep_linking.cookie_name(csrf)))
+        # the context is signed by the judge and made only for a verified launch of an LMS
+        # instructor (`_deep_linking_request`): that launch's role, not a site role, allows the pick
         user = service.store.users.get(int(claims["uid"]))
-        if user is None or user.role != "instructor":
+        if user is None:
             raise LaunchError(403, "Only instructors can add the judge's problems to a course.")
         platform = service.store.platform_by_id(int(claims["platform"]))
         if platform is None:
@@ -470,9 +493,11 @@ def deep_linking_pick(request: Request, context: Annotated[str, Form()] = "", cs
         if claims["deployment"] not in platform.deployment_ids:
             raise LaunchError(403, "This deployment of the tool is no longer registered with the judge.")
         try:
-            found = request.app.state.services.problems.get(problem)
+            if not services.problems.is_published(problem):
+                raise KeyError(problem)
+            found = services.problems.get(problem)
         except (KeyError, ProblemError):
-            raise LaunchError(404, f"The judge has no problem {problem!r}.") from None
+            raise LaunchError(404, "The judge has no such published problem.") from None
         if not service.store.use_nonce(platform.issuer, "deep-linking:" + str(claims["jti"]),
                                        until=deep_linking.spend_until(claims)):
             raise LaunchError(403, "This problem list was used already; open the deep linking dialog again from "

@@ -1,6 +1,9 @@
 """Accounts for the web pages: argon2 password hashes (pwdlib), server-side sessions
 (`server.web.sessions`) named by the signed session cookie (Starlette's SessionMiddleware), CSRF
-tokens on every form, roles student and instructor."""
+tokens on every form, and the request's principal (`server.authz`: site role and course roles).
+
+Everything here reads the app's services through `get_services`, so a test's dependency override
+reaches it."""
 
 from __future__ import annotations
 
@@ -11,7 +14,9 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request, status
 from pwdlib import PasswordHash
 
-from server.db import UserRecord, UserStore
+from server.api.deps import Services, get_services
+from server.authz import ANONYMOUS, Principal
+from server.db import UserRecord
 from server.web.sessions import SessionStore
 
 _HASHER = PasswordHash.recommended()  # argon2id with pwdlib's recommended parameters
@@ -56,23 +61,24 @@ def check_password(user: UserRecord | None, password: str) -> tuple[bool, str | 
     return verify_password(password, user.password_hash)
 
 
-def session_store(request: Request) -> SessionStore | None:
+ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+def session_store(services: Services) -> SessionStore | None:
     """The server-side sessions of this app (None without a database: sessions cannot exist)."""
-    services = request.app.state.services
-    engine = getattr(services, "engine", None)
-    if engine is None:
+    if services.engine is None:
         return None
-    return SessionStore(engine, max_age_s=services.settings.session_max_age_s)
+    return SessionStore(services.engine, max_age_s=services.settings.session_max_age_s)
 
 
 def client_ip(request: Request) -> str:
     return request.client.host if request.client else "unknown"
 
 
-def sign_in(request: Request, user: UserRecord) -> None:
+def sign_in(request: Request, services: Services, user: UserRecord) -> None:
     """Starts a server-side session for `user` (`server.web.sessions`) and a fresh cookie session
     holding its token (the old CSRF token is dropped)."""
-    store = session_store(request)
+    store = session_store(services)
     if store is None:
         raise RuntimeError("no database for web sessions")
     token = store.start(user.id, user_agent=request.headers.get("user-agent", ""), ip=client_ip(request))
@@ -81,16 +87,18 @@ def sign_in(request: Request, user: UserRecord) -> None:
     request.session["sid"] = token
     request.session["csrf"] = secrets.token_urlsafe(32)
     request.scope["remat_user"] = user
+    request.scope.pop("remat_principal", None)
 
 
-def sign_out(request: Request) -> None:
+def sign_out(request: Request, services: Services) -> None:
     """Ends this browser's session on the server (a copy of the cookie stops working too)."""
     token = request.session.get("sid")
-    store = session_store(request)
+    store = session_store(services)
     if isinstance(token, str) and store is not None:
         store.revoke(token)
     request.session.clear()
     request.scope["remat_user"] = None
+    request.scope.pop("remat_principal", None)
 
 
 def csrf_token(request: Request) -> str:
@@ -110,11 +118,7 @@ def check_csrf(request: Request, submitted: str | None) -> None:
                                                        "reload the page and try again")
 
 
-def users_of(request: Request) -> UserStore:
-    return request.app.state.services.users
-
-
-def current_user(request: Request) -> UserRecord | None:
+def user_of(request: Request, services: Services) -> UserRecord | None:
     """The signed-in account, or None: the cookie's session token must name an active server-side
     session of the cookie's account (revoked, expired or unknown: signed out, and the cookie's
     session is cleared). Looked up once per request."""
@@ -122,10 +126,10 @@ def current_user(request: Request) -> UserRecord | None:
         return request.scope["remat_user"]
     user = None
     uid, token = request.session.get("uid"), request.session.get("sid")
-    store = session_store(request)
+    store = session_store(services)
     if isinstance(uid, int) and isinstance(token, str) and store is not None:
         if store.user_of(token) == uid:
-            user = users_of(request).get(uid)
+            user = services.users.get(uid)
         else:
             request.session.pop("uid", None)
             request.session.pop("sid", None)
@@ -133,4 +137,25 @@ def current_user(request: Request) -> UserRecord | None:
     return user
 
 
+def principal_of(request: Request, services: Services) -> Principal:
+    """The signed-in account's principal (site role and course roles; `server.authz`), or
+    `ANONYMOUS`. Looked up once per request."""
+    if "remat_principal" not in request.scope:
+        user = user_of(request, services)
+        request.scope["remat_principal"] = services.access.principal(user) if user is not None else ANONYMOUS
+    principal: Principal = request.scope["remat_principal"]
+    return principal
+
+
+def current_user(request: Request, services: ServicesDep) -> UserRecord | None:
+    """FastAPI dependency: `user_of` this request."""
+    return user_of(request, services)
+
+
+def current_principal(request: Request, services: ServicesDep) -> Principal:
+    """FastAPI dependency: `principal_of` this request."""
+    return principal_of(request, services)
+
+
 OptionalUser = Annotated[UserRecord | None, Depends(current_user)]
+PrincipalDep = Annotated[Principal, Depends(current_principal)]

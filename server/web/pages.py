@@ -4,8 +4,10 @@ JavaScript bundle (web/) only enhances them."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Request, status
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -15,10 +17,11 @@ from markupsafe import Markup
 from graders.problem import Problem, ProblemError
 from graders.verdict import VerdictReport
 from server.api.deps import Services, get_services
+from server.authz import ANONYMOUS, Access, Action, Principal, decide
 from server.db import SubmissionRecord, UserRecord
 from server.submit import SubmitError
 from server.submit import submit as submit_service
-from server.web.auth import (OptionalUser, check_csrf, check_password, client_ip, csrf_token, current_user,
+from server.web.auth import (OptionalUser, PrincipalDep, check_csrf, check_password, client_ip, csrf_token,
                              hash_password, session_store, sign_in, sign_out, signup_errors)
 from server.web.sessions import token_hash
 from server.web.throttle import SignInThrottle
@@ -41,36 +44,47 @@ ServicesDep = Annotated[Services, Depends(get_services)]
 
 
 def render(request: Request, name: str, user: UserRecord | None, status_code: int = 200, **context: Any) -> HTMLResponse:
-    """A page with the fields every template uses (user, CSRF token, whether the JS bundle exists)."""
+    """A page with the fields every template uses (user, their principal, CSRF token, whether the
+    JS bundle exists). The principal is the one this request's dependencies looked up."""
+    principal = request.scope.get("remat_principal", ANONYMOUS) if user is not None else ANONYMOUS
     return templates.TemplateResponse(request, name, {
-        "user": user, "csrf": csrf_token(request), "bundle": (HERE / "static" / "dist" / "app.js").exists(),
-        **context}, status_code=status_code)
+        "user": user, "principal": principal, "csrf": csrf_token(request),
+        "bundle": (HERE / "static" / "dist" / "app.js").exists(), **context}, status_code=status_code)
 
 
-def _problem(services: Services, slug: str, user: UserRecord | None) -> Problem:
-    """The problem `slug`; 404 when there is none, or it is unpublished and `user` is not an instructor."""
+def _problem(services: Services, slug: str, principal: Principal) -> Problem:
+    """The problem `slug`; 404 when there is none, or it is unpublished and `principal` may not
+    manage problems."""
     try:
-        if not _instructor(user) and not services.problems.is_published(slug):
+        if not decide(principal, Action.PROBLEMS_MANAGE) and not services.problems.is_published(slug):
             raise KeyError(slug)
         return services.problems.get(slug)
     except (KeyError, ProblemError):
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no problem {slug!r}") from None
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such problem") from None
 
 
-def _instructor(user: UserRecord | None) -> bool:
-    return user is not None and user.role == "instructor"
+def sign_in_redirect(request: Request) -> HTTPException:
+    """A 303 to the sign-in page that comes back to this page (its path percent-encoded, so any
+    path makes a valid Location header)."""
+    return HTTPException(status.HTTP_303_SEE_OTHER,
+                         headers={"Location": "/signin?" + urlencode({"next": request.url.path})})
 
 
 def _require_user(user: UserRecord | None, request: Request) -> UserRecord:
     if user is None:
-        raise HTTPException(status.HTTP_303_SEE_OTHER, headers={"Location": f"/signin?next={request.url.path}"})
+        raise sign_in_redirect(request)
     return user
 
 
-def _visible_submission(services: Services, submission_id: str, user: UserRecord | None) -> SubmissionRecord:
-    """A submission its author or an instructor may see; 404 for anyone else (ids are not secrets)."""
-    record = services.store.get(submission_id)
-    if record is None or user is None or (record.user_id != user.id and user.role != "instructor"):
+SUBMISSION_ID = re.compile(r"^[0-9a-f]{32}$")  # uuid4().hex, as server/db.py makes them
+
+
+def _visible_submission(services: Services, submission_id: str, principal: Principal) -> SubmissionRecord:
+    """A submission `principal` may read (`submission.read`: its author, the staff of a course
+    where it is an assignment of the author's, admins); 404 for anyone else, as for an unknown id."""
+    record = services.store.get(submission_id) if SUBMISSION_ID.match(submission_id) else None
+    if record is None or principal.user_id is None and not principal.admin \
+            or not services.access.may_read(principal, record):
         raise HTTPException(status.HTTP_404_NOT_FOUND, "no such submission")
     return record
 
@@ -82,9 +96,10 @@ def _report(record: SubmissionRecord) -> VerdictReport | None:
 # --- problems --------------------------------------------------------------------------------------
 
 @router.get("/", response_class=HTMLResponse)
-def problem_list(request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
+def problem_list(request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep) -> HTMLResponse:
     solved = services.store.solved(user.id) if user else set()
-    problems = sorted(services.problems.all(published_only=not _instructor(user)), key=course_order)
+    problems = sorted(services.problems.all(published_only=not decide(principal, Action.PROBLEMS_MANAGE)),
+                      key=course_order)
     unpublished = {p.slug for p in problems if not services.problems.is_published(p.slug)}
     return render(request, "problems.html", user, problems=problems, solved=solved, unpublished=unpublished,
                   solved_here=len(solved & {p.slug for p in problems}))
@@ -98,10 +113,11 @@ def course_order(problem: Problem) -> tuple[int, int, str]:
 
 
 @router.get("/problems/{slug}", response_class=HTMLResponse)
-def problem_page(slug: str, request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
-    problem = _problem(services, slug, user)
+def problem_page(slug: str, request: Request, services: ServicesDep, user: OptionalUser,
+                 principal: PrincipalDep) -> HTMLResponse:
+    problem = _problem(services, slug, principal)
     mine = services.store.for_user(user.id, problem=slug, limit=20) if user else []
-    solved = user is not None and (user.role == "instructor" or slug in services.store.solved(user.id))
+    solved = user is not None and (decide(principal, Action.PROBLEMS_MANAGE) or slug in services.store.solved(user.id))
     dues = []
     if user is not None and services.engine is not None:
         from server.courses.models import CourseStore
@@ -123,21 +139,22 @@ def problem_page(slug: str, request: Request, services: ServicesDep, user: Optio
 
 def _past_deadline(dues: list) -> bool:  # type: ignore[type-arg]
     """Whether a deadline of the user's assignments of this problem (their extension, when they
-    have one) has passed: the reference solution opens then, as after an ACCEPTED."""
+    have one) has passed in a course that opens solutions after deadlines (an admin's choice:
+    `Course.solutions_after_deadline`): the reference solution opens then, as after an ACCEPTED."""
     from server.db import utcnow
 
     now = utcnow()
-    return any((extension or assignment.due_at) is not None and (extension or assignment.due_at) <= now
-               for _, assignment, extension in dues)
+    return any(course.solutions_after_deadline and (extension or assignment.due_at) is not None
+               and (extension or assignment.due_at) <= now for course, assignment, extension in dues)
 
 
 @router.post("/problems/{slug}/hints")
-def next_hint(slug: str, request: Request, services: ServicesDep, user: OptionalUser,
-              number: Annotated[int, Form()] = 0, csrf_token: Annotated[str, Form()] = "") -> Response:
+def next_hint(slug: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep,
+              number: Annotated[int, Form(ge=0, le=10_000)] = 0, csrf_token: Annotated[str, Form()] = "") -> Response:
     """Opens the next hint on request (recorded for instructors), then back to the problem's hints."""
     user = _require_user(user, request)
     check_csrf(request, csrf_token)
-    problem = _problem(services, slug, user)
+    problem = _problem(services, slug, principal)
     if services.engine is not None:
         from server.web.hints import request_next
 
@@ -147,7 +164,7 @@ def next_hint(slug: str, request: Request, services: ServicesDep, user: Optional
 
 
 @router.post("/problems/{slug}/submit")
-def submit(slug: str, request: Request, services: ServicesDep, user: OptionalUser,
+def submit(slug: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep,
            source: Annotated[str, Form()] = "", csrf_token: Annotated[str, Form()] = "") -> Response:
     """Stores and queues a submission from the problem page. JSON for the page's script
     (`Accept: application/json`), else a redirect to the submission's page."""
@@ -155,13 +172,14 @@ def submit(slug: str, request: Request, services: ServicesDep, user: OptionalUse
     if user is None:
         if wants_json:
             return JSONResponse({"detail": "sign in to submit"}, status_code=status.HTTP_401_UNAUTHORIZED)
-        return RedirectResponse(f"/signin?next=/problems/{slug}", status_code=status.HTTP_303_SEE_OTHER)
+        return RedirectResponse("/signin?" + urlencode({"next": f"/problems/{slug}"}),
+                                status_code=status.HTTP_303_SEE_OTHER)
     check_csrf(request, csrf_token)
-    problem = _problem(services, slug, user)
+    problem = _problem(services, slug, principal)
     source = source.replace("\r\n", "\n")  # forms send textareas with CRLF line endings
     try:
         record = submit_service(services, problem=problem.slug, source=source, owner_key=f"user:{user.id}",
-                                user_id=user.id, instructor=_instructor(user))
+                                user_id=user.id, unpublished_too=decide(principal, Action.PROBLEMS_MANAGE))
     except SubmitError as exc:
         message = exc.message  # the same words as the API's
         headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s is not None else None
@@ -177,12 +195,15 @@ def submit(slug: str, request: Request, services: ServicesDep, user: OptionalUse
 
 
 @router.get("/problems/{slug}/solution", response_class=HTMLResponse)
-def solution(slug: str, request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
+def solution(slug: str, request: Request, services: ServicesDep, user: OptionalUser,
+             principal: PrincipalDep) -> HTMLResponse:
     """The reference solution: after the user's first ACCEPTED, or once the deadline of one of
-    their assignments of the problem has passed (instructors always). Hints are on the problem page."""
+    their assignments of the problem has passed in a course that opens solutions then (admins
+    always; course staff like anyone else, since whoever can make an LMS course is staff of it).
+    Hints are on the problem page."""
     user = _require_user(user, request)
-    problem = _problem(services, slug, user)
-    if user.role != "instructor" and slug not in services.store.solved(user.id):
+    problem = _problem(services, slug, principal)
+    if not decide(principal, Action.PROBLEMS_MANAGE) and slug not in services.store.solved(user.id):
         from server.courses.models import CourseStore
 
         dues = CourseStore(services.engine).due_dates_for(user.id, slug) if services.engine is not None else []
@@ -212,32 +233,34 @@ def without_module_docstring(source: str) -> str:
 # --- submissions -----------------------------------------------------------------------------------
 
 @router.get("/submissions/{submission_id}", response_class=HTMLResponse)
-def submission_page(submission_id: str, request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
+def submission_page(submission_id: str, request: Request, services: ServicesDep, user: OptionalUser,
+                    principal: PrincipalDep) -> HTMLResponse:
     user = _require_user(user, request)
-    record = _visible_submission(services, submission_id, user)
+    record = _visible_submission(services, submission_id, principal)
     report = _report(record)
     context = panel_context(report) if report else {}
     return render(request, "submission.html", user, record=record, pending=report is None, **context)
 
 
 @router.get("/submissions/{submission_id}/source.py")
-def submission_source(submission_id: str, services: ServicesDep, user: OptionalUser) -> Response:
-    """The submitted source as plain text, for its author and instructors (404 for anyone else):
-    what "load into editor" fetches."""
-    record = _visible_submission(services, submission_id, user)
+def submission_source(submission_id: str, services: ServicesDep, principal: PrincipalDep) -> Response:
+    """The submitted source as plain text, for whoever may read the submission (404 for anyone
+    else): what "load into editor" fetches."""
+    record = _visible_submission(services, submission_id, principal)
     return Response(record.source, media_type="text/plain; charset=utf-8",
                     headers={"Cache-Control": "private, no-store", "X-Content-Type-Options": "nosniff"})
 
 
 @router.get("/submissions/{submission_id}/status")
-def submission_status(submission_id: str, services: ServicesDep, user: OptionalUser) -> JSONResponse:
-    record = _visible_submission(services, submission_id, user)
+def submission_status(submission_id: str, services: ServicesDep, principal: PrincipalDep) -> JSONResponse:
+    record = _visible_submission(services, submission_id, principal)
     return JSONResponse({"id": record.id, "status": str(record.status), "verdict": record.verdict})
 
 
 @router.get("/submissions/{submission_id}/panel", response_class=HTMLResponse)
-def submission_panel(submission_id: str, request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
-    record = _visible_submission(services, submission_id, user)
+def submission_panel(submission_id: str, request: Request, services: ServicesDep, user: OptionalUser,
+                     principal: PrincipalDep) -> HTMLResponse:
+    record = _visible_submission(services, submission_id, principal)
     report = _report(record)
     if report is None:
         return HTMLResponse('<p class="pending">Not graded yet.</p>', status_code=status.HTTP_202_ACCEPTED)
@@ -271,19 +294,27 @@ def signup(request: Request, services: ServicesDep, email: Annotated[str, Form()
            csrf_token: Annotated[str, Form()] = "", next: Annotated[str, Form()] = "/") -> Response:
     check_csrf(request, csrf_token)
     email = email.strip()
+    throttle = _throttle(request, services)
+    wait_s = throttle.retry_after_s(email, client_ip(request))
+    if wait_s is not None:  # the sign-in throttle holds here too: sign-up is no way around it
+        response = render(request, "signup.html", None, email=email, display_name=display_name,
+                          next=_safe_next(next), status_code=status.HTTP_429_TOO_MANY_REQUESTS,
+                          errors=[f"Too many refused attempts; try again in {wait_s} seconds."])
+        response.headers["Retry-After"] = str(wait_s)
+        return response
     errors = signup_errors(email, display_name, password)
     if not errors:
         try:
             user = services.users.create(email=email, display_name=display_name.strip(),
                                          password_hash=hash_password(password))
-        except ValueError:  # the email is taken: its owner typing their password is signed in
-            existing = services.users.by_email(email)
-            if existing is not None and check_password(existing, password)[0]:
-                sign_in(request, existing)
-                return RedirectResponse(_safe_next(next), status_code=status.HTTP_303_SEE_OTHER)
+        except ValueError:
+            # The email is taken. Sign-up never signs anyone in to an existing account (it would be
+            # a password check outside the sign-in throttle); the refusal counts as a failed
+            # sign-in for this email and address.
+            throttle.failed(email, client_ip(request))
             errors = [SIGNUP_REFUSED]
         else:
-            sign_in(request, user)
+            sign_in(request, services, user)
             return RedirectResponse(_safe_next(next), status_code=status.HTTP_303_SEE_OTHER)
     return render(request, "signup.html", None, errors=errors, email=email, display_name=display_name,
                   next=_safe_next(next), status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
@@ -315,7 +346,7 @@ def signin(request: Request, services: ServicesDep, email: Annotated[str, Form()
                       next=_safe_next(next), status_code=status.HTTP_401_UNAUTHORIZED)
     if new_hash:
         services.users.update_password_hash(user.id, new_hash)
-    sign_in(request, user)
+    sign_in(request, services, user)
     return RedirectResponse(_safe_next(next), status_code=status.HTTP_303_SEE_OTHER)
 
 
@@ -331,22 +362,22 @@ def _throttle(request: Request, services: Services) -> SignInThrottle:
 
 
 @router.get("/account/sessions", response_class=HTMLResponse)
-def account_sessions(request: Request, user: OptionalUser) -> HTMLResponse:
+def account_sessions(request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
     """The signed-in user's sessions (browsers), with buttons to end the others."""
     user = _require_user(user, request)
-    store = session_store(request)
+    store = session_store(services)
     assert store is not None
     current = token_hash(request.session.get("sid", ""))
     return render(request, "sessions.html", user, sessions=store.active(user.id), current=current)
 
 
 @router.post("/account/sessions/end")
-def end_session(request: Request, user: OptionalUser, key: Annotated[str, Form()] = "",
+def end_session(request: Request, services: ServicesDep, user: OptionalUser, key: Annotated[str, Form()] = "",
                 csrf_token: Annotated[str, Form()] = "") -> Response:
     """Ends one other session (`key`), or every other one (`key` "others")."""
     user = _require_user(user, request)
     check_csrf(request, csrf_token)
-    store = session_store(request)
+    store = session_store(services)
     assert store is not None
     if key == "others":
         store.revoke_all(user.id, except_token=request.session.get("sid"))
@@ -356,46 +387,68 @@ def end_session(request: Request, user: OptionalUser, key: Annotated[str, Form()
 
 
 @router.post("/signout")
-def signout(request: Request, csrf_token: Annotated[str, Form()] = "") -> Response:
+def signout(request: Request, services: ServicesDep, csrf_token: Annotated[str, Form()] = "") -> Response:
     check_csrf(request, csrf_token)
-    sign_out(request)
+    sign_out(request, services)
     return RedirectResponse("/", status_code=status.HTTP_303_SEE_OTHER)
 
 
-# --- instructors -----------------------------------------------------------------------------------
+# --- instructors: admins, and the staff of courses (server/authz.py) -------------------------------
 
-def _require_instructor(user: UserRecord | None, request: Request) -> UserRecord:
+def require_teacher(user: UserRecord | None, principal: Principal, request: Request) -> UserRecord:
+    """The signed-in user, when the instructor pages have anything for them (an admin, or staff of
+    a course); else 303 to sign in, or 403."""
     user = _require_user(user, request)
-    if user.role != "instructor":
-        raise HTTPException(status.HTTP_403_FORBIDDEN, "instructors only")
+    if not principal.teaches:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "for course staff and admins only")
+    return user
+
+
+def require_action(user: UserRecord | None, principal: Principal, request: Request, action: Action) -> UserRecord:
+    """The signed-in user, when `principal` may do the site-wide `action`; else 303 to sign in, or 403."""
+    user = _require_user(user, request)
+    if not decide(principal, action):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "for admins only")
     return user
 
 
 @router.get("/instructor", response_class=HTMLResponse)
-def instructor_home(request: Request, services: ServicesDep, user: OptionalUser, problem: str | None = None) -> HTMLResponse:
-    user = _require_instructor(user, request)
-    counts = services.store.verdict_counts()
-    return render(request, "instructor.html", user, submissions=services.store.recent(problem=problem, limit=300),
-                  counts=counts, students=services.store.student_counts(), problems=services.problems.all(),
-                  selected=problem)
+def instructor_home(request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep,
+                    problem: str | None = None) -> HTMLResponse:
+    """Verdict counts and recent submissions: everyone's for an admin, the students of their
+    courses (on those courses' assignments) for course staff."""
+    user = require_teacher(user, principal, request)
+    scope = Access.submission_scope(principal)
+    counts = services.store.verdict_counts(scope)
+    return render(request, "instructor.html", user, submissions=services.store.recent(problem=problem, limit=300,
+                                                                                       scope=scope),
+                  counts=counts, students=services.store.student_counts(scope),
+                  problems=services.problems.all(published_only=not decide(principal, Action.PROBLEMS_MANAGE)),
+                  selected=problem, admin=principal.admin)
 
 
 @router.get("/instructor/problems/{slug}", response_class=HTMLResponse)
-def instructor_problem(slug: str, request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
-    user = _require_instructor(user, request)
-    problem = _problem(services, slug, user)
-    counts = services.store.verdict_counts().get(slug, {})
+def instructor_problem(slug: str, request: Request, services: ServicesDep, user: OptionalUser,
+                       principal: PrincipalDep) -> HTMLResponse:
+    """One problem's verdicts and students (scoped as on `/instructor`); admins also regrade it."""
+    user = require_teacher(user, principal, request)
+    problem = _problem(services, slug, principal)
+    scope = Access.submission_scope(principal)
+    counts = services.store.verdict_counts(scope).get(slug, {})
     from server.courses.regrade import RegradeStore
 
-    regrades = RegradeStore(services.engine).recent(problem=slug) if services.engine is not None else []
+    may_regrade = decide(principal, Action.PROBLEMS_REGRADE)
+    regrades = RegradeStore(services.engine).recent(problem=slug) if may_regrade and services.engine is not None \
+        else []
     hints_asked = {}
     if services.engine is not None:
         from server.web.hints import HintStore
 
         hints_asked = HintStore(services.engine).requested_counts(slug)
     return render(request, "instructor_problem.html", user, problem=problem, counts=counts,
-                  total=sum(counts.values()), submissions=services.store.recent(problem=slug, limit=300),
-                  regrades=regrades, students=services.store.per_student(slug), hints_asked=hints_asked)
+                  total=sum(counts.values()), submissions=services.store.recent(problem=slug, limit=300, scope=scope),
+                  regrades=regrades, may_regrade=may_regrade, students=services.store.per_student(slug, scope),
+                  hints_asked=hints_asked)
 
 
 def _clients_page(request: Request, services: Services, user: UserRecord, status_code: int = 200,
@@ -406,22 +459,22 @@ def _clients_page(request: Request, services: Services, user: UserRecord, status
 
 
 @router.get("/instructor/clients", response_class=HTMLResponse)
-def instructor_clients(request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
-    """API clients: list, create (the key shown once), revoke."""
-    return _clients_page(request, services, _require_instructor(user, request))
+def instructor_clients(request: Request, services: ServicesDep, user: OptionalUser,
+                       principal: PrincipalDep) -> HTMLResponse:
+    """API clients: list, create (the key shown once), revoke. Admins only."""
+    return _clients_page(request, services, require_action(user, principal, request, Action.CLIENTS_MANAGE))
 
 
 @router.post("/instructor/clients", response_class=HTMLResponse)
-def instructor_create_client(request: Request, services: ServicesDep, user: OptionalUser,
+def instructor_create_client(request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep,
                              name: Annotated[str, Form()] = "", problems: Annotated[str, Form()] = "",
                              callback_allow: Annotated[str, Form()] = "",
                              csrf_token: Annotated[str, Form()] = "") -> HTMLResponse:
     import json
-    import re
 
     from server.callbacks import check_prefix
 
-    user = _require_instructor(user, request)
+    user = require_action(user, principal, request, Action.CLIENTS_MANAGE)
     check_csrf(request, csrf_token)
     assert services.clients is not None
     name = name.strip()
@@ -455,31 +508,34 @@ def instructor_create_client(request: Request, services: ServicesDep, user: Opti
 
 @router.post("/instructor/clients/{name}/revoke")
 def instructor_revoke_client(name: str, request: Request, services: ServicesDep, user: OptionalUser,
-                             csrf_token: Annotated[str, Form()] = "") -> Response:
-    _require_instructor(user, request)
+                             principal: PrincipalDep, csrf_token: Annotated[str, Form()] = "") -> Response:
+    require_action(user, principal, request, Action.CLIENTS_MANAGE)
     check_csrf(request, csrf_token)
     assert services.clients is not None
     if not services.clients.revoke(name):
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no active client {name!r}")
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such active client")
     return RedirectResponse("/instructor/clients", status_code=status.HTTP_303_SEE_OTHER)
 
 
 @router.get("/instructor/submissions/{submission_id}/source", response_class=HTMLResponse)
-def instructor_source(submission_id: str, request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
+def instructor_source(submission_id: str, request: Request, services: ServicesDep, user: OptionalUser,
+                      principal: PrincipalDep) -> HTMLResponse:
     """A submission's code, highlighted with line numbers (Pygments, never Markdown), with who
-    made it, when and its verdict. Instructors only."""
-    user = _require_instructor(user, request)
-    record = _visible_submission(services, submission_id, user)
+    made it, when and its verdict. For whoever teaches and may read the submission (404 otherwise)."""
+    user = require_teacher(user, principal, request)
+    record = _visible_submission(services, submission_id, principal)
     author = services.users.get(record.user_id) if record.user_id is not None else None
     return render(request, "source.html", user, record=record, code=highlight_python(record.source),
-                  author=author.email if author else ("API client" if record.client_id is not None else "anonymous"))
+                  author=(author.contact_email or author.email) if author else
+                  ("API client" if record.client_id is not None else "anonymous"))
 
 
 def error_page(request: Request, exc: Any) -> Response:
-    """HTML error pages for browsers; JSON stays JSON for the API."""
+    """HTML error pages for browsers; JSON stays JSON for the API. The page shows the user this
+    request's dependencies signed in (none when it failed before them)."""
     if exc.status_code == status.HTTP_303_SEE_OTHER:
         return RedirectResponse(exc.headers["Location"], status_code=status.HTTP_303_SEE_OTHER)
-    response = render(request, "error.html", current_user(request), status_code=exc.status_code,
+    response = render(request, "error.html", request.scope.get("remat_user"), status_code=exc.status_code,
                       code=exc.status_code, detail=str(exc.detail))
     if exc.status_code in (429, 503) and getattr(exc, "headers", None) and "Retry-After" in exc.headers:
         response.headers["Retry-After"] = exc.headers["Retry-After"]

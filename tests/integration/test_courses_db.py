@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from server import migrate
-from server.courses.models import CourseStore
+from server.courses.models import CourseRole, CourseStore
 from server.courses.regrade import RegradeStore
 from server.courses.rules import LateRule, Policy
-from server.db import Role, SubmissionStatus, SubmissionStore, UserStore, make_engine, utcnow
+from server.db import SubmissionStatus, SubmissionStore, UserStore, make_engine, utcnow
 from server.lti.models import LtiStore
 from server.web.hints import HintStore, RevealReason
 
@@ -59,7 +59,7 @@ def test_a_regrade_keeps_old_verdicts_and_the_gradebook_follows(engine) -> None:
     store, users, courses = SubmissionStore(engine), UserStore(engine), CourseStore(engine)
     ada = users.create(email="ada@uni.example", display_name="Ada", password_hash="x")
     course = courses.create("c1", "C1")
-    courses.enroll(course.id, ada.id, Role.STUDENT)
+    courses.enroll(course.id, ada.id, CourseRole.STUDENT)
     courses.set_assignment(course.id, "p", Policy(due_at=utcnow() + timedelta(days=1), late_rule=LateRule.NONE))
     done = graded(store, ada.id, "p", "ACCEPTED", 1.0)
     running = store.create(problem="p", source="y = 2", user_id=ada.id).id

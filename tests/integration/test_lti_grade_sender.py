@@ -14,7 +14,8 @@ from sqlalchemy import update
 
 from server import migrate
 from server.courses.models import CourseStore
-from server.db import Role, SubmissionStore, make_engine, utcnow
+from server.courses.models import CourseRole
+from server.db import SubmissionStore, make_engine, utcnow
 from server.lti.ags import AgsClient
 from server.lti.grade_sender import LtiGradeSender, Scorer
 from server.lti.models import LtiStore
@@ -38,7 +39,7 @@ class World:
                                      auth_login_url="https://lms.example/auth", auth_token_url=self.book.token_url,
                                      keyset_url="https://lms.example/jwks")
         self.user = self.lti.account_for(issuer="https://lms.example", sub="s1", name="Ada", email=None,
-                                         role=Role.STUDENT)
+                                         role=CourseRole.STUDENT)
         link = self.lti.save_resource_link(platform_id=platform.id, deployment_id="d1", resource_link_id="l1",
                                            context_id="c1", title="t", problem=SLUG,
                                            ags={"scope": [SCOPE], "lineitem": self.book.lineitem_url("7")})

@@ -45,7 +45,7 @@ FIRST_SUBMISSIONS = """CREATE TABLE submissions (
     id VARCHAR(32) NOT NULL, problem VARCHAR(64) NOT NULL, source TEXT NOT NULL, status VARCHAR(16) NOT NULL,
     verdict VARCHAR(32), score FLOAT, result_json TEXT, created_at {ts} NOT NULL, PRIMARY KEY (id))"""
 
-HEAD = "0008"  # the latest revision (server/migrations/versions)
+HEAD = "0009"  # the latest revision (server/migrations/versions)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -192,7 +192,7 @@ def _head() -> str:
 def test_head_is_the_api_clients_revision() -> None:
     assert migrate.head() == _head() == HEAD
     revisions = [r.revision for r in ScriptDirectory.from_config(migrate.config()).walk_revisions()]
-    assert revisions == ["0008", "0007", "0006", "0005", "0004", "0003", "0002", "0001"]
+    assert revisions == ["0009", "0008", "0007", "0006", "0005", "0004", "0003", "0002", "0001"]
 
 
 def test_upgrade_creates_the_models_schema_without_drift(url: str, tmp_path: Path,
@@ -218,7 +218,7 @@ def test_the_database_enforces_statuses_and_roles(url: str) -> None:
             connection.execute(sa.text("UPDATE submissions SET status = 'lost' WHERE id = :id"), {"id": record.id})
     with pytest.raises(IntegrityError, match="user_role"):
         with engine.begin() as connection:
-            connection.execute(sa.text("UPDATE users SET role = 'admin'"))
+            connection.execute(sa.text("UPDATE users SET role = 'instructor'"))  # a course role, not a site one
     for status in SubmissionStatus:
         with engine.begin() as connection:
             connection.execute(sa.text("UPDATE submissions SET status = :s"), {"s": status.value})
@@ -276,7 +276,7 @@ def test_adopts_a_legacy_database_keeping_every_row(kind: str, tmp_path: Path, r
         ("done" + "0" * 28, "done", None, None, None), ("queued" + "0" * 26, "queued", None, None, None),
         ("running" + "0" * 25, "running", None, None, None)]
     assert _select(url, "users", "id, email, role, created_at") == [
-        (1, "ada@example.org", "instructor", T0), (2, "bob@example.org", "student", T0)]
+        (1, "ada@example.org", "admin", T0), (2, "bob@example.org", "user", T0)]  # instructors became admins
 
     # the stores work on it: the queued row was never enqueued, and the running row (its process is
     # gone; it has no lease) is one anyone may claim: the sweeper enqueues both again
@@ -286,7 +286,7 @@ def test_adopts_a_legacy_database_keeping_every_row(kind: str, tmp_path: Path, r
     assert sorted(store.to_enqueue()) == ["queued" + "0" * 26, "running" + "0" * 25]
     claim = store.claim("running" + "0" * 25, worker_id="w", lease_s=30, max_attempts=3)
     assert claim.record is not None and claim.record.attempts == 2  # its first attempt was counted then
-    assert UserStore(engine).by_email("ada@example.org").role == "instructor"
+    assert UserStore(engine).by_email("ada@example.org").role == "admin"
     new = UserStore(engine).create(email="cy@example.org", display_name="Cy", password_hash="h")
     assert new.id == 3  # the id sequence continues after the adopted rows
     engine.dispose()
@@ -437,3 +437,47 @@ def test_db_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert unreachable.exit_code == 1
     assert "cannot reach postgresql://judge:***@127.0.0.1:1/x: connection failed" in unreachable.stderr
     assert "secret" not in unreachable.output
+
+
+def test_scoped_roles_migrate_instructors_to_admins_and_free_lti_emails(url: str) -> None:
+    """0009: instructors become admins and students plain users; course instructors become staff;
+    an LTI account gives its platform email back (kept as contact_email) for a synthetic one; LMS
+    courses stop opening solutions after deadlines, courses made by hand keep doing so. Down and up
+    again keeps the rows."""
+    from server.lti.models import lti_email
+
+    cfg = migrate.config(url)
+    command.upgrade(cfg, "0008")
+    _insert(url, "users", [
+        dict(id=1, email="prof@uni.example", display_name="Prof", password_hash="h", role="instructor", created_at=T0),
+        dict(id=2, email="ada@uni.example", display_name="Ada", password_hash="h", role="student", created_at=T0),
+        dict(id=3, email="lti-old@lti.invalid", display_name="Bo", password_hash="h", role="instructor",
+             created_at=T0)])
+    _insert(url, "lti_platforms", [dict(id=1, issuer="https://lms.example", client_id="c", deployment_ids='["d"]',
+                                        auth_login_url="https://lms.example/a", auth_token_url="https://lms.example/t",
+                                        keyset_url="https://lms.example/k", created_at=T0)])
+    _insert(url, "lti_users", [dict(issuer="https://lms.example", sub="7", user_id=2, name="Ada", email="ada@uni.example",
+                                    role="student", created_at=T0, last_launch_at=T0),
+                               dict(issuer="https://lms.example", sub="8", user_id=3, name="Bo", email=None,
+                                    role="instructor", created_at=T0, last_launch_at=T0)])
+    _insert(url, "courses", [dict(id=1, key="made-here", title="M", platform_id=None, deployment_id=None,
+                                  context_id=None, created_at=T0),  # executemany: every row names every column
+                             dict(id=2, key="lti-abc", title="L", platform_id=1, deployment_id="d", context_id="ctx",
+                                  created_at=T0)])
+    _insert(url, "enrollments", [dict(course_id=2, user_id=3, role="instructor", created_at=T0),
+                                 dict(course_id=2, user_id=2, role="student", created_at=T0)])
+    assert migrate.upgrade(url) == HEAD
+    assert _drift(url) == []
+    assert sorted(_rows(url, "SELECT id, email, contact_email, role FROM users")) == [
+        (1, "prof@uni.example", None, "admin"),
+        (2, lti_email("https://lms.example", "7"), "ada@uni.example", "user"),  # the email is free for sign-up
+        # an LTI account made an instructor by an LMS launch loses it (it keeps its staff enrollment)
+        (3, lti_email("https://lms.example", "8"), None, "user")]
+    assert sorted(_rows(url, "SELECT user_id, role FROM enrollments")) == [(2, "student"), (3, "staff")]
+    assert sorted(_rows(url, "SELECT sub, role FROM lti_users")) == [("7", "student"), ("8", "staff")]
+    assert sorted((k, bool(v)) for k, v in _rows(url, "SELECT key, solutions_after_deadline FROM courses")) == [
+        ("lti-abc", False), ("made-here", True)]
+    command.downgrade(cfg, "0008")
+    assert sorted(_rows(url, "SELECT id, role FROM users")) == [(1, "instructor"), (2, "student"), (3, "student")]
+    assert sorted(_rows(url, "SELECT user_id, role FROM enrollments")) == [(2, "student"), (3, "instructor")]
+    assert migrate.upgrade(url) == HEAD

@@ -94,8 +94,37 @@ def test_sign_up_does_not_confirm_a_taken_email(site: Site) -> None:
     from server.web.auth import hash_password
 
     site.users.create(email="eve@uni.example", display_name="Eve", password_hash=hash_password("eve-password-1"))
-    assert signup("eve@uni.example", "eve-password-1")[0] == 303  # the owner typing their password is signed in
+    # sign-up never signs in to an existing account, even with its password: it would be a password
+    # check outside the sign-in throttle
+    assert signup("eve@uni.example", "eve-password-1")[0] == 422
     assert signup("new@uni.example", "a-new-password")[0] == 303
+
+
+def test_sign_up_is_no_way_around_the_sign_in_throttle(tmp_path: Path) -> None:
+    site = Site(tmp_path)
+    site.account("ada@uni.example", "Ada")
+    site.services.settings = site.services.settings.model_copy(update={"signin_failures_per_account": "3 per 15 minutes",
+                                                                       "signin_failures_per_ip": "20 per 15 minutes"})
+    assert [sign_in(site.client, "ada@uni.example", "wrong-password").status_code for _ in range(4)] == \
+        [401, 401, 401, 429]
+    token = csrf_of(site.client, "/signup")
+    answers = [site.client.post("/signup", data={"email": "ada@uni.example", "display_name": "X",
+                                                 "password": password, "csrf_token": token}, follow_redirects=False)
+               for password in ["guess-number-%d" % i for i in range(12)] + [PASSWORD]]
+    assert {a.status_code for a in answers} == {429}  # the right password last: refused unchecked too
+    assert all(1 <= int(a.headers["retry-after"]) <= 900 for a in answers)
+    assert signed_in_as(site.client) is None
+    # refused sign-ups of a taken email count against the address like failed sign-ins
+    other = Site(tmp_path / "other")
+    other.account("bo@uni.example", "Bo")
+    other.services.settings = other.services.settings.model_copy(update={"signin_failures_per_account": "",
+                                                                         "signin_failures_per_ip": "3 per 15 minutes"})
+    token = csrf_of(other.client, "/signup")
+    codes = [other.client.post("/signup", data={"email": "bo@uni.example", "display_name": "X",
+                                                "password": "some-password-1", "csrf_token": token}).status_code
+             for _ in range(4)]
+    assert codes == [422, 422, 422, 429]
+    assert sign_in(other.client, "bo@uni.example").status_code == 429
 
 
 def test_sign_in_is_throttled_per_account_and_per_ip(tmp_path: Path) -> None:

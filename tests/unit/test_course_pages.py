@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from server.db import Role, SubmissionRecord, SubmissionStatus, UserStore
+from server.db import SiteRole, SubmissionRecord, SubmissionStatus, UserStore
 from server.web.auth import hash_password
 from tests.unit.test_api_admission import make_client
 
@@ -29,7 +29,7 @@ class Site:
         self.client.app.state.services = self.services  # the web's session reads accounts from here
         self.users = UserStore(self.engine)
 
-    def account(self, email: str, name: str, role: Role = Role.STUDENT):  # type: ignore[no-untyped-def]
+    def account(self, email: str, name: str, role: SiteRole = SiteRole.USER):  # type: ignore[no-untyped-def]
         return self.users.create(email=email, display_name=name, password_hash=hash_password("pw-123456"), role=role)
 
     def sign_in(self, email: str) -> str:
@@ -60,7 +60,7 @@ class Site:
 @pytest.fixture
 def site(tmp_path: Path) -> Site:
     s = Site(tmp_path)
-    s.account("prof@uni.example", "Prof", Role.INSTRUCTOR)
+    s.account("prof@uni.example", "Prof", SiteRole.ADMIN)
     return s
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from server.courses.models import CourseStore
+from server.courses.models import CourseRole, CourseStore
 from server.courses.rules import Policy
-from server.db import Role, utcnow
+from server.db import SiteRole, utcnow
 from server.web.hints import HintStore, open_by_attempts, split_hints
 from tests.unit.test_course_pages import DUE, Site
 
@@ -29,7 +29,7 @@ def test_split_hints_at_second_level_headings() -> None:
 @pytest.fixture
 def site(tmp_path: Path) -> Site:
     s = Site(tmp_path)
-    s.account("prof@uni.example", "Prof", Role.INSTRUCTOR)
+    s.account("prof@uni.example", "Prof", SiteRole.ADMIN)
     return s
 
 
@@ -68,7 +68,7 @@ def test_the_solution_opens_after_the_students_deadline(site: Site) -> None:
     ada = site.account("ada@uni.example", "Ada")
     courses = CourseStore(site.engine)
     course = courses.create("c1", "C1")
-    courses.enroll(course.id, ada.id, Role.STUDENT)
+    courses.enroll(course.id, ada.id, CourseRole.STUDENT)
     courses.set_assignment(course.id, SLUG, Policy(due_at=utcnow() + timedelta(hours=1)))
     site.sign_in("ada@uni.example")
     assert site.client.get(f"/problems/{SLUG}/solution").status_code == 403

@@ -15,7 +15,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
-from server.db import Role
+from server.courses.models import CourseRole
 from server.lti.keys import KEY_FILE, load_or_create, thumbprint
 from server.lti.launch import (CLAIM_CUSTOM, CLAIM_TARGET_LINK_URI, LaunchError, launch_of, problem_of, role_for,
                                verify_id_token)
@@ -50,7 +50,7 @@ def test_a_good_launch_verifies(platform: Platform) -> None:
     claims = verify(platform, token(platform, ags={"lineitem": "https://lms.example/li/1", "scope": []}))
     launch = launch_of(claims)
     assert (launch.issuer, launch.sub, launch.deployment_id, launch.resource_link_id, launch.problem, launch.role) == (
-        ISSUER, "student-1", "deployment-1", "link-1", "remat_sin_sin", Role.STUDENT)
+        ISSUER, "student-1", "deployment-1", "link-1", "remat_sin_sin", CourseRole.STUDENT)
     assert launch.ags == {"lineitem": "https://lms.example/li/1", "scope": []}
     assert launch.name == "Ada Student" and launch.email == "ada.student@lms.example"
 
@@ -105,13 +105,13 @@ def test_missing_claims_are_refused(platform: Platform) -> None:
 
 
 @pytest.mark.parametrize("roles,role", [
-    (STUDENT, Role.STUDENT), ([], Role.STUDENT), (INSTRUCTOR, Role.INSTRUCTOR),
-    (TEACHING_ASSISTANT, Role.INSTRUCTOR), ([LIS + "membership#ContentDeveloper"], Role.INSTRUCTOR),
-    ([LIS + "membership#Administrator"], Role.INSTRUCTOR), ([LIS + "institution/person#Administrator"], Role.INSTRUCTOR),
-    ([LIS + "institution/person#Instructor"], Role.STUDENT),  # an instructor elsewhere, not of this course
-    ([LIS + "membership#Mentor", LIS + "membership#Learner"], Role.STUDENT), (["Instructor"], Role.INSTRUCTOR),
-    ([LIS + "membership/Learner#Learner"], Role.STUDENT), ([42, None], Role.STUDENT)])
-def test_roles_map_to_the_judges_roles(roles: list[Any], role: Role) -> None:
+    (STUDENT, CourseRole.STUDENT), ([], CourseRole.STUDENT), (INSTRUCTOR, CourseRole.STAFF),
+    (TEACHING_ASSISTANT, CourseRole.STAFF), ([LIS + "membership#ContentDeveloper"], CourseRole.STAFF),
+    ([LIS + "membership#Administrator"], CourseRole.STAFF), ([LIS + "institution/person#Administrator"], CourseRole.STAFF),
+    ([LIS + "institution/person#Instructor"], CourseRole.STUDENT),  # an instructor elsewhere, not of this course
+    ([LIS + "membership#Mentor", LIS + "membership#Learner"], CourseRole.STUDENT), (["Instructor"], CourseRole.STAFF),
+    ([LIS + "membership/Learner#Learner"], CourseRole.STUDENT), ([42, None], CourseRole.STUDENT)])
+def test_roles_map_to_the_judges_roles(roles: list[Any], role: CourseRole) -> None:
     assert role_for(roles) == role
 
 

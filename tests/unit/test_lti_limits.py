@@ -11,21 +11,21 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from server import migrate
+from server.api.deps import get_services
 from server.app import create_app
-from server.db import make_engine
 from server.lti.models import LtiLogin, LtiStore
 from server.lti.routes import LtiService
 from server.settings import Settings
 from tests.support import PROBLEMS
+from tests.unit.test_api_admission import make_services
 
 
 def make(tmp_path: Path, **settings: object) -> tuple[TestClient, object]:
     config = Settings(data_dir=tmp_path, problems_dir=PROBLEMS, hidden_seed="unit", **settings)  # type: ignore[arg-type]
-    url = f"sqlite:///{tmp_path / 'judge.db'}"
-    migrate.upgrade(url)
-    engine = make_engine(url)
+    services = make_services(config, f"sqlite:///{tmp_path / 'judge.db'}")
+    engine = services.engine
     app = create_app(config)
+    app.dependency_overrides[get_services] = lambda: services
     app.state.lti = LtiService.start(engine, config)  # the lifespan (grading threads) does not run
     LtiStore(engine).register(issuer="https://lms.example", client_id="c1", deployment_ids=["d1"],
                               auth_login_url="https://lms.example/auth", auth_token_url="https://lms.example/token",

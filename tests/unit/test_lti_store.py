@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from server import migrate
-from server.db import Role, UserStore, make_engine, utcnow
+from server.courses.models import CourseRole
+from server.db import SiteRole, UserStore, make_engine, utcnow
 from server.lti.models import LtiStore
 from server.web.auth import verify_password
 
@@ -65,7 +66,7 @@ def test_a_nonce_is_accepted_once(lti: LtiStore) -> None:
 
 
 def test_a_launch_token_is_used_once_and_expires(lti: LtiStore) -> None:
-    user = lti.account_for(issuer="https://lms.example", sub="s", name="S", email=None, role=Role.STUDENT)
+    user = lti.account_for(issuer="https://lms.example", sub="s", name="S", email=None, role=CourseRole.STUDENT)
     token = lti.make_launch_token(user.id, "/problems/p")
     assert lti.peek_launch_token(token) == (user.id, "/problems/p")
     assert lti.use_launch_token(token) == (user.id, "/problems/p")
@@ -74,20 +75,25 @@ def test_a_launch_token_is_used_once_and_expires(lti: LtiStore) -> None:
     assert lti.peek_launch_token(expired) is None and lti.use_launch_token(expired) is None
 
 
-def test_accounts_are_keyed_by_issuer_and_sub_and_never_merge_an_email(lti: LtiStore) -> None:
+def test_accounts_are_keyed_by_issuer_and_sub_and_never_take_or_merge_an_email(lti: LtiStore) -> None:
     users: UserStore = lti.users
     existing = users.create(email="ada@uni.example", display_name="Ada", password_hash="x")
-    ada = lti.account_for(issuer="https://lms.example", sub="42", name="Ada L", email="Ada@uni.example",
-                          role=Role.STUDENT)
+    ada = lti.account_for(issuer="https://lms.example", sub="42", name="Ada L", email="ada@uni.example",
+                          role=CourseRole.STUDENT)
     assert ada.id != existing.id and ada.email.startswith("lti-") and ada.email.endswith("@lti.invalid")
+    assert ada.contact_email == "ada@uni.example"
     same = lti.account_for(issuer="https://lms.example", sub="42", name="Ada Lovelace", email="ada@uni.example",
-                           role=Role.INSTRUCTOR)
-    assert same.id == ada.id and same.display_name == "Ada Lovelace" and same.role == Role.INSTRUCTOR
-    other_lms = lti.account_for(issuer="https://other.example", sub="42", name=None, email=None, role=Role.STUDENT)
+                           role=CourseRole.STAFF)
+    # an LMS instructor launch is a course role: the account's site role never changes
+    assert same.id == ada.id and same.display_name == "Ada Lovelace" and same.role == SiteRole.USER
+    other_lms = lti.account_for(issuer="https://other.example", sub="42", name=None, email=None,
+                                role=CourseRole.STUDENT)
     assert other_lms.id not in (ada.id, existing.id) and other_lms.display_name == "LTI user"
     fresh = lti.account_for(issuer="https://lms.example", sub="43", name="Bo", email="bo@uni.example",
-                            role=Role.STUDENT)
-    assert fresh.email == "bo@uni.example"
+                            role=CourseRole.STUDENT)
+    # the platform's email is a contact, not a sign-in email: a password sign-up with it stays possible
+    assert fresh.email.endswith("@lti.invalid") and fresh.contact_email == "bo@uni.example"
+    assert users.by_email("bo@uni.example") is None
     assert verify_password("", fresh.password_hash)[0] is False  # no password signs an LTI account in
     assert users.get(existing.id).display_name == "Ada"  # type: ignore[union-attr]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from server.db import Role
+from server.db import SiteRole
 from server.web.markdown import split_section
 from tests.unit.test_course_pages import DUE, Site
 
@@ -36,7 +36,7 @@ def test_the_task_comes_first_with_the_signature(site: Site) -> None:
 def test_a_past_submission_source_is_its_authors_and_instructors_only(site: Site) -> None:
     ada = site.account("ada@uni.example", "Ada")
     site.account("bob@uni.example", "Bob")
-    site.account("prof@uni.example", "Prof", Role.INSTRUCTOR)
+    site.account("prof@uni.example", "Prof", SiteRole.ADMIN)
     record = site.services.store.create(problem="remat_sin_sin", source="```\n</pre><b>x</b>\n", user_id=ada.id)
     site.sign_in("ada@uni.example")
     answer = site.client.get(f"/submissions/{record.id}/source.py")
@@ -69,7 +69,7 @@ def test_a_favicon_is_linked_and_served(site: Site) -> None:
 
 def test_the_instructor_source_view_shows_code_as_code(site: Site) -> None:
     ada = site.account("ada@uni.example", "Ada")
-    site.account("prof@uni.example", "Prof", Role.INSTRUCTOR)
+    site.account("prof@uni.example", "Prof", SiteRole.ADMIN)
     source = "x = 1\n```\n</pre><script>alert(1)</script>\n# [bold]not markup[/]\n"
     record = site.services.store.create(problem="remat_sin_sin", source=source, user_id=ada.id)
     site.sign_in("ada@uni.example")
@@ -91,7 +91,7 @@ def test_instructors_see_counts_per_student(site: Site) -> None:
     from server.web.hints import HintStore, RevealReason
 
     ada, bob = site.account("ada@uni.example", "Ada"), site.account("bob@uni.example", "Bob")
-    site.account("prof@uni.example", "Prof", Role.INSTRUCTOR)
+    site.account("prof@uni.example", "Prof", SiteRole.ADMIN)
     for verdict, score in (("WRONG_POLICY", 0.0), ("WRONG_POLICY", 0.5), ("ACCEPTED", 1.0), ("ACCEPTED", 1.0)):
         site.graded(ada.id, verdict, score, DUE, problem="remat_sin_sin")
     site.graded(bob.id, "WRONG_VALUE", 0.0, DUE, problem="remat_sin_sin")

@@ -14,7 +14,7 @@ import pytest
 from graders.problem import ProblemRepository, load_problem
 from graders.publication import MARKER, mark_published, mark_unpublished, publication, published_version, todos
 from graders.scaffold import scaffold
-from server.db import Role
+from server.db import SiteRole
 from server.folders import folder, source_of
 from server.packages import install, pack, staged_package
 from tests.support import PROBLEMS
@@ -147,7 +147,7 @@ def test_an_unpublished_problem_is_the_instructors_only_until_published(problems
     site.services.problems = ProblemRepository(problems)
     site.services.settings = site.services.settings.model_copy(update={"instructor_token": "prof-token"})
     site.account("stu@uni.example", "Stu")
-    site.account("prof@uni.example", "Prof", Role.INSTRUCTOR)
+    site.account("prof@uni.example", "Prof", SiteRole.ADMIN)
     client = site.client
 
     def api_slugs(**headers: str) -> set[str]:
