@@ -24,7 +24,7 @@ from server.db import ClientStore, SubmissionStore, UserStore, make_engine
 from server.callback_sender import CallbackSender
 from server.grading import Grader, new_worker_id
 from server.lti.grade_sender import grade_sender  # LMS grade passback (issue 12)
-from server.limits import BodySizeLimit
+from server.limits import BodySizeLimit, UnstorableTextGuard
 from server.lti.routes import LtiService, router as lti_router  # LTI 1.3 tool (issue 12)
 from server.courses import pages as course_pages  # courses, gradebooks, regrades (issue 12)
 from server.packages import MAX_ARCHIVE_BYTES
@@ -156,6 +156,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         code, message = _validation_message(exc)
         return JSONResponse(status_code=code, content={"detail": message})
 
+    app.add_middleware(UnstorableTextGuard)  # inside BodySizeLimit: it reads bodies already capped
     # JSON escapes can make a 64 KiB source up to 6 times longer on the wire.
     app.add_middleware(BodySizeLimit, max_body_bytes=6 * settings.max_source_bytes + 64 * 1024,
                        per_path={"/api/v1/problems": MAX_ARCHIVE_BYTES})

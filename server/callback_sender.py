@@ -55,6 +55,10 @@ class CallbackSender(DueSender):
                     self.store.record_callback(record.id, status=CallbackStatus.REFUSED, code=None,
                                                error="the submission has no API client", next_at=None)
                     return CallbackStatus.REFUSED
+                if client.revoked_at is not None:  # a revoked client gets nothing more, regrades included
+                    self.store.record_callback(record.id, status=CallbackStatus.REFUSED, code=None,
+                                               error="the API client was revoked", next_at=None)
+                    return CallbackStatus.REFUSED
                 body = json.dumps(public_submission(record).model_dump(mode="json")).encode("utf-8")
                 attempt = deliver(record.callback_url, body, client.callback_secret, client.callback_prefixes,
                                   timeout_s=self.timeout_s)

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -16,6 +15,7 @@ from rich.text import Text
 from graders.checks.residuals import format_residuals
 from graders.problem import Problem, ProblemError, ProblemRepository
 from graders.verdict import VERDICT_EXPLANATIONS, Verdict, VerdictReport
+from server.console import make_console
 from server.settings import Settings
 
 if TYPE_CHECKING:
@@ -45,8 +45,8 @@ users_app.command("reset-password")(account_cli.reset_password)
 problems_app.command("regrade")(courses_cli.regrade)
 problems_app.command("regrades")(courses_cli.regrades)
 
-console = Console()
-err = Console(stderr=True)
+console = make_console()
+err = make_console(stderr=True)
 
 EXIT_ACCEPTED, EXIT_REJECTED, EXIT_USAGE = 0, 1, 2
 # Idle keep-alive connections stay open this long (uvicorn's default is 5 s). Browsers keep used
@@ -96,11 +96,15 @@ def serve(host: Annotated[str, typer.Option(help="address to listen on")] = "127
           problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
           workers: Annotated[Optional[int], typer.Option(help="submissions graded at once (embedded mode)")] = None,
           processes: Annotated[int, typer.Option(help="HTTP server processes (distributed mode only: with "
-                                                      "REMAT_JUDGE_REDIS_URL)", min=1, max=64)] = 1) -> None:
+                                                      "REMAT_JUDGE_REDIS_URL)", min=1, max=64)] = 1,
+          metrics_port: Annotated[Optional[int], typer.Option(help="serve Prometheus metrics on this port (every "
+                                                                   "server process's, and the queue depth)")] = None,
+          metrics_host: Annotated[str, typer.Option(help="address of the metrics server")] = "127.0.0.1") -> None:
     """Start the HTTP server (REST API under /api/v1, docs at /docs).
 
     Embedded mode (default): one process that also grades. With REMAT_JUDGE_REDIS_URL (and
     REMAT_JUDGE_DATABASE_URL): only stores and enqueues; `remat-judge worker` processes grade.
+    Metrics: on --metrics-port, or at /metrics for a scraper holding REMAT_JUDGE_METRICS_TOKEN.
     """
     import os
     import shutil
@@ -113,26 +117,45 @@ def serve(host: Annotated[str, typer.Option(help="address to listen on")] = "127
     if workers is not None:
         settings = settings.model_copy(update={"workers": workers})
     logs.configure(settings.log_format)
+    if processes > 1 and not settings.scaled:
+        err.print("[red]--processes above 1 needs the distributed mode (REMAT_JUDGE_REDIS_URL): each embedded "
+                  "process would grade on its own queue[/]")
+        raise typer.Exit(EXIT_USAGE)
+    if processes > 1:  # the server processes add up their metrics in one folder
+        multiproc = settings.data_dir.resolve() / "metrics-multiproc"
+        shutil.rmtree(multiproc, ignore_errors=True)
+        multiproc.mkdir(parents=True)
+        os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(multiproc))
+    if metrics_port is not None:
+        _serve_metrics(settings, metrics_port, metrics_host)
     if processes == 1:
         from server.app import create_app
 
         uvicorn.run(create_app(settings), host=host, port=port, log_level="info", log_config=None,
                     timeout_keep_alive=KEEP_ALIVE_S)
         return
-    if not settings.scaled:
-        err.print("[red]--processes above 1 needs the distributed mode (REMAT_JUDGE_REDIS_URL): each embedded "
-                  "process would grade on its own queue[/]")
-        raise typer.Exit(EXIT_USAGE)
-    # the server processes read their settings from the environment, and add up their metrics
+    # the server processes read their settings from the environment
     os.environ["REMAT_JUDGE_DATA_DIR"] = str(settings.data_dir.resolve())
     os.environ["REMAT_JUDGE_PROBLEMS_DIR"] = str(settings.problems_dir.resolve())
-    multiproc = settings.data_dir.resolve() / "metrics-multiproc"
-    shutil.rmtree(multiproc, ignore_errors=True)
-    multiproc.mkdir(parents=True)
-    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(multiproc))
     uvicorn.run("server.app:app_from_environment", factory=True, host=host, port=port, workers=processes,
                 timeout_keep_alive=KEEP_ALIVE_S,
                 log_level="info", log_config=None)
+
+
+def _serve_metrics(settings: Settings, port: int, host: str) -> None:
+    """Starts the metrics server of `serve` (a thread of this process): every server process's
+    metrics, and the queue depth read from the database at each scrape. Exits with a message when
+    the port is taken."""
+    from server import metrics
+    from server.db import SubmissionStore, make_engine
+
+    store = SubmissionStore(make_engine(settings.resolved_database_url))
+    try:
+        metrics.serve(port, host, queue_depth=store.queue_depth)
+    except OSError as exc:
+        err.print(f"[red]cannot serve metrics on {escape(host)}:{port}: {exc.strerror or exc}[/]")
+        raise typer.Exit(EXIT_USAGE) from None
+    err.print(f"[dim]metrics: http://{escape(host)}:{port}/metrics[/]", highlight=False)
 
 
 @app.command()
@@ -281,7 +304,7 @@ def problems_new(slug: Annotated[str, typer.Argument(help="the new problem's slu
         raise typer.Exit(EXIT_USAGE)
     console.print(f"created {target}: edit problem.toml, statement.md, starter.py, reference.py and wrong/ "
                   f"(replace every TODO), then run `remat-judge problems validate {slug}`. It stays unpublished "
-                  f"(instructors only) until `remat-judge problems publish {slug}`.", soft_wrap=True)
+                  f"(admins only) until `remat-judge problems publish {slug}`.", soft_wrap=True)
 
 
 ROW_COLUMNS = ("file", "expected", "got", "", "seconds", "residual bytes", "bwd peak bytes", "recompute FLOPs",
@@ -425,7 +448,7 @@ def problems_unpublish(slug: Annotated[str, typer.Argument(help="the problem's s
 def problems_add(path: Annotated[Path, typer.Argument(help="the package folder")],
                  server: Annotated[Optional[str], typer.Option(help="upload to this server instead (URL)")] = None,
                  token: Annotated[Optional[str], typer.Option(envvar="REMAT_JUDGE_INSTRUCTOR_TOKEN",
-                                                              help="instructor token for --server")] = None,
+                                                              help="the server's admin token (REMAT_JUDGE_INSTRUCTOR_TOKEN) for --server")] = None,
                  jobs: Annotated[int, typer.Option(help="files graded at once")] = 2,
                  data_dir: Annotated[Optional[Path], typer.Option(help="cache and seed folder")] = None,
                  problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
@@ -435,7 +458,7 @@ def problems_add(path: Annotated[Path, typer.Argument(help="the package folder")
     """Validate a package and install it into the problems folder, or with --server upload it to a
     running judge (which validates it again before installing it).
 
-    A new problem arrives unpublished (instructors only) unless --publish; one that replaces a
+    A new problem arrives unpublished (admins only) unless --publish; one that replaces a
     published problem stays published, flagged by `problems list` until it is published again.
     """
     from graders.publication import publication, todos
@@ -474,7 +497,7 @@ def problems_add(path: Annotated[Path, typer.Argument(help="the package folder")
         if response.status_code == 201:
             console.print(f"installed {body['slug']} version {body['version']}"
                           + (f" (replaces {body['previous_version']})" if body.get("previous_version") else "")
-                          + (", published" if body.get("published") else ", unpublished (instructors only)"))
+                          + (", published" if body.get("published") else ", unpublished (admins only)"))
             raise typer.Exit(0)
         err.print(f"[red]refused ({response.status_code}):[/] {body.get('detail', response.text[:500])}")
         raise typer.Exit(EXIT_REJECTED)
@@ -494,7 +517,7 @@ def problems_add(path: Annotated[Path, typer.Argument(help="the package folder")
     state = ("published" if now.published and not now.changed else
              f"still published, changed since publish: run `remat-judge problems publish {problem.slug}`"
              if now.published else
-             f"unpublished (instructors only) until `remat-judge problems publish {problem.slug}`")
+             f"unpublished (admins only) until `remat-judge problems publish {problem.slug}`")
     console.print(f"installed {problem.slug} version {problem.version} at {target}: {state}", soft_wrap=True)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import re
 import json
 import secrets
 import uuid
@@ -65,6 +66,7 @@ class SubmissionStatus(enum.StrEnum):
 
 
 FINISHED = (SubmissionStatus.DONE, SubmissionStatus.FAILED)
+SUBMISSION_ID = re.compile(r"^[0-9a-f]{32}$")  # what `SubmissionStore.create` makes (uuid4().hex): any other id is unknown
 
 
 class SiteRole(enum.StrEnum):

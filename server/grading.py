@@ -171,11 +171,19 @@ class Grader:
             if not stored:
                 log.warning("the claim on %s was taken over before its verdict was stored", submission_id)
                 return "lost"
-            metrics.observe_verdict(record.problem, report.verdict.value, report.timing_ms)
+            metrics.observe_verdict(self._metric_label(record.problem), report.verdict.value, report.timing_ms)
             log.info("graded %s (%s): %s in %.0f ms", submission_id, record.problem, report.verdict.value,
                      report.timing_ms.get("total", 0.0))
             self._announce(submission_id, record=record, verdict=report.verdict.value, score=report.score)
             return "graded"
+
+    def _metric_label(self, slug: str) -> str:
+        """The `problem` label of a verdict metric: the slug of a published problem, else
+        "unpublished" (metrics must not announce problems students cannot see)."""
+        try:
+            return slug if self.problems.is_published(slug) else metrics.UNPUBLISHED
+        except Exception:  # noqa: BLE001 - a package that does not load: no name either
+            return metrics.UNPUBLISHED
 
     def _fail(self, submission_id: str) -> str:
         record = self.store.get(submission_id)
@@ -189,7 +197,7 @@ class Grader:
         report.finished_at = utcnow().isoformat()
         self.store.finish(submission_id, verdict=Verdict.INTERNAL_ERROR.value, score=0.0, problem_version=None,
                           result_json=report.stored_json(), worker_id=self.worker_id, status=SubmissionStatus.FAILED)
-        metrics.observe_verdict(slug, Verdict.INTERNAL_ERROR.value, {})
+        metrics.observe_verdict(self._metric_label(slug), Verdict.INTERNAL_ERROR.value, {})
         log.error("submission %s failed after %d attempts", submission_id, self.max_attempts)
         self._announce(submission_id)
         return "failed"

@@ -1,8 +1,10 @@
-"""Prometheus metrics (prometheus-client), served at `/metrics` by the API and by
-`remat-judge worker --metrics-port`.
+"""Prometheus metrics (prometheus-client), served by `remat-judge serve --metrics-port` and
+`remat-judge worker --metrics-port` on a port of their own (127.0.0.1 unless told otherwise), and
+at `/metrics` on the API's port only to a scraper holding `REMAT_JUDGE_METRICS_TOKEN` as a bearer
+token (without one, `/metrics` there answers 404).
 
-Labels carry problem slugs, verdicts, phases and reasons only: never a user, client or
-submission (unbounded, and personal). With several processes on one machine (`remat-judge serve
+Labels carry published problem slugs ("unpublished" for the others), verdicts, phases and
+reasons only: never a user, client or submission (unbounded, and personal). With several processes on one machine (`remat-judge serve
 --processes N`), set `PROMETHEUS_MULTIPROC_DIR` to an empty folder before they start (the CLI
 does): every process then writes its values there and `/metrics` adds them up
 (prometheus-client's multiprocess mode; gauges are summed over live processes).
@@ -22,7 +24,7 @@ Metrics:
 from __future__ import annotations
 
 import os
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -41,6 +43,7 @@ INTERNAL_ERRORS = Counter("remat_judge_internal_errors", "INTERNAL_ERROR verdict
 REJECTED = Counter("remat_judge_rejected_requests", "submissions refused by admission control", ["reason"])
 
 PHASES = ("queue", "sandbox", "verify", "total")
+UNPUBLISHED = "unpublished"  # the problem label of verdicts on problems students cannot see
 
 
 def observe_verdict(problem: str, verdict: str, timing_ms: dict[str, float]) -> None:
@@ -84,8 +87,34 @@ def render(queue_depth: Callable[[], int] | None = None) -> bytes:
     return text
 
 
-def serve(port: int, host: str = "127.0.0.1") -> None:
-    """Serves this process's metrics on http://host:port/metrics (a background thread)."""
+class _Everything(Collector):
+    """This process's metrics (or, in multiprocess mode, every process's) and the queue depth."""
+
+    def __init__(self, queue_depth: Callable[[], int] | None):
+        self.queue_depth = queue_depth
+
+    def collect(self) -> Iterator[Any]:
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            from prometheus_client import multiprocess
+
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)
+            yield from registry.collect()
+        else:
+            yield from REGISTRY.collect()
+        if self.queue_depth is not None:
+            yield from _QueueDepth(self.queue_depth).collect()
+
+
+def serve(port: int, host: str = "127.0.0.1", queue_depth: Callable[[], int] | None = None) -> None:
+    """Serves the metrics on http://host:port/metrics (a background thread): this process's, every
+    process's in multiprocess mode, and the queue depth when given.
+
+    Raises:
+        OSError: the port is taken.
+    """
     from prometheus_client import start_http_server
 
-    start_http_server(port, addr=host)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Everything(queue_depth))
+    start_http_server(port, addr=host, registry=registry)

@@ -18,7 +18,7 @@ class ProblemSummary(BaseModel):
     difficulty: str
     tags: list[str]
     version: str
-    published: bool = Field(True, description="students see it (false: shown to the instructor token only)")
+    published: bool = Field(True, description="students see it (false: shown to the admin token only)")
 
 
 class ArgumentPublic(BaseModel):
@@ -140,6 +140,9 @@ class BatchItem(BaseModel):
     status: str | None = None
     error: int | None = None
     detail: str | None = None
+    retry_after_s: int | None = Field(default=None, description="for a 429 or 503 item: seconds to wait before "
+                                                                 "sending it again (the answer's Retry-After header "
+                                                                 "is the largest of them)")
 
 
 class BatchAnswer(BaseModel):

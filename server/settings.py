@@ -34,8 +34,9 @@ class Settings(BaseSettings):
         wall_time_limit_s, cpu_time_limit_s, memory_limit_mib: default jail limits (a problem
             may override them).
         verify_time_limit_s: wall seconds for running a submission's exported programs.
-        instructor_token: the bearer token that may upload problems (`POST /api/v1/problems`);
-            uploads are refused while it is unset.
+        instructor_token: the deployment's admin token (`server.authz`): the bearer token that may
+            upload problems (`POST /api/v1/problems`), see unpublished ones and read every
+            submission through the API; uploads are refused while it is unset.
         session_secret: signs the web session cookie; when unset, 32 random bytes are generated
             once and kept in `<data_dir>/session_secret` (mode 0600).
         cookie_secure: send the session cookie only over HTTPS (turn on behind TLS).
@@ -75,6 +76,8 @@ class Settings(BaseSettings):
             state for 5 minutes, so this bounds what one address can make the judge store.
         callback_max_attempts: deliveries of one callback before it is marked failed (also the
             POSTs of one LMS score, `server.lti.grade_sender`).
+        metrics_token: the bearer token a Prometheus scraper sends for `/metrics` on the API's port;
+            unset: `/metrics` answers 404 there (serve metrics with `serve --metrics-port`).
         callback_timeout_s: seconds one delivery may take (connect and answer; also each request
             of LMS grade passback).
     """
@@ -93,6 +96,7 @@ class Settings(BaseSettings):
     memory_limit_mib: int = 1536
     verify_time_limit_s: float = 60.0
     instructor_token: str | None = Field(default=None, repr=False)
+    metrics_token: str | None = Field(default=None, repr=False)
     session_secret: str | None = Field(default=None, repr=False)
     cookie_secure: bool = False
     session_max_age_s: int = 14 * 24 * 3600

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from graders.problem import ProblemError
 from server.admission import Rejected
 from server.db import ApiClientRecord, SubmissionRecord
+from server.text import unstorable_reason
 
 if TYPE_CHECKING:
     from server.api.deps import Services
@@ -54,12 +55,17 @@ def submit(services: Services, *, problem: str, source: str, owner_key: str,
         The stored submission (status "queued").
 
     Raises:
-        SubmitError: 422 empty source, 413 too large, 404 unknown (or, unless `unpublished_too`,
+        SubmitError: 422 a NUL or a lone surrogate in any text (before anything is counted), 422 empty source, 413 too large, 404 unknown (or, unless `unpublished_too`,
             unpublished) problem, 403 a problem outside
             the client's scope, 422 a callback URL outside the client's allowed prefixes (or
             without a client), 429 rate limit, 503 queue full or unavailable. Nothing is stored then.
     """
     settings = services.settings
+    for field, value in (("problem", problem), ("source", source), ("external_id", external_id),
+                         ("callback_url", callback_url)):
+        reason = unstorable_reason(value) if value is not None else None
+        if reason is not None:  # checked first: no message below may quote such text, nothing is counted
+            raise SubmitError(422, f"{field} contains {reason}; send UTF-8 text without it")
     if not source.strip():
         raise SubmitError(422, "the source is empty")
     if external_id is not None and not 1 <= len(external_id) <= MAX_EXTERNAL_ID_CHARS:

@@ -23,7 +23,7 @@ from server.authz import ADMIN_TOKEN, ANONYMOUS, Action, Principal, SubmissionTa
 from server.db import ApiClientRecord, SubmissionRecord
 
 bearer = HTTPBearer(auto_error=False, scheme_name="APIKey",
-                    description="An API client's key (`remat-judge clients create NAME`), or the instructor token")
+                    description="An API client's key (`remat-judge clients create NAME`), or the admin token (REMAT_JUDGE_INSTRUCTOR_TOKEN)")
 
 
 @dataclass(frozen=True)

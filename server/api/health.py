@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import secrets
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Response, status
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
@@ -49,6 +50,16 @@ async def readyz(services: ServicesDep) -> JSONResponse:
 
 
 @router.get("/metrics", include_in_schema=False)
-def prometheus_metrics(services: ServicesDep) -> Response:
-    """Prometheus exposition format (see `server/metrics.py` for the metrics)."""
+def prometheus_metrics(services: ServicesDep, authorization: Annotated[str | None, Header()] = None) -> Response:
+    """Prometheus exposition format (see `server/metrics.py` for the metrics), for a scraper that
+    sends `Authorization: Bearer <REMAT_JUDGE_METRICS_TOKEN>` (401 otherwise). Without a token
+    configured, 404: the metrics are then served only on `serve --metrics-port`."""
+    expected = services.settings.metrics_token
+    if not expected:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "metrics are not served on this port: set "
+                            "REMAT_JUDGE_METRICS_TOKEN, or run `remat-judge serve --metrics-port PORT`")
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not secrets.compare_digest(token.encode(), expected.encode()):
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "send Authorization: Bearer <metrics token>",
+                            headers={"WWW-Authenticate": "Bearer"})
     return Response(metrics.render(services.store.queue_depth), media_type=metrics.CONTENT_TYPE)

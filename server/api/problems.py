@@ -94,16 +94,16 @@ _publish_lock = threading.Lock()
 
 
 def require_instructor(services: ServicesDep,
-                       authorization: Annotated[str | None, Header(description="Bearer <instructor token>")] = None,
+                       authorization: Annotated[str | None, Header(description="Bearer <admin token>")] = None,
                        ) -> None:
-    """Dependency: the request carries the instructor token (401), and uploads are enabled (403)."""
+    """Dependency: the request carries the admin token (401), and uploads are enabled (403)."""
     expected = services.settings.instructor_token
     if not expected:
         raise HTTPException(status.HTTP_403_FORBIDDEN,
                             "problem uploads are disabled: the server has no REMAT_JUDGE_INSTRUCTOR_TOKEN")
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not secrets.compare_digest(token.encode(), expected.encode()):
-        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "an instructor token is required: "
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "the admin token (REMAT_JUDGE_INSTRUCTOR_TOKEN) is required: "
                             "Authorization: Bearer <token>", headers={"WWW-Authenticate": "Bearer"})
 
 
@@ -147,7 +147,7 @@ def _validate_and_install(services: Services, data: bytes, *, publish: bool) -> 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=ProblemPublished,
              dependencies=[Depends(require_instructor)],
              responses={400: {"description": "not a valid package archive"},
-                        401: {"description": "missing or wrong instructor token"},
+                        401: {"description": "missing or wrong admin token"},
                         403: {"description": "uploads disabled"},
                         422: {"description": "the package does not validate through the sandbox, or "
                                              "publish=true and a TODO is left"}},

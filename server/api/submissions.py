@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from server.api.auth import Caller, CallerDep, can_read
 from server.api.deps import Services, get_services
 from server.authz import Action, decide
-from server.db import SubmissionRecord
+from server.db import SUBMISSION_ID, SubmissionRecord
 from server.public import public_submission
 from server.schemas import BatchAnswer, BatchItem, SubmissionBatchCreate, SubmissionCreate, SubmissionPublic
 from server.submit import SubmitError, submit
@@ -88,17 +88,22 @@ async def create_submission(body: SubmissionCreate, caller: CallerDep, services:
 
 @router.post("/batch", response_model=BatchAnswer, status_code=status.HTTP_202_ACCEPTED,
              responses={**AUTH_RESPONSES, 422: {"description": "not a list of 1 to 20 submissions"}})
-def create_batch(body: SubmissionBatchCreate, caller: CallerDep, services: ServicesDep) -> BatchAnswer:
+def create_batch(body: SubmissionBatchCreate, caller: CallerDep, services: ServicesDep, response: Response) -> BatchAnswer:
     """Up to 20 submissions at once. Each is checked, admitted and stored on its own: the answer
     lists, in order, an id for each accepted one and the error (HTTP status and detail) of each
-    refused one. Read them back with `GET /api/v1/submissions/batch?ids=...`."""
+    refused one; a 429 or 503 item carries `retry_after_s`, and the answer then has a
+    `Retry-After` header (the largest). Read them back with `GET /api/v1/submissions/batch?ids=...`."""
     items = []
     for index, item in enumerate(body.submissions):
         try:
             record = _submit(services, caller, item)
             items.append(BatchItem(index=index, id=record.id, status=str(record.status)))
         except SubmitError as exc:
-            items.append(BatchItem(index=index, error=exc.status_code, detail=exc.message))
+            items.append(BatchItem(index=index, error=exc.status_code, detail=exc.message,
+                                   retry_after_s=exc.retry_after_s))
+    waits = [i.retry_after_s for i in items if i.retry_after_s is not None]
+    if waits:
+        response.headers["Retry-After"] = str(max(waits))
     return BatchAnswer(items=items)
 
 
@@ -112,7 +117,7 @@ def read_batch(caller: CallerDep, services: ServicesDep,
     if not wanted or len(wanted) > 20:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, "ids: give 1 to 20 comma-separated ids")
     chosen = _fields(fields)
-    found = services.store.get_many(wanted)
+    found = services.store.get_many([i for i in wanted if SUBMISSION_ID.match(i)])
     out = []
     for submission_id in wanted:
         record = found.get(submission_id)
@@ -140,9 +145,9 @@ def get_submission(submission_id: str, caller: CallerDep, services: ServicesDep,
                    fields: FieldsQuery = None) -> Any:
     """A submission's status and, once graded, its verdict JSON (only the fields asked for)."""
     chosen = _fields(fields)
-    record = services.store.get(submission_id)
+    record = services.store.get(submission_id) if SUBMISSION_ID.match(submission_id) else None
     if record is None or not can_read(caller, record):
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no submission {submission_id!r}")
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such submission")
     if chosen is not None:
         return JSONResponse(_shown(record, chosen))
     return public_submission(record)

@@ -11,17 +11,17 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from server.console import make_console
 from server.courses.models import Course, CourseError
 from server.courses.rules import GradeRule, LateRule, Policy
 
 courses_app = typer.Typer(help="Courses: assignments with deadlines and late rules, enrollments, extensions, "
                                "gradebooks (LTI courses are made by launches).", no_args_is_help=True)
-console = Console()
-err = Console(stderr=True)
+console = make_console()
+err = make_console(stderr=True)
 EXIT_USAGE = 2
 DataDir = Annotated[Optional[Path], typer.Option(help="the server's data folder")]
 

@@ -11,13 +11,14 @@ from typing import Annotated, Optional
 from urllib.parse import urlsplit
 
 import typer
-from rich.console import Console
 from rich.table import Table
+
+from server.console import make_console
 
 lti_app = typer.Typer(help="LTI 1.3 platforms (Canvas, Moodle, Blackboard, D2L): register, list, remove.",
                       no_args_is_help=True)
-console = Console()
-err = Console(stderr=True)
+console = make_console()
+err = make_console(stderr=True)
 EXIT_USAGE = 2
 
 

@@ -280,7 +280,19 @@ def launch_of(claims: dict[str, Any]) -> Launch:
                   role=role_for(claims[CLAIM_ROLES]), name=person_name(claims), email=person_email(claims),
                   context_id=identifier(context_id, "context id") if context_id is not None else None,
                   context_title=_text(context, "title") or _text(context, "label"),
-                  title=display_text(link.get("title")), ags=ags if isinstance(ags, dict) else None)
+                  title=display_text(link.get("title")), ags=_ags_endpoint(ags))
+
+
+def _ags_endpoint(claim: Any) -> dict[str, Any] | None:
+    """The AGS endpoint claim (AGS 3.1) as the judge keeps it: `lineitem` and `lineitems` when
+    they are storable strings, `scope` as its storable strings; None when it is not an object."""
+    if not isinstance(claim, dict):
+        return None
+    kept: dict[str, Any] = {k: claim[k] for k in ("lineitem", "lineitems")
+                            if isinstance(claim.get(k), str) and storable(claim[k]) and len(claim[k]) <= 2000}
+    scope = claim.get("scope")
+    kept["scope"] = [s for s in scope if isinstance(s, str) and storable(s)] if isinstance(scope, list) else []
+    return kept
 
 
 def person_name(claims: dict[str, Any]) -> str | None:

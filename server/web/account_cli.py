@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-console = Console()
-err = Console(stderr=True)
+from server.console import make_console
+
+console = make_console()
+err = make_console(stderr=True)
 EXIT_USAGE = 2
 
 

@@ -18,7 +18,7 @@ from graders.problem import Problem, ProblemError
 from graders.verdict import VerdictReport
 from server.api.deps import Services, get_services
 from server.authz import ANONYMOUS, Access, Action, Principal, decide
-from server.db import SubmissionRecord, UserRecord
+from server.db import SUBMISSION_ID, SubmissionRecord, UserRecord
 from server.submit import SubmitError
 from server.submit import submit as submit_service
 from server.web.auth import (OptionalUser, PrincipalDep, check_csrf, check_password, client_ip, csrf_token,
@@ -74,9 +74,6 @@ def _require_user(user: UserRecord | None, request: Request) -> UserRecord:
     if user is None:
         raise sign_in_redirect(request)
     return user
-
-
-SUBMISSION_ID = re.compile(r"^[0-9a-f]{32}$")  # uuid4().hex, as server/db.py makes them
 
 
 def _visible_submission(services: Services, submission_id: str, principal: Principal) -> SubmissionRecord:

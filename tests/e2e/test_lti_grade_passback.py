@@ -5,6 +5,7 @@ its line items) receives the scores in order; a web user without a launch sends 
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import datetime
 from pathlib import Path
@@ -14,10 +15,11 @@ import httpx
 import pytest
 
 from server.db import SubmissionStore, make_engine
+from server.lti.models import lti_email
 from server.lti.passback import PassbackStore
 from tests.lti_gradebook import Gradebook
 from tests.lti_platform import INSTRUCTOR, Browser, Platform, start_gradebook, start_tool
-from tests.support import PROBLEMS, Server
+from tests.support import PROBLEMS, Server, remat_judge
 
 pytestmark = [pytest.mark.e2e]
 
@@ -128,11 +130,15 @@ def test_a_launched_students_verdicts_reach_the_gradebook_in_order(server: Serve
     finally:
         browser.close()
 
-    # instructors see the passback state
+    # admins see the passback state (an LMS instructor is staff of a course, not an admin, until the CLI says so)
     teacher = Browser(server.url)
     try:
         platform.with_launch(sub="teacher-grades", roles=INSTRUCTOR, email=None)
         assert teacher.launch(platform).response.status_code == 200
+        assert teacher.client.get(f"{server.url}/lti/grades").status_code == 403
+        done = remat_judge("users", "role", lti_email(platform.issuer, "teacher-grades"), "admin",
+                           "--data-dir", str(server.data_dir), env=dict(os.environ))
+        assert done.returncode == 0, done.stdout + done.stderr
         page = teacher.client.get(f"{server.url}/lti/grades")
         assert page.status_code == 200 and "student-grades-1" in page.text and "delivered" in page.text
         assert "/lti/grades" in teacher.client.get(f"{server.url}/lti/setup").text

@@ -132,7 +132,9 @@ def test_a_students_launch_lands_signed_in_on_the_problem(server: Server, regist
     link = lti.lti_user(registered.issuer, "student-1")
     assert link is not None and link.role == "student" and link.email == "ada.student@lms.example"
     user = lti.users.get(link.user_id)
-    assert user is not None and user.role == "student" and user.email == "ada.student@lms.example"
+    # a plain user of the judge; the LMS email is a contact, not a sign-in email (it stays free)
+    assert user is not None and user.role == "user" and user.email.endswith("@lti.invalid")
+    assert user.contact_email == "ada.student@lms.example"
     [resource] = [r for r in lti.resource_links() if r.resource_link_id == "link-1"]
     assert resource.problem == "remat_sin_sin" and resource.deployment_id == "deployment-1"
     assert resource.ags_lineitem == ags["lineitem"] and resource.ags_lineitems == ags["lineitems"]
@@ -157,10 +159,13 @@ def test_instructors_launch_as_instructors(server: Server, registered: Platform,
                                            roles: list[str]) -> None:
     registered.with_launch(sub=f"teacher-{len(roles[0])}", name="Grace Teacher", email=None, roles=roles)
     assert browser.launch(registered).response.status_code == 200
+    # staff of the launch's course (the instructor pages show it), never a role on the whole judge
     assert browser.client.get(f"{server.url}/instructor", follow_redirects=False).status_code == 200
+    assert browser.client.get(f"{server.url}/instructor/clients", follow_redirects=False).status_code == 403
     link = store(server).lti_user(registered.issuer, f"teacher-{len(roles[0])}")
-    assert link is not None and link.role == "instructor"
-    assert store(server).users.get(link.user_id).email.endswith("@lti.invalid")  # type: ignore[union-attr]
+    assert link is not None and link.role == "staff"
+    account = store(server).users.get(link.user_id)
+    assert account is not None and account.email.endswith("@lti.invalid") and account.role == "user"
 
 
 def test_an_existing_accounts_email_is_not_merged(server: Server, registered: Platform, browser: Browser) -> None:
@@ -322,6 +327,9 @@ def test_the_setup_page_shows_instructors_what_to_paste_into_the_lms(server: Ser
     teacher = Browser(server.url)
     registered.with_launch(sub="setup-teacher", roles=INSTRUCTOR)
     assert teacher.launch(registered).response.status_code == 200
+    assert teacher.client.get(setup).status_code == 403  # an LMS instructor is staff of a course, not an admin
+    account = store(server).users.get(store(server).lti_user(registered.issuer, "setup-teacher").user_id)  # type: ignore[union-attr]
+    cli(server, "users", "role", account.email, "admin")  # type: ignore[union-attr]
     page = teacher.client.get(setup)
     kid = browser_get(server, "/lti/jwks").json()["keys"][0]["kid"]
     assert page.status_code == 200

@@ -195,7 +195,7 @@ def test_cli_new_validate_add_locally(tmp_path: Path, judge_config: JudgeConfig)
                          capture_output=True, text=True, env=env)
     assert add.returncode == 0, add.stdout + add.stderr
     assert (problems / "local_sin" / "reference.py").is_file()
-    assert "unpublished (instructors only)" in add.stdout
+    assert "unpublished (admins only)" in add.stdout
     # publish refuses while a TODO is left, then validates and publishes
     publish = [CLI, "problems", "publish", "local_sin", "--problems-dir", str(problems)]
     refused = subprocess.run(publish, capture_output=True, text=True, env=env)

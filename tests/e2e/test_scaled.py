@@ -35,7 +35,8 @@ class Deployment:
                     "REMAT_JUDGE_WAIT_TIMEOUT_S": "120",
                     # short timings, so the failure cases below take seconds
                     "REMAT_JUDGE_HEARTBEAT_TIMEOUT_S": "6", "REMAT_JUDGE_LEASE_S": "6",
-                    "REMAT_JUDGE_SWEEP_INTERVAL_S": "1", "REMAT_JUDGE_LOG_FORMAT": "json"}
+                    "REMAT_JUDGE_SWEEP_INTERVAL_S": "1", "REMAT_JUDGE_LOG_FORMAT": "json",
+                    "REMAT_JUDGE_METRICS_TOKEN": "scrape-token"}
         self.api: Server | None = None
         self.workers: list[Worker] = []
 
@@ -119,7 +120,8 @@ def test_a_hundred_submissions_are_each_graded_and_stored_once(deployment: Deplo
             assert response.status_code in (200, 202), response.text
             posted[response.json()["id"]] = expected
         done = _wait_all(client, list(posted), timeout_s=600)
-        metrics = client.get("/metrics").text
+        assert client.get("/metrics").status_code == 401  # the API's port serves metrics to the token only
+        metrics = client.get("/metrics", headers={"Authorization": "Bearer scrape-token"}).text
     assert len(done) == 100
     wrong = {i: (posted[i], b["verdict"]) for i, b in done.items() if b["verdict"] != posted[i]}
     assert wrong == {}

@@ -436,3 +436,45 @@ def test_https_to_a_pinned_address_still_checks_the_certificate_for_the_host_nam
                 assert "certificate" in attempt.error.lower() and "_ssl.c" not in attempt.error
         finally:
             listener.close()
+
+
+def test_a_revoked_client_gets_no_callback_not_even_after_a_regrade(receiver: Receiver, tmp_path: Path) -> None:
+    """Revoking a client stops its callbacks at once: one pending when it was revoked, and those a
+    regrade makes pending again, are refused without a connection."""
+    from server import migrate
+    from server.callback_sender import CallbackSender
+    from server.courses.regrade import RegradeStore
+    from server.db import CallbackStatus, ClientStore, SubmissionStore, make_engine
+
+    url = f"sqlite:///{tmp_path / 'judge.db'}"
+    migrate.upgrade(url)
+    engine = make_engine(url)
+    store, clients = SubmissionStore(engine), ClientStore(engine)
+    REPORT = '{"problem": "remat_sin_sin", "verdict": "ACCEPTED", "score": 1.0}'  # noqa: N806
+    client, _ = clients.create("lms", callback_allow=[receiver.base()])
+    sender = CallbackSender(store, clients, max_attempts=3, timeout_s=5)
+
+    def graded(callback_url: str) -> str:
+        record = store.create(problem="remat_sin_sin", source="x = 1", client_id=client.id, callback_url=callback_url)
+        assert store.claim(record.id, worker_id="w", lease_s=60, max_attempts=3).record is not None
+        assert store.finish(record.id, verdict="ACCEPTED", score=1.0, problem_version="v", result_json=REPORT,
+                            worker_id="w")
+        store.callback_due_now(record.id)
+        return record.id
+
+    delivered = graded(receiver.base() + "hook")
+    assert sender.send(store.claim_due_callbacks(lease_s=30)[0]) == CallbackStatus.DELIVERED
+    assert len(receiver.requests) == 1
+    pending = graded(receiver.base() + "hook")
+    assert clients.revoke("lms")
+    assert sender.send(store.claim_due_callbacks(lease_s=30)[0]) == CallbackStatus.REFUSED
+    assert store.get(pending).callback_last_error == "the API client was revoked"
+    RegradeStore(engine).start("remat_sin_sin", problem_version="v2", requested_by="admin")
+    for submission_id in (delivered, pending):
+        assert store.claim(submission_id, worker_id="w", lease_s=60, max_attempts=3).record is not None
+        assert store.finish(submission_id, verdict="WRONG_ANSWER", score=0.34, problem_version="v2",
+                            result_json=REPORT, worker_id="w")
+        store.callback_due_now(submission_id)
+    assert [sender.send(r) for r in store.claim_due_callbacks(lease_s=30)] == [CallbackStatus.REFUSED] * 2
+    assert receiver.connections == 1  # only the delivery made before the revocation
+    engine.dispose()

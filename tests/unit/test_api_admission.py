@@ -79,7 +79,11 @@ def test_a_full_queue_answers_503_and_stores_nothing(tmp_path: Path) -> None:
     assert refused.status_code == 503 and refused.headers["retry-after"] == "30"
     assert "2 submissions are waiting" in refused.json()["detail"]
     assert services.store.queue_depth() == 2
-    metrics = client.get("/metrics").text
+    assert client.get("/metrics").status_code == 404  # no token configured: not on the API's port
+    services.settings = services.settings.model_copy(update={"metrics_token": "scrape-token"})
+    assert client.get("/metrics").status_code == 401
+    assert client.get("/metrics", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    metrics = client.get("/metrics", headers={"Authorization": "Bearer scrape-token"}).text
     assert 'remat_judge_rejected_requests_total{reason="queue_full"}' in metrics
     assert "remat_judge_queue_depth 2.0" in metrics
 
