@@ -6,13 +6,30 @@ apart from reference.py so the checks never import the module that imports `refe
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from graders.limits import Aval
 from graders.verdict import ResidualFact
+
+if TYPE_CHECKING:
+    from graders.problem import Problem
+
+DATA_FILE, META_FILE = "arrays.bin", "meta.json"  # a cache entry's files (graders/reference.py)
+
+
+def seed_id(seed: bytes) -> str:
+    """A short public name for a secret seed (does not reveal it)."""
+    return hashlib.sha256(b"remat-judge seed id\0" + seed).hexdigest()[:12]
+
+
+def cache_dir(cache_root: Path, problem: "Problem", seed: bytes) -> Path:
+    """Where the expectations of `problem`'s version under `seed` are cached."""
+    return cache_root / problem.slug / f"{problem.version}-{seed_id(seed)}"
 
 
 @dataclass

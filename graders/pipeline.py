@@ -16,7 +16,7 @@ from typing import Callable
 from graders.config import JudgeConfig
 from graders.problem import Problem, case_arg_specs
 from graders.verdict import CheckResult, Verdict, VerdictReport, first_verdict
-from graders.verifier_client import Verifier, VerifierError, verifier_templates
+from graders.verifier_client import ReferenceCheckFailed, Verifier, VerifierError, verifier_templates
 from sandbox.bundle import Bundle, BundleError, parse_bundle
 from sandbox.jail import JailError, JailOutcome, JailRequest, jail_templates, run_in_jail
 from sandbox.limits import MIB, JailLimits
@@ -101,21 +101,59 @@ def _text(data: bytes) -> str:
 
 
 def internal_error_report(slug: str, message: str, *, version: str | None = None,
-                          t0: float | None = None) -> VerdictReport:
+                          t0: float | None = None, reference_check: str | None = None) -> VerdictReport:
     """The INTERNAL_ERROR report of a judge fault: the student is told it is not their fault; the
     cause (for instructors and logs, capped at 4000 characters) goes in the check's `internal`
-    details, which are stored but never in the verdict JSON students and API callers get."""
+    details, which are stored but never in the verdict JSON students and API callers get.
+    `reference_check` names the self-check the problem's reference failed, when that is the cause."""
     log.error("internal error grading %s: %s", slug, message)
     timing = {"total": (time.monotonic() - t0) * 1000} if t0 is not None else {}
+    internal: dict[str, str] = {"error": message[:4000]}
+    if reference_check is not None:
+        internal["reference_check"] = reference_check
     return VerdictReport(problem=slug, problem_version=version, verdict=Verdict.INTERNAL_ERROR,
                          checks=[CheckResult(name="judge", passed=False,
                                              message="the judge failed; this is not your fault",
-                                             internal={"error": message[:4000]})],
+                                             internal=internal)],
                          timing_ms=timing)
 
 
 def _internal(problem: Problem, message: str, t0: float) -> VerdictReport:
     return internal_error_report(problem.slug, message, version=problem.version, t0=t0)
+
+
+def _reference_failed(problem: Problem, failure: ReferenceCheckFailed, t0: float) -> VerdictReport:
+    return internal_error_report(problem.slug, f"the problem's reference failed its self-check, so nothing is "
+                                               f"judged against this version: {failure}",
+                                 version=problem.version, t0=t0, reference_check=failure.check)
+
+
+def failed_reference_check(report: VerdictReport) -> str | None:
+    """The self-check whose failure made `report` an INTERNAL_ERROR, or None."""
+    for check in report.checks:
+        if check.internal and "reference_check" in check.internal:
+            return str(check.internal["reference_check"])
+    return None
+
+
+def check_reference(problem: Problem, config: JudgeConfig) -> ReferenceCheckFailed | None:
+    """Builds (or loads) `problem`'s expectations in a verifier child, which runs the reference's
+    self-checks (`graders.reference`), and waits for them.
+
+    Returns:
+        None when the reference passed (its expectations are cached for grading), else the failure.
+
+    Raises:
+        VerifierError: a fault of the judge (the verifier could not start).
+    """
+    verifier = Verifier.start(problem, config)
+    try:
+        verifier.wait_ready()
+    except ReferenceCheckFailed as failure:
+        return failure
+    finally:
+        verifier.close()
+    return None
 
 
 def _verify_into(report: VerdictReport, verifier: Verifier, bundle_bytes: bytes,
@@ -129,6 +167,8 @@ def _verify_into(report: VerdictReport, verifier: Verifier, bundle_bytes: bytes,
     try:
         verifier.wait_ready()
         result = verifier.verify(bundle_bytes)
+    except ReferenceCheckFailed:
+        raise
     except VerifierError as exc:
         if exc.phase == "running" and exc.timed_out:
             verdict, message = Verdict.TIME_LIMIT_EXCEEDED, str(exc)
@@ -208,6 +248,8 @@ def judge_bundle(bundle_bytes: bytes, problem: Problem, config: JudgeConfig) -> 
         return _internal(problem, str(exc), t0)
     try:
         fault = _verify_into(report, verifier, bundle_bytes, config)
+    except ReferenceCheckFailed as failure:
+        return _reference_failed(problem, failure, t0)
     finally:
         verifier.close()
     if fault is not None:
@@ -242,7 +284,10 @@ def grade_once(source: str, problem: Problem, config: JudgeConfig) -> VerdictRep
             report.verdict = sandbox_check.verdict
         else:
             t1 = time.monotonic()
-            fault = _verify_into(report, verifier, outcome.bundle, config)
+            try:
+                fault = _verify_into(report, verifier, outcome.bundle, config)
+            except ReferenceCheckFailed as failure:
+                return _reference_failed(problem, failure, t0)
             if fault is not None:
                 return _internal(problem, fault, t0)
             report.timing_ms["verify"] = round((time.monotonic() - t1) * 1000, 1)
@@ -274,8 +319,8 @@ def grade(source: str, problem: Problem, config: JudgeConfig,
         if on_attempt is not None:
             on_attempt(attempt)
         report = grade_once(source, problem, config)
-        if report.verdict != Verdict.INTERNAL_ERROR:
-            break
+        if report.verdict != Verdict.INTERNAL_ERROR or failed_reference_check(report) is not None:
+            break  # a failed reference fails again: not retried
     assert report is not None
     report.score = report.score if report.verdict in (Verdict.ACCEPTED, Verdict.WRONG_POLICY,
                                                       Verdict.WRONG_GRADIENT, Verdict.WRONG_ANSWER) else 0.0

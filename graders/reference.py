@@ -6,12 +6,21 @@ on the hidden inputs with random cotangents. The results are cached on disk per 
 and per deployment seed (`<cache>/<slug>/<version>-<seed id>/`), as JSON plus one file of raw
 arrays (never pickle; see "the cache" below). Runs only in the trusted verifier process: this
 imports `reference.py`.
+
+The reference checks itself while it is built, once per version (`ReferenceCheckError`, one of
+`SELF_CHECKS`): it imports, exports and runs (`runtime_error`); exporting every case fits the
+time a submission gets for the same work in the jail (`time_limit`, the package's `[limits]
+wall_time_limit_s`); its programs fit what the verifier lets any program hold (`memory_limit`);
+a second export gives the same programs, or programs with bit-identical results
+(`deterministic`); and in float64 its gradients are the derivatives of its own function along
+random directions (`finite_difference`). Submissions are then judged against the reference's
+gradients alone: a version whose reference fails is never used to grade anyone, and the failure
+is cached beside its entry (`<entry>.failed.json`) so it is not rebuilt for every submission.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -23,6 +32,7 @@ import shutil
 import struct
 import sys
 import tempfile
+import time
 import zlib
 from dataclasses import asdict
 from pathlib import Path
@@ -33,13 +43,14 @@ import numpy as np
 from graders.artifacts import Aval, ModuleInfo, deserialize, exported_avals, inspect_module
 from graders.checks.residuals import describe_residuals
 from graders.evaluate import ArtifactRunError, CaseData, evaluate_cases
-from graders.expectation import ARRAY_FIELDS, CaseExpectation, Expectations, named_sources
+from graders.expectation import (ARRAY_FIELDS, DATA_FILE, META_FILE, CaseExpectation, Expectations, cache_dir,
+                                 named_sources, seed_id)
 from graders.limits import VerifyLimits
 from graders.problem import Problem, _np_dtype, case_arg_specs, hidden_inputs, leaf_names, random_cotangents
 from graders.verdict import ResidualFact
 from jailside.export import export_case, residual_notes
 
-CACHE_FORMAT = 5  # 4: arrays.bin (mapped, checksummed) instead of arrays.npz; 5: evaluate.COMPILER_OPTIONS
+CACHE_FORMAT = 6  # 4: arrays.bin (mapped, checksummed); 5: evaluate.COMPILER_OPTIONS; 6: self-checked, float64 FD
 log = logging.getLogger(__name__)
 
 
@@ -47,13 +58,30 @@ class ReferenceSolutionError(Exception):
     """The reference solution could not be exported or run: a fault of the problem (INTERNAL_ERROR)."""
 
 
-def seed_id(seed: bytes) -> str:
-    """A short public name for a secret seed (does not reveal it)."""
-    return hashlib.sha256(b"remat-judge seed id\0" + seed).hexdigest()[:12]
+SELF_CHECKS = ("finite_difference", "deterministic", "time_limit", "memory_limit", "runtime_error")
+FD_STEP = 1e-9  # the float64 finite-difference step (scaled by max(1, max|x|) per leaf): small, so few relu
+                # kinks fall inside it (at 1e-6, 8 layers of 131k relus gave 0.7% in scan_layers_remat)
+FD_TOLERANCE = 1e-3  # relative disagreement allowed in float64 (measured on the bank's references: at most
+                     # 1.3e-5, rounding; a stop_gradient or a wrong custom_vjp is off by percents or more)
 
 
-def cache_dir(cache_root: Path, problem: Problem, seed: bytes) -> Path:
-    return cache_root / problem.slug / f"{problem.version}-{seed_id(seed)}"
+class ReferenceCheckError(ReferenceSolutionError):
+    """The reference failed self-checks: a fault of the problem's author.
+
+    Attributes:
+        failures: (check, message) per failed self-check, `check` one of `SELF_CHECKS` and
+            `message` what went wrong, for the author (naming the `[limits]` key to raise where one
+            applies). The determinism and finite-difference checks both run before this is raised.
+        check, message: the first failure's.
+    """
+
+    def __init__(self, check: str, message: str, *, more: list[tuple[str, str]] | None = None):
+        self.failures = [(check, message), *(more or [])]
+        assert all(c in SELF_CHECKS for c, _ in self.failures), self.failures
+        super().__init__("\n".join(f"reference.py: {c}: {m}" for c, m in self.failures))
+        self.check, self.message = check, message
+
+
 
 
 # --- loading the reference -----------------------------------------------------------------------
@@ -128,25 +156,36 @@ def _max_error(reference: np.ndarray, truth: np.ndarray) -> float:
     return float(np.max(finite)) if finite.size else 0.0
 
 
-def _float64_errors(fn: Callable[..., Any], specs: list[dict[str, Any]], expectation: CaseExpectation,
-                    n_out: int) -> None:
-    """Evaluates the reference in float64 on the case's hidden inputs and cotangents (upcast) and
-    stores the float32 reference's own largest error per output, gradient and (when the float64
+def _float64_truth(fn: Callable[..., Any], specs: list[dict[str, Any]], expectation: CaseExpectation,
+                   n_out: int) -> list[tuple[float, float]] | None:
+    """Evaluates the reference in float64 on the case's hidden inputs and cotangents (upcast), and
+    at inputs shifted by `FD_STEP` along the case's random directions.
+
+    Stores the float32 reference's own largest error per output, gradient and (when the float64
     residuals line up with the float32 ones) residual: the scale tolerances are calibrated on
-    (DESIGN.md, "Tolerances"). Leaves them empty when the reference cannot run in float64: checks
-    then use the problem's fixed tolerance."""
+    (docs/ARCHITECTURE.md, "Tolerances"). Leaves them empty when the reference cannot run in
+    float64: checks then use the problem's fixed tolerance.
+
+    Returns:
+        Per hidden input, (central difference, analytic directional derivative) in float64: the
+        reference's finite-difference self-check; None when the reference cannot run in float64
+        with every input and output in float64 (the check is then skipped).
+    """
     import jax
 
     try:
         with jax.enable_x64(True):
             fwd_blob, bwd_blob, n64 = export_case(fn, _float64_specs(specs))
             fwd, bwd = deserialize(fwd_blob), deserialize(bwd_blob)
-            res64 = exported_avals(fwd.out_avals)[n64:]
+            out64 = exported_avals(fwd.out_avals)
+            res64 = out64[n64:]
             same_residuals = [a.shape for a in res64] == [tuple(r.shape) for r in expectation.residuals]
             if n64 != n_out:
-                return
+                return None
+            all_f64 = all(a.dtype == "float64" for a in [*exported_avals(fwd.in_avals), *out64[:n_out]])
             (truth,) = evaluate_cases([CaseData(
-                fwd=fwd, bwd=bwd, n_out=n_out, directions=None, step=0.0,
+                fwd=fwd, bwd=bwd, n_out=n_out, step=FD_STEP,
+                directions=[[np.asarray(d, np.float64) for d in ds] for ds in expectation.fd_directions] or None,
                 inputs=[[np.asarray(x, np.float64) for x in xs] for xs in expectation.inputs],
                 cotangents=[[np.asarray(c, np.float64) for c in cts] for cts in expectation.cotangents])])
         outputs = [[_max_error(r, t) for r, t in zip(expectation.outputs[k], outs)]
@@ -156,25 +195,89 @@ def _float64_errors(fn: Callable[..., Any], specs: list[dict[str, Any]], expecta
         residuals = [[_max_error(r, t) for r, t in zip(expectation.residual_values[k], res)]
                      for k, res in enumerate(truth.residuals)]
     except Exception:  # the float64 evaluation is a calibration aid; the fixed tolerance stands in
-        return
+        return None
     expectation.output_errors, expectation.gradient_errors = outputs, gradients
     if same_residuals:
         expectation.residual_errors = residuals
+    return truth.fd if all_f64 else None
 
 
-def build_expectations(problem: Problem, *, seed: bytes) -> Expectations:
-    """Exports and runs the reference on every case, in float32 (as judged) and float64 (the truth).
+def fd_disagreement(fd: float, analytic: float) -> float:
+    """How far a central difference and an analytic directional derivative disagree, relative to
+    the larger of the two (0.0 when both are below 1e-12: no slope to speak of)."""
+    scale = max(abs(fd), abs(analytic))
+    if not math.isfinite(fd) or not math.isfinite(analytic):
+        return math.inf
+    return 0.0 if scale < 1e-12 else abs(fd - analytic) / scale
+
+
+def _check_finite_difference(case: str, fd: list[tuple[float, float]]) -> None:
+    """Raises `ReferenceCheckError("finite_difference")` when, in float64, the reference's gradient
+    along a random direction disagrees with its own function's rate of change there."""
+    for k, (central, analytic) in enumerate(fd):
+        disagreement = fd_disagreement(central, analytic)
+        if disagreement > FD_TOLERANCE:
+            raise ReferenceCheckError(
+                "finite_difference",
+                f"on case {case!r} (hidden input {k + 1} of {len(fd)}), in float64, the reference's gradient "
+                f"says the function changes at rate {analytic:.6g} along a random direction, but the function "
+                f"itself changes at rate {central:.6g} (relative difference {disagreement:.2%}, allowed "
+                f"{FD_TOLERANCE:.1%}): its backward pass does not differentiate its forward pass. Look for a "
+                f"stop_gradient, a custom_vjp whose backward rule is wrong, or a value computed outside JAX.")
+
+
+def _same_values(a: Any, b: Any) -> bool:
+    """Bit-identical results of two evaluations (NaN equal to NaN): outputs, residuals, gradients."""
+    for field_a, field_b in ((a.outputs, b.outputs), (a.residuals, b.residuals), (a.gradients, b.gradients)):
+        for xs, ys in zip(field_a, field_b):
+            if len(xs) != len(ys) or not all(np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True)
+                                             for x, y in zip(xs, ys)):
+                return False
+    return True
+
+
+def _export(fn: Callable[..., Any], specs: list[dict[str, Any]], case: str) -> tuple[bytes, bytes, int]:
+    """`export_case` of the reference on one case.
 
     Raises:
-        ReferenceSolutionError: the reference fails to import, export or run.
+        ReferenceCheckError: runtime_error, with what the reference raised.
+    """
+    try:
+        return export_case(fn, specs)
+    except MemoryError:
+        raise ReferenceCheckError("memory_limit", f"exporting the reference on case {case!r} ran out of "
+                                                  f"memory: make the case smaller") from None
+    except Exception as exc:
+        raise ReferenceCheckError("runtime_error", f"exporting the reference on case {case!r} raised "
+                                                   f"{type(exc).__name__}: {exc}") from exc
+
+
+def build_expectations(problem: Problem, *, seed: bytes, export_budget_s: float | None = None,
+                       limits: VerifyLimits | None = None) -> Expectations:
+    """Exports and runs the reference on every case, in float32 (as judged) and float64 (the
+    truth), checking it on the way (the module docstring's self-checks).
+
+    Args:
+        problem: the package.
+        seed: the deployment's hidden-input seed.
+        export_budget_s: the most wall seconds exporting every case once may take: the jail's
+            `wall_time_limit_s` for this problem (a submission doing the same work in that time
+            is judged TIME_LIMIT_EXCEEDED). None: no budget.
+        limits: the verifier's caps on any program (default `VerifyLimits()`).
+
+    Raises:
+        ReferenceCheckError: a self-check failed (the message is for the package's author).
     """
     import jax
 
+    limits = limits or VerifyLimits()
     try:
         module = _import_file(problem.reference_path, f"_remat_reference_{problem.slug}")
         fn = getattr(module, problem.spec.entry_point)
     except Exception as exc:
-        raise ReferenceSolutionError(f"{problem.reference_path}: {type(exc).__name__}: {exc}") from exc
+        raise ReferenceCheckError("runtime_error", f"importing reference.py and finding "
+                                                   f"{problem.spec.entry_point!r} raised {type(exc).__name__}: "
+                                                   f"{exc}") from exc
     plain_fn = None
     try:
         with checkpoint_disabled():
@@ -184,15 +287,30 @@ def build_expectations(problem: Problem, *, seed: bytes) -> Expectations:
         plain_fn = None
     names = leaf_names(problem.spec)
     k_inputs = problem.spec.verify.inputs_per_case
-    cases, artifacts = [], []
+    cases, artifacts, digests = [], [], []
+    export_s = 0.0
     for case in problem.spec.cases:
         specs = case_arg_specs(problem.spec, case)
-        try:
-            fwd_blob, bwd_blob, n_out = export_case(fn, specs)
-        except Exception as exc:
-            raise ReferenceSolutionError(f"exporting the reference on case {case.name!r}: {type(exc).__name__}: {exc}") from exc
+        t0 = time.monotonic()
+        fwd_blob, bwd_blob, n_out = _export(fn, specs, case.name)
+        export_s += time.monotonic() - t0
+        if export_budget_s is not None and export_s > export_budget_s:
+            raise ReferenceCheckError(
+                "time_limit", f"exporting the reference took {export_s:.1f} s by case {case.name!r}, more than "
+                              f"the {export_budget_s:g} s a submission gets for exporting every case in the jail "
+                              f"([limits] wall_time_limit_s): a submission as fast as the reference would be "
+                              f"judged TIME_LIMIT_EXCEEDED. Make the reference (or the cases) faster, or raise "
+                              f"wall_time_limit_s in problem.toml's [limits].")
         fwd, bwd = deserialize(fwd_blob), deserialize(bwd_blob)
         fwd_info, bwd_info = inspect_module(fwd), inspect_module(bwd)
+        for kind, info in (("forward", fwd_info), ("backward", bwd_info)):
+            if info.peak_live_bytes > limits.max_peak_live_bytes:
+                raise ReferenceCheckError(
+                    "memory_limit", f"on case {case.name!r} the reference's {kind} program holds "
+                                    f"{info.peak_live_bytes:,} bytes live at once, more than the "
+                                    f"{limits.max_peak_live_bytes:,} the verifier lets any exported program hold "
+                                    f"(a submission like it is judged MEMORY_LIMIT_EXCEEDED): make the case smaller.")
+        digests.append((fwd_info.digest, bwd_info.digest))
         out_avals = exported_avals(fwd.out_avals)
         residuals = describe_residuals(out_avals[n_out:], residual_notes(fn, specs),
                                        sources=named_sources(fwd_info.sources[n_out:], names), hide_source=True)
@@ -212,7 +330,7 @@ def build_expectations(problem: Problem, *, seed: bytes) -> Expectations:
             full_remat_bytes=full[0] if full else None,
             full_remat_bwd_peak_bytes=full[1].peak_live_bytes if full else None,
             full_remat_bwd_flops=full[1].flops if full else None,
-            fd_step=1e-3, fd_reference_error=[],
+            fd_step=FD_STEP, fd_reference_error=[],
         )
         for k in range(k_inputs):
             expectation.inputs.append(hidden_inputs(problem.spec, case, seed=seed, version=problem.version, index=k))
@@ -224,21 +342,81 @@ def build_expectations(problem: Problem, *, seed: bytes) -> Expectations:
                 version=problem.version, case=case.name + "/fd-direction", index=k))
         cases.append(expectation)
         artifacts.append(CaseData(fwd=fwd, bwd=bwd, n_out=n_out, inputs=expectation.inputs,
-                                  cotangents=expectation.cotangents, directions=expectation.fd_directions,
-                                  step=expectation.fd_step,
+                                  cotangents=expectation.cotangents, directions=None, step=0.0,
                                   peak_bytes=max(fwd_info.peak_live_bytes, bwd_info.peak_live_bytes)))
-    # run as the verifier runs a submission's (the grouping of cases changes no value)
+    values = _run_reference(artifacts, cases, limits)
+    failures: list[ReferenceCheckError] = []
     try:
-        values = evaluate_cases(artifacts, max_group_bytes=VerifyLimits().max_peak_live_bytes)
-    except ArtifactRunError as exc:
-        raise ReferenceSolutionError(f"running the reference on case {cases[exc.case].name!r}: {exc}") from exc
-    for expectation, got, data in zip(cases, values, artifacts):
+        _check_deterministic(fn, problem, cases, artifacts, digests, values, limits)
+    except ReferenceCheckError as failure:
+        if failure.check != "deterministic":
+            raise
+        failures.append(failure)
+    for expectation, got in zip(cases, values):
         expectation.outputs, expectation.residual_values, expectation.gradients = got.outputs, got.residuals, got.gradients
-        expectation.fd_reference_error = [abs(fd - analytic) / (abs(analytic) + 1e-12) for fd, analytic in got.fd]
     for case, expectation, data in zip(problem.spec.cases, cases, artifacts):
-        _float64_errors(fn, case_arg_specs(problem.spec, case), expectation, data.n_out)
+        fd = _float64_truth(fn, case_arg_specs(problem.spec, case), expectation, data.n_out)
+        if fd is not None:
+            expectation.fd_reference_error = [fd_disagreement(c, a) for c, a in fd]
+            if not any(f.check == "finite_difference" for f in failures):
+                try:
+                    _check_finite_difference(case.name, fd)
+                except ReferenceCheckError as failure:
+                    failures.append(failure)
+    if failures:
+        raise ReferenceCheckError(failures[0].check, failures[0].message,
+                                  more=[(f.check, f.message) for f in failures[1:]])
     return Expectations(slug=problem.slug, version=problem.version, jax_version=jax.__version__,
                         leaf_names=names, cases=cases)
+
+
+def _run_reference(artifacts: list[CaseData], cases: list[CaseExpectation], limits: VerifyLimits) -> list[Any]:
+    """Runs the reference's programs as the verifier runs a submission's (the grouping of cases
+    changes no value).
+
+    Raises:
+        ReferenceCheckError: runtime_error or memory_limit.
+    """
+    try:
+        return evaluate_cases(artifacts, max_group_bytes=limits.max_peak_live_bytes)
+    except ArtifactRunError as exc:
+        raise ReferenceCheckError("runtime_error", f"running the reference's exported programs on case "
+                                                   f"{cases[exc.case].name!r} failed: {exc}") from exc
+    except MemoryError:
+        raise ReferenceCheckError("memory_limit", "running the reference's exported programs ran out of the "
+                                                  "verifier's memory: make the cases smaller") from None
+
+
+def _check_deterministic(fn: Callable[..., Any], problem: Problem, cases: list[CaseExpectation],
+                         artifacts: list[CaseData], digests: list[tuple[str, str]], values: list[Any],
+                         limits: VerifyLimits) -> None:
+    """Exports the reference a second time: the same programs (normalized digests), or programs
+    whose results on every hidden input are bit-identical to the first's.
+
+    Raises:
+        ReferenceCheckError: deterministic, when the results differ (randomness or state that the
+            reference reads while it is traced: an unseeded numpy or Python random, the clock, a
+            global that changes between calls).
+    """
+    changed: list[int] = []  # indices of the cases whose second export differs
+    again: list[CaseData] = []
+    for i, (case, data, first) in enumerate(zip(problem.spec.cases, artifacts, digests)):
+        fwd_blob, bwd_blob, n_out = _export(fn, case_arg_specs(problem.spec, case), case.name)
+        fwd, bwd = deserialize(fwd_blob), deserialize(bwd_blob)
+        if (inspect_module(fwd).digest, inspect_module(bwd).digest) == first:
+            continue
+        changed.append(i)
+        again.append(CaseData(fwd=fwd, bwd=bwd, n_out=n_out, inputs=data.inputs, cotangents=data.cotangents,
+                              directions=None, step=0.0, peak_bytes=data.peak_bytes))
+    if not again:
+        return
+    for i, second in zip(changed, _run_reference(again, [cases[j] for j in changed], limits)):
+        if not _same_values(values[i], second):
+            raise ReferenceCheckError(
+                "deterministic", f"exported twice, the reference gives different results on case "
+                                 f"{cases[i].name!r}: it reads randomness or changing state while it is traced (an "
+                                 f"unseeded numpy or Python random, the clock, a global). Use jax.random with a "
+                                 f"fixed key, or make the value an argument.")
 
 
 # --- the cache -------------------------------------------------------------------------------------
@@ -252,7 +430,6 @@ def build_expectations(problem: Problem, *, seed: bytes) -> Expectations:
 # format, or whose checksums disagree (a partial write, corruption, a meta.json from another
 # build) makes the entry unreadable: it is rebuilt, never trusted.
 
-DATA_FILE, META_FILE = "arrays.bin", "meta.json"
 DATA_MAGIC = b"RJEXPECT"
 _HEADER = struct.Struct("<8sIIIQ")  # magic, format, crc32(meta.json), crc32(data), data bytes
 HEADER_BYTES = 64
@@ -402,18 +579,61 @@ def load_expectations(directory: Path) -> Expectations | None:
         return None
 
 
-def ensure_expectations(problem: Problem, *, seed: bytes, cache_root: Path) -> Expectations:
-    """The cached expectations of `problem`, built and stored first when missing.
+def failure_path(directory: Path) -> Path:
+    """Where a version's failed self-check is kept: beside its cache entry."""
+    return directory.with_name(directory.name + ".failed.json")
+
+
+# self-checks whose failure depends on the package alone (not on how busy the machine is): cached
+CACHED_FAILURES = ("finite_difference", "deterministic", "memory_limit", "runtime_error")
+
+
+def recorded_failure(directory: Path) -> ReferenceCheckError | None:
+    """The self-check failure recorded for the entry at `directory`, or None."""
+    try:
+        data = json.loads(failure_path(directory).read_text(encoding="utf-8"))
+        failures = [(str(f["check"]), str(f["message"])) for f in data["failures"]]
+        return ReferenceCheckError(*failures[0], more=failures[1:])
+    except (OSError, ValueError, KeyError, TypeError, AssertionError):
+        return None
+
+
+def record_failure(directory: Path, failure: ReferenceCheckError) -> None:
+    """Keeps `failure` beside the entry at `directory` (atomically; a cache we cannot write costs
+    time, not correctness)."""
+    path = failure_path(directory)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps({"failures": [{"check": c, "message": m} for c, m in failure.failures]}),
+                             encoding="utf-8")
+        temporary.replace(path)
+    except OSError as exc:
+        log.warning("cannot record the reference failure of %s: %s", directory, exc)
+
+
+def ensure_expectations(problem: Problem, *, seed: bytes, cache_root: Path, export_budget_s: float | None = None,
+                        limits: VerifyLimits | None = None) -> Expectations:
+    """The cached expectations of `problem`, built (and self-checked) and stored first when missing.
 
     Raises:
-        ReferenceSolutionError: building failed.
+        ReferenceCheckError: the reference failed a self-check, now or when this version was
+            built before (`recorded_failure`: not rebuilt).
     """
     directory = cache_dir(cache_root, problem, seed)
     found = load_expectations(directory)
     if found is not None:
         return found
+    failed = recorded_failure(directory)
+    if failed is not None:
+        raise failed
     shutil.rmtree(directory, ignore_errors=True)  # stale (another format or JAX version) or unreadable
-    built = build_expectations(problem, seed=seed)
+    try:
+        built = build_expectations(problem, seed=seed, export_budget_s=export_budget_s, limits=limits)
+    except ReferenceCheckError as failure:
+        if all(check in CACHED_FAILURES for check, _ in failure.failures):
+            record_failure(directory, failure)
+        raise
     try:
         save_expectations(built, directory)
     except OSError as exc:  # a cache we cannot write costs time, not correctness

@@ -1,6 +1,7 @@
-"""Validating a problem package through the real sandbox: the reference and every `right/`
-submission must be ACCEPTED, and every `wrong/` submission must get the verdict its first line
-promises."""
+"""Validating a problem package through the real sandbox: first the reference checks itself
+(`graders.reference`: it runs, in time and memory, deterministically, with gradients that are the
+derivatives of its function); then the reference and every `right/` submission must be ACCEPTED,
+and every `wrong/` submission must get the verdict its first line promises."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from graders.checks.residuals import signature
-from graders.pipeline import JudgeConfig, grade
+from graders.pipeline import JudgeConfig, check_reference, grade
 from graders.problem import Problem
 from graders.verdict import Verdict, VerdictReport
 
@@ -53,10 +54,15 @@ class ValidationReport:
     version: str
     rows: list[ValidationRow] = field(default_factory=list)
     error: str = ""
+    reference_failures: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.error and bool(self.rows) and all(r.ok for r in self.rows)
+        return not self.error and not self.reference_failures and bool(self.rows) and all(r.ok for r in self.rows)
+
+    def reference_lines(self) -> list[str]:
+        """One line per failed self-check of the reference: `reference.py: <check>: <message>`."""
+        return [f"reference.py: {check}: {message}" for check, message in self.reference_failures]
 
 
 def _indistinguishable(problem: Problem, report: VerdictReport, reference: VerdictReport) -> str:
@@ -90,14 +96,19 @@ def validate_problem(problem: Problem, config: JudgeConfig, *, jobs: int = 2,
         on_row: called after each file is graded (for progress display).
 
     Returns:
-        The report; `ok` is False on any mismatch, a reference or right/ file that is not
-        ACCEPTED, or a WRONG_POLICY submission the judge cannot tell apart from the reference.
+        The report; `ok` is False when the reference fails a self-check (then no file is graded:
+        `reference_failures`), on any mismatch, a reference or right/ file that is not ACCEPTED,
+        or a WRONG_POLICY submission the judge cannot tell apart from the reference.
     """
     result = ValidationReport(slug=problem.slug, version=problem.version)
     try:
         variants = problem.right_submissions() + problem.wrong_submissions()
     except Exception as exc:  # a malformed expect line
         result.error = str(exc)
+        return result
+    failed = check_reference(problem, config)
+    if failed is not None:
+        result.reference_failures = failed.failures
         return result
 
     def run(path: Path, expected: Verdict) -> tuple[ValidationRow, VerdictReport]:

@@ -56,7 +56,8 @@ class CheckResult(BaseModel):
     """One check of the verifier.
 
     Attributes:
-        name: "sandbox", "module", "avals", "value", "gradient", "finite_difference",
+        name: "sandbox", "module", "avals", "value", "gradient" ("finite_difference" in reports
+            stored before the reference checked itself),
             "residuals" or "peak_memory".
         passed: whether it passed.
         message: text a student can act on.

@@ -1,9 +1,10 @@
 """The verifier: judges a bundle's exported artifacts against the reference, never running submission Python.
 
-Steps (DESIGN.md): 1. module checks before anything runs (op allowlist, sizes, platform, effects);
-2. aval checks against the case and the reference; 3. the residual signature read from the fwd
-artifact; 4. values and gradients on the hidden inputs with random cotangents; 5. a
-finite-difference second opinion; 6. peak live bytes of both artifacts.
+Steps (docs/ARCHITECTURE.md): 1. module checks before anything runs (op allowlist, sizes,
+platform, effects); 2. aval checks against the case and the reference; 3. the residual signature
+read from the fwd artifact; 4. values and gradients on the hidden inputs with random cotangents,
+against the reference's (whose own gradients were checked against finite differences in float64
+once per version, `graders.reference`); 5. peak live bytes of both artifacts.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Callable
 
 from graders.artifacts import ArtifactError, deserialize, exported_avals, inspect_module, shared_ir_context
 from graders.checks.common import CaseRun
-from graders.checks.gradients import check_finite_difference, check_gradients
+from graders.checks.gradients import check_gradients
 from graders.checks.residuals import check_peak_memory, check_residuals, describe_residuals, signature
 from graders.checks.values import check_values
 from graders.evaluate import ArtifactRunError, CaseData, evaluate_cases
@@ -150,9 +151,8 @@ def _load_case(expected: CaseExpectation, case: BundleCase, problem: Problem, li
 
 
 def _execute(loaded: list[_Loaded], limits: VerifyLimits) -> list[CaseRun]:
-    """Steps 4 and 5: every case's fwd then bwd on every hidden input, and fwd at the shifted
-    inputs of the finite-difference opinion, in one compiled program (`evaluate_cases`, as the
-    reference was evaluated).
+    """Step 4: every case's fwd then bwd on every hidden input, in one compiled program per
+    artifact kind (`evaluate_cases`, as the reference was evaluated).
 
     Raises:
         _Stop: the submission's artifact raised while it was traced, lowered, compiled or run
@@ -161,8 +161,7 @@ def _execute(loaded: list[_Loaded], limits: VerifyLimits) -> list[CaseRun]:
     """
     data = [CaseData(fwd=item.fwd, bwd=item.bwd, n_out=len(item.expected.output_avals),
                      inputs=item.expected.inputs, cotangents=item.expected.cotangents,
-                     directions=item.expected.fd_directions, step=item.expected.fd_step,
-                     peak_bytes=max(item.fwd_peak, item.bwd_peak)) for item in loaded]
+                     directions=None, step=0.0, peak_bytes=max(item.fwd_peak, item.bwd_peak)) for item in loaded]
     try:
         # cases share programs while their static peaks add up to what one artifact may hold
         values = evaluate_cases(data, max_group_bytes=limits.max_peak_live_bytes)
@@ -233,7 +232,7 @@ def score_of(checks: list[CheckResult], problem: Problem) -> float:
     passed = {c.name: c.passed for c in checks}
     w = problem.spec.scoring
     value_ok = passed.get("value", False)
-    gradient_ok = value_ok and passed.get("gradient", False) and passed.get("finite_difference", False)
+    gradient_ok = value_ok and passed.get("gradient", False)
     policy_ok = gradient_ok and passed.get("residuals", False) and passed.get("peak_memory", False)
     return round(w.value * value_ok + w.gradient * gradient_ok + w.policy * policy_ok, 4)
 
@@ -292,7 +291,6 @@ def verify(bundle: Bundle, problem: Problem, expectations: Expectations, *, limi
     checks += [
         check_values(runs, spec=problem.spec),
         check_gradients(runs, spec=problem.spec, leaf_names=expectations.leaf_names),
-        check_finite_difference(runs),
         check_residuals(runs, spec=problem.spec),
         check_peak_memory(runs, rule=problem.spec.memory),
     ]

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from graders.config import JudgeConfig
 from graders.problem import Problem
-from graders.verifier_events import (Digest, Error, EventError, OutOfMemory, Ready, Result, Running, VerifierParams,
-                                     parse_event)
+from graders.verifier_events import (Digest, Error, EventError, OutOfMemory, Ready, ReferenceFailed, Result,
+                                     Running, VerifierParams, parse_event)
 from sandbox.limits import MIB
 from sandbox.supervise import Child, ChildLimits, SupervisorError, Templates, TemplateSpec, shared_templates
 
@@ -43,6 +43,34 @@ class VerifierError(Exception):
     def __init__(self, message: str, *, phase: str, timed_out: bool = False, memory_exceeded: bool = False):
         super().__init__(message)
         self.phase, self.timed_out, self.memory_exceeded = phase, timed_out, memory_exceeded
+
+
+class ReferenceCheckFailed(VerifierError):
+    """The problem's reference failed self-checks (`graders.reference.SELF_CHECKS`): the author's
+    fault. No submission is judged against that version.
+
+    Attributes:
+        failures: (check, what went wrong for the author) per failed self-check.
+        check: the first failed self-check.
+    """
+
+    def __init__(self, failures: list[tuple[str, str]]):
+        super().__init__("\n".join(f"reference.py: {c}: {m}" for c, m in failures), phase="startup")
+        self.failures = failures
+        self.check = failures[0][0]
+
+
+def reference_budget_s(problem: Problem, config: JudgeConfig) -> tuple[float, float]:
+    """(export budget, startup deadline) of building `problem`'s expectations, in wall seconds.
+
+    The export budget is the jail's `wall_time_limit_s` for the problem: exporting every case once
+    takes a submission that long at most, so the reference must too (the child checks it). The
+    deadline bounds the whole build from outside (the child exports every case about five times:
+    float32 twice, float64, no checkpoint, everything recomputed; and runs them): five export
+    budgets, twice the verifier's time limit, and 30 s, at most `verify_startup_time_limit_s`.
+    """
+    budget = config.jail_limits_for(problem).wall_time_limit_s
+    return budget, min(config.verify_startup_time_limit_s, 5 * budget + 2 * config.verify_time_limit_s + 30.0)
 
 
 def template_spec() -> TemplateSpec:
@@ -142,7 +170,8 @@ class Verifier:
         params = VerifierParams(problem_dir=str(problem.root), problem_version=problem.version,
                                 cache_dir=str(config.cache_dir), seed_hex=config.seed.hex(),
                                 limits={k: int(v) for k, v in asdict(config_limits).items()},
-                                bundle_limit_bytes=config.jail_limits.bundle_limit_bytes)
+                                bundle_limit_bytes=config.jail_limits.bundle_limit_bytes,
+                                reference_export_budget_s=reference_budget_s(problem, config)[0])
         try:
             child = Child.start(templates or verifier_templates(), child_limits(config), params.model_dump())
         except SupervisorError as exc:
@@ -187,21 +216,44 @@ class Verifier:
             message = f"{message}; verifier stderr: {tail}"
         return VerifierError(message, phase=phase, timed_out=timed_out, memory_exceeded=facts.oom_killed)
 
+    def _building(self) -> bool:
+        """Whether the child had to build the expectations (no cache entry for this version)."""
+        from graders.expectation import META_FILE, cache_dir
+
+        return not (cache_dir(self.config.cache_dir, self.problem, self.config.seed) / META_FILE).is_file()
+
     def wait_ready(self) -> float:
         """Blocks until the expectations are loaded; returns the milliseconds that took.
 
         Raises:
+            ReferenceCheckFailed: the reference failed a self-check (reported by the child; or the
+                build ran past its deadline, time_limit; or out of memory, memory_limit).
             VerifierError: phase "startup" (a judge fault).
         """
-        deadline = self.started_at + self.config.verify_startup_time_limit_s
+        budget_s, deadline_s = reference_budget_s(self.problem, self.config)
+        building = self._building()
         try:
-            event = self._next_event(deadline)
+            event = self._next_event(self.started_at + deadline_s)
         except TimeoutError:
+            if building:
+                self._failure("the reference's expectations took too long to build", timed_out=True)
+                raise ReferenceCheckFailed([(
+                    "time_limit", f"building the reference's expectations did not finish in {deadline_s:g} s "
+                                  f"(every case is exported about five times and run): make the reference or the "
+                                  f"cases faster, or raise [limits] wall_time_limit_s (now {budget_s:g} s)")]) from None
             raise self._failure("the verifier did not start in time", timed_out=True) from None
+        if isinstance(event, ReferenceFailed):
+            self.close()
+            raise ReferenceCheckFailed([(f.check, f.message) for f in event.failures])
         if isinstance(event, Error):
             raise self._failure(f"verifier start-up failed: {event.message}")
         if not isinstance(event, Ready):
-            raise self._failure("the verifier exited during start-up")
+            failure = self._failure("the verifier exited during start-up")
+            if building and failure.memory_exceeded:
+                raise ReferenceCheckFailed([(
+                    "memory_limit", f"building the reference's expectations ran out of the verifier's "
+                                    f"{self.config.verifier_memory_limit_mib} MiB: make the cases smaller")]) from None
+            raise failure
         return event.ms
 
     def verify(self, bundle_bytes: bytes) -> Result:

@@ -8,7 +8,9 @@ process, so its words are checked like any other input before they become a verd
 Event order: `ready` (expectations loaded, backend started), then after the bundle has been
 read `digest` (the content key of its normalized artifacts, before anything runs), `running`
 (the first untrusted artifact is about to run), and `result`; or `error` (a fault of our code:
-INTERNAL_ERROR) or `memory_error` (the artifacts ran out of memory: the submission's).
+INTERNAL_ERROR) or `memory_error` (the artifacts ran out of memory: the submission's); or, instead
+of `ready`, `reference_failed` (the problem's reference failed a self-check: the author's fault,
+and no submission is judged against that version).
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ class VerifierParams(BaseModel):
     seed_hex: str
     limits: dict[str, int]
     bundle_limit_bytes: int
+    reference_export_budget_s: float | None = Field(default=None, description="wall seconds exporting every case "
+                                                    "of the reference may take (the jail's wall_time_limit_s)")
 
 
 class _Event(BaseModel):
@@ -83,7 +87,26 @@ class OutOfMemory(_Event):
     event: Literal["memory_error"] = "memory_error"
 
 
-Event = Annotated[Union[Ready, Digest, Running, Result, Error, OutOfMemory], Field(discriminator="event")]
+SelfCheck = Literal["finite_difference", "deterministic", "time_limit", "memory_limit", "runtime_error"]
+
+
+class SelfCheckFailure(BaseModel):
+    """One failed self-check of a reference (`graders.reference.SELF_CHECKS`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    check: SelfCheck
+    message: Annotated[str, Field(max_length=4000)]
+
+
+class ReferenceFailed(_Event):
+    """The reference failed self-checks while its expectations were built (or earlier: cached)."""
+
+    event: Literal["reference_failed"] = "reference_failed"
+    failures: Annotated[list[SelfCheckFailure], Field(min_length=1, max_length=len(SelfCheck.__args__))]  # type: ignore[attr-defined]
+
+
+Event = Annotated[Union[Ready, Digest, Running, Result, Error, OutOfMemory, ReferenceFailed],
+                  Field(discriminator="event")]
 _EVENTS: TypeAdapter[Any] = TypeAdapter(Event)
 
 
@@ -91,7 +114,7 @@ class EventError(Exception):
     """A line from a verifier child that is not one of its events."""
 
 
-def parse_event(line: bytes) -> Ready | Digest | Running | Result | Error | OutOfMemory:
+def parse_event(line: bytes) -> Ready | Digest | Running | Result | Error | OutOfMemory | ReferenceFailed:
     """Parses one event line.
 
     Raises:

@@ -28,8 +28,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from graders.verifier_events import (Digest, Error, OutOfMemory, Ready, Result, Running, VerifierParams,
-                                     encode_event)
+from graders.verifier_events import (Digest, Error, OutOfMemory, Ready, ReferenceFailed, Result, Running,
+                                     VerifierParams, encode_event)
 
 
 class VerifierJob:
@@ -40,6 +40,7 @@ class VerifierJob:
         self.expectations: Any = None
         self.params: VerifierParams | None = None
         self.loaded_ms = 0.0
+        self.reference_failure: ReferenceFailed | None = None
 
     def prepare(self, params: dict[str, Any]) -> None:
         """Loads the problem and its expectations (root's file access, before lock-down).
@@ -48,8 +49,9 @@ class VerifierJob:
             RuntimeError: the package on disk is another version than the one being judged.
             Whatever loading or building the expectations raises (judge faults).
         """
+        from graders.limits import VerifyLimits
         from graders.problem import load_problem
-        from graders.reference import ensure_expectations
+        from graders.reference import ReferenceCheckError, ensure_expectations
 
         t0 = time.monotonic()
         self.params = VerifierParams.model_validate(params)
@@ -58,8 +60,14 @@ class VerifierJob:
             raise RuntimeError(f"the worker judges {problem.slug} version {self.params.problem_version}, but "
                                f"the package now on disk is version {problem.version}")
         self.problem = problem
-        self.expectations = ensure_expectations(problem, seed=bytes.fromhex(self.params.seed_hex),
-                                                cache_root=Path(self.params.cache_dir))
+        try:
+            self.expectations = ensure_expectations(problem, seed=bytes.fromhex(self.params.seed_hex),
+                                                    cache_root=Path(self.params.cache_dir),
+                                                    export_budget_s=self.params.reference_export_budget_s,
+                                                    limits=VerifyLimits(**self.params.limits))
+        except ReferenceCheckError as failure:  # the author's fault: reported instead of `ready`
+            self.reference_failure = ReferenceFailed(failures=[{"check": c, "message": m[:4000]}
+                                                               for c, m in failure.failures])
         self.params = self.params.model_copy(update={"seed_hex": ""})  # not needed past this point
         self.loaded_ms = (time.monotonic() - t0) * 1000
 
@@ -77,6 +85,9 @@ class VerifierJob:
             out.write(encode_event(event))
 
         assert self.params is not None
+        if self.reference_failure is not None:
+            emit(self.reference_failure)
+            return 1
         jax.devices()  # start the CPU backend (about 12 ms of CPU; no warm-up compile)
         emit(Ready(ms=self.loaded_ms, version=self.problem.version))
         data = sys.stdin.buffer.read(self.params.bundle_limit_bytes + 1)

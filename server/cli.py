@@ -342,6 +342,13 @@ def _validate_packages(problems: list[Problem], settings: Settings, jobs: int) -
             report = validate_problem(problem, config, jobs=jobs, on_row=lambda _: progress.advance(task))
             reports.append(report)
     for report in reports:
+        if report.reference_failures:
+            console.print(f"[bold]{escape(report.slug)}[/] (version {report.version}): the reference failed its "
+                          f"self-checks; no file was graded")
+            for line in report.reference_lines():
+                print(line)  # plain text, one line each, for the author and for scripts
+            all_ok = False
+            continue
         console.print(_rows_table(f"{report.slug} (version {report.version})", [
             (row.file, row.expected.value, row.got.value if row.got else "-", row.ok, f"{row.seconds:.1f}",
              f"{row.residual_bytes:,}" if row.residual_bytes is not None else "",

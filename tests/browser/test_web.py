@@ -312,7 +312,7 @@ def test_locked_until_solved_and_private_to_the_author(browser: object, server: 
 
 def test_instructor_sees_every_submission_and_verdict_counts(browser: object, server: Server) -> None:
     cli = str(Path(sys.executable).parent / "remat-judge")
-    promoted = subprocess.run([cli, "users", "role", "ada@example.org", "instructor", "--data-dir", str(server.data_dir)],
+    promoted = subprocess.run([cli, "users", "role", "ada@example.org", "admin", "--data-dir", str(server.data_dir)],
                               capture_output=True, text=True, env=server.env)
     assert promoted.returncode == 0, promoted.stderr
     page = browser.new_page()  # type: ignore[attr-defined]
