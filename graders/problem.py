@@ -8,6 +8,7 @@ known-wrong submissions whose first line is `# expect: VERDICT`.
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import re
 import tomllib
@@ -19,7 +20,9 @@ import numpy as np
 from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, ValidationInfo, field_validator,
                       model_validator)
 
-from graders.publication import published_version
+from graders.publication import content_version, published_version, snapshot_dir, take_snapshot
+
+log = logging.getLogger(__name__)
 
 SLUG_RE = r"^[a-z][a-z0-9_]{1,63}$"
 DIM_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -325,9 +328,11 @@ class Problem:
 
     Attributes:
         spec: the parsed problem.toml.
-        root: the package folder.
-        version: sha256 (12 hex digits) of problem.toml and reference.py: a changed reference or
-            case set is a new version, and cached expectations are per version.
+        root: the package folder: the working folder an author edits, or a published snapshot
+            (`graders.publication`).
+        version: a content hash (12 hex digits) of the files students get and grading uses
+            (`graders.publication.content_version`): any edit of them is a new version, and
+            cached expectations are per version.
     """
 
     def __init__(self, spec: ProblemSpec, root: Path, version: str):
@@ -401,8 +406,13 @@ def _format_validation_error(path: Path, exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def load_problem(root: Path) -> Problem:
+def load_problem(root: Path, *, slug: str | None = None) -> Problem:
     """Loads and validates the package at `root`.
+
+    Args:
+        root: the package folder.
+        slug: the slug its problem.toml must name (default: the folder's name; a published
+            snapshot's folder is named by its version).
 
     Raises:
         ProblemError: a missing file, bad TOML or a bad field; the message names file and field.
@@ -420,14 +430,21 @@ def load_problem(root: Path) -> Problem:
         spec = ProblemSpec.model_validate(data)
     except ValidationError as exc:
         raise ProblemError(_format_validation_error(toml_path, exc)) from None
-    if spec.slug != root.name:
-        raise ProblemError(f"{toml_path}: slug: {spec.slug!r} must equal the folder name {root.name!r}")
-    version = hashlib.sha256(raw + b"\0" + (root / "reference.py").read_bytes()).hexdigest()[:12]
-    return Problem(spec, root, version)
+    expected = slug or root.name
+    if spec.slug != expected:
+        raise ProblemError(f"{toml_path}: slug: {spec.slug!r} must equal the folder name {expected!r}")
+    return Problem(spec, root, content_version(root))
 
 
 class ProblemRepository:
-    """The problems folder: every `<slug>/problem.toml` under it, reloaded when files change."""
+    """The problems folder: every `<slug>/problem.toml` under it (the working folders authors
+    edit), and the published snapshots under `.versions/` (`graders.publication`); reloaded when
+    files change.
+
+    `get` answers what students, API clients, LTI and grading use: the published version of a
+    published problem, else (an unpublished problem: admins only) its working folder.
+    `working` answers what an author edits, validates and publishes.
+    """
 
     def __init__(self, root: Path):
         self.root = root
@@ -437,8 +454,8 @@ class ProblemRepository:
             return []
         return sorted(p.name for p in self.root.iterdir() if (p / "problem.toml").is_file())
 
-    def get(self, slug: str) -> Problem:
-        """Loads one problem.
+    def working(self, slug: str) -> Problem:
+        """The working folder of `slug`, as it is now (what `problems validate` and `publish` take).
 
         Raises:
             KeyError: no such problem.
@@ -447,6 +464,44 @@ class ProblemRepository:
         if not re.match(SLUG_RE, slug) or not (self.root / slug / "problem.toml").is_file():
             raise KeyError(slug)
         return load_problem(self.root / slug)
+
+    def get(self, slug: str) -> Problem:
+        """The problem as students get it: the published snapshot of its marker's version when it
+        is published (taken from the working folder the first time, when that folder still is that
+        version: packages published before snapshots existed), else its working folder.
+
+        Raises:
+            KeyError: no such problem.
+            ProblemError: the package is invalid.
+        """
+        if not re.match(SLUG_RE, slug) or not (self.root / slug / "problem.toml").is_file():
+            raise KeyError(slug)
+        version = published_version(self.root / slug)
+        if version is None:
+            return load_problem(self.root / slug)
+        snapshot = snapshot_dir(self.root, slug, version)
+        if snapshot.is_dir():
+            return load_problem(snapshot, slug=slug)
+        working = load_problem(self.root / slug)
+        if working.version == version:
+            try:
+                return load_problem(take_snapshot(working.root, self.root, version), slug=slug)
+            except (OSError, ValueError) as exc:  # a read-only folder: the working folder is that version
+                log.warning("cannot snapshot %s %s: %s", slug, version, exc)
+                return working
+        log.warning("%s is published as %s, whose snapshot is gone, and its folder is now %s: serving the folder "
+                    "until `remat-judge problems publish %s`", slug, version, working.version, slug)
+        return working
+
+    def changed_since_publish(self, slug: str) -> bool:
+        """Whether `slug` is published and its working folder is another version than students get."""
+        version = published_version(self.root / slug)
+        if version is None:
+            return False
+        try:
+            return self.working(slug).version != version
+        except (KeyError, ProblemError):
+            return True
 
     def is_published(self, slug: str) -> bool:
         """Whether students see `slug`: its folder holds the `.published` marker (`graders.publication`)."""

@@ -1,23 +1,30 @@
-"""Whether students see a problem: the `.published` marker in its package folder, and the TODOs
-that keep a package from being published.
+"""What students see of a problem: the `.published` marker, the immutable published versions, and
+the TODOs that keep a package from being published.
 
 A package is published when its folder holds `.published`, whose one line is the version
-(`Problem.version`) that `remat-judge problems publish` validated. Students, API clients and LTI
-deep linking see published problems only; instructors see and grade every problem.
-
-A package changed after it was published (its version is no longer the marker's) stays
-published, so a course problem never vanishes from students mid-course, but `problems list`
-flags it until it is published again (validated again).
+(`Problem.version`, a content hash of the files students get and grading uses: `VERSIONED_FILES`)
+that `remat-judge problems publish` validated. Publishing also copies those files into a snapshot,
+`<problems>/.versions/<slug>/<version>/`, written once and never changed. Students, API clients,
+LTI and grading get that snapshot (`graders.problem.ProblemRepository.get`) until the next
+`problems publish` validates and publishes another version: the working folder can be edited
+freely meanwhile (`problems list` flags it as changed since publish). Admins see and grade
+unpublished problems (their working folder).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 MARKER = ".published"
+VERSIONS = ".versions"  # <problems>/.versions/<slug>/<version>/: the published snapshots
+# the files a version is made of: what students read, what a submission is judged by
+VERSIONED_FILES = ("problem.toml", "reference.py", "statement.md", "starter.py", "hints.md")
 # the files students read (and the spec and reference they are judged by): a TODO left in any of
 # them means the package is not finished
 TODO_FILES = ("problem.toml", "statement.md", "starter.py", "reference.py", "hints.md")
@@ -75,6 +82,56 @@ def mark_unpublished(root: Path) -> bool:
     except FileNotFoundError:
         return False
     return True
+
+
+def content_version(root: Path) -> str:
+    """The version of the package at `root`: 12 hex digits of SHA-256 over each of its
+    `VERSIONED_FILES` that exists (name and bytes). Any edit a student could see, or that changes
+    grading, makes a new version."""
+    digest = hashlib.sha256(b"remat-judge package\0")
+    for name in VERSIONED_FILES:
+        path = root / name
+        if path.is_file():
+            content = path.read_bytes()
+            digest.update(f"{name}\0{len(content)}\0".encode() + content)
+    return digest.hexdigest()[:12]
+
+
+def snapshot_dir(problems_root: Path, slug: str, version: str) -> Path:
+    """Where the published snapshot of `slug` at `version` lives."""
+    return problems_root / VERSIONS / slug / version
+
+
+def take_snapshot(package_root: Path, problems_root: Path, version: str) -> Path:
+    """Copies the `VERSIONED_FILES` of the package at `package_root` into its snapshot for
+    `version`, once: an existing snapshot is kept as it is (it is immutable). Written into a
+    temporary folder and renamed, so a reader sees all of it or nothing.
+
+    Raises:
+        ValueError: the package's files are not of `version` (edited since it was validated).
+        OSError: the snapshot cannot be written.
+    """
+    slug = package_root.name
+    target = snapshot_dir(problems_root, slug, version)
+    if target.is_dir():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=target.parent))
+    try:
+        for name in VERSIONED_FILES:
+            if (package_root / name).is_file():
+                shutil.copy2(package_root / name, temporary / name)
+        if content_version(temporary) != version:
+            raise ValueError(f"{package_root} is no longer version {version}: validate and publish it again")
+        os.chmod(temporary, 0o755)
+        try:
+            temporary.rename(target)
+        except OSError:  # another process made it first (the same files)
+            shutil.rmtree(temporary, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    return target
 
 
 def todos(root: Path) -> list[str]:

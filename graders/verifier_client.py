@@ -167,7 +167,7 @@ class Verifier:
             VerifierError: phase "startup" (the template or the child could not be started).
         """
         config_limits = config.verify_limits
-        params = VerifierParams(problem_dir=str(problem.root), problem_version=problem.version,
+        params = VerifierParams(problem_dir=str(problem.root), problem_slug=problem.slug, problem_version=problem.version,
                                 cache_dir=str(config.cache_dir), seed_hex=config.seed.hex(),
                                 limits={k: int(v) for k, v in asdict(config_limits).items()},
                                 bundle_limit_bytes=config.jail_limits.bundle_limit_bytes,

@@ -28,7 +28,8 @@ class VerifierParams(BaseModel):
     """What a verifier child needs before it locks down: read with root's file access.
 
     Attributes:
-        problem_dir: the problem package folder (host path). problem_version: the version the
+        problem_dir: the problem package folder (host path), a working folder or a published
+            snapshot; problem_slug: its slug. problem_version: the version the
             worker judges; a package now on disk with another version is refused (judge fault).
         cache_dir: the reference-expectation cache. seed_hex: the deployment's hidden-input seed.
         limits: `graders.limits.VerifyLimits` fields. bundle_limit_bytes: the largest bundle read.
@@ -36,6 +37,8 @@ class VerifierParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     problem_dir: str
+    problem_slug: str = Field(default="", description="the slug problem.toml must name (a snapshot's folder is "
+                                                      "named by its version); empty: the folder's name")
     problem_version: str
     cache_dir: str
     seed_hex: str

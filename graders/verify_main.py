@@ -55,7 +55,7 @@ class VerifierJob:
 
         t0 = time.monotonic()
         self.params = VerifierParams.model_validate(params)
-        problem = load_problem(Path(self.params.problem_dir))
+        problem = load_problem(Path(self.params.problem_dir), slug=self.params.problem_slug or None)
         if problem.version != self.params.problem_version:
             raise RuntimeError(f"the worker judges {problem.slug} version {self.params.problem_version}, but "
                                f"the package now on disk is version {problem.version}")

@@ -264,7 +264,7 @@ def problems_list(problems_dir: Annotated[Optional[Path], typer.Option(help="pro
     broken, changed = [], []
     for slug in repo.slugs():
         try:
-            p = repo.get(slug)
+            p = repo.working(slug)
         except ProblemError as exc:
             broken.append(f"{slug}: {exc}")
             continue
@@ -278,8 +278,8 @@ def problems_list(problems_dir: Annotated[Optional[Path], typer.Option(help="pro
                       escape(", ".join(c.name for c in p.spec.cases)), p.version, shown)
     console.print(table)
     for slug in changed:
-        err.print(f"[yellow]{slug} changed since it was published: students see the new version unvalidated; run "
-                  f"`remat-judge problems publish {slug}`[/]")
+        err.print(f"[yellow]{slug} changed since it was published: students still get the published version; "
+                  f"`remat-judge problems publish {slug}` validates and publishes this one[/]")
     for line in broken:
         err.print(f"[red]invalid[/] {escape(line)}")
 
@@ -375,7 +375,7 @@ def problems_validate(slugs: Annotated[Optional[list[str]], typer.Argument(help=
     loaded, ok = [], True
     for slug in wanted:
         try:
-            loaded.append(repo.get(slug))
+            loaded.append(repo.working(slug))
         except KeyError:
             err.print(f"[red]no problem {slug!r} in {settings.problems_dir}[/]")
             ok = False
@@ -396,15 +396,16 @@ def problems_publish(slug: Annotated[str, typer.Argument(help="the problem's slu
     """Publish a problem: students, API clients and LMS deep linking see it from now on.
 
     Refuses (exit 1), saying why, while a TODO is left in problem.toml, statement.md, starter.py,
-    reference.py or hints.md, or when the package does not pass `problems validate`. Records the
-    validated version in the package's `.published` file.
+    reference.py or hints.md, or when the package does not pass `problems validate`. Copies the
+    validated version into an immutable snapshot (what students get from now on, whatever happens
+    to the folder) and records it in the package's `.published` file.
     """
     from graders.problem import load_problem
-    from graders.publication import mark_published, todos
+    from graders.publication import mark_published, take_snapshot, todos
 
     settings = _settings(data_dir, problems_dir)
     try:
-        problem = ProblemRepository(settings.problems_dir).get(slug)
+        problem = ProblemRepository(settings.problems_dir).working(slug)
     except KeyError:
         err.print(f"[red]no problem {escape(repr(slug))} in {escape(str(settings.problems_dir))}[/]")
         raise typer.Exit(EXIT_USAGE) from None
@@ -429,8 +430,13 @@ def problems_publish(slug: Annotated[str, typer.Argument(help="the problem's slu
     if now != problem.version:
         err.print(f"[red]not published: {slug} changed while it was validated; publish again[/]")
         raise typer.Exit(EXIT_REJECTED)
+    try:
+        take_snapshot(problem.root, settings.problems_dir, problem.version)
+    except (OSError, ValueError) as exc:
+        err.print(f"[red]not published: {escape(str(exc))}[/]")
+        raise typer.Exit(EXIT_REJECTED) from None
     mark_published(problem.root, problem.version)
-    console.print(f"published {slug} version {problem.version}: students see it")
+    console.print(f"published {slug} version {problem.version}: students get this version until the next publish")
 
 
 @problems_app.command("unpublish")

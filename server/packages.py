@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Iterator
 
 from graders.problem import SLUG_RE, Problem, load_problem
-from graders.publication import MARKER, mark_published, mark_unpublished, published_version
+from graders.publication import MARKER, mark_published, mark_unpublished, published_version, take_snapshot
 
 MAX_ARCHIVE_BYTES = 4 * 1024 * 1024  # compressed upload
 MAX_ARCHIVE_FILES = 200
@@ -151,6 +151,8 @@ def install(staged: Path, problems_dir: Path, history_dir: Path, *, publish_vers
         mark_published(staged, publish_version)
     elif (previous := published_version(target)) is not None:
         mark_published(staged, previous)
+    if publish_version is not None:
+        take_snapshot(staged, problems_dir, publish_version)  # what students get: before the marker says so
     if target.exists():
         history_dir.mkdir(parents=True, exist_ok=True)
         shutil.move(str(target), str(history_dir / f"{slug}-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"))

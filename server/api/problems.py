@@ -23,10 +23,10 @@ router = APIRouter(prefix="/problems", tags=["problems"])
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-def summary(problem: Problem) -> ProblemSummary:
+def summary(problem: Problem, *, published: bool) -> ProblemSummary:
     spec = problem.spec
     return ProblemSummary(slug=spec.slug, title=spec.title, difficulty=spec.difficulty, tags=list(spec.tags),
-                          version=problem.version, published=published_version(problem.root) is not None)
+                          version=problem.version, published=published)
 
 
 def token_principal(services: Services, authorization: str | None) -> Principal:
@@ -64,7 +64,9 @@ def load_or_404(services: Services, slug: str, *, unpublished_too: bool = False)
 def list_problems(services: ServicesDep, authorization: AuthorizationHeader = None) -> list[ProblemSummary]:
     """Every published problem: slug, title, difficulty, tags, version (with the admin token,
     the unpublished ones too)."""
-    return [summary(p) for p in services.problems.all(published_only=not sees_unpublished(services, authorization))]
+    repo = services.problems
+    return [summary(p, published=repo.is_published(p.slug))
+            for p in repo.all(published_only=not sees_unpublished(services, authorization))]
 
 
 @router.get("/{slug}", response_model=ProblemDetail, responses={404: {"description": "unknown problem"}})
@@ -84,7 +86,7 @@ def get_problem(slug: str, services: ServicesDep, authorization: AuthorizationHe
         else:
             arguments.append(ArgumentPublic(name=a.name, kind="static"))
     return ProblemDetail(
-        **summary(problem).model_dump(), entry_point=spec.entry_point,
+        **summary(problem, published=services.problems.is_published(slug)).model_dump(), entry_point=spec.entry_point,
         signature=f"{spec.entry_point}({', '.join(a.name for a in spec.args)})", arguments=arguments,
         cases=[CasePublic(name=c.name, dims=dict(c.dims), static=dict(c.static)) for c in spec.cases],
         memory_rule=spec.memory.rule, statement=problem.statement, starter=problem.starter)
@@ -121,6 +123,12 @@ def _validate_and_install(services: Services, data: bytes, *, publish: bool) -> 
                                         residual_bytes=r.residual_bytes, bwd_peak_bytes=r.bwd_peak_bytes,
                                         recompute_flops=r.recompute_flops)
                     for r in report.rows]
+            if report.reference_failures:
+                return status.HTTP_422_UNPROCESSABLE_CONTENT, {
+                    "detail": "the reference failed its self-checks; no file was graded:\n"
+                              + "\n".join(report.reference_lines()),
+                    "reference_failures": [{"check": c, "message": m} for c, m in report.reference_failures],
+                    "rows": []}
             if not report.ok:
                 return status.HTTP_422_UNPROCESSABLE_CONTENT, {
                     "detail": report.error or "the package does not validate: the reference must be ACCEPTED and "

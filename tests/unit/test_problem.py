@@ -76,10 +76,15 @@ def test_version_changes_when_problem_toml_changes(package: Path) -> None:
     assert load_problem(package).version != before
 
 
-def test_version_ignores_statement_edits(package: Path) -> None:
+def test_the_version_is_the_content_students_get_and_grading_uses(package: Path) -> None:
+    """A published version is a content-addressed snapshot: any file a student reads or grading
+    uses makes a new version; the author's right/ and wrong/ files do not."""
     before = load_problem(package).version
-    (package / "statement.md").write_text("A reworded statement.\n", encoding="utf-8")
+    (package / "wrong").mkdir(exist_ok=True)
+    (package / "wrong" / "extra.py").write_text("# expect: WRONG_ANSWER\n", encoding="utf-8")
     assert load_problem(package).version == before
+    (package / "statement.md").write_text("A reworded statement.\n", encoding="utf-8")
+    assert load_problem(package).version != before
 
 
 # --- validation errors name the file and the field -----------------------------------------------

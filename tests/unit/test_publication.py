@@ -35,7 +35,8 @@ def problems(tmp_path: Path) -> Path:
 
 def test_every_shipped_problem_is_published_at_its_current_version() -> None:
     repo = ProblemRepository(PROBLEMS)
-    stale = {p.slug: (published_version(p.root), p.version) for p in repo.all()
+    working = [repo.working(slug) for slug in repo.slugs()]
+    stale = {p.slug: (published_version(p.root), p.version) for p in working
              if publication(p.root, p.version).changed or not publication(p.root, p.version).published}
     assert stale == {}, "run `remat-judge problems publish SLUG` for each (marker, version) pair"
     assert len(repo.all(published_only=True)) == len(repo.slugs()) == 13
@@ -187,3 +188,39 @@ def test_an_unpublished_problem_is_the_instructors_only_until_published(problems
     assert "/problems/fresh_problem" in client.get("/").text
     assert client.get("/problems/fresh_problem").status_code == 200
     assert api_slugs() == {SHIPPED, "fresh_problem"}
+
+
+def test_students_keep_the_published_version_while_the_folder_is_edited(tmp_path: Path) -> None:
+    """Publish, edit, publish: the statement, starter and grading students get change only when a
+    version is published; the working folder is the author's."""
+    from fastapi.testclient import TestClient
+
+    from graders.publication import snapshot_dir, take_snapshot
+    from tests.unit.test_course_pages import Site
+
+    problems = tmp_path / "problems"
+    shutil.copytree(PROBLEMS / "remat_sin_sin", problems / "remat_sin_sin")
+    repo = ProblemRepository(problems)
+    site = Site(tmp_path)
+    site.services.problems = repo
+    client: TestClient = site.client
+    first = repo.working("remat_sin_sin")
+    mark_published(first.root, first.version)  # published before snapshots existed: taken on first use
+
+    def statement() -> str:
+        return client.get("/api/v1/problems/remat_sin_sin").json()["statement"]
+
+    original = statement()
+    assert snapshot_dir(problems, "remat_sin_sin", first.version).is_dir()
+    (first.root / "statement.md").write_text("# A draft\n\nWork in progress.\n")
+    (first.root / "reference.py").write_text("raise SystemExit('half-edited')\n")
+    assert statement() == original  # the draft (and its broken reference) reach nobody
+    assert repo.get("remat_sin_sin").version == first.version and repo.changed_since_publish("remat_sin_sin")
+    assert repo.get("remat_sin_sin").reference_path.read_text().startswith('"""Reference solution')
+    shutil.copy(PROBLEMS / "remat_sin_sin" / "reference.py", first.root / "reference.py")
+    second = repo.working("remat_sin_sin")
+    take_snapshot(second.root, problems, second.version)  # what `problems publish` does once it validated
+    mark_published(second.root, second.version)
+    assert statement().startswith("# A draft") and repo.get("remat_sin_sin").version == second.version
+    assert snapshot_dir(problems, "remat_sin_sin", first.version).is_dir()  # kept: immutable
+    assert not repo.changed_since_publish("remat_sin_sin")
