@@ -213,9 +213,10 @@ def regrade(slug: Annotated[str, typer.Argument(help="the problem whose submissi
             timeout: Annotated[float, typer.Option(help="seconds to wait at most")] = 1800.0,
             data_dir: DataDir = None,
             problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None) -> None:
-    """Grade every finished submission of a problem again with its published version (what students get; the working folder counts only once published) (after a
-    change): old verdicts are kept, changed ones are listed, changed LMS grades are sent. The
-    running judge (server or workers) does the grading."""
+    """Grade every finished submission of a problem again with its published version (after a new
+    version is published; the working folder counts once published): old verdicts are kept,
+    changed ones are listed, changed LMS grades are sent. The running judge (server or workers)
+    does the grading."""
     from server.courses import admin
     from server.courses.regrade import RegradeStore
 
