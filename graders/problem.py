@@ -368,9 +368,10 @@ class Problem:
             ProblemError: a right/ file that expects another verdict.
         """
         out = self._expected_verdicts("right", required=False)
-        for path, verdict in out:
-            if verdict != "ACCEPTED":
-                raise ProblemError(f"{path}: a right/ submission must expect ACCEPTED, not {verdict}")
+        wrong = [f"{self.slug}/{path.relative_to(self.root)}: a right/ submission must expect ACCEPTED, not {verdict}"
+                 for path, verdict in out if verdict != "ACCEPTED"]
+        if wrong:
+            raise ProblemError("\n".join(wrong))
         return out
 
     def wrong_submissions(self) -> list[tuple[Path, str]]:
@@ -382,28 +383,86 @@ class Problem:
         return self._expected_verdicts("wrong", required=True)
 
     def _expected_verdicts(self, folder: str, *, required: bool) -> list[tuple[Path, str]]:
+        """(path, verdict) of every `folder/*.py` from its `# expect: VERDICT` first line.
+
+        Raises:
+            ProblemError: every file whose first line is not a valid expect line (one line each,
+                with "did you mean" for a misspelt verdict), at once.
+        """
         from graders.verdict import Verdict
 
-        out = []
+        out, problems = [], []
         for path in sorted((self.root / folder).glob("*.py")):
-            first = path.read_text(encoding="utf-8").splitlines()[:1]
-            m = re.match(r"#\s*expect:\s*([A-Z_]+)\s*$", first[0]) if first else None
+            first = path.read_text(encoding="utf-8", errors="replace").splitlines()[:1]
+            m = re.match(r"#\s*expect:\s*([A-Za-z_]+)\s*$", first[0]) if first else None
             if m is None and not required:
                 out.append((path, "ACCEPTED"))
                 continue
-            if m is None or m.group(1) not in Verdict.__members__:
-                raise ProblemError(f"{path}: the first line must be `# expect: VERDICT` with a verdict "
-                                   f"from {', '.join(Verdict.__members__)}")
-            out.append((path, m.group(1)))
+            if m is not None and m.group(1) in Verdict.__members__:
+                out.append((path, m.group(1)))
+                continue
+            name = f"{self.slug}/{path.relative_to(self.root)}"
+            guess = did_you_mean(m.group(1).upper() if m else (first[0] if first else ""), list(Verdict.__members__))
+            problems.append(f"{name}: the first line must be `# expect: VERDICT` with a verdict from "
+                            f"{', '.join(Verdict.__members__)}" + (f" (did you mean {guess}?)" if guess else "")
+                            + (f"; it is {first[0][:80]!r}" if first else "; the file is empty"))
+        if problems:
+            raise ProblemError("\n".join(problems))
         return out
 
 
-def _format_validation_error(path: Path, exc: ValidationError) -> str:
+def did_you_mean(word: str, choices: list[str]) -> str | None:
+    """The choice closest to `word` (difflib, a ratio of at least 0.6), or None."""
+    import difflib
+
+    found = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def _model_at(loc: tuple[object, ...]) -> type[BaseModel] | None:
+    """The pydantic model of problem.toml at `loc` (field names and list indices), or None."""
+    import typing
+
+    model: type[BaseModel] = ProblemSpec
+    key_next = False  # the part after a table of tables (`tolerance.float32`) is a key, not a field
+    for part in loc:
+        if isinstance(part, int) or key_next:
+            key_next = False
+            continue
+        field = model.model_fields.get(str(part))
+        if field is None:
+            return None
+        found = None
+        pending = [field.annotation]
+        while pending:
+            annotation = pending.pop()
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+                found = annotation
+                break
+            pending.extend(a for a in typing.get_args(annotation) if a is not None)
+        if found is None:
+            return None
+        model, key_next = found, typing.get_origin(field.annotation) is dict
+    return model
+
+
+def _format_validation_error(name: str, exc: ValidationError) -> str:
+    """Every error of problem.toml, one line each (`name: field.path: message`), an unknown key
+    with "did you mean" the closest known key of its table."""
     lines = []
     for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        lines.append(f"{path}: {where}: {err['msg']}")
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p in _UNION_TAGS))
+        where = ".".join(str(p) for p in loc) or "(top level)"
+        message = err["msg"]
+        if err["type"] == "extra_forbidden" and loc:
+            model = _model_at(loc[:-1])
+            guess = did_you_mean(str(loc[-1]), list(model.model_fields)) if model is not None else None
+            message = "unknown key" + (f" (did you mean {guess!r}?)" if guess else "")
+        lines.append(f"{name}: {where}: {message}")
     return "\n".join(lines)
+
+
+_UNION_TAGS = {"array", "list", "static", "normal", "uniform"}  # tags pydantic puts in locs of tagged unions
 
 
 def load_problem(root: Path, *, slug: str | None = None) -> Problem:
@@ -418,21 +477,22 @@ def load_problem(root: Path, *, slug: str | None = None) -> Problem:
         ProblemError: a missing file, bad TOML or a bad field; the message names file and field.
     """
     toml_path = root / "problem.toml"
-    for required in ("problem.toml", "statement.md", "starter.py", "reference.py"):
-        if not (root / required).is_file():
-            raise ProblemError(f"{root}: missing {required}")
+    expected = slug or root.name
+    name = f"{expected}/problem.toml"  # messages name files within the package: never a server path
+    missing = [f for f in ("problem.toml", "statement.md", "starter.py", "reference.py") if not (root / f).is_file()]
+    if missing:
+        raise ProblemError("\n".join(f"{expected}: missing {f}" for f in missing))
     raw = toml_path.read_bytes()
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ProblemError(f"{toml_path}: not valid TOML: {exc}") from None
+        raise ProblemError(f"{name}: not valid TOML: {exc}") from None
     try:
         spec = ProblemSpec.model_validate(data)
     except ValidationError as exc:
-        raise ProblemError(_format_validation_error(toml_path, exc)) from None
-    expected = slug or root.name
+        raise ProblemError(_format_validation_error(name, exc)) from None
     if spec.slug != expected:
-        raise ProblemError(f"{toml_path}: slug: {spec.slug!r} must equal the folder name {expected!r}")
+        raise ProblemError(f"{name}: slug: {spec.slug!r} must equal the folder name {expected!r}")
     return Problem(spec, root, content_version(root))
 
 

@@ -9,6 +9,7 @@ PROBLEM_TOML = '''# {slug}: one problem package. Every field is checked when the
 slug = "{slug}"                 # must equal the folder name: lowercase letters, digits, underscores
 title = "TODO: a short title"
 difficulty = "easy"             # easy | medium | hard
+order = 100                     # place in the course list (lowest first; the bank uses 10 to 130)
 tags = ["jax.checkpoint"]       # shown in problem lists
 entry_point = "{slug}"          # the function a submission must define
 
@@ -24,15 +25,16 @@ shape = ["N"]
 dtype = "float32"
 generator = {{ kind = "normal", scale = 1.0 }}
 
-# Test cases: give several shapes, including one large enough that a wrong residual set shows
-# in bytes. Names must be unique.
+# Test cases: give several shapes, including one large enough that a wrong policy costs real
+# memory: `problems validate` warns when in no case the reference's residuals differ from the same
+# function without any checkpoint by at least 1 MiB. Names must be unique.
 [[cases]]
 name = "small"
 dims = {{ N = 8 }}
 
 [[cases]]
 name = "large"
-dims = {{ N = 4096 }}
+dims = {{ N = 1048576 }}
 
 # Per dtype: |submitted - expected| <= atol * max(1, max|expected|) + rtol * |expected|
 [tolerance.float32]

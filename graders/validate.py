@@ -55,6 +55,7 @@ class ValidationReport:
     rows: list[ValidationRow] = field(default_factory=list)
     error: str = ""
     reference_failures: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -63,6 +64,26 @@ class ValidationReport:
     def reference_lines(self) -> list[str]:
         """One line per failed self-check of the reference: `reference.py: <check>: <message>`."""
         return [f"reference.py: {check}: {message}" for check, message in self.reference_failures]
+
+
+SEPARATING_BYTES = 1 << 20  # a case "separates policies" when a wrong one costs at least this much
+
+
+def size_warnings(reference: VerdictReport) -> list[str]:
+    """A warning when no case is large enough to separate policies: in the case where the
+    reference saves the most, its residuals differ from the same function without any checkpoint
+    by less than `SEPARATING_BYTES` (1 MiB). Every wrong policy is still judged by value, but a
+    student sees a mistake that costs a few bytes, and `at_most` bounds and the charts say little."""
+    report = reference.residuals
+    if report is None or report.no_checkpoint_bytes is None:
+        return []
+    gap = abs(report.no_checkpoint_bytes - report.expected_bytes)
+    if gap >= SEPARATING_BYTES:
+        return []
+    return [f"no case is large enough to separate policies: in case {report.case!r} the reference saves "
+            f"{report.expected_bytes:,} bytes and the same function without any checkpoint {report.no_checkpoint_bytes:,} "
+            f"(a difference of {gap:,}); add a case where they differ by at least {SEPARATING_BYTES:,} bytes (1 MiB), "
+            f"so a wrong policy costs real memory"]
 
 
 def _indistinguishable(problem: Problem, report: VerdictReport, reference: VerdictReport) -> str:
@@ -130,6 +151,7 @@ def validate_problem(problem: Problem, config: JudgeConfig, *, jobs: int = 2,
 
     ref_row, ref_report = run(problem.reference_path, Verdict.ACCEPTED)
     result.rows.append(ref_row)
+    result.warnings += size_warnings(ref_report)
     if on_row:
         on_row(ref_row)
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:

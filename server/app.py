@@ -33,6 +33,7 @@ from server.redisqueue import RedisJobs
 from server.settings import Settings, get_settings
 from server.waits import CompletionHub
 from server.web import pages as web_pages
+from server.web import uploads as web_uploads
 from server.web.markdown import pygments_css
 from server.web.pages import WEB_DIR, error_page
 
@@ -159,7 +160,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(UnstorableTextGuard)  # inside BodySizeLimit: it reads bodies already capped
     # JSON escapes can make a 64 KiB source up to 6 times longer on the wire.
     app.add_middleware(BodySizeLimit, max_body_bytes=6 * settings.max_source_bytes + 64 * 1024,
-                       per_path={"/api/v1/problems": MAX_ARCHIVE_BYTES})
+                       per_path={"/api/v1/problems": MAX_ARCHIVE_BYTES,
+                                 "/instructor/problems/upload": MAX_ARCHIVE_BYTES + 64 * 1024})
     app.add_middleware(SessionMiddleware, secret_key=settings.session_key(), session_cookie="remat_session",
                        max_age=settings.session_max_age_s,
                        # inside an LMS's iframe the session is a third-party cookie: only SameSite=None
@@ -178,6 +180,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def pygments_stylesheet() -> Response:
         return Response(pygments_css(), media_type="text/css", headers={"Cache-Control": "public, max-age=86400"})
 
+    app.include_router(web_uploads.router)  # the admin's upload page (before /instructor/problems/{slug})
     app.include_router(web_pages.router)
     app.include_router(lti_router)  # LTI 1.3 tool (issue 12)
     app.include_router(course_pages.router)  # courses, gradebooks, regrades (issue 12)

@@ -356,7 +356,9 @@ def _validate_packages(problems: list[Problem], settings: Settings, jobs: int) -
              f"{row.recompute_flops:,}" if row.recompute_flops is not None else "", row.note)
             for row in report.rows]))
         if report.error:
-            console.print(f"[red]{report.slug}: {report.error}[/]")
+            console.print(f"[red]{report.slug}: {escape(report.error)}[/]")
+        for warning in report.warnings:
+            console.print(f"[yellow]{report.slug}: warning: {escape(warning)}[/]")
         all_ok = all_ok and report.ok
     return all_ok
 
@@ -486,34 +488,10 @@ def problems_add(path: Annotated[Path, typer.Argument(help="the package folder")
             err.print(f"  {escape(line)}", soft_wrap=True, highlight=False)
         raise typer.Exit(EXIT_REJECTED)
     if server is not None:
-        import httpx
-
         if not token:
             err.print("--server needs --token (or REMAT_JUDGE_INSTRUCTOR_TOKEN)")
             raise typer.Exit(EXIT_USAGE)
-        with err.status(f"uploading {path} to {server} (the server validates it through its sandbox)..."):
-            try:
-                response = httpx.post(f"{server.rstrip('/')}/api/v1/problems", content=pack(path), timeout=900,
-                                      params={"publish": "true"} if publish else None,
-                                      headers={"Authorization": f"Bearer {token}", "Content-Type": "application/gzip"})
-            except httpx.HTTPError as exc:
-                err.print(f"cannot reach {server}: {exc}")
-                raise typer.Exit(EXIT_REJECTED)
-        body = response.json() if response.headers.get("content-type", "").startswith("application/json") else {}
-        if body.get("rows"):
-            console.print(_rows_table(f"validated by {server}", [
-                (r["file"], r["expected"], r["got"] or "-", r["ok"], f"{r['seconds']:.1f}",
-                 "" if r["residual_bytes"] is None else f"{r['residual_bytes']:,}",
-                 "" if r["bwd_peak_bytes"] is None else f"{r['bwd_peak_bytes']:,}",
-                 "" if r.get("recompute_flops") is None else f"{r['recompute_flops']:,}", r["note"])
-                for r in body["rows"]]))
-        if response.status_code == 201:
-            console.print(f"installed {body['slug']} version {body['version']}"
-                          + (f" (replaces {body['previous_version']})" if body.get("previous_version") else "")
-                          + (", published" if body.get("published") else ", unpublished (admins only)"))
-            raise typer.Exit(0)
-        err.print(f"[red]refused ({response.status_code}):[/] {body.get('detail', response.text[:500])}")
-        raise typer.Exit(EXIT_REJECTED)
+        _upload(path, server.rstrip("/"), token, publish=publish)
 
     settings = _settings(data_dir, problems_dir)
     try:
@@ -532,6 +510,55 @@ def problems_add(path: Annotated[Path, typer.Argument(help="the package folder")
              if now.published else
              f"unpublished (admins only) until `remat-judge problems publish {problem.slug}`")
     console.print(f"installed {problem.slug} version {problem.version} at {target}: {state}", soft_wrap=True)
+
+
+def _upload(path: Path, server: str, token: str, *, publish: bool) -> None:
+    """Uploads the package at `path` to `server` and follows its validation (polling the upload's
+    status every second, with a progress line on stderr) to the end; exits 0 when it was installed,
+    1 otherwise, printing the validation table, the reference's failed self-checks and warnings."""
+    import time
+
+    import httpx
+
+    from server.packages import pack
+
+    auth = {"Authorization": f"Bearer {token}"}
+    try:
+        with httpx.Client(base_url=server, timeout=60, headers=auth) as client:
+            response = client.post("/api/v1/problems", content=pack(path), params={"publish": "true"} if publish else None,
+                                   headers={"Content-Type": "application/gzip"})
+            body = response.json() if response.headers.get("content-type", "").startswith("application/json") else {}
+            if response.status_code != 202:
+                err.print(f"[red]refused ({response.status_code}):[/] {escape(str(body.get('detail', response.text[:500])))}")
+                raise typer.Exit(EXIT_REJECTED)
+            with err.status("") as status:
+                while body.get("state") == "validating":
+                    progress = body.get("progress", {})
+                    status.update(f"{server} validates {body.get('slug')} through its sandbox: "
+                                  f"{progress.get('done', 0)} of {progress.get('total', '?')} files graded")
+                    time.sleep(1.0)
+                    body = client.get(body.get("status_url") or f"/api/v1/problems/uploads/{body['id']}").json()
+    except httpx.HTTPError as exc:
+        err.print(f"cannot reach {server}: {exc}")
+        raise typer.Exit(EXIT_REJECTED) from None
+    for failure in body.get("reference_failures", []):
+        print(f"reference.py: {failure['check']}: {failure['message']}")
+    if body.get("rows"):
+        console.print(_rows_table(f"validated by {server}", [
+            (r["file"], r["expected"], r["got"] or "-", r["ok"], f"{r['seconds']:.1f}",
+             "" if r["residual_bytes"] is None else f"{r['residual_bytes']:,}",
+             "" if r["bwd_peak_bytes"] is None else f"{r['bwd_peak_bytes']:,}",
+             "" if r.get("recompute_flops") is None else f"{r['recompute_flops']:,}", r["note"])
+            for r in body["rows"]]))
+    for warning in body.get("warnings", []):
+        console.print(f"[yellow]warning: {escape(warning)}[/]")
+    if body.get("state") == "done":
+        console.print(f"installed {body['slug']} version {body['version']}"
+                      + (f" (replaces {body['previous_version']})" if body.get("previous_version") else "")
+                      + (", published" if body.get("published") else ", unpublished (admins only)"))
+        raise typer.Exit(0)
+    err.print(f"[red]not installed:[/] {escape(str(body.get('detail', '')))}")
+    raise typer.Exit(EXIT_REJECTED)
 
 
 def _engine(data_dir: Optional[Path]):  # type: ignore[no-untyped-def]

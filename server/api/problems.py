@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import secrets
-import threading
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Request, status
@@ -11,13 +10,10 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from graders.problem import ArrayArg, ListArg, Problem, ProblemError
-from graders.publication import published_version, todos
-from graders.validate import validate_problem
 from server.api.deps import Services, get_services
 from server.authz import ADMIN_TOKEN, ANONYMOUS, Action, Principal, decide
-from server.packages import PackageError, install, staged_package
-from server.schemas import (ArgumentPublic, CasePublic, ProblemDetail, ProblemPublished, ProblemSummary,
-                            ValidationRowPublic)
+from server.db import SUBMISSION_ID
+from server.schemas import ArgumentPublic, CasePublic, ProblemDetail, ProblemSummary
 
 router = APIRouter(prefix="/problems", tags=["problems"])
 ServicesDep = Annotated[Services, Depends(get_services)]
@@ -92,9 +88,6 @@ def get_problem(slug: str, services: ServicesDep, authorization: AuthorizationHe
         memory_rule=spec.memory.rule, statement=problem.statement, starter=problem.starter)
 
 
-_publish_lock = threading.Lock()
-
-
 def require_instructor(services: ServicesDep,
                        authorization: Annotated[str | None, Header(description="Bearer <admin token>")] = None,
                        ) -> None:
@@ -109,67 +102,51 @@ def require_instructor(services: ServicesDep,
                             "Authorization: Bearer <token>", headers={"WWW-Authenticate": "Bearer"})
 
 
-def _validate_and_install(services: Services, data: bytes, *, publish: bool) -> tuple[int, dict]:
-    try:
-        with staged_package(data, services.settings.problems_dir) as problem:
-            if publish and (left := todos(problem.root)):
-                return status.HTTP_422_UNPROCESSABLE_CONTENT, {
-                    "detail": f"publish=true, but {len(left)} TODO{'s' if len(left) > 1 else ''} left (write each "
-                              f"part, or upload without publish=true): " + "; ".join(left[:20]),
-                    "rows": []}
-            report = validate_problem(problem, services.settings.judge_config())
-            rows = [ValidationRowPublic(file=r.file, expected=r.expected.value, got=r.got.value if r.got else None,
-                                        ok=r.ok, note=r.note, seconds=round(r.seconds, 2),
-                                        residual_bytes=r.residual_bytes, bwd_peak_bytes=r.bwd_peak_bytes,
-                                        recompute_flops=r.recompute_flops)
-                    for r in report.rows]
-            if report.reference_failures:
-                return status.HTTP_422_UNPROCESSABLE_CONTENT, {
-                    "detail": "the reference failed its self-checks; no file was graded:\n"
-                              + "\n".join(report.reference_lines()),
-                    "reference_failures": [{"check": c, "message": m} for c, m in report.reference_failures],
-                    "rows": []}
-            if not report.ok:
-                return status.HTTP_422_UNPROCESSABLE_CONTENT, {
-                    "detail": report.error or "the package does not validate: the reference must be ACCEPTED and "
-                                              "every wrong/ file must get its verdict",
-                    "rows": [r.model_dump() for r in rows]}
-            with _publish_lock:
-                try:
-                    previous = services.problems.get(problem.slug).version
-                except (KeyError, ProblemError):
-                    previous = None
-                target = install(problem.root, services.settings.problems_dir,
-                                 services.settings.data_dir / "problem-history",
-                                 publish_version=problem.version if publish else None)
-                published = published_version(target) is not None
-    except PackageError as exc:
-        return status.HTTP_400_BAD_REQUEST, {"detail": f"bad package archive: {exc}"}
-    except ProblemError as exc:
-        return status.HTTP_400_BAD_REQUEST, {"detail": f"invalid package: {exc}"}
-    body = ProblemPublished(slug=problem.slug, version=problem.version, previous_version=previous, rows=rows,
-                            published=published)
-    return status.HTTP_201_CREATED, body.model_dump()
-
-
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=ProblemPublished,
+@router.post("", status_code=status.HTTP_202_ACCEPTED,
              dependencies=[Depends(require_instructor)],
-             responses={400: {"description": "not a valid package archive"},
+             responses={202: {"description": "the archive passed the quick checks; poll `status_url` for the "
+                                             "validation through the sandbox"},
+                        400: {"description": "not a valid package archive, or an invalid package (every "
+                                             "problem.toml and `# expect:` error at once)"},
                         401: {"description": "missing or wrong admin token"},
                         403: {"description": "uploads disabled"},
-                        422: {"description": "the package does not validate through the sandbox, or "
-                                             "publish=true and a TODO is left"}},
+                        422: {"description": "publish=true and a TODO is left"}},
              openapi_extra={"requestBody": {"content": {"application/gzip": {"schema": {"type": "string",
                                                                                         "format": "binary"}}},
                                             "required": True}})
 async def upload_problem(request: Request, services: ServicesDep, publish: bool = False) -> JSONResponse:
     """Uploads a problem package (a tar.gz of its folder; `remat-judge problems add --server` makes
-    one). It is validated through the real sandbox before it is installed; a changed package becomes
-    a new version, served at once without a restart.
+    one). What can be said at once is answered at once (400/422: an unsafe archive, every
+    problem.toml and `# expect:` error, a TODO with publish=true); then 202 with a `status_url`
+    (also the Location header) to poll while it is validated through the real sandbox: first the
+    reference's self-checks, then every file; when it passes it is installed, a new version served
+    at once without a restart.
 
-    A new problem arrives unpublished (instructors only) unless `?publish=true`, which also refuses
-    (422) a package with a TODO left; a package that replaces a published problem stays published
-    (`remat-judge problems list` flags it until it is published again)."""
+    A new problem arrives unpublished (admins only) unless `?publish=true`; a package that replaces
+    a published problem leaves students on the published version until it is published."""
+    from server import uploads
+
     data = await request.body()
-    code, body = await run_in_threadpool(_validate_and_install, services, data, publish=publish)
-    return JSONResponse(status_code=code, content=body)
+    try:
+        upload_id = await run_in_threadpool(uploads.start, services, data, publish=publish, requested_by="admin token")
+    except uploads.UploadRefused as refused:
+        return JSONResponse(status_code=refused.status_code, content={"detail": refused.message})
+    url = f"/api/v1/problems/uploads/{upload_id}"
+    view = uploads.UploadStore(services.engine).get(upload_id)
+    assert view is not None
+    return JSONResponse(status_code=status.HTTP_202_ACCEPTED, headers={"Location": url}, content=view.public())
+
+
+@router.get("/uploads/{upload_id}", dependencies=[Depends(require_instructor)],
+            responses={404: {"description": "no such upload"}})
+def upload_status(upload_id: str, services: ServicesDep) -> JSONResponse:
+    """An upload's state (`validating`, `done`, `failed`), progress (files graded of the package's
+    reference, right/ and wrong/), and once finished its report: the reference's failed
+    self-checks (`reference_failures`, each `{check, message}`), the validation table (`rows`),
+    `warnings`, whether it was `published`, and the version it replaces."""
+    from server import uploads
+
+    view = uploads.UploadStore(services.engine).get(upload_id) if SUBMISSION_ID.match(upload_id) else None
+    if view is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such upload")
+    return JSONResponse(view.public())

@@ -19,6 +19,7 @@ import server.courses.models  # noqa: E402,F401 - courses and assignments (issue
 import server.courses.regrade  # noqa: E402,F401 - regrades (issue 12)
 import server.web.hints  # noqa: E402,F401 - hints opened one at a time (issue 13)
 import server.web.sessions  # noqa: E402,F401 - server-side web sessions (issue 13)
+import server.uploads  # noqa: E402,F401 - problem uploads that report (issue 20)
 
 config = context.config
 target_metadata = Base.metadata

@@ -46,12 +46,38 @@ def new_package(tmp: Path, slug: str) -> Path:
     return tmp / slug
 
 
-def upload(url: str, data: bytes, token: str | None = TOKEN, *, publish: bool = False) -> httpx.Response:
+class Finished:
+    """Where an upload ended: the POST's own answer when it refused at once (400, 401, 422), else
+    the last status of the upload it started, as 201 (installed) or 422 (failed)."""
+
+    def __init__(self, status_code: int, body: dict, polls: int = 0):
+        self.status_code, self.body, self.polls = status_code, body, polls
+        self.text = str(body)
+
+    def json(self) -> dict:
+        return self.body
+
+
+def upload(url: str, data: bytes, token: str | None = TOKEN, *, publish: bool = False) -> Finished:
+    """POSTs a package and, once it answers 202, polls its status_url until validation ends."""
+    import time
+
     headers = {"Content-Type": "application/gzip"}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
-    return httpx.post(f"{url}/api/v1/problems", content=data, headers=headers, timeout=600,
-                      params={"publish": "true"} if publish else None)
+    started = httpx.post(f"{url}/api/v1/problems", content=data, headers=headers, timeout=60,
+                         params={"publish": "true"} if publish else None)
+    if started.status_code != 202:
+        return Finished(started.status_code, started.json() if started.content else {})
+    body = started.json()
+    assert started.headers["location"] == body["status_url"] and body["state"] == "validating"
+    polls = 0
+    while body["state"] == "validating":
+        time.sleep(0.5)
+        body = httpx.get(url + body["status_url"], headers=headers, timeout=30).json()
+        polls += 1
+        assert 0 <= body["progress"]["done"] <= body["progress"]["total"]
+    return Finished(201 if body["state"] == "done" else 422, body, polls)
 
 
 def fill_todos(folder: Path) -> None:
@@ -92,7 +118,7 @@ def test_a_valid_upload_is_served_at_once_and_a_change_makes_a_new_version(site:
 
     # publish=true refuses while the scaffold's TODOs are left, and publishes once they are written
     refused = upload(url, pack(folder), publish=True)
-    assert refused.status_code == 422 and "TODOs left" in refused.json()["detail"]
+    assert refused.status_code == 422 and "TODOs left" in refused.json()["detail"] and refused.polls == 0
     fill_todos(folder)
     published = upload(url, pack(folder), publish=True)
     assert published.status_code == 201, published.text
@@ -108,14 +134,15 @@ def test_a_valid_upload_is_served_at_once_and_a_change_makes_a_new_version(site:
     assert graded["verdict"] == "ACCEPTED" and graded["problem_version"] == body["version"]
 
     # change the case set: a new version replaces the old, which is kept in history
-    toml = (folder / "problem.toml").read_text().replace("dims = { N = 4096 }", "dims = { N = 2048 }")
+    toml = (folder / "problem.toml").read_text().replace("dims = { N = 1048576 }", "dims = { N = 524288 }")
     (folder / "problem.toml").write_text(toml)
     second = upload(url, pack(folder))
     assert second.status_code == 201, second.text
     assert second.json()["previous_version"] == body["version"] != second.json()["version"]
     assert second.json()["published"] is True  # a published problem stays published (flagged as changed)
     assert (problems / "uploaded_sin" / ".published").read_text().strip() == body["version"]
-    assert httpx.get(f"{url}/api/v1/problems/uploaded_sin").json()["version"] == second.json()["version"]
+    # ... and students keep the published version until it is published again (immutable versions)
+    assert httpx.get(f"{url}/api/v1/problems/uploaded_sin").json()["version"] == body["version"]
     assert any(p.name.startswith("uploaded_sin-") for p in (root / "data" / "problem-history").iterdir())
     old = httpx.get(f"{url}/api/v1/submissions/{graded['id']}").json()
     assert old["problem_version"] == body["version"]
@@ -213,3 +240,22 @@ def test_cli_new_validate_add_locally(tmp_path: Path, judge_config: JudgeConfig)
     bad = subprocess.run([CLI, "problems", "validate", "local_sin", "--problems-dir", str(scratch)],
                          capture_output=True, text=True, env=env)
     assert bad.returncode == 1 and "MISMATCH" in bad.stdout
+
+
+@pytest.mark.parametrize("check", ["finite_difference", "deterministic"])
+def test_an_uploaded_reference_that_fails_its_self_check_is_reported_and_not_installed(
+        site: tuple[str, Path, Path], tmp_path: Path, check: str) -> None:
+    from tests.unit.test_reference_checks import MISTAKES
+
+    url, problems, root = site
+    folder = new_package(tmp_path, f"mistake_{check}")
+    (folder / "reference.py").write_text(MISTAKES[check].replace("remat_sin_sin", f"mistake_{check}")
+                                         .replace("(x)\n", "(x).sum()\n").replace(
+                                             "return f(x) + 0.5", "return (f(x) + 0.5").replace(" - 0.5 * x\n", " - 0.5 * x).sum()\n"))
+    answer = upload(url, pack(folder))
+    body = answer.json()
+    assert answer.status_code == 422 and body["state"] == "failed", body
+    assert [f["check"] for f in body["reference_failures"]][:1] == [check] and body["rows"] == []
+    assert "no file was graded" in body["detail"]
+    assert str(root) not in str(body) and "/tmp" not in str(body)
+    assert not (problems / f"mistake_{check}").exists()

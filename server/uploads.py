@@ -1,0 +1,268 @@
+"""Problem uploads that report: an archive is checked at once (unpacked strictly, loaded, every
+problem.toml and `# expect:` error listed), then validated through the real sandbox in the
+background while the uploader polls its progress (migration 0010, `problem_uploads`).
+
+`start` answers as soon as the quick checks pass: the upload's row says "validating", with how
+many of the package's files are graded so far. When validation ends the row holds the whole
+report (the reference's self-check failures, the validation table, warnings) and, when the
+package passed, it is installed (and published with `publish`). Messages name files within the
+package, never a path of this server. A row left "validating" by a process that died is reported
+as failed once it has not moved for `STALE_S`.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import shutil
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Boolean, Integer, String, Text, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
+
+from graders.problem import Problem, ProblemError, load_problem
+from graders.publication import published_version, todos
+from server.db import Base, UTCDateTime, _enum, utcnow
+from server.packages import PackageError, install, staging_root, unpack
+
+log = logging.getLogger(__name__)
+STALE_S = 900  # a "validating" row not updated for this long belongs to a process that is gone
+_install_lock = threading.Lock()
+
+
+class UploadState(enum.StrEnum):
+    VALIDATING = "validating"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class ProblemUpload(Base):
+    """One uploaded package and its validation.
+
+    Attributes:
+        done_files, total_files: files graded so far, of the package's reference, right/ and wrong/.
+        result_json: the report once finished (`UploadView.report`).
+        detail: one sentence on the outcome.
+    """
+
+    __tablename__ = "problem_uploads"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    slug: Mapped[str] = mapped_column(String(64))
+    version: Mapped[str] = mapped_column(String(32))
+    state: Mapped[UploadState] = mapped_column(_enum(UploadState, "upload_state"))
+    publish: Mapped[bool] = mapped_column(Boolean)
+    requested_by: Mapped[str] = mapped_column(String(254))
+    done_files: Mapped[int] = mapped_column(Integer)
+    total_files: Mapped[int] = mapped_column(Integer)
+    detail: Mapped[str] = mapped_column(Text, default="")
+    result_json: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+
+class UploadRefused(Exception):
+    """The archive fails the quick checks: `status_code` (400 malformed or invalid package, 422 a
+    TODO left with publish) and a message naming files within the package."""
+
+    def __init__(self, status_code: int, message: str):
+        super().__init__(message)
+        self.status_code, self.message = status_code, message
+
+
+@dataclass(frozen=True)
+class UploadView:
+    """An upload as its uploader sees it (`GET /api/v1/problems/uploads/{id}`, the upload page)."""
+
+    id: str
+    slug: str
+    version: str
+    state: str
+    publish: bool
+    done_files: int
+    total_files: int
+    detail: str
+    report: dict[str, Any] | None
+    created_at: datetime
+    finished_at: datetime | None
+
+    def public(self) -> dict[str, Any]:
+        """The JSON of the status endpoint: every field, the report's parts at top level."""
+        report = self.report or {}
+        return {"id": self.id, "status_url": f"/api/v1/problems/uploads/{self.id}", "slug": self.slug,
+                "version": self.version, "state": self.state,
+                "publish": self.publish, "progress": {"done": self.done_files, "total": self.total_files},
+                "detail": self.detail, "rows": report.get("rows", []),
+                "reference_failures": report.get("reference_failures", []),
+                "warnings": report.get("warnings", []), "published": report.get("published", False),
+                "previous_version": report.get("previous_version"),
+                "created_at": self.created_at.isoformat(),
+                "finished_at": self.finished_at.isoformat() if self.finished_at else None}
+
+
+class UploadStore:
+    """Reads and writes `problem_uploads`. Thread-safe: one session per call."""
+
+    def __init__(self, engine: Engine):
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    def create(self, *, slug: str, version: str, publish: bool, requested_by: str, total_files: int) -> str:
+        upload_id = uuid.uuid4().hex
+        now = utcnow()
+        with self._sessions.begin() as session:
+            session.add(ProblemUpload(id=upload_id, slug=slug, version=version, state=UploadState.VALIDATING,
+                                      publish=publish, requested_by=requested_by[:254], done_files=0,
+                                      total_files=total_files, detail="validating through the sandbox",
+                                      created_at=now, updated_at=now))
+        return upload_id
+
+    def progress(self, upload_id: str, done_files: int) -> None:
+        with self._sessions.begin() as session:
+            session.execute(update(ProblemUpload).where(ProblemUpload.id == upload_id).values(
+                done_files=done_files, updated_at=utcnow()).execution_options(synchronize_session=False))
+
+    def finish(self, upload_id: str, *, state: UploadState, detail: str, report: dict[str, Any]) -> None:
+        now = utcnow()
+        with self._sessions.begin() as session:
+            session.execute(update(ProblemUpload).where(ProblemUpload.id == upload_id).values(
+                state=state, detail=detail[:2000], result_json=json.dumps(report), updated_at=now, finished_at=now)
+                .execution_options(synchronize_session=False))
+
+    def get(self, upload_id: str) -> UploadView | None:
+        with self._sessions() as session:
+            row = session.get(ProblemUpload, upload_id)
+        if row is None:
+            return None
+        state, detail = row.state, row.detail
+        if state == UploadState.VALIDATING and row.updated_at < utcnow() - timedelta(seconds=STALE_S):
+            state, detail = UploadState.FAILED, "the server stopped while validating this package: upload it again"
+        return UploadView(id=row.id, slug=row.slug, version=row.version, state=str(state), publish=row.publish,
+                          done_files=row.done_files, total_files=row.total_files, detail=detail,
+                          report=json.loads(row.result_json) if row.result_json else None,
+                          created_at=row.created_at, finished_at=row.finished_at)
+
+
+def _scrub(value: Any, paths: list[str]) -> Any:
+    """`value` (JSON-like) with every server path in `paths` cut out of its strings."""
+    if isinstance(value, str):
+        for path in paths:
+            value = value.replace(path.rstrip("/") + "/", "").replace(path, "")
+        return value
+    if isinstance(value, list):
+        return [_scrub(v, paths) for v in value]
+    if isinstance(value, dict):
+        return {k: _scrub(v, paths) for k, v in value.items()}
+    return value
+
+
+def _files(problem: Problem) -> int:
+    """How many files validation grades: the reference, right/ and wrong/."""
+    return 1 + len(problem.right_submissions()) + len(problem.wrong_submissions())
+
+
+def quick_checks(data: bytes, problems_dir: Path, *, publish: bool) -> Problem:
+    """Unpacks the archive into the staging folder and loads the package strictly: what can be said
+    at once. The caller owns the staged folder (`problem.root.parent`) from here.
+
+    Raises:
+        UploadRefused: 400 (unsafe or malformed archive; every problem.toml and `# expect:` error
+            at once), 422 (publish with a TODO left). Nothing is left in the staging folder then.
+    """
+    try:
+        staged = unpack(data, staging_root(problems_dir))
+    except PackageError as exc:
+        raise UploadRefused(400, f"bad package archive: {exc}") from None
+    try:
+        problem = load_problem(staged)
+        errors = []
+        for listing in (problem.right_submissions, problem.wrong_submissions):
+            try:
+                listing()
+            except ProblemError as exc:
+                errors.append(str(exc))
+        if errors:
+            raise ProblemError("\n".join(errors))
+        if publish and (left := todos(problem.root)):
+            raise UploadRefused(422, f"publish=true, but {len(left)} TODO{'s' if len(left) > 1 else ''} left (write "
+                                     f"each part, or upload without publish=true): " + "; ".join(left[:20]))
+    except ProblemError as exc:
+        shutil.rmtree(staged.parent, ignore_errors=True)
+        raise UploadRefused(400, f"invalid package:\n{_scrub(str(exc), [str(staged.parent)])}") from None
+    except BaseException:
+        shutil.rmtree(staged.parent, ignore_errors=True)
+        raise
+    return problem
+
+
+def start(services: Any, data: bytes, *, publish: bool, requested_by: str) -> str:
+    """Checks the archive at once (`quick_checks`), records the upload and validates it in a
+    background thread; returns the upload's id.
+
+    Raises:
+        UploadRefused: the quick checks failed (nothing recorded).
+    """
+    settings = services.settings
+    problem = quick_checks(data, settings.problems_dir, publish=publish)
+    store = UploadStore(services.engine)
+    upload_id = store.create(slug=problem.slug, version=problem.version, publish=publish,
+                             requested_by=requested_by, total_files=_files(problem))
+    thread = threading.Thread(target=_validate, args=(services, store, upload_id, problem, publish),
+                              name=f"upload-{problem.slug}", daemon=True)
+    thread.start()
+    return upload_id
+
+
+def _validate(services: Any, store: UploadStore, upload_id: str, problem: Problem, publish: bool) -> None:
+    """The background part: validates, installs when it passed, and records the report."""
+    from graders.validate import validate_problem
+
+    settings = services.settings
+    paths = [str(problem.root.parent), str(settings.problems_dir.resolve()), str(settings.data_dir.resolve())]
+    done = 0
+
+    def on_row(_: object) -> None:
+        nonlocal done
+        done += 1
+        store.progress(upload_id, done)
+
+    try:
+        report = validate_problem(problem, settings.judge_config(), on_row=on_row)
+        body: dict[str, Any] = {
+            "rows": [{"file": r.file, "expected": r.expected.value, "got": r.got.value if r.got else None, "ok": r.ok,
+                      "note": r.note, "seconds": round(r.seconds, 2), "residual_bytes": r.residual_bytes,
+                      "bwd_peak_bytes": r.bwd_peak_bytes, "recompute_flops": r.recompute_flops} for r in report.rows],
+            "reference_failures": [{"check": c, "message": m} for c, m in report.reference_failures],
+            "warnings": report.warnings, "published": False, "previous_version": None}
+        if report.reference_failures:
+            state, detail = UploadState.FAILED, "the reference failed its self-checks; no file was graded"
+        elif not report.ok:
+            state, detail = UploadState.FAILED, report.error or (
+                "the package does not validate: the reference and right/ files must be ACCEPTED and every wrong/ "
+                "file must get its verdict")
+        else:
+            with _install_lock:
+                try:
+                    body["previous_version"] = services.problems.working(problem.slug).version
+                except (KeyError, ProblemError):
+                    pass
+                target = install(problem.root, settings.problems_dir, settings.data_dir / "problem-history",
+                                 publish_version=problem.version if publish else None)
+            body["published"] = published_version(target) is not None
+            state = UploadState.DONE
+            detail = f"installed version {problem.version}" + (", published" if body["published"] else
+                                                               ", unpublished (admins only)")
+        store.finish(upload_id, state=state, detail=_scrub(detail, paths), report=_scrub(body, paths))
+    except Exception as exc:  # a fault of the judge: said without a path or a traceback
+        log.exception("validating upload %s failed", upload_id)
+        store.finish(upload_id, state=UploadState.FAILED, report={},
+                     detail=_scrub(f"the judge failed while validating ({type(exc).__name__}); try again", paths))
+    finally:
+        shutil.rmtree(problem.root.parent, ignore_errors=True)
