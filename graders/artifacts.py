@@ -97,6 +97,9 @@ class ModuleInfo:
         functions: number of functions in the module.
         digest: `normalized_digest` of the artifact (64 hex digits); "" when `disallowed` is not
             empty (the module is not walked).
+        memory_kinds: per output of `main`, where the program leaves it: its result attribute
+            `mhlo.memory_kind` ("device", or "pinned_host" for a value a checkpoint policy offloads
+            to host memory, e.g. `save_and_offload_only_these_names`); "device" when unmarked.
     """
 
     op_counts: Counter[str] = field(default_factory=Counter)
@@ -107,6 +110,7 @@ class ModuleInfo:
     sources: list[str] = field(default_factory=list)
     functions: int = 0
     digest: str = ""
+    memory_kinds: list[str] = field(default_factory=list)
 
     @property
     def n_ops(self) -> int:
@@ -763,6 +767,31 @@ def normalized_digest(exported: Any) -> str:
         return _module_digest(_parse(exported), exported)
 
 
+MEMORY_KINDS = ("device", "pinned_host", "unpinned_host")  # what `mhlo.memory_kind` may say (JAX's names)
+
+
+def _result_memory_kinds(main: Any, n_results: int) -> list[str]:
+    """Per result of `main`, its `mhlo.memory_kind` result attribute ("device" when unmarked).
+
+    Raises:
+        ArtifactError: a memory kind the judge does not know (a forged attribute).
+    """
+    ir = _ir()
+    kinds = ["device"] * n_results
+    if "res_attrs" not in main.attributes:
+        return kinds
+    for i, attrs in enumerate(ir.ArrayAttr(main.attributes["res_attrs"])):
+        if i >= n_results:
+            break
+        attrs = ir.DictAttr(attrs)
+        if "mhlo.memory_kind" in attrs:
+            kind = ir.StringAttr(attrs["mhlo.memory_kind"]).value
+            if kind not in MEMORY_KINDS:
+                raise ArtifactError(f"result {i} is left in memory of an unknown kind {kind[:40]!r}")
+            kinds[i] = kind
+    return kinds
+
+
 def inspect_module(exported: Any, *, allowed_custom_calls: frozenset[str] = frozenset(),
                    limits: ReadLimits = ReadLimits()) -> ModuleInfo:
     """Parses an Exported's StableHLO module from bytecode and inspects it without running it.
@@ -806,5 +835,6 @@ def inspect_module(exported: Any, *, allowed_custom_calls: frozenset[str] = froz
         main_block = functions["main"].regions[0].blocks[0]
         returned = list(main_block.operations)[-1].operands
         info.sources = [_provenance(v, main_block, functions) for v in returned]
+        info.memory_kinds = _result_memory_kinds(functions["main"], len(returned))
         info.digest = _module_digest(module, exported)  # last: it strips the module's locations
     return info

@@ -50,7 +50,8 @@ from graders.problem import Problem, _np_dtype, case_arg_specs, hidden_inputs, l
 from graders.verdict import ResidualFact
 from jailside.export import export_case, residual_notes
 
-CACHE_FORMAT = 6  # 4: arrays.bin (mapped, checksummed); 5: evaluate.COMPILER_OPTIONS; 6: self-checked, float64 FD
+CACHE_FORMAT = 7  # 4: arrays.bin (mapped, checksummed); 5: evaluate.COMPILER_OPTIONS; 6: self-checked, float64
+# FD; 7: residuals carry their memory kind
 log = logging.getLogger(__name__)
 
 
@@ -313,7 +314,8 @@ def build_expectations(problem: Problem, *, seed: bytes, export_budget_s: float 
         digests.append((fwd_info.digest, bwd_info.digest))
         out_avals = exported_avals(fwd.out_avals)
         residuals = describe_residuals(out_avals[n_out:], residual_notes(fn, specs),
-                                       sources=named_sources(fwd_info.sources[n_out:], names), hide_source=True)
+                                       sources=named_sources(fwd_info.sources[n_out:], names), hide_source=True,
+                                       memory_kinds=fwd_info.memory_kinds[n_out:])
         plain = None
         if plain_fn is not None:
             with checkpoint_disabled():

@@ -96,7 +96,8 @@ def _indistinguishable(problem: Problem, report: VerdictReport, reference: Verdi
     if rule.rule == "exact":
         same = signature(mine.submitted) == signature(theirs.submitted) and (peak_ok or not rule.bounds_peak)
     else:
-        same = mine.submitted_bytes <= theirs.submitted_bytes + rule.slack_bytes and peak_ok
+        same = (mine.submitted_bytes - mine.submitted_host_bytes
+                <= theirs.submitted_bytes - theirs.submitted_host_bytes + rule.slack_bytes and peak_ok)
     if same and rule.rule == "exact" and rule.match == "values":
         return ("this submission saves the reference's residuals as values too: no residual-based judge "
                 "can tell it apart; choose another wrong submission")

@@ -91,6 +91,9 @@ class ResidualFact(BaseModel):
         matched: for a submitted residual, whether it equals, as a value on every hidden input, a
             residual the reference saves; for an expected one, whether the submission saves it.
             None when values were not compared.
+        memory_kind: where the forward program leaves it until the backward pass: "device", or
+            "pinned_host" when a checkpoint policy offloads it to host memory
+            (`save_and_offload_only_these_names`), read from the artifact's result attributes.
     """
 
     shape: list[int]
@@ -98,6 +101,11 @@ class ResidualFact(BaseModel):
     note: str | None = None
     source: str | None = None
     matched: bool | None = None
+    memory_kind: str = "device"
+
+    @property
+    def on_device(self) -> bool:
+        return self.memory_kind == "device"
 
     @property
     def nbytes(self) -> int:
@@ -111,8 +119,9 @@ class ResidualFact(BaseModel):
         return f"{abbrev.get(self.dtype, self.dtype)}[{','.join(str(d) for d in self.shape)}]"
 
     def described(self) -> str:
-        """`f32[16,8] from dot_general` for messages."""
-        return self.short() + (f" from `{self.source}`" if self.source else "")
+        """`f32[16,8] from dot_general` for messages (`, offloaded to pinned_host` when it is)."""
+        return self.short() + (f" from `{self.source}`" if self.source else "") + (
+            "" if self.on_device else f", offloaded to {self.memory_kind}")
 
 
 def _dtype(name: str) -> Any:
@@ -130,13 +139,17 @@ class ResidualReport(BaseModel):
     `full_remat_*` the reference under one plain `jax.checkpoint` (saves the inputs, recomputes
     everything). All sizes in bytes. `*_bwd_flops`: FLOPs of one run of the backward program
     (graders/artifacts.py, `ModuleInfo.flops`); `*_recompute_flops`: those minus the backward FLOPs
-    without any checkpoint (never below 0): the forward work the backward pass redoes."""
+    without any checkpoint (never below 0): the forward work the backward pass redoes.
+    `*_host_bytes`: the part of the residual bytes a policy offloads to host memory (the rest
+    stays on the device)."""
 
     case: str | None = None
     expected: list[ResidualFact] = Field(default_factory=list)
     submitted: list[ResidualFact] = Field(default_factory=list)
     expected_bytes: int = 0
     submitted_bytes: int = 0
+    expected_host_bytes: int = 0
+    submitted_host_bytes: int = 0
     expected_bwd_peak_bytes: int | None = None
     submitted_bwd_peak_bytes: int | None = None
     expected_fwd_peak_bytes: int | None = None

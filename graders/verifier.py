@@ -145,7 +145,8 @@ def _load_case(expected: CaseExpectation, case: BundleCase, problem: Problem, li
                     f"{label}: the backward program returns gradients {_avals_text(bwd_out)}"
                     f", expected {_avals_text(expected.input_avals)}")
     residuals = describe_residuals(residual_avals, case.residual_notes,
-                                   sources=named_sources(infos[0].sources[n_out:], leaf_names))
+                                   sources=named_sources(infos[0].sources[n_out:], leaf_names),
+                                   memory_kinds=infos[0].memory_kinds[n_out:])
     return _Loaded(expected, case, fwd, bwd, infos[0].peak_live_bytes, infos[1].peak_live_bytes, infos[1].flops,
                    residuals, infos[0].digest, infos[1].digest)
 
@@ -213,6 +214,8 @@ def residual_report(runs: list[CaseRun]) -> ResidualReport | None:
     return ResidualReport(
         case=exp.name, expected=expected, submitted=chosen.residuals,
         expected_bytes=exp.residual_bytes, submitted_bytes=sum(r.nbytes for r in chosen.residuals),
+        expected_host_bytes=sum(r.nbytes for r in exp.residuals if not r.on_device),
+        submitted_host_bytes=sum(r.nbytes for r in chosen.residuals if not r.on_device),
         expected_bwd_peak_bytes=exp.bwd_peak_bytes, submitted_bwd_peak_bytes=chosen.bwd_peak_bytes,
         expected_fwd_peak_bytes=exp.fwd_peak_bytes, submitted_fwd_peak_bytes=chosen.fwd_peak_bytes,
         no_checkpoint_bytes=exp.plain_residual_bytes, no_checkpoint_bwd_peak_bytes=exp.plain_bwd_peak_bytes,

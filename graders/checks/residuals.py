@@ -14,14 +14,24 @@ from graders.problem import MemoryRule, ProblemSpec, Tolerance
 from graders.verdict import CheckResult, ResidualFact, Verdict
 
 
-def signature(residuals: list[ResidualFact]) -> Counter[tuple[tuple[int, ...], str]]:
-    """The residual signature: the multiset of residual avals (order-free: two correct programs
-    may save the same values in a different order)."""
+def signature(residuals: list[ResidualFact]) -> Counter[tuple[tuple[int, ...], str, str]]:
+    """The residual signature: the multiset of residual avals with where each is kept (device or
+    host memory), order-free: two correct programs may save the same values in a different order."""
+    return Counter((tuple(r.shape), r.dtype, r.memory_kind) for r in residuals)
+
+
+def aval_signature(residuals: list[ResidualFact]) -> Counter[tuple[tuple[int, ...], str]]:
+    """The multiset of residual avals alone (what `print_saved_residuals` notes can be checked against)."""
     return Counter((tuple(r.shape), r.dtype) for r in residuals)
 
 
+def device_bytes(residuals: list[ResidualFact]) -> int:
+    """Residual bytes kept in device memory between the passes."""
+    return sum(r.nbytes for r in residuals if r.on_device)
+
+
 def describe_residuals(avals: Sequence[Any], notes: Sequence[Any] | None, *, sources: Sequence[str] | None = None,
-                       hide_source: bool = False) -> list[ResidualFact]:
+                       hide_source: bool = False, memory_kinds: Sequence[str] | None = None) -> list[ResidualFact]:
     """The residuals read from an artifact, in the artifact's order, with provenance and notes.
 
     `saved_residuals` notes list the same values as the VJP's leaves, but not always in the same
@@ -37,9 +47,11 @@ def describe_residuals(avals: Sequence[Any], notes: Sequence[Any] | None, *, sou
         sources: per residual, its producing op read from the artifact (`ModuleInfo.sources`).
         hide_source: drop "from <file>:<line> (<function>)" (for the reference: never show its
             path or structure to students).
+        memory_kinds: per residual, where the forward program leaves it (`ModuleInfo.memory_kinds`).
     """
     facts = [ResidualFact(shape=list(a.shape), dtype=str(a.dtype),
-                          source=sources[i] if sources is not None and i < len(sources) else None)
+                          source=sources[i] if sources is not None and i < len(sources) else None,
+                          memory_kind=memory_kinds[i] if memory_kinds is not None and i < len(memory_kinds) else "device")
              for i, a in enumerate(avals)]
     if not notes:
         return facts
@@ -48,7 +60,7 @@ def describe_residuals(avals: Sequence[Any], notes: Sequence[Any] | None, *, sou
         return n[name] if isinstance(n, dict) else getattr(n, name)
 
     described = [((tuple(field(n, "shape")), str(field(n, "dtype"))), str(field(n, "note"))) for n in notes]
-    if Counter(key for key, _ in described) != signature(facts):
+    if Counter(key for key, _ in described) != aval_signature(facts):
         return facts
     queues: dict[tuple[tuple[int, ...], str], list[str]] = {}
     for key, note in described:
@@ -84,6 +96,8 @@ def format_residuals(residuals: list[ResidualFact], *, title: str,
     width = max((len(r.short()) for r in residuals), default=0)
     for r in residuals:
         where = f"from `{r.source}`" if r.source else ""
+        if not r.on_device:
+            where += f" [offloaded to {r.memory_kind}]"
         note = "" if r.note and r.source and r.note.startswith("from the argument") else (r.note or "")
         mark = f"  ({unmatched})" if r.matched is False else ""
         lines.append(f"  {r.short():<{width}}  {where}  {note}".rstrip() + mark)
@@ -93,7 +107,8 @@ def format_residuals(residuals: list[ResidualFact], *, title: str,
 def _difference(expected: list[ResidualFact], submitted: list[ResidualFact]) -> str:
     want, got = signature(expected), signature(submitted)
     missing, extra = want - got, got - want
-    short = lambda key: ResidualFact(shape=list(key[0]), dtype=key[1]).short()  # noqa: E731
+    short = lambda key: ResidualFact(shape=list(key[0]), dtype=key[1]).short() + (  # noqa: E731
+        "" if key[2] == "device" else f" on {key[2]}")
     parts = []
     if missing:
         parts.append("not saved by yours: " + ", ".join(f"{short(k)} x{n}" for k, n in sorted(missing.items())))
@@ -136,7 +151,8 @@ def match_residuals(run: CaseRun, *, spec: ProblemSpec) -> list[int | None]:
     candidates: list[list[int]] = []
     for i, fact in enumerate(run.residuals):
         same_aval = [j for j in range(n_ref)
-                     if exp.residuals[j].shape == fact.shape and exp.residuals[j].dtype == fact.dtype]
+                     if exp.residuals[j].shape == fact.shape and exp.residuals[j].dtype == fact.dtype
+                     and exp.residuals[j].memory_kind == fact.memory_kind]
         candidates.append(sorted(same_aval, key=lambda j: (j != i, j)))  # try the same position first
     cache: dict[tuple[int, int], bool] = {}
 
@@ -206,7 +222,9 @@ def check_residuals(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
     `exact`: the residual signatures must be equal and, with `match = "values"` (the default),
     every submitted residual must equal a distinct reference residual as a value on every hidden
     input (`match_residuals`): a policy that saves other values of the same shapes fails.
-    `at_most`: the residual bytes must not exceed the reference's plus `slack_bytes`.
+    `at_most`: the residual bytes kept on the device must not exceed the reference's plus
+    `slack_bytes` (bytes a policy offloads to host memory do not count). Where each residual is
+    kept (device or host memory) is part of its signature and of its value match.
     Sets `matched` on the residual facts of every run.
 
     Returns:
@@ -220,8 +238,11 @@ def check_residuals(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
     for run in runs:
         expected, submitted = run.expected.residuals, run.residuals
         exp_bytes, sub_bytes = sum(r.nbytes for r in expected), sum(r.nbytes for r in submitted)
+        exp_device, sub_device = device_bytes(expected), device_bytes(submitted)
         details[run.expected.name] = {"expected_count": len(expected), "submitted_count": len(submitted),
                                       "expected_bytes": exp_bytes, "submitted_bytes": sub_bytes,
+                                      "expected_host_bytes": exp_bytes - exp_device,
+                                      "submitted_host_bytes": sub_bytes - sub_device,
                                       "expected_bwd_flops": run.expected.bwd_flops,
                                       "submitted_bwd_flops": run.bwd_flops}
         why = ""
@@ -244,9 +265,9 @@ def check_residuals(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
                        f"{'is' if len(yours) == 1 else 'are'} not one the required policy saves: you save "
                        + ", ".join(f.described() for f in yours) + " where the policy saves "
                        + ", ".join(f.described() for f in theirs))
-        elif sub_bytes > exp_bytes + rule.slack_bytes:
-            why = (f"saves {sub_bytes:,} bytes of residuals, more than the {exp_bytes + rule.slack_bytes:,} "
-                   f"allowed")
+        elif sub_device > exp_device + rule.slack_bytes:
+            why = (f"keeps {sub_device:,} bytes of residuals on the device, more than the "
+                   f"{exp_device + rule.slack_bytes:,} allowed")
         if why:
             failures.append((max(exp_bytes, sub_bytes), f"{run.label}: your function {why}.{_recompute_text(run)}\n"
                              + format_residuals(_with_matches(expected, run.expected_matched),

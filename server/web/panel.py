@@ -125,12 +125,15 @@ class ResidualRow:
 
 
 def _aval(r: Mapping[str, Any]) -> tuple[str, int]:
-    """(`f32[16,8]`, bytes) of one residual of the verdict JSON (`ResidualFact`)."""
+    """(`f32[16,8]`, bytes) of one residual of the verdict JSON (`ResidualFact`); an offloaded one
+    reads `f32[16,8] on pinned_host`."""
     fact = ResidualFact(shape=[int(d) for d in r.get("shape") or []], dtype=str(r.get("dtype", "")))
+    kind = str(r.get("memory_kind") or "device")
+    text = fact.short() + ("" if kind == "device" else f" on {kind}")
     try:
-        return fact.short(), fact.nbytes
+        return text, fact.nbytes
     except TypeError:  # a dtype numpy does not know: shown, not sized
-        return fact.short(), 0
+        return text, 0
 
 
 def compares_values(residuals: Mapping[str, Any]) -> bool:

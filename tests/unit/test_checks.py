@@ -172,6 +172,7 @@ def test_exact_rule_accepts_the_same_residuals_in_another_order() -> None:
     assert result.passed
     assert result.details["small"] == {"expected_count": 3, "submitted_count": 3,
                                        "expected_bytes": 64 + 128 + 128, "submitted_bytes": 320,
+                                       "expected_host_bytes": 0, "submitted_host_bytes": 0,
                                        "expected_bwd_flops": 1000, "submitted_bwd_flops": 1000,
                                        "values_matched": 3}
 
@@ -447,3 +448,31 @@ def test_the_short_comparison_of_finite_arrays_gives_the_same_bits_as_the_genera
     # non-finite values take the general way
     assert compare_arrays(np.array([np.nan, 1.0]), np.array([np.nan, 1.0]), TOL).passed
     assert not compare_arrays(np.array([np.inf, 1.0]), np.array([1.0, 1.0]), TOL).passed
+
+
+def _offloaded(facts: list[ResidualFact], index: int) -> list[ResidualFact]:
+    return [f.model_copy(update={"memory_kind": "pinned_host"}) if i == index else f.model_copy()
+            for i, f in enumerate(facts)]
+
+
+def test_where_a_residual_is_kept_is_part_of_the_exact_rule() -> None:
+    """A policy that should offload a value to host memory but keeps it on the device (or the other
+    way round) saves the same values of the same shapes: only the memory kind tells them apart."""
+    reference = _offloaded(REFERENCE_RESIDUALS, 2)
+    same_values = [r.model_copy() for r in REFERENCE_RESIDUALS]  # all on the device
+    run = run_with(same_values, values=values_of(same_values))
+    run.expected.residuals = reference
+    result = check_residuals([run], spec=rule_spec(rule="exact"))
+    assert not result.passed and result.verdict is Verdict.WRONG_POLICY
+    assert "f32[8,4] on pinned_host x1" in result.message and "[offloaded to pinned_host]" in result.message
+    run = run_with(_offloaded(REFERENCE_RESIDUALS, 2), values=values_of(same_values))
+    run.expected.residuals = reference
+    assert check_residuals([run], spec=rule_spec(rule="exact")).passed
+
+
+def test_at_most_counts_the_bytes_kept_on_the_device() -> None:
+    bigger = [*[r.model_copy() for r in REFERENCE_RESIDUALS], residual([16, 4])]
+    assert not check_residuals([run_with(bigger)], spec=rule_spec(rule="at_most")).passed
+    offloaded = _offloaded(bigger, 3)  # the extra 256 bytes go to host memory: the device holds no more
+    result = check_residuals([run_with(offloaded)], spec=rule_spec(rule="at_most"))
+    assert result.passed and result.details["small"]["submitted_host_bytes"] == 256
