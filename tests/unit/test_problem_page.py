@@ -56,7 +56,7 @@ def test_the_list_is_ordered_as_a_course_with_progress(site: Site) -> None:
     page = site.client.get("/").text
     assert page.index("/problems/remat_sin_sin") < page.index("/problems/remat_constant") \
         < page.index("/problems/sin_chain_recursive")
-    assert "<strong>1 of 13</strong> solved" in page
+    assert "<strong>1 of 14</strong> solved" in page
 
 
 def test_a_favicon_is_linked_and_served(site: Site) -> None:
