@@ -97,6 +97,9 @@ class ModuleInfo:
         functions: number of functions in the module.
         digest: `normalized_digest` of the artifact (64 hex digits); "" when `disallowed` is not
             empty (the module is not walked).
+        largest_value_bytes, largest_value_elements: the bytes and elements of the largest single
+            value any op of the module defines (the biggest temporary a backward pass can hold
+            besides its inputs).
         memory_kinds: per output of `main`, where the program leaves it: its result attribute
             `mhlo.memory_kind` ("device", or "pinned_host" for a value a checkpoint policy offloads
             to host memory, e.g. `save_and_offload_only_these_names`); "device" when unmarked.
@@ -110,6 +113,8 @@ class ModuleInfo:
     sources: list[str] = field(default_factory=list)
     functions: int = 0
     digest: str = ""
+    largest_value_bytes: int = 0
+    largest_value_elements: int = 0
     memory_kinds: list[str] = field(default_factory=list)
 
     @property
@@ -347,7 +352,9 @@ class _Reader:
                     info.disallowed.append(name[:80])
                     continue
                 for result in op.results:  # the values of ops we would run
-                    self.types.size(result.type)
+                    nbytes, elements = self.types.size(result.type)
+                    if nbytes > info.largest_value_bytes:
+                        info.largest_value_bytes, info.largest_value_elements = nbytes, elements
                 for region in op.regions:
                     for block in region.blocks:
                         for arg in block.arguments:

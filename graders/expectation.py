@@ -43,7 +43,11 @@ class CaseExpectation:
         residuals: the reference's saved residuals, in the order its fwd returns them, with their
             provenance (`source`) and `print_saved_residuals` notes.
         fwd_peak_bytes, bwd_peak_bytes: peak live bytes of its artifacts (graders/artifacts.py).
-        bwd_flops: FLOPs of one run of its backward program.
+        bwd_flops: FLOPs of one run of its backward program; bwd_flops_exact: False when a loop's
+            trip count could not be read (the figure counts such a loop once).
+        bwd_largest_value_bytes, bwd_largest_value_elements: the largest single value its backward
+            program defines (the calibrated slack of the backward-peak bound for a submission that
+            saves the same values, and of the recompute bound).
         plain_residual_bytes, plain_bwd_peak_bytes, plain_bwd_flops: the same function with every
             `jax.checkpoint` removed (None when that variant fails).
         full_remat_bytes, full_remat_bwd_peak_bytes, full_remat_bwd_flops: the function under one
@@ -76,6 +80,9 @@ class CaseExpectation:
     full_remat_bwd_flops: int | None
     fd_step: float
     fd_reference_error: list[float]
+    bwd_flops_exact: bool = True
+    bwd_largest_value_bytes: int = 0
+    bwd_largest_value_elements: int = 0
     output_errors: list[list[float]] = field(default_factory=list)
     gradient_errors: list[list[float]] = field(default_factory=list)
     residual_errors: list[list[float]] = field(default_factory=list)

@@ -140,15 +140,21 @@ class MemoryRule(_Spec):
     `at_most`: residual bytes and backward-pass peak live bytes are each at most the reference's
     plus `slack_bytes`.
     `match` (for `exact`): "values" (default) also requires each saved residual to equal, as a value
-    on every hidden input, a distinct residual of the reference (DESIGN.md, "Two axes of a
-    policy"); "avals" compares shapes and dtypes only, for a problem whose statement accepts any
+    on every hidden input, a distinct residual of the reference (docs/ARCHITECTURE.md, "Two axes of
+    a policy"); "avals" compares shapes and dtypes only, for a problem whose statement accepts any
     value of the right shape.
+    `recompute_slack` (for `exact`): the backward pass may spend at most this fraction more FLOPs
+    than the reference's (a policy saves values so the backward pass need not recompute them: one
+    that saves the right values and recomputes everything anyway is WRONG_POLICY); None: reported
+    only. The default, 0.25, is measured: the bank's correct solutions, written in other styles,
+    stay within a few percent of their reference.
     """
 
     rule: Literal["exact", "at_most"] = "exact"
     match: Literal["values", "avals"] = "values"
     slack_bytes: Annotated[int, Field(ge=0)] = 0
     bound_bwd_peak: bool = False
+    recompute_slack: Annotated[float, Field(ge=0, le=100)] | None = 0.25
 
     @property
     def bounds_peak(self) -> bool:

@@ -50,8 +50,8 @@ from graders.problem import Problem, _np_dtype, case_arg_specs, hidden_inputs, l
 from graders.verdict import ResidualFact
 from jailside.export import export_case, residual_notes
 
-CACHE_FORMAT = 7  # 4: arrays.bin (mapped, checksummed); 5: evaluate.COMPILER_OPTIONS; 6: self-checked, float64
-# FD; 7: residuals carry their memory kind
+CACHE_FORMAT = 8  # 4: arrays.bin (mapped, checksummed); 5: evaluate.COMPILER_OPTIONS; 6: self-checked, float64
+# FD; 7: residuals carry their memory kind; 8: bwd_flops_exact, bwd_largest_value_bytes
 log = logging.getLogger(__name__)
 
 
@@ -332,7 +332,9 @@ def build_expectations(problem: Problem, *, seed: bytes, export_budget_s: float 
             full_remat_bytes=full[0] if full else None,
             full_remat_bwd_peak_bytes=full[1].peak_live_bytes if full else None,
             full_remat_bwd_flops=full[1].flops if full else None,
-            fd_step=FD_STEP, fd_reference_error=[],
+            fd_step=FD_STEP, fd_reference_error=[], bwd_flops_exact=bwd_info.flops_exact,
+            bwd_largest_value_bytes=bwd_info.largest_value_bytes,
+            bwd_largest_value_elements=bwd_info.largest_value_elements,
         )
         for k in range(k_inputs):
             expectation.inputs.append(hidden_inputs(problem.spec, case, seed=seed, version=problem.version, index=k))

@@ -141,7 +141,8 @@ class ResidualReport(BaseModel):
     (graders/artifacts.py, `ModuleInfo.flops`); `*_recompute_flops`: those minus the backward FLOPs
     without any checkpoint (never below 0): the forward work the backward pass redoes.
     `*_host_bytes`: the part of the residual bytes a policy offloads to host memory (the rest
-    stays on the device)."""
+    stays on the device). `flops_exact`: False when a loop's trip count could not be read in
+    either backward program (the FLOPs then count such a loop once: a lower bound)."""
 
     case: str | None = None
     expected: list[ResidualFact] = Field(default_factory=list)
@@ -165,6 +166,7 @@ class ResidualReport(BaseModel):
     full_remat_bwd_flops: int | None = None
     full_remat_recompute_flops: int | None = None
     full_remat_bwd_peak_bytes: int | None = None
+    flops_exact: bool = True
 
 
 class VerdictReport(BaseModel):

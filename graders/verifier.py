@@ -18,7 +18,8 @@ from typing import Any, Callable
 from graders.artifacts import ArtifactError, deserialize, exported_avals, inspect_module, shared_ir_context
 from graders.checks.common import CaseRun
 from graders.checks.gradients import check_gradients
-from graders.checks.residuals import check_peak_memory, check_residuals, describe_residuals, signature
+from graders.checks.residuals import (check_peak_memory, check_recompute, check_residuals, describe_residuals,
+                                      signature)
 from graders.checks.values import check_values
 from graders.evaluate import ArtifactRunError, CaseData, evaluate_cases
 from graders.expectation import CaseExpectation, Expectations, named_sources
@@ -70,6 +71,7 @@ class _Loaded:
     fwd_peak: int
     bwd_peak: int
     bwd_flops: int
+    bwd_flops_exact: bool
     residuals: list[ResidualFact]
     fwd_digest: str
     bwd_digest: str
@@ -148,7 +150,7 @@ def _load_case(expected: CaseExpectation, case: BundleCase, problem: Problem, li
                                    sources=named_sources(infos[0].sources[n_out:], leaf_names),
                                    memory_kinds=infos[0].memory_kinds[n_out:])
     return _Loaded(expected, case, fwd, bwd, infos[0].peak_live_bytes, infos[1].peak_live_bytes, infos[1].flops,
-                   residuals, infos[0].digest, infos[1].digest)
+                   infos[1].flops_exact, residuals, infos[0].digest, infos[1].digest)
 
 
 def _execute(loaded: list[_Loaded], limits: VerifyLimits) -> list[CaseRun]:
@@ -170,7 +172,8 @@ def _execute(loaded: list[_Loaded], limits: VerifyLimits) -> list[CaseRun]:
         raise _fail("execute", Verdict.RUNTIME_ERROR,
                     f"case {loaded[exc.case].expected.name!r}: your exported program failed to run: {exc}") from None
     return [CaseRun(expected=item.expected, residuals=item.residuals, fwd_peak_bytes=item.fwd_peak,
-                    bwd_peak_bytes=item.bwd_peak, bwd_flops=item.bwd_flops, outputs=v.outputs,
+                    bwd_peak_bytes=item.bwd_peak, bwd_flops=item.bwd_flops, bwd_flops_exact=item.bwd_flops_exact,
+                    outputs=v.outputs,
                     residual_values=v.residuals, gradients=v.gradients, fd=v.fd)
             for item, v in zip(loaded, values)]
 
@@ -222,6 +225,7 @@ def residual_report(runs: list[CaseRun]) -> ResidualReport | None:
         expected_bwd_flops=exp.bwd_flops, submitted_bwd_flops=chosen.bwd_flops,
         no_checkpoint_bwd_flops=exp.plain_bwd_flops,
         expected_recompute_flops=exp.recompute_flops(exp.bwd_flops),
+        flops_exact=exp.bwd_flops_exact and chosen.bwd_flops_exact,
         submitted_recompute_flops=exp.recompute_flops(chosen.bwd_flops),
         full_remat_bytes=exp.full_remat_bytes, full_remat_bwd_flops=exp.full_remat_bwd_flops,
         full_remat_recompute_flops=exp.recompute_flops(exp.full_remat_bwd_flops),
@@ -236,7 +240,8 @@ def score_of(checks: list[CheckResult], problem: Problem) -> float:
     w = problem.spec.scoring
     value_ok = passed.get("value", False)
     gradient_ok = value_ok and passed.get("gradient", False)
-    policy_ok = gradient_ok and passed.get("residuals", False) and passed.get("peak_memory", False)
+    policy_ok = (gradient_ok and passed.get("residuals", False) and passed.get("peak_memory", False)
+                 and passed.get("recompute", True))
     return round(w.value * value_ok + w.gradient * gradient_ok + w.policy * policy_ok, 4)
 
 
@@ -296,6 +301,7 @@ def verify(bundle: Bundle, problem: Problem, expectations: Expectations, *, limi
         check_gradients(runs, spec=problem.spec, leaf_names=expectations.leaf_names),
         check_residuals(runs, spec=problem.spec),
         check_peak_memory(runs, rule=problem.spec.memory),
+        check_recompute(runs, rule=problem.spec.memory),
     ]
     verdict = first_verdict([c.verdict for c in checks if not c.passed and c.verdict is not None])
     return VerifyResult(checks, residual_report(runs), verdict, score_of(checks, problem))

@@ -178,12 +178,24 @@ def worker(concurrency: Annotated[int, typer.Option(help="submissions graded at 
         raise typer.Exit(EXIT_USAGE) from None
 
 
+def _headline(report: VerdictReport) -> str:
+    """The verdict's one line, from the check that failed (the web panel's diagnosis)."""
+    from server.web.panel import panel_context
+
+    try:
+        diagnosis = panel_context(report)["diagnosis"]
+        return f"{diagnosis.headline}." if diagnosis.headline and not diagnosis.headline.endswith(".") \
+            else diagnosis.headline
+    except Exception:  # noqa: BLE001 - a report the panel cannot read: the verdict's own words
+        return VERDICT_EXPLANATIONS[report.verdict or Verdict.INTERNAL_ERROR]
+
+
 def _print_report(report: VerdictReport) -> None:
     verdict = report.verdict or Verdict.INTERNAL_ERROR
     color = "green" if verdict == Verdict.ACCEPTED else "red"
     console.print(f"[bold {color}]{verdict.value}[/]  score {report.score:.2f}  ({report.problem}, "
                   f"version {report.problem_version})")
-    console.print(VERDICT_EXPLANATIONS[verdict])
+    console.print(_headline(report), markup=False, highlight=False)
     table = Table(show_header=True, header_style="bold")
     table.add_column("check")
     table.add_column("")

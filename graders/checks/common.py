@@ -23,7 +23,8 @@ class CaseRun:
         residuals: the residual facts read from the fwd artifact (provenance, notes where they agree).
         residual_values: per k, the values its fwd returned for each residual.
         fwd_peak_bytes, bwd_peak_bytes: peak live bytes of its artifacts.
-        bwd_flops: FLOPs of one run of its backward program (None when unknown).
+        bwd_flops: FLOPs of one run of its backward program (None when unknown);
+            bwd_flops_exact: False when a loop's trip count could not be read.
         expected_matched: per reference residual, whether the submission saves it as a value
             (filled in by the residuals check).
     """
@@ -37,6 +38,7 @@ class CaseRun:
     fwd_peak_bytes: int = 0
     bwd_peak_bytes: int = 0
     bwd_flops: int | None = None
+    bwd_flops_exact: bool = True
     expected_matched: list[bool] | None = None
 
     @property

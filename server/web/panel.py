@@ -515,8 +515,13 @@ def diagnose(verdict: Verdict, checks: list[CheckView], rows: list[ResidualRow],
         if isinstance(yours, int) and isinstance(limit, int):
             detail = (f"Your backward pass holds up to {human_bytes(yours)} at once; the reference's peak is "
                       f"{human_bytes(limit)}. " + failed.message)
+        matched = "since you save the same values" in failed.message
         return Diagnosis("Your backward pass needs more memory than allowed", detail,
-                         "Save fewer residuals, or checkpoint in smaller pieces so less is live at once.")
+                         "Your saved values are right: write the backward computation with fewer large temporaries."
+                         if matched else "Save fewer residuals, or checkpoint in smaller pieces so less is live at once.")
+    if failed.name == "recompute":
+        return Diagnosis("Your backward pass recomputes more than the policy asks", failed.message,
+                         "Use the values your policy saves in the backward pass instead of recomputing them.")
     names = {"value": "Your function returns a wrong value", "avals": "Your function returns the wrong shape or dtype",
              "gradient": "Your gradients are wrong", "finite_difference": "Your gradients are wrong",
              "sandbox": "Your code did not run to the end", "module": "Your file does not define what is asked"}
@@ -538,6 +543,7 @@ def panel_context(report: VerdictReport | Mapping[str, Any]) -> dict:
             and residuals.get("expected_recompute_flops") is not None:
         recompute = Recompute(int(residuals["submitted_recompute_flops"]), int(residuals["expected_recompute_flops"]))
     checks = check_views(list(data.get("checks") or []))
+    flops_exact = not residuals or residuals.get("flops_exact", True) is not False
     return {
         "report": data,
         "verdict": verdict.value,
@@ -547,7 +553,9 @@ def panel_context(report: VerdictReport | Mapping[str, Any]) -> dict:
         "rows": residual_rows(residuals) if residuals else [],
         "by_value": compares_values(residuals) if residuals else False,
         "charts": memory_bars(residuals) if residuals else {},
-        "plane": plane(residuals) if residuals else None,
+        # a loop whose trip count could not be read: the FLOPs are a lower bound, not a point to draw
+        "plane": plane(residuals) if residuals and flops_exact else None,
+        "flops_exact": flops_exact,
         "recompute": recompute,
         "residuals": residuals,
         "failed": [c for c in checks if c.state == "fail"],

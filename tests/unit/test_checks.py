@@ -476,3 +476,43 @@ def test_at_most_counts_the_bytes_kept_on_the_device() -> None:
     offloaded = _offloaded(bigger, 3)  # the extra 256 bytes go to host memory: the device holds no more
     result = check_residuals([run_with(offloaded)], spec=rule_spec(rule="at_most"))
     assert result.passed and result.details["small"]["submitted_host_bytes"] == 256
+
+
+def test_recomputing_more_than_the_policy_is_wrong_policy_within_a_stated_slack() -> None:
+    from graders.checks.residuals import check_recompute
+
+    spec = rule_spec(rule="exact")
+    run = run_with([r.model_copy() for r in REFERENCE_RESIDUALS])
+    run.expected.bwd_largest_value_elements = 32
+    run.expected.plain_bwd_flops = 600
+    assert check_recompute([run], rule=spec.memory).passed  # the same 1000 FLOPs
+    run.bwd_flops = 1000 + 250 + 2 * 32  # the slack: 25% and two passes over the largest value
+    assert check_recompute([run], rule=spec.memory).passed
+    run.bwd_flops = 40_000
+    result = check_recompute([run], rule=spec.memory)
+    assert not result.passed and result.verdict is Verdict.WRONG_POLICY
+    assert "40.0 times" in result.message and "recomputes 39,400 FLOPs of forward work" in result.message
+    run.bwd_flops_exact = False  # a loop whose trip count could not be read: not judged
+    assert check_recompute([run], rule=spec.memory).passed and not check_recompute([run], rule=spec.memory).judged
+    run.bwd_flops_exact = True
+    assert not check_recompute([run], rule=rule_spec(rule="at_most").memory).judged  # saving less may cost more
+
+
+def test_the_peak_bound_has_a_calibrated_slack_when_the_same_values_are_saved() -> None:
+    from graders.checks.residuals import check_peak_memory
+
+    spec = rule_spec(rule="exact", bound_bwd_peak=True)
+    same = [r.model_copy() for r in REFERENCE_RESIDUALS]
+    run = run_with(same, bwd_peak_bytes=1000 + 120, expected_peak=1000)
+    assert check_residuals([run], spec=spec).passed  # marks every value matched
+    run.expected.bwd_largest_value_bytes = 64
+    assert check_peak_memory([run], rule=spec.memory).passed  # within two of the largest values, 128 bytes
+    run.bwd_peak_bytes = 1000 + 130
+    result = check_peak_memory([run], rule=spec.memory)
+    assert not result.passed and "since you save the same values" in result.message
+    assert "recompute" not in result.message  # the saved values are right: recomputation is not blamed
+    other = run_with([residual([4, 4]), residual([8, 4]), residual([8, 4])], bwd_peak_bytes=1000 + 1,
+                     values=values_of([residual([4, 4]), residual([8, 4]), residual([8, 4])], seed=7))
+    check_residuals([other], spec=spec)
+    other.expected.bwd_largest_value_bytes = 64
+    assert not check_peak_memory([other], rule=spec.memory).passed  # other values: no calibrated slack

@@ -124,7 +124,8 @@ def test_reference_is_accepted_with_full_score(dot_problem: Problem, expectation
     assert result.score == 1.0
     assert all(c.passed for c in result.checks)
     assert [c.name for c in result.checks if not c.judged] == ["peak_memory"]  # reported only
-    assert [c.name for c in result.checks] == ["module", "avals", "value", "gradient", "residuals", "peak_memory"]
+    assert [c.name for c in result.checks] == ["module", "avals", "value", "gradient", "residuals", "peak_memory",
+                                               "recompute"]
     report = result.residuals
     assert report is not None and report.case == "large"  # no case differs: the last (largest) is shown
     assert len(report.expected) == len(report.submitted) == 5

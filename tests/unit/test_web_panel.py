@@ -221,3 +221,17 @@ def test_the_diagnosis_says_which_values_are_saved_wrongly_and_what_to_change() 
     assert d.advice.startswith("Change what your policy saves")
     html = render_panel(stored, "abc")
     assert html.index('id="diagnosis"') < html.index('class="checks"')  # the diagnosis comes first
+
+
+def test_inexact_flops_are_said_and_not_drawn() -> None:
+    from graders.verdict import ResidualReport, Verdict, VerdictReport
+    from server.web.panel import panel_context
+
+    residuals = ResidualReport(case="large", expected_bytes=100, submitted_bytes=100, expected_recompute_flops=10,
+                               submitted_recompute_flops=12, no_checkpoint_bytes=300, full_remat_bytes=10,
+                               full_remat_recompute_flops=40, flops_exact=True)
+    exact = panel_context(VerdictReport(problem="p", verdict=Verdict.ACCEPTED, residuals=residuals))
+    assert exact["plane"] is not None and exact["flops_exact"]
+    loose = panel_context(VerdictReport(problem="p", verdict=Verdict.ACCEPTED,
+                                        residuals=residuals.model_copy(update={"flops_exact": False})))
+    assert loose["plane"] is None and not loose["flops_exact"]
