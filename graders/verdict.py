@@ -1,4 +1,4 @@
-"""Verdicts, check results and the verdict JSON of DESIGN.md."""
+"""Verdicts, check results and the verdict JSON (README.md, "Using the API")."""
 
 from __future__ import annotations
 
@@ -170,7 +170,7 @@ class ResidualReport(BaseModel):
 
 
 class VerdictReport(BaseModel):
-    """The verdict JSON of DESIGN.md (API, CLI `--json`, stored)."""
+    """The verdict JSON (README.md, "Using the API"; the API, CLI `--json`, stored)."""
 
     id: str | None = None
     problem: str

@@ -5,7 +5,7 @@ template (zygote) and its children. Every message is one JSON object on one line
 stream socket or pipe; `encode` and `decode` are the only ways in and out, and `decode` checks
 each field's type, so an unexpected message is an error rather than a silently wrong value.
 
-Channels of one child (see DESIGN.md, "Process model"):
+Channels of one child (docs/ARCHITECTURE.md, "Process model"):
 - control socket (supervisor <-> template): `ForkRequest` carrying the child's descriptors
   with SCM_RIGHTS; the template answers `TemplateReady` once, after its imports.
 - job socket (supervisor <-> the child's first process, trusted code): `Hello` (its pid arrives

@@ -1,6 +1,6 @@
 """The distributed job queue: Dramatiq messages in Redis, acknowledged after the verdict is stored.
 
-Why Dramatiq (see ../shared/DESIGN.md, "Scale-out"): its Redis broker acknowledges a message only
+Why Dramatiq (docs/ARCHITECTURE.md, "Scale-out"): its Redis broker acknowledges a message only
 when the actor returns, keeps every unacknowledged message in a per-worker set, and moves the sets
 of workers whose heartbeat stopped back to the queue, so a worker killed mid-job has its job
 delivered to another. Celery needs `acks_late` plus `reject_on_worker_lost` and waits out a 1 h

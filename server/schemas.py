@@ -123,7 +123,7 @@ class CallbackState(BaseModel):
 
 
 class SubmissionPublic(VerdictReport):
-    """A submission as the API shows it: the verdict JSON of DESIGN.md, the client's
+    """A submission as the API shows it: the verdict JSON (README.md, "Using the API"), the client's
     `external_id`, the state of its callback, and links."""
 
     external_id: str | None = None

@@ -135,7 +135,7 @@ def compare_calibrated(got: np.ndarray, reference: np.ndarray, reference_error: 
     |got - reference| may reach (factor + 1) * reference_error (the triangle inequality), or the
     problem's fixed tolerance (`compare_arrays`' formula; the floor that covers exact zeros),
     whichever is larger. Correct code that sums in another order lands within a few times the
-    reference's rounding error; a wrong formula is off by orders of magnitude more (DESIGN.md,
+    reference's rounding error; a wrong formula is off by orders of magnitude more (docs/ARCHITECTURE.md,
     "Tolerances"). Without a reference error (no float64 evaluation), the fixed tolerance alone.
     """
     if not reference_error:

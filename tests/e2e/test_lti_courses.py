@@ -87,9 +87,18 @@ def test_deadline_change_and_regrade_reach_the_lms_gradebook(server: Server, pla
     [row] = list(csv.DictReader(io.StringIO(exported.stdout)))
     assert (row["email"], row["score"], row["late"], row["attempts"]) == ("grace@uni.example", "0.5000", "yes", "1")
 
-    # the problem's new version rejects the old answer: the regrade sends the changed grade
+    # the problem's new version rejects the old answer: editing the folder changes nothing for students
+    # until it is published (validated); then the regrade grades against it and sends the changed grade
     reference = problems_dir / SLUG / "reference.py"
     reference.write_text(reference.read_text().replace("jnp.sin(jnp.sin(v))", "jnp.sin(jnp.sin(v)) + 1.0"))
+    for folder in ("right", "wrong"):  # written for the old version
+        shutil.rmtree(problems_dir / SLUG / folder)
+    unpublished = remat_judge("problems", "regrade", SLUG, "--timeout", "240", "--data-dir", str(server.data_dir),
+                              "--problems-dir", str(problems_dir), env=env)
+    assert unpublished.returncode == 0 and "1 of 1 graded again; 0 changed" in unpublished.stdout
+    published = remat_judge("problems", "publish", SLUG, "--data-dir", str(server.data_dir),
+                            "--problems-dir", str(problems_dir), env=env, timeout_s=600)
+    assert published.returncode == 0, published.stdout + published.stderr
     regraded = remat_judge("problems", "regrade", SLUG, "--timeout", "240", "--data-dir", str(server.data_dir),
                            "--problems-dir", str(problems_dir), env=env)
     assert regraded.returncode == 0, regraded.stdout + regraded.stderr
@@ -97,7 +106,7 @@ def test_deadline_change_and_regrade_reach_the_lms_gradebook(server: Server, pla
     assert "ACCEPTED" in regraded.stdout and "WRONG" in regraded.stdout
     wait_until(lambda: len(book.accepted("9", sub)) == 3)
     scores = book.accepted("9", sub)
-    assert [s["scoreGiven"] for s in scores] == [1.0, 0.5, 0.0]
+    assert [s["scoreGiven"] for s in scores] == [1.0, 0.5, 0.0]  # the unpublished edit sent nothing
     stamps = [int(datetime.fromisoformat(s["timestamp"]).timestamp()) for s in scores]
     assert stamps[0] < stamps[1] < stamps[2]
     submitted = scores[2]["https://canvas.instructure.com/lti/submission"]["submittedAt"]

@@ -49,7 +49,8 @@ SCHEMES: dict[str, Callable[[int], Callable[[Any], Any]]] = {
     "recursive": lambda depth: recursive_checkpoint([jnp.sin] * depth),
 }
 
-# DESIGN.md, step 6: (residual bytes, bwd peak live bytes) per depth and scheme.
+# Measured when the peak walk was designed: (residual bytes, bwd peak live bytes) per depth and scheme
+# (docs/ARCHITECTURE.md, "Two axes of a policy").
 DESIGN_TABLE = {
     8: {"plain": (32768, 40960), "whole_chain_checkpointed": (4096, 40960), "recursive": (16384, 24576)},
     16: {"plain": (65536, 73728), "whole_chain_checkpointed": (4096, 73728), "recursive": (20480, 28672)},
