@@ -19,7 +19,7 @@ WRONG = [(slug, path) for slug in REPO.slugs() for path in sorted((PROBLEMS / sl
 @pytest.mark.jail
 @pytest.mark.parametrize("slug", REPO.slugs())
 def test_reference_is_accepted(slug: str, judge_config: JudgeConfig) -> None:
-    problem = REPO.get(slug)
+    problem = REPO.working(slug)
     report = grade(problem.reference_path.read_text(), problem, judge_config)
     assert report.verdict == Verdict.ACCEPTED, [c.message for c in report.checks if not c.passed]
     assert report.score == pytest.approx(1.0)
@@ -31,7 +31,7 @@ def test_reference_is_accepted(slug: str, judge_config: JudgeConfig) -> None:
 @pytest.mark.jail
 @pytest.mark.parametrize("slug,path", WRONG, ids=[f"{s}/{p.name}" for s, p in WRONG])
 def test_wrong_submission_gets_its_verdict(slug: str, path: Path, judge_config: JudgeConfig) -> None:
-    problem = REPO.get(slug)
+    problem = REPO.working(slug)
     expected = dict((p.name, v) for p, v in problem.wrong_submissions())[path.name]
     report = grade(path.read_text(), problem, judge_config)
     failed = [f"{c.name}: {c.message}" for c in report.checks if not c.passed]
@@ -51,7 +51,7 @@ def test_correct_variant_in_another_style_is_accepted(slug: str, path: Path, jud
     """right/ holds correct solutions written differently from the reference (decorators, einsum,
     transposed layouts, names on exactly the saved values): other summation orders must pass the
     calibrated tolerance, and equal saved values must match whatever their order."""
-    problem = REPO.get(slug)
+    problem = REPO.working(slug)
     report = grade(path.read_text(), problem, judge_config)
     assert report.verdict == Verdict.ACCEPTED, [f"{c.name}: {c.message}" for c in report.checks if not c.passed]
     assert report.residuals is not None
@@ -71,7 +71,7 @@ SAME_AVAL_WRONG_POLICIES = {
 @pytest.mark.jail
 @pytest.mark.parametrize("name", sorted(SAME_AVAL_WRONG_POLICIES))
 def test_same_aval_wrong_policy_is_told_apart_by_values(name: str, judge_config: JudgeConfig) -> None:
-    problem = REPO.get("checkpoint_dot_policy")
+    problem = REPO.working("checkpoint_dot_policy")
     report = grade((PROBLEMS / problem.slug / "wrong" / name).read_text(), problem, judge_config)
     assert report.verdict == Verdict.WRONG_POLICY
     residuals = report.residuals

@@ -1,0 +1,259 @@
+"""LTI Dynamic Registration 1.0 (1EdTech): one URL instead of ten fields copied by hand.
+
+1. An admin makes a one-time registration URL (`remat-judge lti registration-url`, or the button
+   on `/lti/setup`): `<base>/lti/dynamic-registration/<token>`, valid for a while
+   (`RegistrationStore.issue`; the token is 256 random bits, stored as its SHA-256).
+2. The platform's administrator pastes it into the LMS (Moodle: "Register tool" with the tool URL),
+   which opens it in a frame or window with `openid_configuration` (its OpenID configuration URL)
+   and usually `registration_token`.
+3. The judge fetches that configuration (within the allowed networks: `server.lti.ags`'s pinned,
+   no-redirect client), checks that its `issuer` is the origin the configuration came from and
+   that it has the endpoints LTI needs, then POSTs its tool configuration to the platform's
+   `registration_endpoint` with the token as bearer: redirect URI `<base>/lti/launch`, login
+   initiation `<base>/lti/login`, the JWKS URL, the LTI tool configuration claim (resource link
+   and deep linking messages) and the AGS scopes.
+4. The platform answers with the client id (and in the tool configuration claim, the deployment
+   id); the judge registers the platform (`LtiStore.register`) and answers a page that posts
+   `{subject: "org.imsglobal.lti.close"}` to its opener or parent, which closes the dialog.
+
+A used or expired URL registers nothing. Canvas does not speak Dynamic Registration; it takes a
+JSON configuration by URL instead (`canvas_configuration`, served at `/lti/canvas.json`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from sqlalchemy import Integer, String, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
+
+from server.db import Base, UTCDateTime, utcnow
+from server.lti.ags import SCOPE_LINEITEM, SCOPE_RESULT_READONLY, SCOPE_SCORE, AgsClient, AgsRefused
+
+TOOL_CONFIGURATION = "https://purl.imsglobal.org/spec/lti-tool-configuration"
+PLATFORM_CONFIGURATION = "https://purl.imsglobal.org/spec/lti-platform-configuration"
+CLOSE_MESSAGE = {"subject": "org.imsglobal.lti.close"}
+TOOL_NAME = "remat-judge"
+MAX_EXPIRY_MINUTES = 7 * 24 * 60
+
+
+class RegistrationError(Exception):
+    """A registration that cannot go on; the message says why, for the platform's administrator
+    (no secret, no token)."""
+
+
+class RegistrationUrl(Base):
+    """A one-time registration URL: its token's SHA-256, when it expires, when it was used and for
+    which platform."""
+
+    __tablename__ = "lti_registration_urls"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_by: Mapped[str] = mapped_column(String(254))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    used_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    platform_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(("lti-registration:" + token).encode("utf-8")).hexdigest()
+
+
+class RegistrationStore:
+    """One-time registration URLs. Thread-safe: one session per call."""
+
+    def __init__(self, engine: Engine):
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    def issue(self, *, created_by: str, expires_minutes: int = 60) -> str:
+        """A new token (shown once); the URL is `<base>/lti/dynamic-registration/<token>`.
+
+        Raises:
+            ValueError: `expires_minutes` outside 1 minute to a week.
+        """
+        if not 1 <= expires_minutes <= MAX_EXPIRY_MINUTES:
+            raise ValueError(f"a registration URL lasts 1 to {MAX_EXPIRY_MINUTES} minutes")
+        token = secrets.token_urlsafe(32)
+        now = utcnow()
+        with self._sessions.begin() as session:
+            session.add(RegistrationUrl(token_hash=_hash(token), created_by=created_by[:254], created_at=now,
+                                        expires_at=now + timedelta(minutes=expires_minutes)))
+        return token
+
+    def usable(self, token: str) -> bool:
+        """Whether `token` names an unused, unexpired registration URL."""
+        with self._sessions() as session:
+            row = session.query(RegistrationUrl).filter_by(token_hash=_hash(token)).one_or_none()
+        return row is not None and row.used_at is None and row.expires_at > utcnow()
+
+    def spend(self, token: str) -> bool:
+        """Marks `token` used, once (a conditional UPDATE: two platforms racing with one URL
+        cannot both register); False when it is unknown, used or expired."""
+        now = utcnow()
+        with self._sessions.begin() as session:
+            done = session.execute(update(RegistrationUrl).where(
+                RegistrationUrl.token_hash == _hash(token), RegistrationUrl.used_at.is_(None),
+                RegistrationUrl.expires_at > now).values(used_at=now).execution_options(synchronize_session=False))
+            return done.rowcount == 1
+
+    def record_platform(self, token: str, platform_id: int) -> None:
+        with self._sessions.begin() as session:
+            session.execute(update(RegistrationUrl).where(RegistrationUrl.token_hash == _hash(token))
+                            .values(platform_id=platform_id).execution_options(synchronize_session=False))
+
+
+@dataclass(frozen=True)
+class PlatformConfiguration:
+    """What the judge keeps of a platform's OpenID configuration (Dynamic Registration 3.4)."""
+
+    issuer: str
+    authorization_endpoint: str
+    token_endpoint: str
+    jwks_uri: str
+    registration_endpoint: str
+    product: str
+
+
+def _https_or_allowed(url: str, what: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise RegistrationError(f"the platform's {what} is not an http(s) URL")
+    return url
+
+
+def fetch_configuration(client: AgsClient, url: str) -> PlatformConfiguration:
+    """GETs and checks the platform's OpenID configuration at `url`.
+
+    Raises:
+        RegistrationError: unreachable or refused (a private address outside the allowed LTI
+            networks says which network to add), not JSON, an `issuer` whose origin is not the
+            configuration URL's, or a missing endpoint.
+    """
+    _https_or_allowed(url, "openid_configuration")
+    try:
+        answer = client.request("GET", url, headers={"Accept": "application/json"})
+    except AgsRefused as exc:
+        raise RegistrationError(f"the judge does not call {urlsplit(url).hostname}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - connection errors, time-outs: said, not raised
+        raise RegistrationError(f"the platform's configuration could not be fetched ({type(exc).__name__})") from None
+    if answer.status_code != 200:
+        raise RegistrationError(f"the platform's configuration URL answered {answer.status_code}")
+    try:
+        data = json.loads(answer.body)
+        if not isinstance(data, dict):
+            raise ValueError
+    except ValueError:
+        raise RegistrationError("the platform's configuration is not a JSON object") from None
+    issuer = data.get("issuer")
+    if not isinstance(issuer, str) or not issuer:
+        raise RegistrationError("the platform's configuration names no issuer")
+    given, fetched = urlsplit(issuer), urlsplit(url)
+    if (given.scheme, given.hostname, given.port) != (fetched.scheme, fetched.hostname, fetched.port):
+        raise RegistrationError(f"the configuration's issuer {issuer!r} is not the site it was fetched from "
+                                f"({fetched.scheme}://{fetched.netloc})")
+    fields = {}
+    for name in ("authorization_endpoint", "token_endpoint", "jwks_uri", "registration_endpoint"):
+        value = data.get(name)
+        if not isinstance(value, str) or not value:
+            raise RegistrationError(f"the platform's configuration has no {name}")
+        fields[name] = _https_or_allowed(value, name)
+    platform = data.get(PLATFORM_CONFIGURATION) if isinstance(data.get(PLATFORM_CONFIGURATION), dict) else {}
+    product = str(platform.get("product_family_code") or "")[:64]
+    return PlatformConfiguration(issuer=issuer, product=product, **fields)
+
+
+def tool_configuration(base_url: str) -> dict[str, Any]:
+    """The client registration the judge sends (Dynamic Registration 3.5; OpenID Connect Dynamic
+    Client Registration with the LTI tool configuration claim)."""
+    host = urlsplit(base_url).hostname or ""
+    return {
+        "application_type": "web",
+        "response_types": ["id_token"],
+        "grant_types": ["implicit", "client_credentials"],
+        "initiate_login_uri": f"{base_url}/lti/login",
+        "redirect_uris": [f"{base_url}/lti/launch"],
+        "client_name": TOOL_NAME,
+        "jwks_uri": f"{base_url}/lti/jwks",
+        "logo_uri": f"{base_url}/static/favicon.svg",
+        "token_endpoint_auth_method": "private_key_jwt",
+        "scope": " ".join([SCOPE_SCORE, SCOPE_LINEITEM, SCOPE_RESULT_READONLY]),
+        TOOL_CONFIGURATION: {
+            "domain": host,
+            "target_link_uri": f"{base_url}/lti/launch",
+            "description": "An online judge for JAX gradient-checkpointing exercises.",
+            "claims": ["iss", "sub", "name", "given_name", "family_name", "email"],
+            "messages": [
+                {"type": "LtiResourceLinkRequest", "target_link_uri": f"{base_url}/lti/launch"},
+                {"type": "LtiDeepLinkingRequest", "target_link_uri": f"{base_url}/lti/launch",
+                 "label": "remat-judge problems",
+                 "placements": ["ContentArea", "link_selection", "assignment_selection"]},
+            ],
+        },
+    }
+
+
+def register_with(client: AgsClient, configuration: PlatformConfiguration, base_url: str,
+                  registration_token: str | None) -> tuple[str, str | None]:
+    """POSTs the tool configuration to the platform's registration endpoint.
+
+    Returns:
+        (client id, deployment id or None) from the platform's answer.
+
+    Raises:
+        RegistrationError: refused or unreachable, or an answer without a client id.
+    """
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if registration_token:
+        headers["Authorization"] = f"Bearer {registration_token}"
+    body = json.dumps(tool_configuration(base_url)).encode("utf-8")
+    try:
+        answer = client.request("POST", configuration.registration_endpoint, headers=headers, content=body)
+    except AgsRefused as exc:
+        raise RegistrationError(f"the judge does not call the registration endpoint: {exc}") from None
+    except Exception as exc:  # noqa: BLE001
+        raise RegistrationError(f"the registration request failed ({type(exc).__name__})") from None
+    if not 200 <= answer.status_code < 300:
+        said = answer.body[:300].decode("utf-8", "replace")
+        raise RegistrationError(f"the platform refused the registration ({answer.status_code}): {said}")
+    try:
+        data = json.loads(answer.body)
+        client_id = data["client_id"]
+        if not isinstance(client_id, str) or not client_id or len(client_id) > 255:
+            raise ValueError
+    except (ValueError, KeyError, TypeError):
+        raise RegistrationError("the platform's answer holds no client_id") from None
+    tool = data.get(TOOL_CONFIGURATION) if isinstance(data.get(TOOL_CONFIGURATION), dict) else {}
+    deployment = tool.get("deployment_id")
+    return client_id, deployment if isinstance(deployment, str) and deployment and len(deployment) <= 255 else None
+
+
+def canvas_configuration(base_url: str) -> dict[str, Any]:
+    """Canvas's developer key JSON ("Enter URL": `<base>/lti/canvas.json`): the same URLs and
+    scopes as a dynamic registration, in Canvas's own format."""
+    host = urlsplit(base_url).hostname or ""
+    return {
+        "title": TOOL_NAME,
+        "description": "An online judge for JAX gradient-checkpointing exercises.",
+        "oidc_initiation_url": f"{base_url}/lti/login",
+        "target_link_uri": f"{base_url}/lti/launch",
+        "public_jwk_url": f"{base_url}/lti/jwks",
+        "scopes": [SCOPE_SCORE, SCOPE_LINEITEM, SCOPE_RESULT_READONLY],
+        "extensions": [{
+            "domain": host, "tool_id": TOOL_NAME, "platform": "canvas.instructure.com", "privacy_level": "public",
+            "settings": {"text": TOOL_NAME, "placements": [
+                {"placement": "link_selection", "message_type": "LtiDeepLinkingRequest",
+                 "target_link_uri": f"{base_url}/lti/launch"},
+                {"placement": "assignment_selection", "message_type": "LtiDeepLinkingRequest",
+                 "target_link_uri": f"{base_url}/lti/launch"}]},
+        }],
+        "custom_fields": {},
+    }
