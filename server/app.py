@@ -13,7 +13,6 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.gzip import GZipMiddleware
-from starlette.middleware.sessions import SessionMiddleware
 
 from graders.problem import ProblemRepository
 from server import migrate
@@ -34,6 +33,7 @@ from server.settings import Settings, get_settings
 from server.waits import CompletionHub
 from server.web import pages as web_pages
 from server.web import uploads as web_uploads
+from server.web.cookies import SchemeAwareSessions
 from server.web.markdown import pygments_css
 from server.web.pages import WEB_DIR, error_page
 
@@ -162,11 +162,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodySizeLimit, max_body_bytes=6 * settings.max_source_bytes + 64 * 1024,
                        per_path={"/api/v1/problems": MAX_ARCHIVE_BYTES,
                                  "/instructor/problems/upload": MAX_ARCHIVE_BYTES + 64 * 1024})
-    app.add_middleware(SessionMiddleware, secret_key=settings.session_key(), session_cookie="remat_session",
-                       max_age=settings.session_max_age_s,
-                       # inside an LMS's iframe the session is a third-party cookie: only SameSite=None
-                       # (which browsers accept only with Secure) comes back; every form checks a CSRF token
-                       same_site="none" if settings.cookie_secure else "lax", https_only=settings.cookie_secure)
+    # inside an LMS's iframe the session is a third-party cookie: only SameSite=None (which browsers
+    # accept only with Secure) comes back; secure by the URL (server/web/cookies.py); every form checks a CSRF token
+    app.add_middleware(SchemeAwareSessions, secret_key=settings.session_key(), session_cookie="remat_session",
+                       max_age=settings.session_max_age_s, public_url=settings.public_url or None,
+                       forced=settings.cookie_secure)
     app.add_middleware(GZipMiddleware, minimum_size=1024)
     app.mount("/static", StaticFiles(directory=str(WEB_DIR / "static")), name="static")
 

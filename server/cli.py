@@ -99,7 +99,11 @@ def serve(host: Annotated[str, typer.Option(help="address to listen on")] = "127
                                                       "REMAT_JUDGE_REDIS_URL)", min=1, max=64)] = 1,
           metrics_port: Annotated[Optional[int], typer.Option(help="serve Prometheus metrics on this port (every "
                                                                    "server process's, and the queue depth)")] = None,
-          metrics_host: Annotated[str, typer.Option(help="address of the metrics server")] = "127.0.0.1") -> None:
+          metrics_host: Annotated[str, typer.Option(help="address of the metrics server")] = "127.0.0.1",
+          forwarded_allow_ips: Annotated[Optional[str], typer.Option(
+              help="comma-separated addresses (or *) of the reverse proxies whose X-Forwarded-For and "
+                   "X-Forwarded-Proto are trusted: the client's address (rate limits) and https (secure cookies) "
+                   "come from them; default FORWARDED_ALLOW_IPS, else 127.0.0.1")] = None) -> None:
     """Start the HTTP server (REST API under /api/v1, docs at /docs).
 
     Embedded mode (default): one process that also grades. With REMAT_JUDGE_REDIS_URL (and
@@ -132,13 +136,13 @@ def serve(host: Annotated[str, typer.Option(help="address to listen on")] = "127
         from server.app import create_app
 
         uvicorn.run(create_app(settings), host=host, port=port, log_level="info", log_config=None,
-                    timeout_keep_alive=KEEP_ALIVE_S)
+                    timeout_keep_alive=KEEP_ALIVE_S, proxy_headers=True, forwarded_allow_ips=forwarded_allow_ips)
         return
     # the server processes read their settings from the environment
     os.environ["REMAT_JUDGE_DATA_DIR"] = str(settings.data_dir.resolve())
     os.environ["REMAT_JUDGE_PROBLEMS_DIR"] = str(settings.problems_dir.resolve())
     uvicorn.run("server.app:app_from_environment", factory=True, host=host, port=port, workers=processes,
-                timeout_keep_alive=KEEP_ALIVE_S,
+                timeout_keep_alive=KEEP_ALIVE_S, proxy_headers=True, forwarded_allow_ips=forwarded_allow_ips,
                 log_level="info", log_config=None)
 
 

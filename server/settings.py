@@ -39,7 +39,9 @@ class Settings(BaseSettings):
             submission through the API; uploads are refused while it is unset.
         session_secret: signs the web session cookie; when unset, 32 random bytes are generated
             once and kept in `<data_dir>/session_secret` (mode 0600).
-        cookie_secure: send the session cookie only over HTTPS (turn on behind TLS).
+        cookie_secure: make every cookie `SameSite=None; Secure` whatever the URL. Without it
+            cookies follow the URL (`server.web.cookies`): secure when `public_url` is https://
+            or the request came over HTTPS (a trusted proxy's X-Forwarded-Proto).
         session_max_age_s: how long a sign-in lasts.
         redis_url: Redis for the distributed mode (`redis://host:6379/0`): with it, `serve` only
             stores and enqueues, and `remat-judge worker` processes grade (Dramatiq). Unset: the
@@ -71,9 +73,14 @@ class Settings(BaseSettings):
         signin_failures_per_account, signin_failures_per_ip: failed sign-ins allowed for one email
             and from one IP address (`limits` notation; empty: no limit) before the sign-in page
             answers 429 (`server.web.throttle`).
-        lti_rate_limit: LTI login initiations, launches, launch-token exchanges and deep linking
-            picks one IP address may make (`limits` notation; empty: no limit). Each login stores a
-            state for 5 minutes, so this bounds what one address can make the judge store.
+        lti_rate_limit: LTI launches (counted once, at their login initiation) and deep linking
+            picks one address may make (`limits` notation; empty: no limit): 600 a minute lets a
+            lab of 300 behind one NAT launch at once. Each login stores a state for 5 minutes, so
+            this bounds what one address can make the judge store.
+        lti_platform_rate_limit: the same per platform (issuer): what one platform's logins may
+            make the judge store.
+        lti_allow_http: speak LTI over plain HTTP from a host other than this machine (a local
+            test; LMSs refuse it, and inside their iframe only Secure cookies come back).
         callback_max_attempts: deliveries of one callback before it is marked failed (also the
             POSTs of one LMS score, `server.lti.grade_sender`).
         metrics_token: the bearer token a Prometheus scraper sends for `/metrics` on the API's port;
@@ -112,7 +119,9 @@ class Settings(BaseSettings):
     public_url: str | None = None
     lti_jwks_refetch_cooldown_s: float = Field(default=10.0, ge=0)
     lti_allow_networks: list[str] = Field(default_factory=list)
-    lti_rate_limit: str = "60/minute"
+    lti_rate_limit: str = "600/minute"
+    lti_platform_rate_limit: str = "6000/minute"
+    lti_allow_http: bool = False
     signin_failures_per_account: str = "10 per 15 minutes"
     signin_failures_per_ip: str = "50 per 15 minutes"
     callback_max_attempts: int = Field(default=6, ge=1, le=30)

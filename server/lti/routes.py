@@ -71,6 +71,7 @@ from server.lti.models import LAUNCH_TOKEN_TTL_S, LOGIN_TTL_S, LtiStore, Platfor
 from server.lti.passback import PassbackStore
 from server.settings import Settings
 from server.web.auth import csrf_token, principal_of, sign_in, user_of
+from server.web.cookies import secure_request
 from server.web.pages import WEB_DIR
 from server.web.panel import FILTERS
 
@@ -96,11 +97,14 @@ class LtiService:
             https://judge.example.org) from which redirect_uri is made; None: the request's own
             base URL (fine without a reverse proxy that rewrites the host or scheme).
             `REMAT_JUDGE_LTI_JWKS_REFETCH_COOLDOWN_S` (default 10) sets `jwks.refetch_cooldown_s`.
-        cookie_secure: the deployment's cookie_secure setting (HTTPS).
+        cookie_secure: `REMAT_JUDGE_COOKIE_SECURE`: every cookie `SameSite=None; Secure` (else
+            decided by the URL: `server.web.cookies.secure_request`).
         passbacks: the grade passback rows (made by students' launches; `/lti/grades`).
         courses: courses of LMS contexts, enrollments and assignments (made by launches).
-        limit: requests per IP address on the endpoints that store state or verify tokens
-            (`REMAT_JUDGE_LTI_RATE_LIMIT`), or None.
+        limit: launches (login initiations) and deep linking picks per address and per platform
+            (`REMAT_JUDGE_LTI_RATE_LIMIT`, `REMAT_JUDGE_LTI_PLATFORM_RATE_LIMIT`), or None.
+        allow_http: `REMAT_JUDGE_LTI_ALLOW_HTTP`: launches over plain HTTP from a host that is not
+            this machine (a local test); otherwise refused (`https_refusal`).
     """
 
     store: LtiStore
@@ -111,6 +115,7 @@ class LtiService:
     passbacks: PassbackStore
     courses: CourseStore
     limit: "LtiRateLimit | None" = None
+    allow_http: bool = False
 
     @classmethod
     def start(cls, engine: Engine, settings: Settings) -> "LtiService":
@@ -121,51 +126,87 @@ class LtiService:
                    jwks=JwksCache(refetch_cooldown_s=cooldown_s),
                    public_url=public.rstrip("/") if public else None, cookie_secure=settings.cookie_secure,
                    passbacks=PassbackStore(engine), courses=CourseStore(engine),
-                   limit=LtiRateLimit.start(settings.lti_rate_limit, settings.redis_url or "memory://"))
+                   limit=LtiRateLimit.start(settings.lti_rate_limit, settings.lti_platform_rate_limit,
+                                            settings.redis_url or "memory://"),
+                   allow_http=settings.lti_allow_http)
 
     def base_url(self, request: Request) -> str:
         return self.public_url or str(request.base_url).rstrip("/")
 
+    def secure(self, request: Request) -> bool:
+        """Whether this request's cookies are `SameSite=None; Secure` (`secure_request`)."""
+        return secure_request(request.scope, public_url=self.public_url, forced=self.cookie_secure)
+
+    def https_refusal(self, request: Request) -> LaunchError | None:
+        """A refusal when the judge would speak LTI over plain HTTP to anyone but this machine:
+        LMSs refuse tools without HTTPS, and inside their iframe only `Secure` cookies come back.
+        None on HTTPS, for a loopback host (a local test), or with `REMAT_JUDGE_LTI_ALLOW_HTTP`."""
+        base = urlsplit(self.base_url(request))
+        if base.scheme == "https" or self.allow_http or (base.hostname or "") in LOOPBACK_HOSTS:
+            return None
+        return LaunchError(503, "This judge is set up for LTI over plain HTTP, which LMSs refuse. Its operator "
+                                "sets REMAT_JUDGE_PUBLIC_URL=https://<its address> (behind a TLS proxy whose headers "
+                                "it trusts), or REMAT_JUDGE_LTI_ALLOW_HTTP=true for a local test.")
+
 
 class LtiRateLimit:
-    """Requests per IP address on the LTI endpoints (`limits`' moving window; in Redis when
-    scaled out, so every API process shares one count)."""
+    """Launches per address and per platform (`limits`' moving window; in Redis when scaled out,
+    so every API process shares one count).
 
-    def __init__(self, items: list, storage_uri: str):  # type: ignore[type-arg]
-        self.items = items
+    A launch is counted once, at its login initiation: the only step that stores state before
+    anything is verified (the launch itself needs that state, the landing a one-time token). The
+    defaults fit a classroom: 600 a minute per address lets a lab of 300 behind one campus NAT
+    launch at once; 6,000 a minute per platform bounds what one issuer's logins can make the judge
+    store. Deep linking picks (signed by the judge) count per address too.
+    """
+
+    def __init__(self, per_address: list, per_platform: list, storage_uri: str):  # type: ignore[type-arg]
+        self.per_address, self.per_platform = per_address, per_platform
         self.limiter = MovingWindowRateLimiter(storage_from_string(storage_uri))
 
     @classmethod
-    def start(cls, text: str, storage_uri: str) -> "LtiRateLimit | None":
-        """None for an empty `text`. Raises ValueError when `text` is not `limits` notation."""
-        items = [parse(part) for part in text.split(";") if part.strip()]
-        return cls(items, storage_uri) if items else None
+    def start(cls, per_address: str, per_platform: str, storage_uri: str) -> "LtiRateLimit | None":
+        """None when both are empty. Raises ValueError when a text is not `limits` notation."""
+        address = [parse(part) for part in per_address.split(";") if part.strip()]
+        platform = [parse(part) for part in per_platform.split(";") if part.strip()]
+        return cls(address, platform, storage_uri) if address or platform else None
 
-    def retry_after_s(self, address: str) -> int | None:
-        """Counts one request from `address`: None when allowed, else whole seconds to wait."""
-        for item in self.items:
-            if not self.limiter.hit(item, "lti", address):
-                reset_at, _ = self.limiter.get_window_stats(item, "lti", address)
+    def retry_after_s(self, address: str, platform: str | None = None) -> int | None:
+        """Counts one launch from `address` (for `platform`, when known): None when allowed, else
+        whole seconds to wait."""
+        keys = [(item, "address", address) for item in self.per_address]
+        if platform is not None:
+            keys += [(item, "platform", platform) for item in self.per_platform]
+        for item, kind, key in keys:
+            if not self.limiter.hit(item, "lti", kind, key):
+                reset_at, _ = self.limiter.get_window_stats(item, "lti", kind, key)
                 return max(1, math.ceil(reset_at - time.time()))
         return None
 
 
 def _service(request: Request) -> LtiService:
-    """The LTI service, after counting this request against `REMAT_JUDGE_LTI_RATE_LIMIT`.
-
-    Raises:
-        HTTPException(429) with Retry-After when this address is over the limit.
-    """
+    """The LTI service of the app."""
     service: LtiService = request.app.state.lti
-    if service.limit is not None and (request.method == "POST" or request.url.path in _LIMITED_GETS):
-        wait_s = service.limit.retry_after_s(request.client.host if request.client else "unknown")
-        if wait_s is not None:
-            raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, "too many LTI requests from this address; try "
-                                "again in a moment", headers={"Retry-After": str(wait_s)})
     return service
 
 
-_LIMITED_GETS = {"/lti/login", "/lti/open", "/lti/landing"}
+def _count_launch(request: Request, service: LtiService, platform: str | None = None) -> None:
+    """Counts one launch (or deep linking pick) against the limits (`LtiRateLimit`). The address is
+    the request's client, which uvicorn takes from a trusted proxy's X-Forwarded-For
+    (`remat-judge serve --forwarded-allow-ips`).
+
+    Raises:
+        HTTPException(429) with Retry-After past a limit.
+    """
+    if service.limit is None:
+        return
+    wait_s = service.limit.retry_after_s(request.client.host if request.client else "unknown", platform)
+    if wait_s is not None:
+        raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, "too many LTI launches from this address or "
+                            "platform; try again in a moment", headers={"Retry-After": str(wait_s)})
+
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 
 def _page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
@@ -260,7 +301,11 @@ def _login(request: Request, *, iss: str, login_hint: str, target_link_uri: str,
            client_id: str, lti_deployment_id: str) -> Response:
     service = _service(request)
     try:
+        refusal = service.https_refusal(request)
+        if refusal is not None:
+            raise refusal
         platform = _platform_for(service, iss, client_id)
+        _count_launch(request, service, platform.issuer)
         if not login_hint:
             raise LaunchError(400, "The login initiation names no user (login_hint).")
         if not target_link_uri:
@@ -276,7 +321,7 @@ def _login(request: Request, *, iss: str, login_hint: str, target_link_uri: str,
     if lti_message_hint:
         params["lti_message_hint"] = lti_message_hint
     response = RedirectResponse(_with_query(platform.auth_login_url, params), status_code=302, headers=NO_STORE)
-    if service.cookie_secure:  # cross-site launch POST: only a SameSite=None cookie comes back with it
+    if service.secure(request):  # cross-site launch POST: only a SameSite=None cookie comes back with it
         response.set_cookie(state_cookie_name(state), sha256_hex(state), max_age=LOGIN_TTL_S, path="/lti/launch",
                             httponly=True, secure=True, samesite="none")
     else:  # plain HTTP: browsers drop SameSite=None without Secure (see the module's docstring)
@@ -464,8 +509,8 @@ def _deep_linking_request(request: Request, services: Services, service: LtiServ
     problems = sorted(services.problems.all(published_only=True), key=lambda p: (p.spec.title, p.spec.slug))
     response = _page(request, "lti_deep_linking.html", problems=problems, context=context, form_csrf=form_csrf)
     response.set_cookie(deep_linking.cookie_name(form_csrf), form_csrf, max_age=deep_linking.CONTEXT_TTL_S,
-                        path=deep_linking.COOKIE_PATH, httponly=True, secure=service.cookie_secure,
-                        samesite="none" if service.cookie_secure else "lax")
+                        path=deep_linking.COOKIE_PATH, httponly=True, secure=service.secure(request),
+                        samesite="none" if service.secure(request) else "lax")
     return response
 
 
@@ -476,6 +521,7 @@ def deep_linking_pick(request: Request, services: ServicesDep, context: Annotate
     `LtiDeepLinkingResponse` JWT to its deep_link_return_url. 403 for a wrong CSRF token, a
     context of another session or user, expired or used already; 404 for an unknown problem."""
     service = _service(request)
+    _count_launch(request, service)
     try:
         if not csrf:
             raise LaunchError(403, "The form did not come from the judge's problem list; open the deep linking "
