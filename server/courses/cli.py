@@ -94,6 +94,7 @@ def assign(key: Annotated[str, typer.Argument(help="the course")],
            LateRule.PENALTY,
            penalty_per_day: Annotated[float, typer.Option(help="fraction lost per started day late, 0-1")] = 0.0,
            penalty_cap: Annotated[float, typer.Option(help="the most that can be lost, 0-1")] = 1.0,
+           grace_minutes: Annotated[int, typer.Option(help="minutes after the deadline still on time (0-1440)")] = 0,
            rule: Annotated[GradeRule, typer.Option(help="which attempt gives the grade: best or last")] =
            GradeRule.BEST,
            data_dir: DataDir = None,
@@ -105,12 +106,13 @@ def assign(key: Annotated[str, typer.Argument(help="the course")],
     course = _course(engine, key)
     try:
         policy = Policy(opens_at=admin.parse_time(opens, "--opens"), due_at=admin.parse_time(due, "--due"),
-                        late_rule=late, penalty_per_day=penalty_per_day, penalty_cap=penalty_cap, grade_rule=rule)
+                        late_rule=late, penalty_per_day=penalty_per_day, penalty_cap=penalty_cap, grade_rule=rule,
+                        grace_minutes=grace_minutes)
         admin.change_assignment(engine, course, problem, policy, _problems(problems_dir))
     except (CourseError, ValueError) as exc:
         raise _fail(str(exc)) from None
     console.print(f"{escape(course.key)}: {escape(problem)} opens {opens or 'now'}, due {due or 'never'}, "
-                  f"late {late.value}" + (f" (-{penalty_per_day:g}/day, at most -{penalty_cap:g})"
+                  f"late {late.value}" + (f" after {grace_minutes} min of grace" if grace_minutes and due else "") + (f" (-{penalty_per_day:g}/day, at most -{penalty_cap:g})"
                                           if late == LateRule.PENALTY and due else "") + f", grade {rule.value}")
 
 

@@ -94,6 +94,7 @@ class Assignment(Base):
     late_rule: Mapped[LateRule] = mapped_column(_enum(LateRule, "assignment_late_rule"))
     penalty_per_day: Mapped[float] = mapped_column(Float, default=0.0)
     penalty_cap: Mapped[float] = mapped_column(Float, default=1.0)
+    grace_minutes: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     grade_rule: Mapped[GradeRule] = mapped_column(_enum(GradeRule, "assignment_grade_rule"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
@@ -103,7 +104,7 @@ class Assignment(Base):
     def policy(self) -> Policy:
         return Policy(opens_at=self.opens_at, due_at=self.due_at, late_rule=LateRule(self.late_rule),
                       penalty_per_day=self.penalty_per_day, penalty_cap=self.penalty_cap,
-                      grade_rule=GradeRule(self.grade_rule))
+                      grade_rule=GradeRule(self.grade_rule), grace_minutes=self.grace_minutes or 0)
 
 
 class Enrollment(Base):
@@ -340,6 +341,7 @@ class CourseStore:
                     now = utcnow()
                     made = Assignment(course_id=course_id, problem=problem, late_rule=LateRule.PENALTY,
                                       penalty_per_day=0.0, penalty_cap=1.0, grade_rule=GradeRule.BEST,
+                                      grace_minutes=0,
                                       created_at=now, updated_at=now)
                     session.add(made)
                 return made
@@ -357,6 +359,7 @@ class CourseStore:
             assignment.opens_at, assignment.due_at = policy.opens_at, policy.due_at
             assignment.late_rule, assignment.grade_rule = policy.late_rule, policy.grade_rule
             assignment.penalty_per_day, assignment.penalty_cap = policy.penalty_per_day, policy.penalty_cap
+            assignment.grace_minutes = policy.grace_minutes
             assignment.updated_at = utcnow()
         return assignment
 

@@ -134,8 +134,10 @@ def set_assignment(key: str, request: Request, services: ServicesDep, user: Opti
                    problem: Annotated[str, Form()] = "", opens_at: Annotated[str, Form()] = "",
                    due_at: Annotated[str, Form()] = "", late_rule: Annotated[str, Form()] = "penalty",
                    penalty_per_day: Annotated[str, Form()] = "0", penalty_cap: Annotated[str, Form()] = "1",
-                   grade_rule: Annotated[str, Form()] = "best", csrf_token: Annotated[str, Form()] = "") -> Response:
-    """Adds or changes an assignment. Penalties are entered in percent (10 = 10% per day)."""
+                   grade_rule: Annotated[str, Form()] = "best", grace_minutes: Annotated[str, Form()] = "0",
+                   csrf_token: Annotated[str, Form()] = "") -> Response:
+    """Adds or changes an assignment. Penalties are entered in percent (10 = 10% per day), the
+    grace period in whole minutes."""
     user = require_teacher(user, principal, request)
     check_csrf(request, csrf_token)
     course = _course(services, key, principal, Action.COURSE_EDIT)
@@ -147,11 +149,16 @@ def set_assignment(key: str, request: Request, services: ServicesDep, user: Opti
         except ValueError:
             raise CourseError("penalties are numbers of percent (0-100)") from None
         try:
+            grace = int(grace_minutes.strip() or 0)
+        except ValueError:
+            raise CourseError("the grace period is a whole number of minutes (0-1440)") from None
+        try:
             late, rule = LateRule(late_rule), GradeRule(grade_rule)
         except ValueError:
             raise CourseError("late rule: none or penalty; grade rule: best or last") from None
         policy = Policy(opens_at=admin.parse_time(opens_at, "opening time"), due_at=admin.parse_time(due_at, "deadline"),
-                        late_rule=late, penalty_per_day=per_day, penalty_cap=cap, grade_rule=rule)
+                        late_rule=late, penalty_per_day=per_day, penalty_cap=cap, grade_rule=rule,
+                        grace_minutes=grace)
         admin.change_assignment(_engine(services), course, problem, policy, services.problems)
     except (CourseError, ValueError) as exc:
         return _course_page(request, services, user, principal, course, error=str(exc),

@@ -11,7 +11,9 @@ Rules (all times UTC):
 - late: submitted after the deadline (the student's extension, when they have one). Late rule
   "none": a late attempt earns no credit (it is still graded and shown, flagged late); "penalty":
   its score is multiplied by `1 - min(cap, per_day * days_late)`, days counted started
-  (1 second late is 1 day);
+  (1 second late is 1 day). A grace period (minutes) moves the deadline that far: an attempt
+  within it is on time, and started days count from its end (so a slow upload or a clock a
+  minute off does not cost a day);
 - grade rule "best" (the default): the best credited score, the earliest attempt that reached it
   giving the submission time; "last": the latest counted attempt's credited score.
 """
@@ -21,10 +23,11 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Iterable
 
 DAY_S = 86_400.0
+MAX_GRACE_MINUTES = 24 * 60  # a day: past it, an extension says what is meant
 
 
 class GradeRule(enum.StrEnum):
@@ -52,6 +55,8 @@ class Policy:
         penalty_per_day: fraction of the score lost per started day late, in [0, 1].
         penalty_cap: the most that can be lost, in [0, 1].
         grade_rule: see `GradeRule`.
+        grace_minutes: minutes after the deadline (the student's extension too) still on time,
+            0 to `MAX_GRACE_MINUTES`.
     """
 
     opens_at: datetime | None = None
@@ -60,8 +65,11 @@ class Policy:
     penalty_per_day: float = 0.0
     penalty_cap: float = 1.0
     grade_rule: GradeRule = GradeRule.BEST
+    grace_minutes: int = 0
 
     def __post_init__(self) -> None:
+        if not 0 <= self.grace_minutes <= MAX_GRACE_MINUTES:
+            raise ValueError(f"the grace period is 0 to {MAX_GRACE_MINUTES} minutes, got {self.grace_minutes!r}")
         for name in ("penalty_per_day", "penalty_cap"):
             value = getattr(self, name)
             if not (0.0 <= value <= 1.0) or math.isnan(value):
@@ -108,10 +116,13 @@ class Standing:
     early: int = 0
 
 
-def days_late(submitted_at: datetime, due_at: datetime | None) -> int:
-    """Started days between the deadline and the submission: 0 when on time (at the deadline
-    itself included) or without a deadline; 1 for one second late."""
-    if due_at is None or submitted_at <= due_at:
+def days_late(submitted_at: datetime, due_at: datetime | None, grace_minutes: int = 0) -> int:
+    """Started days between the deadline (moved by the grace period) and the submission: 0 when
+    on time (at the deadline itself included) or without a deadline; 1 for one second late."""
+    if due_at is None:
+        return 0
+    due_at = due_at + timedelta(minutes=grace_minutes)
+    if submitted_at <= due_at:
         return 0
     return math.ceil((submitted_at - due_at).total_seconds() / DAY_S)
 
@@ -119,7 +130,7 @@ def days_late(submitted_at: datetime, due_at: datetime | None) -> int:
 def credit(policy: Policy, submitted_at: datetime, due_at: datetime | None) -> float:
     """The fraction of its score an attempt submitted at `submitted_at` keeps, in [0, 1], with
     `due_at` the student's deadline (an extension, or the assignment's)."""
-    late = days_late(submitted_at, due_at)
+    late = days_late(submitted_at, due_at, policy.grace_minutes)
     if late == 0:
         return 1.0
     if policy.late_rule == LateRule.NONE:
@@ -153,4 +164,4 @@ def standing(attempts: Iterable[Attempt], policy: Policy, *, extension_due_at: d
         scoring, score = max(counted, key=lambda pair: pair[1])
     solved = next((a.submitted_at for a, _ in counted if a.verdict == "ACCEPTED"), None)
     return Standing(score=round(score, 6), attempts=len(counted), solved_at=solved,
-                    late=days_late(scoring.submitted_at, due_at) > 0, scoring=scoring, early=early)
+                    late=days_late(scoring.submitted_at, due_at, policy.grace_minutes) > 0, scoring=scoring, early=early)

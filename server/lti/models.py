@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy import ForeignKey, Integer, String, Text, UniqueConstraint, delete, select, update
@@ -82,7 +82,16 @@ class LtiDeployment(Base):
 
 
 class LtiLogin(Base):
-    """A login initiation waiting for its launch: the state (as SHA-256) and nonce we sent."""
+    """A login initiation waiting for its launch: the state (as SHA-256) and nonce we sent.
+
+    Attributes:
+        storage_target: the platform's `lti_storage_target` (LTI Client Side postMessage
+            Storage) when the login named one: the state's browser binding then lives in the
+            platform's storage frame; None: in a cookie only.
+        binding_hash: SHA-256 of the random binding value put into platform storage.
+        relaunch_json: the login's parameters (JSON), so a refused cookie-less launch can offer
+            the same login again in a new, first-party window.
+    """
 
     __tablename__ = "lti_logins"
 
@@ -92,6 +101,9 @@ class LtiLogin(Base):
                                                                  ondelete="CASCADE"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    storage_target: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    binding_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    relaunch_json: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class LtiNonce(Base):
@@ -187,6 +199,38 @@ class PlatformView:
     created_at: datetime
 
 
+@dataclass(frozen=True)
+class PendingLogin:
+    """A stored login initiation (`LtiLogin`) as the launch reads it.
+
+    Attributes:
+        platform_id, nonce: the platform it named and the nonce sent to it.
+        storage_target: the platform's postMessage storage frame, or None.
+        binding_hash: SHA-256 of the value put into that storage, or None.
+        relaunch: the login's parameters for a new-window relaunch ({} when not kept).
+    """
+
+    platform_id: int
+    nonce: str
+    storage_target: str | None = None
+    binding_hash: str | None = None
+    relaunch: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, login: LtiLogin) -> "PendingLogin":
+        try:
+            relaunch = json.loads(login.relaunch_json) if login.relaunch_json else {}
+        except ValueError:
+            relaunch = {}
+        return cls(platform_id=login.platform_id, nonce=login.nonce, storage_target=login.storage_target,
+                   binding_hash=login.binding_hash, relaunch=relaunch if isinstance(relaunch, dict) else {})
+
+    def binding_matches(self, value: str) -> bool:
+        """Whether `value` (read back from the platform's storage) is this login's binding."""
+        return self.binding_hash is not None and bool(value) and \
+            secrets.compare_digest(self.binding_hash, sha256_hex(value))
+
+
 class LtiStore:
     """Reads and writes the LTI tables. Thread-safe: one session per call. Reads the database on
     every call (no cache), so every server process sees a registration at once."""
@@ -261,31 +305,50 @@ class LtiStore:
 
     # -- login initiation and launch ---------------------------------------------------------------
 
-    def start_login(self, platform_id: int, *, ttl_s: float = LOGIN_TTL_S) -> tuple[str, str]:
+    def start_login(self, platform_id: int, *, ttl_s: float = LOGIN_TTL_S, storage_target: str | None = None,
+                    relaunch: dict[str, str] | None = None) -> tuple[str, str, str | None]:
         """Makes a state and a nonce (256 random bits each) for a login initiation, stores them
-        (the state as SHA-256) for `ttl_s` seconds, and returns (state, nonce). Drops expired ones."""
+        (the state as SHA-256) for `ttl_s` seconds, and returns (state, nonce, binding). Drops
+        expired ones.
+
+        With a `storage_target` (the platform's postMessage storage frame), a third random value,
+        the binding, is made too: the login page puts it into the platform's storage and only
+        its SHA-256 is kept here (`PendingLogin.binding_matches`); otherwise binding is None.
+        `relaunch` (the login's own parameters) is kept for a new-window relaunch.
+        """
         state, nonce = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+        binding = secrets.token_urlsafe(32) if storage_target else None
         now = utcnow()
         with self._sessions.begin() as session:
             session.execute(delete(LtiLogin).where(LtiLogin.expires_at < now))
             session.add(LtiLogin(state_hash=sha256_hex(state), nonce=nonce, platform_id=platform_id, created_at=now,
-                                 expires_at=now + timedelta(seconds=ttl_s)))
-        return state, nonce
+                                 expires_at=now + timedelta(seconds=ttl_s), storage_target=storage_target,
+                                 binding_hash=sha256_hex(binding) if binding else None,
+                                 relaunch_json=json.dumps(relaunch) if relaunch else None))
+        return state, nonce, binding
 
-    def consume_login(self, state: str) -> tuple[int, str] | None:
-        """Takes the login initiation of `state` once: (platform id, nonce), or None when it is
-        unknown, expired or already used (one conditional DELETE decides between concurrent uses)."""
+    def peek_login(self, state: str) -> "PendingLogin | None":
+        """The live login initiation of `state`, without using it (None: unknown or expired)."""
+        with self._sessions() as session:
+            login = session.get(LtiLogin, sha256_hex(state))
+            if login is None or login.expires_at <= utcnow():
+                return None
+            return PendingLogin.of(login)
+
+    def consume_login(self, state: str) -> "PendingLogin | None":
+        """Takes the login initiation of `state` once, or None when it is unknown, expired or
+        already used (one conditional DELETE decides between concurrent uses)."""
         state_hash = sha256_hex(state)
         with self._sessions.begin() as session:
             login = session.get(LtiLogin, state_hash)
             if login is None:
                 return None
-            platform_id, nonce, expires_at = login.platform_id, login.nonce, login.expires_at
+            pending, expires_at = PendingLogin.of(login), login.expires_at
             taken = session.execute(delete(LtiLogin).where(LtiLogin.state_hash == state_hash)
                                     .execution_options(synchronize_session=False))
             if taken.rowcount != 1 or expires_at <= utcnow():
                 return None
-            return platform_id, nonce
+            return pending
 
     def use_nonce(self, issuer: str, nonce: str, *, until: datetime) -> bool:
         """Remembers an id_token's nonce until `until`; False when it was used already (a replay)."""

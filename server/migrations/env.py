@@ -20,6 +20,7 @@ import server.courses.regrade  # noqa: E402,F401 - regrades (issue 12)
 import server.web.hints  # noqa: E402,F401 - hints opened one at a time (issue 13)
 import server.web.sessions  # noqa: E402,F401 - server-side web sessions (issue 13)
 import server.uploads  # noqa: E402,F401 - problem uploads that report (issue 20)
+import server.lti.registration  # noqa: E402,F401 - one-time dynamic registration URLs (issue 24)
 
 config = context.config
 target_metadata = Base.metadata

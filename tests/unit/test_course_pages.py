@@ -120,6 +120,8 @@ def test_a_course_with_a_deadline_a_penalty_and_an_extension_grades_and_exports(
     ({"problem": SLUG, "due_at": "tomorrow"}, "is not a time"),
     ({"problem": SLUG, "penalty_per_day": "150"}, "between 0 and 1"),
     ({"problem": SLUG, "late_rule": "sometimes"}, "late rule"),
+    ({"problem": SLUG, "grace_minutes": "ten"}, "whole number of minutes"),
+    ({"problem": SLUG, "grace_minutes": "2000"}, "grace period is 0 to 1440"),
 ])
 def test_bad_assignments_are_refused_with_a_reason_and_change_nothing(site: Site, form: dict, message: str) -> None:
     csrf = site.sign_in("prof@uni.example")
@@ -188,3 +190,21 @@ def test_an_unpublished_assignment_is_flagged_on_the_course_page(site: Site, tmp
     assert f'id="unpublished-{SLUG}"' in site.client.get("/instructor/courses/c3").text
     mark_published(problems / SLUG, ProblemRepository(problems).get(SLUG).version)
     assert f'id="unpublished-{SLUG}"' not in site.client.get("/instructor/courses/c3").text
+
+
+def test_a_grace_period_from_the_form_keeps_a_minute_late_attempt_on_time(site: Site) -> None:
+    csrf = site.sign_in("prof@uni.example")
+    site.client.post("/instructor/courses", data={"key": "g1", "title": "Grace", "csrf_token": csrf})
+    assert site.client.post("/instructor/courses/g1/assignments", data={
+        "problem": SLUG, "due_at": "2026-11-10T12:00", "late_rule": "none", "grace_minutes": "15",
+        "csrf_token": csrf}, follow_redirects=False).status_code == 303
+    assert 'name="grace_minutes" min="0" max="1440" step="1" value="15"' in site.client.get("/instructor/courses/g1").text
+    ada = site.account("ada@uni.example", "Ada")
+    site.client.post("/instructor/courses/g1/enrollments", data={"email": "ada@uni.example", "role": "student",
+                                                                  "csrf_token": csrf})
+    site.graded(ada.id, "ACCEPTED", 1.0, DUE + timedelta(minutes=1))  # a minute late, within the grace
+    row = next(csv.DictReader(io.StringIO(site.client.get("/instructor/courses/g1/gradebook.csv").text)))
+    assert (row["score"], row["late"]) == ("1.0000", "no")
+    site.sign_in("ada@uni.example")
+    assert "15 minutes of grace, then late attempts earn no credit" in \
+        re.sub(r"\s+", " ", site.client.get(f"/problems/{SLUG}").text)

@@ -78,3 +78,25 @@ def test_ungraded_internal_errors_and_early_attempts_do_not_count() -> None:
 def test_bad_policies_are_refused(kwargs: dict) -> None:
     with pytest.raises(ValueError):
         Policy(**kwargs)
+
+
+def test_a_grace_period_keeps_a_minute_late_on_time_and_counts_days_from_its_end() -> None:
+    policy = Policy(due_at=T0, late_rule=LateRule.PENALTY, penalty_per_day=0.25, grace_minutes=10)
+    assert days_late(T0 + timedelta(minutes=10), T0, 10) == 0
+    assert days_late(T0 + timedelta(minutes=10, seconds=1), T0, 10) == 1
+    assert days_late(T0 + timedelta(days=1, minutes=10), T0, 10) == 1
+    assert days_late(T0 + timedelta(days=1, minutes=10, seconds=1), T0, 10) == 2
+    assert credit(policy, T0 + timedelta(minutes=9), T0) == 1.0
+    assert credit(policy, T0 + timedelta(minutes=11), T0) == pytest.approx(0.75)
+    on_time = standing([ok(0.1)], policy)  # 6 minutes after the deadline
+    assert on_time.score == 1.0 and not on_time.late
+    strict = standing([ok(0.1)], Policy(due_at=T0, late_rule=LateRule.NONE, grace_minutes=5))
+    assert strict.score == 0.0 and strict.late
+    extended = standing([ok(48.05)], policy, extension_due_at=T0 + timedelta(hours=48))  # grace after an extension too
+    assert extended.score == 1.0 and not extended.late
+
+
+@pytest.mark.parametrize("minutes", [-1, 24 * 60 + 1])
+def test_a_grace_period_is_zero_to_a_day(minutes: int) -> None:
+    with pytest.raises(ValueError, match="grace"):
+        Policy(due_at=T0, grace_minutes=minutes)

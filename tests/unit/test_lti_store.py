@@ -50,11 +50,13 @@ def test_register_update_list_remove(lti: LtiStore) -> None:
 
 def test_a_state_is_used_once_and_expires(lti: LtiStore) -> None:
     platform = register(lti)
-    state, nonce = lti.start_login(platform.id)
-    assert lti.consume_login(state) == (platform.id, nonce)
+    state, nonce, binding = lti.start_login(platform.id)
+    assert binding is None
+    taken = lti.consume_login(state)
+    assert taken is not None and (taken.platform_id, taken.nonce) == (platform.id, nonce)
     assert lti.consume_login(state) is None
     assert lti.consume_login("never-issued") is None
-    old_state, _ = lti.start_login(platform.id, ttl_s=-1)
+    old_state, _, _ = lti.start_login(platform.id, ttl_s=-1)
     assert lti.consume_login(old_state) is None
 
 
@@ -109,3 +111,23 @@ def test_resource_links_keep_their_ags_endpoint(lti: LtiStore) -> None:
     assert again.id == link.id and again.title == "T2" and again.ags_lineitem == ags["lineitem"]
     assert again.ags_scope == '["https://purl.imsglobal.org/spec/lti-ags/scope/score"]'
     assert len(lti.resource_links(platform.id)) == 1
+
+
+def test_a_storage_login_keeps_only_the_hash_of_its_binding(lti: LtiStore) -> None:
+    """With a postMessage storage target, the login makes a binding value for the platform's
+    storage: the table holds its SHA-256, a peek leaves the login usable, and only the value
+    itself matches (not its hash, not another login's value)."""
+    platform = register(lti)
+    state, _, binding = lti.start_login(platform.id, storage_target="post_message_forwarding",
+                                        relaunch={"iss": "https://lms.example", "login_hint": "h"})
+    _, _, other = lti.start_login(platform.id, storage_target="_parent")
+    assert binding and other and binding != other
+    peeked = lti.peek_login(state)
+    assert peeked is not None and peeked.storage_target == "post_message_forwarding"
+    assert peeked.relaunch == {"iss": "https://lms.example", "login_hint": "h"}
+    assert peeked.binding_hash != binding and binding not in repr(peeked)
+    taken = lti.consume_login(state)
+    assert taken is not None and taken.binding_matches(binding)
+    assert not taken.binding_matches(other) and not taken.binding_matches("") \
+        and not taken.binding_matches(taken.binding_hash or "")
+    assert lti.peek_login(state) is None
