@@ -24,14 +24,15 @@ Flow (IMS Security Framework 5.1.1, LTI 1.3 Core 4):
    `/lti/launch` from an instructor shows the problem list; `POST /lti/deep-linking` answers the
    platform's deep_link_return_url with the signed `LtiDeepLinkingResponse`.
 
-Cookies. The launch is a cross-site POST from the platform, so a `SameSite=Lax` cookie is not
-sent with it. The state-binding cookie is therefore `SameSite=None; Secure` when the deployment
-sets `REMAT_JUDGE_COOKIE_SECURE=true` (behind HTTPS, which LMSs require of tools). Browsers drop a
-`SameSite=None` cookie that is not `Secure`, and a `Secure` cookie set over plain HTTP is only
-kept by some browsers for localhost (Chromium treats http://localhost and 127.0.0.1 as secure
-contexts; Python's cookie jars do not), so without cookie_secure the binding cookie is
-`SameSite=Lax` (kept for same-site and top-level flows, such as the tests' platform on
-127.0.0.1) and the launch falls back to the server-side state alone when it is missing.
+Cookies and the browser binding (docs/ARCHITECTURE.md, "Launches without cookies"). The launch
+is a cross-site POST from the platform, so the state-binding cookie comes back with it only when
+it is `SameSite=None; Secure`: whenever the judge is reached over HTTPS (`LtiService.secure`).
+Inside an iframe a browser that blocks third-party cookies drops even that; then a login that
+named the platform's `lti_storage_target` (LTI Client Side postMessage Storage) keeps a random
+binding in the platform's storage frame, and the launch reads it back (`launch_from_storage`).
+Over HTTPS a launch bound neither way is refused (login CSRF), with the same login offered again
+in a new window. Over plain HTTP (a local test only: `LtiService.https_refusal`), no cookie comes
+with a cross-site POST, and the server-side state alone is checked.
 
 None of these pages sends X-Frame-Options or a frame-ancestors policy (the app sends neither
 today), so they open inside the LMS's iframe.
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -67,7 +69,7 @@ from server.lti.keys import ToolKey, load_or_create
 from server.lti.launch import (CLAIM_MESSAGE_TYPE, CLAIM_ROLES, DEEP_LINKING_REQUEST, LEEWAY_S,
                                RESOURCE_LINK_REQUEST, JwksCache, LaunchError, identifier, launch_of, person_email,
                                person_name, role_for, verify_id_token)
-from server.lti.models import LAUNCH_TOKEN_TTL_S, LOGIN_TTL_S, LtiStore, PlatformView, sha256_hex
+from server.lti.models import LAUNCH_TOKEN_TTL_S, LOGIN_TTL_S, LtiStore, PendingLogin, PlatformView, sha256_hex
 from server.lti.passback import PassbackStore
 from server.settings import Settings
 from server.web.auth import csrf_token, principal_of, sign_in, user_of
@@ -82,6 +84,7 @@ router = APIRouter(prefix="/lti", include_in_schema=False)
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 STATE_COOKIE_PREFIX = "remat_lti_state_"
+STORAGE_TARGET = re.compile(r"[A-Za-z0-9_.:-]{1,64}")  # a frame name (Canvas: post_message_forwarding) or _parent
 NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
 
 
@@ -298,7 +301,7 @@ def _platform_for(service: LtiService, iss: str, client_id: str) -> PlatformView
 
 
 def _login(request: Request, *, iss: str, login_hint: str, target_link_uri: str, lti_message_hint: str,
-           client_id: str, lti_deployment_id: str) -> Response:
+           client_id: str, lti_deployment_id: str, lti_storage_target: str = "") -> Response:
     service = _service(request)
     try:
         refusal = service.https_refusal(request)
@@ -314,13 +317,25 @@ def _login(request: Request, *, iss: str, login_hint: str, target_link_uri: str,
             raise LaunchError(403, "This deployment of the tool is not registered with the judge.")
     except LaunchError as error:
         return _refused(request, error)
-    state, nonce = service.store.start_login(platform.id)
+    target = lti_storage_target if STORAGE_TARGET.fullmatch(lti_storage_target) else None
+    platform_origin = _origin(platform.auth_login_url)
+    relaunch = {name: value for name, value in (
+        ("iss", iss), ("login_hint", login_hint), ("lti_message_hint", lti_message_hint),
+        ("target_link_uri", target_link_uri), ("client_id", client_id or platform.client_id),
+        ("lti_deployment_id", lti_deployment_id)) if value}
+    state, nonce, binding = service.store.start_login(platform.id, storage_target=target if platform_origin else None,
+                                                      relaunch=relaunch)
     params = {"scope": "openid", "response_type": "id_token", "response_mode": "form_post", "prompt": "none",
               "client_id": platform.client_id, "redirect_uri": service.base_url(request) + "/lti/launch",
               "login_hint": login_hint, "state": state, "nonce": nonce}
     if lti_message_hint:
         params["lti_message_hint"] = lti_message_hint
-    response = RedirectResponse(_with_query(platform.auth_login_url, params), status_code=302, headers=NO_STORE)
+    auth_url = _with_query(platform.auth_login_url, params)
+    if binding is not None:  # the platform keeps the binding for us (postMessage storage), then we go on
+        response: Response = _page(request, "lti_storage.html", mode="put", target=target, origin=platform_origin,
+                                   key=storage_key(state), value=binding, next_url=auth_url)
+    else:
+        response = RedirectResponse(auth_url, status_code=302, headers=NO_STORE)
     if service.secure(request):  # cross-site launch POST: only a SameSite=None cookie comes back with it
         response.set_cookie(state_cookie_name(state), sha256_hex(state), max_age=LOGIN_TTL_S, path="/lti/launch",
                             httponly=True, secure=True, samesite="none")
@@ -330,21 +345,39 @@ def _login(request: Request, *, iss: str, login_hint: str, target_link_uri: str,
     return response
 
 
+def _origin(url: str) -> str | None:
+    """`scheme://host[:port]` of an absolute http(s) URL, else None."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return None
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def storage_key(state: str) -> str:
+    """The platform storage key of a login's binding (not the state itself: the key is visible to
+    the platform's storage frame)."""
+    return "remat_judge_" + sha256_hex("storage:" + state)[:32]
+
+
 @router.get("/login")
 def login_get(request: Request, iss: str = "", login_hint: str = "", target_link_uri: str = "",
-              lti_message_hint: str = "", client_id: str = "", lti_deployment_id: str = "") -> Response:
+              lti_message_hint: str = "", client_id: str = "", lti_deployment_id: str = "",
+              lti_storage_target: str = "") -> Response:
     """OIDC third-party initiated login (Security Framework 5.1.1.1), by GET."""
     return _login(request, iss=iss, login_hint=login_hint, target_link_uri=target_link_uri,
-                  lti_message_hint=lti_message_hint, client_id=client_id, lti_deployment_id=lti_deployment_id)
+                  lti_message_hint=lti_message_hint, client_id=client_id, lti_deployment_id=lti_deployment_id,
+                  lti_storage_target=lti_storage_target)
 
 
 @router.post("/login")
 def login_post(request: Request, iss: Annotated[str, Form()] = "", login_hint: Annotated[str, Form()] = "",
                target_link_uri: Annotated[str, Form()] = "", lti_message_hint: Annotated[str, Form()] = "",
-               client_id: Annotated[str, Form()] = "", lti_deployment_id: Annotated[str, Form()] = "") -> Response:
+               client_id: Annotated[str, Form()] = "", lti_deployment_id: Annotated[str, Form()] = "",
+               lti_storage_target: Annotated[str, Form()] = "") -> Response:
     """OIDC third-party initiated login (Security Framework 5.1.1.1), by POST."""
     return _login(request, iss=iss, login_hint=login_hint, target_link_uri=target_link_uri,
-                  lti_message_hint=lti_message_hint, client_id=client_id, lti_deployment_id=lti_deployment_id)
+                  lti_message_hint=lti_message_hint, client_id=client_id, lti_deployment_id=lti_deployment_id,
+                  lti_storage_target=lti_storage_target)
 
 
 # --- launch ---------------------------------------------------------------------------------------
@@ -357,6 +390,14 @@ def launch(request: Request, services: ServicesDep, id_token: Annotated[str, For
     Answers 303 to `/lti/landing?token=...` with the user signed in, or a 4xx page that signs
     nobody in: 400 without id_token or state, 403 for an unknown, expired, used or foreign state
     and for every failed check of the id_token, 404 for an unknown problem.
+
+    The state must be bound to this browser (see "Launches without cookies" in
+    docs/ARCHITECTURE.md): by its cookie; or, when the cookie did not come back and the login
+    used the platform's postMessage storage, by the binding read back from that storage (this
+    answers a page that reads it and posts to `/lti/launch/storage`); or, only where no cookie
+    can come back with a cross-site POST at all (the judge reached over plain HTTP: a local
+    test), by the server-side state alone. Over HTTPS, a launch with neither is refused with an
+    offer to open the activity again in a new, first-party window.
     """
     service = _service(request)
     try:
@@ -371,52 +412,101 @@ def launch(request: Request, services: ServicesDep, id_token: Annotated[str, For
             # this browser keeps our state cookies, yet has none for this state: another browser
             # started this login (login CSRF)
             raise LaunchError(403, "The launch's state belongs to another browser.")
+        if cookie is None:
+            pending = service.store.peek_login(state)
+            if pending is not None and pending.storage_target:
+                platform = service.store.platform_by_id(pending.platform_id)
+                origin = _origin(platform.auth_login_url) if platform is not None else None
+                if origin is not None:  # read the binding back from the platform's storage, then go on
+                    return _page(request, "lti_storage.html", mode="get", target=pending.storage_target,
+                                 origin=origin, key=storage_key(state), id_token=id_token, state=state)
         login = service.store.consume_login(state)  # used once, whatever follows
         if login is None:
             raise LaunchError(403, "The launch's state is unknown, expired or already used; launch again from the "
                                    "course.")
-        # The cookie is missing (and no other state cookie is there) when the browser blocks
-        # third-party cookies (the launch is a cross-site POST into an iframe), or on plain HTTP
-        # (a Lax cookie is not sent with a cross-site POST); then the server-side state record
-        # alone is checked: it exists only because a login initiation made it, it is 256 random
-        # bits, used once and valid for 5 minutes, and the id_token must carry the nonce made
-        # with it. That still stops replays and forged launches, but not login CSRF: someone who
-        # starts a login and gets a genuine id_token for their own platform account could make
-        # a victim's browser post it within those 5 minutes, signing the victim into the
-        # attacker's judge account (the victim would then see the attacker's name in the page
-        # header). We accept that residual risk because refusing would make the judge unusable
-        # in every browser that blocks third-party cookies (Safari, Firefox's strict mode,
-        # Chrome's phase-out); LTI's platform storage (postMessage, "lti-storage-target") is the
-        # complete fix and is left for later.
-        platform_id, nonce = login
-        platform = service.store.platform_by_id(platform_id)
-        if platform is None:
-            raise LaunchError(403, "This platform's registration was removed.")
-        claims = verify_id_token(id_token, issuer=platform.issuer, client_id=platform.client_id,
-                                 deployment_ids=platform.deployment_ids, expected_nonce=nonce,
-                                 key_for=lambda kid: service.jwks.key(platform.keyset_url, kid),
-                                 message_types=(RESOURCE_LINK_REQUEST, DEEP_LINKING_REQUEST))
-        until = datetime.fromtimestamp(int(claims["exp"]), timezone.utc) + timedelta(seconds=LEEWAY_S)
-        if not service.store.use_nonce(platform.issuer, claims["nonce"], until=until):
-            raise LaunchError(403, "This launch was used already (its nonce was seen before).")
-        if claims[CLAIM_MESSAGE_TYPE] == DEEP_LINKING_REQUEST:
-            response = _deep_linking_request(request, services, service, platform, claims)
-            response.delete_cookie(state_cookie_name(state), path="/lti/launch")
-            return response
-        verified = launch_of(claims)
-        try:
-            services.problems.get(verified.problem)
-        except (KeyError, ProblemError):
-            raise LaunchError(404, f"The course links to a problem the judge does not have: {verified.problem!r}.") \
-                from None
-        if not services.problems.is_published(verified.problem) and not _launches_an_admin(services, verified):
-            who = "an admin of the judge publishes it" if verified.role == CourseRole.STAFF else "ask your instructor"
-            raise LaunchError(404, f"The problem {verified.problem!r} is not published yet; {who}.")
+        if cookie is None and service.secure(request):
+            return _relaunch(request, login, "Your browser did not send the judge's cookie with this launch (it "
+                                             "blocks cookies inside the course page), and your course does not "
+                                             "offer another way to tie the launch to your browser.")
+        # No cookie over plain HTTP (a local test: `https_refusal` refuses it elsewhere): a Lax
+        # cookie never comes with a cross-site POST, so the server-side state alone is checked
+        # (256 random bits, used once, 5 minutes, its nonce in the id_token). That stops replays
+        # and forged launches but not login CSRF; over HTTPS it is never enough (above).
+        return _verified_launch(request, services, service, state, id_token, login)
     except LaunchError as error:
         response = _refused(request, error)
         if state:
             response.delete_cookie(state_cookie_name(state), path="/lti/launch")
         return response
+
+
+@router.post("/launch/storage")
+def launch_from_storage(request: Request, services: ServicesDep, id_token: Annotated[str, Form()] = "",
+                        state: Annotated[str, Form()] = "", binding: Annotated[str, Form()] = "") -> Response:
+    """The second half of a cookie-less launch through the platform's postMessage storage: the
+    judge's own launch page (never another site: the Origin header must be the judge's, and
+    Sec-Fetch-Site same-origin when sent) posts the id_token and state back with the binding it
+    read from the platform's storage. The login is used once; a binding that is missing or not
+    the login's (another browser's login: login CSRF) is refused with a relaunch offer."""
+    service = _service(request)
+    try:
+        if not state or not id_token:
+            raise LaunchError(400, "The launch carries no state or no id_token.")
+        own = _origin(service.base_url(request))
+        if request.headers.get("origin") != own or request.headers.get("sec-fetch-site", "same-origin") != \
+                "same-origin":
+            raise LaunchError(403, "This form is posted by the judge's own launch page only.")
+        login = service.store.consume_login(state)
+        if login is None:
+            raise LaunchError(403, "The launch's state is unknown, expired or already used; launch again from the "
+                                   "course.")
+        if not login.binding_matches(binding):
+            return _relaunch(request, login, "The course page could not confirm that this launch started in your "
+                                             "browser (its storage did not answer, or holds another launch).")
+        return _verified_launch(request, services, service, state, id_token, login)
+    except LaunchError as error:
+        return _refused(request, error)
+
+
+def _relaunch(request: Request, login: PendingLogin, why: str) -> HTMLResponse:
+    """A 403 that signs nobody in and offers the same login again in a new, first-party window,
+    where the judge's state cookie comes back with the launch."""
+    url = f"/lti/login?{urlencode(login.relaunch)}" if login.relaunch.get("iss") and \
+        login.relaunch.get("login_hint") else None
+    return _page(request, "lti_relaunch.html", status_code=403, code=403, detail=why, relaunch_url=url)
+
+
+def _verified_launch(request: Request, services: Services, service: LtiService, state: str, id_token: str,
+                     login: PendingLogin) -> Response:
+    """The launch once its state is bound to this browser: verifies the id_token and signs in.
+
+    Raises:
+        LaunchError: see `launch`.
+    """
+    platform_id, nonce = login.platform_id, login.nonce
+    platform = service.store.platform_by_id(platform_id)
+    if platform is None:
+        raise LaunchError(403, "This platform's registration was removed.")
+    claims = verify_id_token(id_token, issuer=platform.issuer, client_id=platform.client_id,
+                             deployment_ids=platform.deployment_ids, expected_nonce=nonce,
+                             key_for=lambda kid: service.jwks.key(platform.keyset_url, kid),
+                             message_types=(RESOURCE_LINK_REQUEST, DEEP_LINKING_REQUEST))
+    until = datetime.fromtimestamp(int(claims["exp"]), timezone.utc) + timedelta(seconds=LEEWAY_S)
+    if not service.store.use_nonce(platform.issuer, claims["nonce"], until=until):
+        raise LaunchError(403, "This launch was used already (its nonce was seen before).")
+    if claims[CLAIM_MESSAGE_TYPE] == DEEP_LINKING_REQUEST:
+        response = _deep_linking_request(request, services, service, platform, claims)
+        response.delete_cookie(state_cookie_name(state), path="/lti/launch")
+        return response
+    verified = launch_of(claims)
+    try:
+        services.problems.get(verified.problem)
+    except (KeyError, ProblemError):
+        raise LaunchError(404, f"The course links to a problem the judge does not have: {verified.problem!r}.") \
+            from None
+    if not services.problems.is_published(verified.problem) and not _launches_an_admin(services, verified):
+        who = "an admin of the judge publishes it" if verified.role == CourseRole.STAFF else "ask your instructor"
+        raise LaunchError(404, f"The problem {verified.problem!r} is not published yet; {who}.")
     user = service.store.account_for(issuer=verified.issuer, sub=verified.sub, name=verified.name,
                                      email=verified.email, role=verified.role)  # never a site role
     link = service.store.save_resource_link(platform_id=platform.id, deployment_id=verified.deployment_id,
