@@ -103,7 +103,10 @@ def serve(host: Annotated[str, typer.Option(help="address to listen on")] = "127
           forwarded_allow_ips: Annotated[Optional[str], typer.Option(
               help="comma-separated addresses (or *) of the reverse proxies whose X-Forwarded-For and "
                    "X-Forwarded-Proto are trusted: the client's address (rate limits) and https (secure cookies) "
-                   "come from them; default FORWARDED_ALLOW_IPS, else 127.0.0.1")] = None) -> None:
+                   "come from them; default FORWARDED_ALLOW_IPS, else 127.0.0.1")] = None,
+          ssl_certfile: Annotated[Optional[Path], typer.Option(
+              help="serve HTTPS with this PEM certificate (chain), without a TLS proxy in front")] = None,
+          ssl_keyfile: Annotated[Optional[Path], typer.Option(help="the certificate's PEM private key")] = None) -> None:
     """Start the HTTP server (REST API under /api/v1, docs at /docs).
 
     Embedded mode (default): one process that also grades. With REMAT_JUDGE_REDIS_URL (and
@@ -130,20 +133,24 @@ def serve(host: Annotated[str, typer.Option(help="address to listen on")] = "127
         shutil.rmtree(multiproc, ignore_errors=True)
         multiproc.mkdir(parents=True)
         os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(multiproc))
+    if (ssl_certfile is None) != (ssl_keyfile is None):
+        err.print("[red]--ssl-certfile and --ssl-keyfile go together[/]")
+        raise typer.Exit(EXIT_USAGE)
+    tls = {"ssl_certfile": str(ssl_certfile), "ssl_keyfile": str(ssl_keyfile)} if ssl_certfile else {}
     if metrics_port is not None:
         _serve_metrics(settings, metrics_port, metrics_host)
     if processes == 1:
         from server.app import create_app
 
         uvicorn.run(create_app(settings), host=host, port=port, log_level="info", log_config=None,
-                    timeout_keep_alive=KEEP_ALIVE_S, proxy_headers=True, forwarded_allow_ips=forwarded_allow_ips)
+                    timeout_keep_alive=KEEP_ALIVE_S, proxy_headers=True, forwarded_allow_ips=forwarded_allow_ips, **tls)
         return
     # the server processes read their settings from the environment
     os.environ["REMAT_JUDGE_DATA_DIR"] = str(settings.data_dir.resolve())
     os.environ["REMAT_JUDGE_PROBLEMS_DIR"] = str(settings.problems_dir.resolve())
     uvicorn.run("server.app:app_from_environment", factory=True, host=host, port=port, workers=processes,
                 timeout_keep_alive=KEEP_ALIVE_S, proxy_headers=True, forwarded_allow_ips=forwarded_allow_ips,
-                log_level="info", log_config=None)
+                log_level="info", log_config=None, **tls)
 
 
 def _serve_metrics(settings: Settings, port: int, host: str) -> None:

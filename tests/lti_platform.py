@@ -160,6 +160,7 @@ class Platform:
         self.deep_link_claims: list[dict[str, Any]] = []  # those that verified against tool_jwks_url
         self.routes: dict[tuple[str, str], Callable[[BaseHTTPRequestHandler, dict[str, str]], None]] = {
             ("GET", "/jwks"): self._jwks, ("GET", "/auth"): self._auth, ("GET", "/course"): self._course,
+            ("GET", "/storage-frame"): self._storage_frame,
             ("POST", "/deep-link-return"): self._deep_link_return}
         owner = self
 
@@ -238,10 +239,36 @@ class Platform:
 
     def _course(self, handler: BaseHTTPRequestHandler, params: dict[str, str]) -> None:
         """A course page that embeds the tool's login initiation (`?login=<URL>`) in an iframe, as
-        an LMS shows an activity."""
-        self.reply(handler, 200, f'<!doctype html><html><body><h1>JAX course</h1>'
+        an LMS shows an activity. With `?storage=<name>`, it also holds the platform's storage
+        frame under that name (LTI Client Side postMessage Storage; Canvas names it
+        post_message_forwarding), which the login URL names as its lti_storage_target."""
+        storage = params.get("storage", "")
+        frame = (f'<iframe name="{html.escape(storage)}" src="/storage-frame" hidden></iframe>' if storage else "")
+        self.reply(handler, 200, f'<!doctype html><html><body><h1>JAX course</h1>{frame}'
                                  f'<iframe id="tool" src="{html.escape(params.get("login", ""))}" '
                                  f'width="1000" height="700"></iframe></body></html>', "text/html")
+
+    def _storage_frame(self, handler: BaseHTTPRequestHandler, _: dict[str, str]) -> None:
+        """The platform's storage frame: answers lti.put_data / lti.get_data (and lti.capabilities)
+        from any origin, keeping each origin's keys apart, and answering to the sender's origin."""
+        self.reply(handler, 200, """<!doctype html><html><body><script>
+var stored = {};
+window.addEventListener("message", function (event) {
+  var m = event.data || {};
+  var answer = {subject: m.subject + ".response", message_id: m.message_id};
+  if (m.subject === "lti.capabilities") {
+    answer.supported_messages = [{subject: "lti.put_data"}, {subject: "lti.get_data"}];
+  } else if (m.subject === "lti.put_data") {
+    stored[event.origin + " " + m.key] = m.value; answer.key = m.key; answer.value = m.value;
+  } else if (m.subject === "lti.get_data") {
+    var k = event.origin + " " + m.key;
+    answer.key = m.key;
+    if (k in stored) { answer.value = stored[k]; }
+    else { answer.error = {code: "bad_request", message: "no such key"}; }
+  } else { return; }
+  event.source.postMessage(answer, event.origin);
+});
+</script></body></html>""", "text/html")
 
     @property
     def deep_link_return_url(self) -> str:

@@ -30,7 +30,7 @@ def jail_processes() -> list[str]:
 
 
 def start_cli(args: list[str], env: dict[str, str], log: Path, *, ready_url: str,
-              timeout_s: float = 60) -> subprocess.Popen[bytes]:
+              timeout_s: float = 60, verify: bool = True) -> subprocess.Popen[bytes]:
     """Starts `remat-judge ARGS` in a session of its own (output appended to `log`) and waits
     until `ready_url` answers 200.
 
@@ -47,7 +47,7 @@ def start_cli(args: list[str], env: dict[str, str], log: Path, *, ready_url: str
     while time.monotonic() < deadline:
         assert proc.poll() is None, log.read_text()[-3000:]
         try:
-            if httpx.get(ready_url, timeout=1).status_code == 200:
+            if httpx.get(ready_url, timeout=1, verify=verify).status_code == 200:
                 return proc
         except httpx.HTTPError:
             time.sleep(0.2)
@@ -57,15 +57,17 @@ def start_cli(args: list[str], env: dict[str, str], log: Path, *, ready_url: str
 class Server:
     """A real `remat-judge serve` process on a free loopback port, with its own data directory."""
 
-    def __init__(self, data_dir: Path, *, workers: int = 2, env: dict[str, str] | None = None):
+    def __init__(self, data_dir: Path, *, workers: int = 2, env: dict[str, str] | None = None,
+                 tls: tuple[Path, Path] | None = None):
+        """`tls`: (certificate, key) PEM files: the server speaks HTTPS (`serve --ssl-certfile`)."""
         import os
         import socket
 
-        self.data_dir, self.workers = data_dir, workers
+        self.data_dir, self.workers, self.tls = data_dir, workers, tls
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         # anonymous API use (the classroom demo mode) unless a test sets it "false": tests that are
         # not about API keys submit without one
         self.env = {**os.environ, "REMAT_JUDGE_HIDDEN_SEED": "test-seed", "REMAT_JUDGE_WAIT_TIMEOUT_S": "90",
@@ -76,9 +78,10 @@ class Server:
 
     def start(self) -> "Server":
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        tls = ["--ssl-certfile", str(self.tls[0]), "--ssl-keyfile", str(self.tls[1])] if self.tls else []
         self.proc = start_cli(["serve", "--host", "127.0.0.1", "--port", str(self.port), "--data-dir",
-                               str(self.data_dir), "--workers", str(self.workers)], self.env, self.log,
-                              ready_url=f"{self.url}/api/v1/healthz")
+                               str(self.data_dir), "--workers", str(self.workers), *tls], self.env, self.log,
+                              ready_url=f"{self.url}/api/v1/healthz", verify=self.tls is None)
         return self
 
     def stop(self, sig: int = 15) -> None:
@@ -90,7 +93,7 @@ class Server:
         self.proc.wait(30)
 
     def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=120)
+        return httpx.Client(base_url=self.url, timeout=120, verify=self.tls is None)
 
 
 def free_port() -> int:
@@ -144,3 +147,35 @@ class Worker:
             except ProcessLookupError:
                 pass
         self.proc.wait(150)
+
+
+def self_signed_certificate(folder: Path, hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> tuple[Path, Path]:
+    """A self-signed certificate and its key (PEM files in `folder`) for `hosts`: for a judge
+    serving HTTPS in tests (clients skip verification)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])])
+    names: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    now = datetime.datetime.now(datetime.timezone.utc)
+    certificate = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+                   .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
+                   .not_valid_after(now + datetime.timedelta(days=2))
+                   .add_extension(x509.SubjectAlternativeName(names), critical=False).sign(key, hashes.SHA256()))
+    folder.mkdir(parents=True, exist_ok=True)
+    cert_path, key_path = folder / "judge-cert.pem", folder / "judge-key.pem"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path

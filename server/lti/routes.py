@@ -418,8 +418,12 @@ def launch(request: Request, services: ServicesDep, id_token: Annotated[str, For
                 platform = service.store.platform_by_id(pending.platform_id)
                 origin = _origin(platform.auth_login_url) if platform is not None else None
                 if origin is not None:  # read the binding back from the platform's storage, then go on
-                    return _page(request, "lti_storage.html", mode="get", target=pending.storage_target,
+                    page = _page(request, "lti_storage.html", mode="get", target=pending.storage_target,
                                  origin=origin, key=storage_key(state), id_token=id_token, state=state)
+                    # a browser sends "Origin: null" with a POST from a no-referrer page, and
+                    # `launch_from_storage` needs the judge's own origin there
+                    page.headers["Referrer-Policy"] = "same-origin"
+                    return page
         login = service.store.consume_login(state)  # used once, whatever follows
         if login is None:
             raise LaunchError(403, "The launch's state is unknown, expired or already used; launch again from the "

@@ -118,6 +118,7 @@ def test_a_cookieless_launch_is_bound_through_the_platforms_storage(app, platfor
     token = platform.id_token(sent["nonce"])
     reading = iframe.post("/lti/launch", data={"id_token": token, "state": sent["state"]}, follow_redirects=False)
     assert reading.status_code == 200 and 'data-mode="get"' in reading.text
+    assert reading.headers["referrer-policy"] == "same-origin"  # no-referrer would make its POST's Origin "null"
     assert attribute(reading.text, "data-key") == key and attribute(reading.text, "data-origin") == platform.url
     fields = form_fields(reading.text)
     assert fields == {"id_token": token, "state": sent["state"], "binding": ""}
