@@ -25,6 +25,7 @@ from server.grading import Grader, new_worker_id
 from server.lti.grade_sender import grade_sender  # LMS grade passback (issue 12)
 from server.limits import BodySizeLimit, UnstorableTextGuard
 from server.lti.routes import LtiService, router as lti_router  # LTI 1.3 tool (issue 12)
+from server.lti.setup import router as lti_setup_router  # LTI set-up, one-URL registration (issue 24)
 from server.courses import pages as course_pages  # courses, gradebooks, regrades (issue 12)
 from server.packages import MAX_ARCHIVE_BYTES
 from server.queue import InProcessQueue, WorkerPool
@@ -183,6 +184,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(web_uploads.router)  # the admin's upload page (before /instructor/problems/{slug})
     app.include_router(web_pages.router)
     app.include_router(lti_router)  # LTI 1.3 tool (issue 12)
+    app.include_router(lti_setup_router)  # LTI set-up, one-URL registration (issue 24)
     app.include_router(course_pages.router)  # courses, gradebooks, regrades (issue 12)
     app.include_router(problems.router, prefix="/api/v1")
     app.include_router(submissions.router, prefix="/api/v1")

@@ -158,9 +158,16 @@ class Platform:
         self.tool_jwks_url: str | None = None  # where deep linking responses are verified
         self.deep_link_responses: list[str] = []  # every JWT posted to the deep_link_return_url
         self.deep_link_claims: list[dict[str, Any]] = []  # those that verified against tool_jwks_url
+        # LTI Dynamic Registration: the bearer token the registration endpoint wants, what tools
+        # sent it, and the issuer its OpenID configuration claims (None: its own)
+        self.registration_token = "reg-token-" + secrets.token_hex(4)
+        self.registrations: list[dict[str, Any]] = []
+        self.configured_issuer: str | None = None
         self.routes: dict[tuple[str, str], Callable[[BaseHTTPRequestHandler, dict[str, str]], None]] = {
             ("GET", "/jwks"): self._jwks, ("GET", "/auth"): self._auth, ("GET", "/course"): self._course,
             ("GET", "/storage-frame"): self._storage_frame,
+            ("GET", "/.well-known/openid-configuration"): self._openid_configuration,
+            ("POST", "/register"): self._register, ("GET", "/add-tool"): self._add_tool,
             ("POST", "/deep-link-return"): self._deep_link_return}
         owner = self
 
@@ -168,9 +175,12 @@ class Platform:
             def _dispatch(self, method: str) -> None:
                 parts = urlsplit(self.path)
                 params = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+                self.raw_body = b""
                 if method == "POST":
-                    body = self.rfile.read(int(self.headers.get("content-length", 0))).decode()
-                    params.update({k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()})
+                    self.raw_body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                    body = self.raw_body.decode("utf-8", "replace")
+                    if not self.headers.get("content-type", "").startswith("application/json"):
+                        params.update({k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()})
                 handler = owner.routes.get((method, parts.path))
                 if handler is None:
                     owner.reply(self, 404, "not found")
@@ -269,6 +279,59 @@ window.addEventListener("message", function (event) {
   event.source.postMessage(answer, event.origin);
 });
 </script></body></html>""", "text/html")
+
+    def _openid_configuration(self, handler: BaseHTTPRequestHandler, _: dict[str, str]) -> None:
+        """The platform's OpenID configuration (LTI Dynamic Registration 3.4)."""
+        self.reply(handler, 200, json.dumps({
+            "issuer": self.configured_issuer or self.issuer, "authorization_endpoint": f"{self.url}/auth",
+            "token_endpoint": f"{self.url}/token", "jwks_uri": f"{self.url}/jwks",
+            "registration_endpoint": f"{self.url}/register", "token_endpoint_auth_methods_supported": ["private_key_jwt"],
+            "scopes_supported": ["openid", "https://purl.imsglobal.org/spec/lti-ags/scope/score"],
+            "response_types_supported": ["id_token"], "id_token_signing_alg_values_supported": ["RS256"],
+            "claims_supported": ["sub", "iss", "name", "email"],
+            "https://purl.imsglobal.org/spec/lti-platform-configuration": {
+                "product_family_code": "simulated-lms", "version": "1.0",
+                "messages_supported": [{"type": "LtiResourceLinkRequest"}, {"type": "LtiDeepLinkingRequest"}]},
+        }), "application/json")
+
+    def _register(self, handler: BaseHTTPRequestHandler, _: dict[str, str]) -> None:
+        """The registration endpoint: wants the registration token as bearer and a JSON client
+        registration with the LTI tool configuration; answers a new client id and a deployment,
+        and from then on launches as that client to the registered redirect URIs."""
+        if handler.headers.get("authorization") != f"Bearer {self.registration_token}":
+            self.reply(handler, 401, json.dumps({"error": "invalid registration token"}), "application/json")
+            return
+        try:
+            sent = json.loads(getattr(handler, "raw_body", b"") or b"{}")
+            tool = sent["https://purl.imsglobal.org/spec/lti-tool-configuration"]
+            assert sent["redirect_uris"] and sent["initiate_login_uri"] and sent["jwks_uri"] and tool["messages"]
+        except (ValueError, KeyError, TypeError, AssertionError) as exc:
+            self.reply(handler, 400, json.dumps({"error": f"invalid client registration: {exc!r}"}),
+                       "application/json")
+            return
+        self.registrations.append(sent)
+        self.client_id = f"dynamic-client-{len(self.registrations)}"
+        self.redirect_uris = list(sent["redirect_uris"])
+        answer = {**sent, "client_id": self.client_id,
+                  "https://purl.imsglobal.org/spec/lti-tool-configuration": {**tool,
+                                                                             "deployment_id": "dynamic-deployment"}}
+        self.reply(handler, 200, json.dumps(answer), "application/json")
+
+    def _add_tool(self, handler: BaseHTTPRequestHandler, params: dict[str, str]) -> None:
+        """The LMS's "add a tool" dialog: opens the tool's registration URL (`?url=`) in an iframe
+        with its OpenID configuration and registration token, and closes (writes "closed" into
+        #status) when the tool posts org.imsglobal.lti.close."""
+        target = params.get("url", "") + "?" + urlencode({
+            "openid_configuration": f"{self.url}/.well-known/openid-configuration",
+            "registration_token": self.registration_token})
+        self.reply(handler, 200, f"""<!doctype html><html><body><p id="status">open</p>
+<iframe id="registration" src="{html.escape(target)}" width="900" height="600"></iframe>
+<script>window.addEventListener("message", function (e) {{
+  if (e.data && e.data.subject === "org.imsglobal.lti.close") {{
+    document.getElementById("status").textContent = "closed";
+    document.getElementById("registration").remove();
+  }}
+}});</script></body></html>""", "text/html")
 
     @property
     def deep_link_return_url(self) -> str:

@@ -75,6 +75,12 @@ def _course_page(request: Request, services: Services, user: UserRecord, princip
     store = CourseStore(_engine(services))
     book = store.gradebook(course)
     assigned = {a.problem for a in book.assignments}
+    undelivered: dict[tuple[int, str], tuple[str, str]] = {}
+    if course.platform_id is not None and course.deployment_id is not None and course.context_id is not None:
+        from server.lti.passback import PassbackStore  # LTI courses only
+
+        undelivered = PassbackStore(_engine(services)).undelivered_in_course(
+            platform_id=course.platform_id, deployment_id=course.deployment_id, context_id=course.context_id)
     target = CourseTarget.of(course)
     published_only = not decide(principal, Action.PROBLEMS_MANAGE)
     return _render(request, "course.html", user, status_code=status_code, course=course, book=book,
@@ -85,7 +91,8 @@ def _course_page(request: Request, services: Services, user: UserRecord, princip
                    late_rules=list(LateRule), grade_rules=list(GradeRule),
                    may_enroll=decide(principal, Action.COURSE_ENROLL, target),
                    may_configure=decide(principal, Action.COURSE_SETTINGS, target),
-                   course_roles=list(CourseRole))
+                   course_roles=list(CourseRole), undelivered=undelivered,
+                   undelivered_reasons=sorted({reason for _, reason in undelivered.values()}))
 
 
 @router.get("/instructor/courses", response_class=HTMLResponse)

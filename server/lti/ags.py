@@ -270,8 +270,7 @@ class AgsClient:
             ip = ipaddress.ip_address(address.partition("%")[0])
             kind = special_address(ip)
             if kind is not None and not any(ip in network for network in self.allow_networks):
-                raise AgsRefused(f"{host} resolves to {ip} ({kind}); add its network to the allowed LTI networks "
-                                 f"to call it")
+                raise AgsRefused(_network_refusal(host, ip, kind))
         return addresses
 
     def _request(self, method: str, url: str, *, headers: dict[str, str], content: bytes) -> _Answer:
@@ -315,6 +314,16 @@ class AgsClient:
                 return _Answer(response.status_code, bytes(received[:MAX_RESPONSE_BYTES]), response.headers)
         assert last is not None
         raise last
+
+    def request(self, method: str, url: str, *, headers: dict[str, str], content: bytes = b"") -> _Answer:
+        """One request with the same safety as the AGS calls (pinned, checked address; no
+        redirects; bounded answer): for dynamic registration and the set-up page's connection
+        test. Raises as `_request`."""
+        return self._request(method, url, headers=headers, content=content)
+
+    def advice(self, url: str) -> str | None:
+        """`network_advice` for `url` with this client's allowed networks."""
+        return network_advice(url, [str(n) for n in self.allow_networks])
 
     # -- tokens --
 
@@ -373,7 +382,8 @@ class AgsClient:
         """Drops `token` from the cache (the platform refused it), unless a newer one replaced it."""
         cache_key = self._cache_key(platform, scopes)
         with self._lock:
-            if self._tokens.get(cache_key, ("",))[0] == token:
+            cached = self._tokens.get(cache_key)
+            if cached is not None and cached[0] == token:
                 del self._tokens[cache_key]
 
     # -- scores --
@@ -422,6 +432,55 @@ class AgsClient:
                 return delivery
             self.forget_token(platform, scopes, token)
         return delivery
+
+
+# Where a special address usually sits, so advice names a network an operator recognises.
+_SUGGESTED_NETWORKS = [ipaddress.ip_network(n) for n in (
+    "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
+    "fc00::/7", "fe80::/10")]
+
+
+def network_advice(url: str, allow_networks: Iterable[str]) -> str | None:
+    """Why the judge would refuse to call `url` (a platform's token URL, its registration
+    endpoint) and what to set, or None when it may. Said at registration, on /lti/setup and by
+    `remat-judge lti register`, so grades that could never arrive are seen at once.
+
+    Examples: "10.0.0.5 is a private address: add 10.0.0.0/8 to REMAT_JUDGE_LTI_ALLOW_NETWORKS",
+    "lms.campus resolves to 192.168.4.2, a private address: add 192.168.0.0/16 to ...",
+    "lms.example does not resolve from the judge". Never raises (a name server that does not
+    answer now is said, not raised).
+    """
+    try:
+        parsed = _parse(url)
+    except CallbackRefused as exc:
+        return str(exc)
+    allowed = []
+    for network in allow_networks:
+        try:
+            allowed.append(ipaddress.ip_network(network, strict=False))
+        except ValueError:
+            continue
+    try:
+        addresses = lookup(parsed.host, parsed.port)
+    except CallbackRefused:
+        return f"{parsed.host} does not resolve from the judge"
+    except OSError:
+        return f"{parsed.host} could not be looked up just now"
+    for address in addresses:
+        ip = ipaddress.ip_address(address.partition("%")[0])
+        kind = special_address(ip)
+        if kind is None or any(ip in network for network in allowed):
+            continue
+        return _network_refusal(parsed.host, ip, kind) + " (until then the judge sends it no request)"
+    return None
+
+
+def _network_refusal(host: str, ip: ipaddress.IPv4Address | ipaddress.IPv6Address, kind: str) -> str:
+    """"10.0.0.5 is a private address: add 10.0.0.0/8 to REMAT_JUDGE_LTI_ALLOW_NETWORKS" (the
+    usual block of a special address, or the address alone)."""
+    network = next((n for n in _SUGGESTED_NETWORKS if ip in n), ipaddress.ip_network(ip))
+    what = f"{ip} is a {kind} address" if host == str(ip) else f"{host} resolves to {ip}, a {kind} address"
+    return f"{what}: add {network} to REMAT_JUDGE_LTI_ALLOW_NETWORKS"
 
 
 _default = AgsClient()

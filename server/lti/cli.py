@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 from urllib.parse import urlsplit
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from server.console import make_console
@@ -63,6 +64,41 @@ def register(issuer: Annotated[str, typer.Option("--issuer", help="the platform'
                                      keyset_url=keyset_url, token_audience=token_audience)
     console.print(f"registered {view.issuer} (client id {view.client_id}); deployments: "
                   f"{', '.join(view.deployment_ids)}")
+    advice = _advice(data_dir, auth_token_url)
+    if advice:  # launches work, but grades would be refused: said now, not found later in a log
+        err.print(f"[yellow]grades will not reach this platform yet: {escape(advice)}[/]")
+
+
+def _advice(data_dir: Optional[Path], token_url: str) -> str | None:
+    """`server.lti.ags.network_advice` for the token URL with the deployment's allowed networks."""
+    from server.cli import _settings
+    from server.lti.ags import network_advice
+
+    return network_advice(token_url, _settings(data_dir).lti_allow_networks)
+
+
+@lti_app.command("registration-url")
+def registration_url(expires_minutes: Annotated[int, typer.Option(
+                         "--expires-minutes", min=1, max=7 * 24 * 60, help="how long the URL can be used")] = 60,
+                     base_url: Annotated[Optional[str], typer.Option(
+                         "--base-url", help="the judge's public URL (default REMAT_JUDGE_PUBLIC_URL)")] = None,
+                     data_dir: Annotated[Optional[Path], typer.Option(help="the server's data folder")] = None) -> None:
+    """Make a one-time LTI Dynamic Registration URL (Moodle 4.x: "Tool URL" under Manage tools).
+    The URL is the last line printed; it works once, for --expires-minutes."""
+    from server.cli import _engine, _settings
+    from server.lti.registration import RegistrationStore
+
+    base = (base_url or _settings(data_dir).public_url or "").rstrip("/")
+    if not base:
+        err.print("[red]the judge's public URL is needed: set REMAT_JUDGE_PUBLIC_URL (https://...) or pass "
+                  "--base-url[/]")
+        raise typer.Exit(EXIT_USAGE)
+    _check_url("--base-url", base)
+    if not base.startswith("https://"):
+        err.print("[yellow]the public URL is not https: LMSs refuse such tools outside a local test[/]")
+    token = RegistrationStore(_engine(data_dir)).issue(created_by="cli", expires_minutes=expires_minutes)
+    console.print(f"valid once, for {expires_minutes} minutes; paste it into the LMS's tool registration:")
+    print(f"{base}/lti/dynamic-registration/{token}")
 
 
 @lti_app.command("list")

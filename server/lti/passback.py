@@ -170,6 +170,16 @@ class PassbackStore:
             conditions.append(t.user_id == user_id)
         return self._make_pending(*conditions)
 
+    def send_undelivered_again(self, platform_id: int | None = None) -> int:
+        """Rows `failed` or `refused` (of one platform, or all) become pending, due now: after an
+        administrator fixed what was said (an allowed network, a registration). Returns how many."""
+        t = LtiGradePassback
+        conditions = [t.status.in_([PassbackStatus.FAILED, PassbackStatus.REFUSED])]
+        if platform_id is not None:
+            links = select(LtiResourceLink.id).where(LtiResourceLink.platform_id == platform_id).scalar_subquery()
+            conditions.append(t.resource_link_id.in_(links))
+        return self._make_pending(*conditions)
+
     def _make_pending(self, *conditions) -> int:  # type: ignore[no-untyped-def]
         now = utcnow()
         t = LtiGradePassback
@@ -250,6 +260,23 @@ class PassbackStore:
                             .values(status=PassbackStatus.PENDING, next_at=later, **values)
                             .execution_options(synchronize_session=False))
             return True
+
+    def undelivered_in_course(self, *, platform_id: int, deployment_id: str, context_id: str
+                              ) -> dict[tuple[int, str], tuple[str, str]]:
+        """The course's grades that did not reach the LMS: {(user id, problem): (status, the
+        platform's or the judge's reason)} for rows `failed` or `refused` on the course's links
+        (an LMS context: platform, deployment, context id). Shown to the course's staff on the
+        gradebook, so a grade that never arrives is seen where grades are looked at."""
+        t = LtiGradePassback
+        query = (select(t.user_id, LtiResourceLink.problem, t.status, t.last_error)
+                 .join(LtiResourceLink, LtiResourceLink.id == t.resource_link_id)
+                 .where(LtiResourceLink.platform_id == platform_id, LtiResourceLink.deployment_id == deployment_id,
+                        LtiResourceLink.context_id == context_id,
+                        t.status.in_([PassbackStatus.FAILED, PassbackStatus.REFUSED]))
+                 .order_by(t.updated_at))
+        with self._sessions() as session:
+            return {(user_id, problem): (str(status), error or "no reason given")
+                    for user_id, problem, status, error in session.execute(query).all()}
 
     def rows(self, limit: int = 500) -> list[PassbackView]:
         """Every row (newest change first), for instructors."""

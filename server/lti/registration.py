@@ -105,6 +105,14 @@ class RegistrationStore:
                 RegistrationUrl.expires_at > now).values(used_at=now).execution_options(synchronize_session=False))
             return done.rowcount == 1
 
+    def unspend(self, token: str) -> None:
+        """Makes a spent token usable again when its registration failed before anything was
+        stored (the administrator fixes the cause, e.g. an allowed network, and retries)."""
+        with self._sessions.begin() as session:
+            session.execute(update(RegistrationUrl).where(RegistrationUrl.token_hash == _hash(token),
+                                                          RegistrationUrl.platform_id.is_(None))
+                            .values(used_at=None).execution_options(synchronize_session=False))
+
     def record_platform(self, token: str, platform_id: int) -> None:
         with self._sessions.begin() as session:
             session.execute(update(RegistrationUrl).where(RegistrationUrl.token_hash == _hash(token))

@@ -45,7 +45,7 @@ import math
 import re
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Annotated, Any
@@ -64,13 +64,14 @@ from server.api.deps import Services, get_services
 from server.authz import ANONYMOUS, Action, decide
 from server.courses.models import CourseRole, CourseStore
 from server.lti import deep_linking
-from server.lti.ags import SCOPE_SCORE
+from server.lti.ags import SCOPE_SCORE, AgsClient
 from server.lti.keys import ToolKey, load_or_create
 from server.lti.launch import (CLAIM_MESSAGE_TYPE, CLAIM_ROLES, DEEP_LINKING_REQUEST, LEEWAY_S,
                                RESOURCE_LINK_REQUEST, JwksCache, LaunchError, identifier, launch_of, person_email,
                                person_name, role_for, verify_id_token)
 from server.lti.models import LAUNCH_TOKEN_TTL_S, LOGIN_TTL_S, LtiStore, PendingLogin, PlatformView, sha256_hex
 from server.lti.passback import PassbackStore
+from server.lti.registration import RegistrationStore
 from server.settings import Settings
 from server.web.auth import csrf_token, principal_of, sign_in, user_of
 from server.web.cookies import secure_request
@@ -108,6 +109,9 @@ class LtiService:
             (`REMAT_JUDGE_LTI_RATE_LIMIT`, `REMAT_JUDGE_LTI_PLATFORM_RATE_LIMIT`), or None.
         allow_http: `REMAT_JUDGE_LTI_ALLOW_HTTP`: launches over plain HTTP from a host that is not
             this machine (a local test); otherwise refused (`https_refusal`).
+        client: the AGS client's safety for the judge's own calls to platforms (dynamic
+            registration, the set-up page's connection test): `REMAT_JUDGE_LTI_ALLOW_NETWORKS`.
+        registrations: the one-time dynamic registration URLs.
     """
 
     store: LtiStore
@@ -119,6 +123,8 @@ class LtiService:
     courses: CourseStore
     limit: "LtiRateLimit | None" = None
     allow_http: bool = False
+    client: AgsClient = field(default_factory=AgsClient)
+    registrations: RegistrationStore | None = None
 
     @classmethod
     def start(cls, engine: Engine, settings: Settings) -> "LtiService":
@@ -131,7 +137,9 @@ class LtiService:
                    passbacks=PassbackStore(engine), courses=CourseStore(engine),
                    limit=LtiRateLimit.start(settings.lti_rate_limit, settings.lti_platform_rate_limit,
                                             settings.redis_url or "memory://"),
-                   allow_http=settings.lti_allow_http)
+                   allow_http=settings.lti_allow_http,
+                   client=AgsClient(timeout_s=settings.callback_timeout_s, allow_networks=settings.lti_allow_networks),
+                   registrations=RegistrationStore(engine))
 
     def base_url(self, request: Request) -> str:
         return self.public_url or str(request.base_url).rstrip("/")
@@ -257,29 +265,6 @@ def _admin_only(request: Request, services: Services, path: str) -> Response | N
     return None
 
 
-@router.get("/setup", response_class=HTMLResponse)
-def setup(request: Request, services: ServicesDep) -> Response:
-    """Admins only: the URLs and the public key to paste into an LMS, and the registered
-    platforms. Others: 303 to sign in, or 403."""
-    refused = _admin_only(request, services, "/lti/setup")
-    if refused is not None:
-        return refused
-    service = _service(request)
-    return _page(request, "lti_setup.html", base=service.base_url(request), kid=service.key.kid,
-                 pem=service.key.public_pem(), jwk=json.dumps(service.key.public_jwk(), indent=2),
-                 platforms=service.store.platforms())
-
-
-@router.get("/grades", response_class=HTMLResponse)
-def grades(request: Request, services: ServicesDep) -> Response:
-    """Admins only: grade passback to the LMS, one row per student and resource link, with its
-    status (idle, pending, delivered, failed, refused) and the platform's last error."""
-    refused = _admin_only(request, services, "/lti/grades")
-    if refused is not None:
-        return refused
-    return _page(request, "lti_grades.html", rows=_service(request).passbacks.rows())
-
-
 # --- login initiation ------------------------------------------------------------------------------
 
 def _platform_for(service: LtiService, iss: str, client_id: str) -> PlatformView:
@@ -293,8 +278,8 @@ def _platform_for(service: LtiService, iss: str, client_id: str) -> PlatformView
         raise LaunchError(400, "The login initiation names no platform (iss).")
     found = service.store.platforms_for(iss, client_id or None)
     if not found:
-        raise LaunchError(400, "This platform is not registered with the judge (ask an administrator to run "
-                               "`remat-judge lti register`).")
+        raise LaunchError(400, "This platform is not registered with the judge (an administrator registers it: "
+                               "/lti/setup).")
     if len(found) > 1:
         raise LaunchError(400, "This platform has several registrations: the login must name its client_id.")
     return found[0]

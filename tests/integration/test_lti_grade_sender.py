@@ -213,7 +213,7 @@ def test_an_address_outside_the_allowed_networks_is_refused(world: World) -> Non
     world.verdict(1.0)
     assert world.drain() == 1
     row = world.row()
-    assert row.status == PassbackStatus.REFUSED and "allowed LTI networks" in (row.last_error or "")
+    assert row.status == PassbackStatus.REFUSED and "to REMAT_JUDGE_LTI_ALLOW_NETWORKS" in (row.last_error or "")
     assert world.book.requests == [] and world.book.token_requests == []
 
 
