@@ -87,7 +87,8 @@ def _enum(kind: type[enum.Enum], name: str) -> Enum:
 
 
 class UserRecord(Base):
-    """An account of the web judge. `password_hash` is an argon2 hash (pwdlib).
+    """An account of the web judge. `password_hash` is an argon2 hash (pwdlib), or
+    `server.web.auth.NO_PASSWORD` for an account that signs in through LTI launches only.
 
     Attributes:
         email: the sign-in email, unique and lower-cased; an LTI account's is a synthetic

@@ -152,6 +152,7 @@ class Platform:
         self.client_id = client_id
         self.redirect_uris: list[str] = []
         self.launch = LaunchSpec()
+        self.by_login_hint: dict[str, LaunchSpec] = {}  # specs of concurrent launches, by their login_hint
         self.auth_requests: list[dict[str, str]] = []
         self.issued: list[str] = []
         self.jwks_fetches = 0
@@ -244,7 +245,7 @@ class Platform:
         if wrong:
             self.reply(handler, 400, f"invalid authentication request: {', '.join(wrong)}")
             return
-        token = self.id_token(params["nonce"])
+        token = self.id_token(params["nonce"], self.by_login_hint.get(params["login_hint"]))
         self.reply(handler, 200, self.form_post(params["redirect_uri"], token, params["state"]), "text/html")
 
     def _course(self, handler: BaseHTTPRequestHandler, params: dict[str, str]) -> None:

@@ -386,11 +386,12 @@ class LtiStore:
                 if email:
                     user.contact_email = email
                 return user
-        # an argon2 hash of a random secret nobody knows: the account signs in through launches only
-        # (a hash pwdlib can read, so the password form answers "wrong password", not an error)
-        from server.web.auth import hash_password
+        # no password: the account signs in through launches only (`server.web.auth.check_password`
+        # answers "wrong password" for it); hashing a random one cost 0.1 s of CPU per first launch,
+        # 30 s for a lab of 300
+        from server.web.auth import NO_PASSWORD
 
-        unusable = hash_password(secrets.token_urlsafe(32))
+        unusable = NO_PASSWORD
         synthetic = lti_email(issuer, sub)
         display = (name or (email or "").split("@")[0] or "LTI user")[:80]
         user = self.users.by_email(synthetic) or self.users.create(

@@ -52,10 +52,16 @@ def signup_errors(email: str, display_name: str, password: str) -> list[str]:
 _DUMMY_HASH = _HASHER.hash(secrets.token_urlsafe(16))
 
 
+# The password hash of an account that has no password (LTI accounts sign in through launches):
+# no hash format starts with "!", so nothing verifies against it.
+NO_PASSWORD = "!no-password"
+
+
 def check_password(user: UserRecord | None, password: str) -> tuple[bool, str | None]:
-    """`verify_password` against `user`'s hash, or against a dummy hash when `user` is None
-    (always False then): the same work for known and unknown emails (no timing oracle)."""
-    if user is None:
+    """`verify_password` against `user`'s hash, or against a dummy hash when `user` is None or
+    has no password (`NO_PASSWORD`; always False then): the same work for known and unknown
+    emails (no timing oracle)."""
+    if user is None or user.password_hash.startswith("!"):
         verify_password(password, _DUMMY_HASH)
         return False, None
     return verify_password(password, user.password_hash)

@@ -154,3 +154,16 @@ def test_an_instructor_resets_a_password_and_every_session_ends(site: Site, tmp_
     assert sign_in(site.client, "ada@uni.example", new_password).status_code == 303
     missing = remat_judge("users", "reset-password", "nobody@uni.example", "--data-dir", str(tmp_path), env=env)
     assert missing.returncode == 2 and "no account" in missing.stderr
+
+
+def test_an_account_without_a_password_never_signs_in_and_answers_like_a_wrong_password(site: Site) -> None:
+    """LTI accounts have no password (`NO_PASSWORD`, not a hash): signing in with their email and
+    any password, the marker itself included, is the same 401 as a wrong password."""
+    from server.web.auth import NO_PASSWORD
+
+    site.users.create(email="lti-0123@lti.invalid", display_name="Launch Only", password_hash=NO_PASSWORD)
+    for password in ("", "pw-123456", NO_PASSWORD, "no-password"):
+        answer = sign_in(site.client, "lti-0123@lti.invalid", password)
+        assert answer.status_code == 401 and signed_in_as(site.client) is None
+    wrong = sign_in(site.client, "ada@uni.example", "wrong-password")
+    assert wrong.status_code == 401 and wrong.text.replace("ada@uni.example", "lti-0123@lti.invalid") == answer.text

@@ -13,7 +13,7 @@ from server import migrate
 from server.courses.models import CourseRole
 from server.db import SiteRole, UserStore, make_engine, utcnow
 from server.lti.models import LtiStore
-from server.web.auth import verify_password
+from server.web.auth import NO_PASSWORD, check_password
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -96,7 +96,7 @@ def test_accounts_are_keyed_by_issuer_and_sub_and_never_take_or_merge_an_email(l
     # the platform's email is a contact, not a sign-in email: a password sign-up with it stays possible
     assert fresh.email.endswith("@lti.invalid") and fresh.contact_email == "bo@uni.example"
     assert users.by_email("bo@uni.example") is None
-    assert verify_password("", fresh.password_hash)[0] is False  # no password signs an LTI account in
+    assert check_password(fresh, "")[0] is False and fresh.password_hash == NO_PASSWORD  # launches only
     assert users.get(existing.id).display_name == "Ada"  # type: ignore[union-attr]
 
 
