@@ -31,10 +31,10 @@ Flow:
    label = title and resourceId = slug.
 
 The pages send no X-Frame-Options nor frame-ancestors: they open inside the LMS's iframe. The
-binding cookie must come back to the picker's POST: behind HTTPS with
-`REMAT_JUDGE_COOKIE_SECURE=true` in a browser that allows the judge's cookies in the iframe;
-a browser that blocks every third-party cookie gets a 403 page (the picker would need LTI's
-platform storage, left for later, as for launches).
+pick is bound to the browser by a cookie (`SameSite=None; Secure` over HTTPS); a browser that
+keeps no cookie in the iframe (third-party cookies blocked; its deep linking launch was bound by
+platform storage) is bound by the pick's Origin instead: only the judge's own page posts from
+the judge's origin (the picker page's Referrer-Policy is same-origin so that the browser sends it).
 """
 
 from __future__ import annotations
@@ -120,10 +120,12 @@ def make_context(key: ToolKey, *, platform_id: int, deployment_id: str, settings
     return key.sign(claims)
 
 
-def read_context(key: ToolKey, context: str, *, csrf: str, cookie: str | None) -> dict[str, Any]:
+def read_context(key: ToolKey, context: str, *, csrf: str, cookie: str | None,
+                 same_origin: bool = False) -> dict[str, Any]:
     """The claims of a picker form's context, checked: the form's CSRF token equals the
-    browser's binding cookie and the context's binding; signature (the tool's key), audience,
-    expiry.
+    context's binding and the browser's binding cookie (or, when the browser kept no cookie in
+    the LMS's iframe, the form was posted from the judge's own page: `same_origin`, from the
+    request's Origin); signature (the tool's key), audience, expiry.
 
     Raises:
         LaunchError(403): any check fails.
@@ -136,8 +138,8 @@ def read_context(key: ToolKey, context: str, *, csrf: str, cookie: str | None) -
             from None
     except jwt.InvalidTokenError:
         raise LaunchError(403, "The problem list's form is not valid; open the deep linking dialog again.") from None
-    if not csrf or not cookie or not secrets.compare_digest(cookie, csrf) \
-            or not secrets.compare_digest(str(claims.get("bind", "")), binding_of(csrf)):
+    bound = (cookie is not None and secrets.compare_digest(cookie, csrf)) or (cookie is None and same_origin)
+    if not csrf or not bound or not secrets.compare_digest(str(claims.get("bind", "")), binding_of(csrf)):
         raise LaunchError(403, "This problem list was opened in another browser session (or this browser blocks "
                                "the judge's cookies); open the deep linking dialog again from the course.")
     return claims

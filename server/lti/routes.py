@@ -441,9 +441,7 @@ def launch_from_storage(request: Request, services: ServicesDep, id_token: Annot
     try:
         if not state or not id_token:
             raise LaunchError(400, "The launch carries no state or no id_token.")
-        own = _origin(service.base_url(request))
-        if request.headers.get("origin") != own or request.headers.get("sec-fetch-site", "same-origin") != \
-                "same-origin":
+        if not _same_origin(request, service):
             raise LaunchError(403, "This form is posted by the judge's own launch page only.")
         login = service.store.consume_login(state)
         if login is None:
@@ -455,6 +453,14 @@ def launch_from_storage(request: Request, services: ServicesDep, id_token: Annot
         return _verified_launch(request, services, service, state, id_token, login)
     except LaunchError as error:
         return _refused(request, error)
+
+
+def _same_origin(request: Request, service: LtiService) -> bool:
+    """Whether a POST came from a page of the judge itself: its Origin is the judge's (browsers
+    send Origin with every POST and a site cannot forge it) and Sec-Fetch-Site, when sent, says
+    same-origin."""
+    return request.headers.get("origin") == _origin(service.base_url(request)) and \
+        request.headers.get("sec-fetch-site", "same-origin") == "same-origin"
 
 
 def _relaunch(request: Request, login: PendingLogin, why: str) -> HTMLResponse:
@@ -587,6 +593,7 @@ def _deep_linking_request(request: Request, services: Services, service: LtiServ
                                         user_id=user.id, csrf=form_csrf)
     problems = sorted(services.problems.all(published_only=True), key=lambda p: (p.spec.title, p.spec.slug))
     response = _page(request, "lti_deep_linking.html", problems=problems, context=context, form_csrf=form_csrf)
+    response.headers["Referrer-Policy"] = "same-origin"  # the pick's POST then carries the judge's Origin
     response.set_cookie(deep_linking.cookie_name(form_csrf), form_csrf, max_age=deep_linking.CONTEXT_TTL_S,
                         path=deep_linking.COOKIE_PATH, httponly=True, secure=service.secure(request),
                         samesite="none" if service.secure(request) else "lax")
@@ -606,7 +613,8 @@ def deep_linking_pick(request: Request, services: ServicesDep, context: Annotate
             raise LaunchError(403, "The form did not come from the judge's problem list; open the deep linking "
                                    "dialog again from the course.")
         claims = deep_linking.read_context(service.key, context, csrf=csrf,
-                                           cookie=request.cookies.get(deep_linking.cookie_name(csrf)))
+                                           cookie=request.cookies.get(deep_linking.cookie_name(csrf)),
+                                           same_origin=_same_origin(request, service))
         # the context is signed by the judge and made only for a verified launch of an LMS
         # instructor (`_deep_linking_request`): that launch's role, not a site role, allows the pick
         user = service.store.users.get(int(claims["uid"]))

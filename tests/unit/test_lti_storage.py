@@ -158,3 +158,26 @@ def test_a_storage_target_that_is_not_a_frame_name_is_ignored(app, platform) -> 
     client = browser(app)
     answer = login(client, platform, lti_storage_target='x" onload="alert(1)')
     assert answer.status_code == 302 and "onload" not in answer.text  # an ordinary cookie login
+
+
+def test_a_deep_linking_pick_without_cookies_is_bound_by_its_origin(app, platform) -> None:
+    """An instructor whose browser blocks third-party cookies opens the problem list through
+    platform storage; the pick (no binding cookie) is accepted from the judge's own page only."""
+    from tests.lti_platform import parse_form
+
+    iframe = browser(app)
+    page = login(iframe, platform, lti_storage_target="post_message_forwarding")
+    binding, sent = attribute(page.text, "data-value"), auth_params(attribute(page.text, "data-next"))
+    platform.with_deep_linking(sub="storage-teacher")
+    iframe.cookies.clear()
+    token = platform.id_token(sent["nonce"])
+    fields = {"id_token": token, "state": sent["state"], "binding": binding}
+    picker = iframe.post("/lti/launch/storage", data=fields, headers={"Origin": JUDGE}, follow_redirects=False)
+    assert picker.status_code == 200 and picker.headers["referrer-policy"] == "same-origin", picker.text[:500]
+    action, form = parse_form(picker.text, "deep-linking-pick")
+    iframe.cookies.clear()  # the binding cookie is not kept in the iframe either
+    foreign = iframe.post(action, data={**form, "problem": "remat_sin_sin"}, headers={"Origin": "https://evil.example"})
+    assert foreign.status_code == 403 and "deep-linking-response" not in foreign.text
+    picked = iframe.post(action, data={**form, "problem": "remat_sin_sin"}, headers={"Origin": JUDGE})
+    assert picked.status_code == 200 and "deep-linking-response" in picked.text
+    platform.with_launch()
