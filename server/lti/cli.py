@@ -71,10 +71,10 @@ def register(issuer: Annotated[str, typer.Option("--issuer", help="the platform'
 
 def _advice(data_dir: Optional[Path], token_url: str) -> str | None:
     """`server.lti.ags.network_advice` for the token URL with the deployment's allowed networks."""
-    from server.cli import _settings
     from server.lti.ags import network_advice
+    from server.settings import Settings
 
-    return network_advice(token_url, _settings(data_dir).lti_allow_networks)
+    return network_advice(token_url, Settings().lti_allow_networks)  # the environment's (no folder is read)
 
 
 @lti_app.command("registration-url")
@@ -85,10 +85,11 @@ def registration_url(expires_minutes: Annotated[int, typer.Option(
                      data_dir: Annotated[Optional[Path], typer.Option(help="the server's data folder")] = None) -> None:
     """Make a one-time LTI Dynamic Registration URL (Moodle 4.x: "Tool URL" under Manage tools).
     The URL is the last line printed; it works once, for --expires-minutes."""
-    from server.cli import _engine, _settings
+    from server.cli import _engine
     from server.lti.registration import RegistrationStore
+    from server.settings import Settings
 
-    base = (base_url or _settings(data_dir).public_url or "").rstrip("/")
+    base = (base_url or Settings().public_url or "").rstrip("/")
     if not base:
         err.print("[red]the judge's public URL is needed: set REMAT_JUDGE_PUBLIC_URL (https://...) or pass "
                   "--base-url[/]")
