@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from contextlib import asynccontextmanager
 from typing import AsyncIterator
@@ -9,17 +10,18 @@ from typing import AsyncIterator
 from fastapi import FastAPI, Request, status
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.gzip import GZipMiddleware
 
 from graders.problem import ProblemRepository
-from server import migrate
+from server import dbfaults, metrics, migrate
 from server.admission import Admission
 from server.api import health, problems, submissions
 from server.api.deps import Services
 from server.db import ClientStore, SubmissionStore, UserStore, make_engine
+from server.dbfaults import DATABASE, is_database_fault
 from server.callback_sender import CallbackSender
 from server.grading import Grader, new_worker_id
 from server.lti.grade_sender import grade_sender  # LMS grade passback (issue 12)
@@ -95,6 +97,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         url = settings.resolved_database_url
+        await asyncio.to_thread(dbfaults.wait_for_database, url)  # PostgreSQL down or restarting: wait, said once
         if settings.scaled:
             _require_migrated(url)
         else:
@@ -152,6 +155,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if request.url.path.startswith("/api/") or "text/html" not in request.headers.get("accept", ""):
             return await http_exception_handler(request, exc)
         return error_page(request, exc)
+
+    async def on_database_fault(request: Request, exc: Exception) -> Response:
+        """A database that is unreachable or restarting is nobody's fault in the request: 503 with
+        Retry-After on every route (`server.dbfaults`), counted, logged once per outage."""
+        if not is_database_fault(exc):
+            raise exc
+        DATABASE.failed(exc, where=f"{request.method} {request.url.path}")
+        metrics.DATABASE_UNAVAILABLE.labels(where="http").inc()
+        headers = {"Retry-After": str(dbfaults.RETRY_AFTER_S), "Cache-Control": "no-store"}
+        if request.url.path.startswith("/api/") or "text/html" not in request.headers.get("accept", ""):
+            return JSONResponse(status_code=503, content={"detail": dbfaults.MESSAGE}, headers=headers)
+        return HTMLResponse(status_code=503, headers=headers, content=dbfaults.PAGE)
+
+    for fault in dbfaults.FAULT_TYPES:
+        app.add_exception_handler(fault, on_database_fault)
 
     @app.exception_handler(RequestValidationError)
     async def on_validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:

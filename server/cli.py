@@ -85,7 +85,14 @@ def _settings(data_dir: Optional[Path] = NOT_USED, problems_dir: Optional[Path] 
             continue
         used = folder(role, getattr(settings, f"{role}_dir"), flag_given=given is not None)  # type: ignore[arg-type]
         resolved[f"{role}_dir"] = used.path
-        err.print(f"[dim]{escape(used.describe())}[/]", soft_wrap=True, highlight=False)
+        if settings.log_format == "json":  # JSON logs: every line of stderr is one JSON object
+            import json
+            from datetime import datetime
+
+            print(json.dumps({"time": datetime.now().isoformat(sep=" ", timespec="milliseconds"), "level": "INFO",
+                              "logger": "remat_judge.cli", "message": used.describe()}), file=sys.stderr, flush=True)
+        else:
+            err.print(f"[dim]{escape(used.describe())}[/]", soft_wrap=True, highlight=False)
     return settings.model_copy(update=resolved)
 
 
@@ -133,6 +140,16 @@ def serve(host: Annotated[str, typer.Option(help="address to listen on")] = "127
         shutil.rmtree(multiproc, ignore_errors=True)
         multiproc.mkdir(parents=True)
         os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(multiproc))
+    if settings.scaled:  # say a missing migration plainly, before the server starts (waiting for the database)
+        from server.app import _require_migrated
+        from server.dbfaults import wait_for_database
+
+        wait_for_database(settings.resolved_database_url)
+        try:
+            _require_migrated(settings.resolved_database_url)
+        except RuntimeError as exc:
+            err.print(f"[red]{escape(str(exc))}[/]")
+            raise typer.Exit(EXIT_USAGE) from None
     if (ssl_certfile is None) != (ssl_keyfile is None):
         err.print("[red]--ssl-certfile and --ssl-keyfile go together[/]")
         raise typer.Exit(EXIT_USAGE)

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from sqlalchemy import (ColumnElement, DateTime, Enum, Float, ForeignKey, Index, Integer, String, Text, TypeDecorator,
-                        and_, case, create_engine, event, func, or_, select, true, update)
+                        UniqueConstraint, and_, case, create_engine, delete, event, func, or_, select, true, update)
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
@@ -205,7 +205,9 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyp
 
 def make_engine(url: str) -> Engine:
     """An engine for `url` (no schema change: see `server.migrate`). For SQLite, creates the folder
-    and sets WAL and a busy timeout; `postgresql://` URLs use psycopg 3."""
+    and sets WAL and a busy timeout; `postgresql://` URLs use psycopg 3 (connections checked before
+    use, 5 s to connect). Each new connection ends an outage this process logged
+    (`server.dbfaults.DATABASE`)."""
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"check_same_thread": False})
@@ -213,8 +215,18 @@ def make_engine(url: str) -> Engine:
     else:
         if url.startswith("postgresql://"):
             url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
-        engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+        # a host that does not answer fails a connection in 5 s instead of hanging a request
+        engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20,
+                               connect_args={"connect_timeout": 5})
+    event.listen(engine, "connect", _database_back)
     return engine
+
+
+def _database_back(*_: object) -> None:
+    """A new connection was made: an outage the process was in is over (logged once)."""
+    from server.dbfaults import DATABASE
+
+    DATABASE.recovered()
 
 
 def _lease_expired(now: datetime):  # type: ignore[no-untyped-def]
@@ -238,6 +250,40 @@ class Claim:
     reason: str = ""
 
 
+IDEMPOTENCY_TTL = timedelta(hours=24)  # how long an Idempotency-Key answers with its submission
+
+
+class IdempotencyKey(Base):
+    """An `Idempotency-Key` a caller sent with a submission (IETF httpapi "The Idempotency-Key HTTP
+    Header Field" draft): within `IDEMPOTENCY_TTL`, the same owner and key answer the submission
+    stored first; `request_sha256` tells a repeat of the same request from a different one."""
+
+    __tablename__ = "idempotency_keys"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    owner: Mapped[str] = mapped_column(String(160))
+    key: Mapped[str] = mapped_column(String(255))
+    request_sha256: Mapped[str] = mapped_column(String(64))
+    submission_id: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
+
+    __table_args__ = (UniqueConstraint("owner", "key", name="uq_idempotency_keys_owner_key"),)
+
+
+@dataclass(frozen=True)
+class Idempotency:
+    """What `SubmissionStore.create` records with a submission: who sent the key, the key, and
+    the SHA-256 of the request it stands for."""
+
+    owner: str
+    key: str
+    request_sha256: str
+
+
+class IdempotencyKeyTaken(Exception):
+    """Another submission already holds this owner's key (a concurrent repeat): nothing stored."""
+
+
 class SubmissionStore:
     """All reads and writes of submissions. Thread-safe: one session per call."""
 
@@ -245,16 +291,48 @@ class SubmissionStore:
         self._sessions = sessionmaker(engine, expire_on_commit=False)
 
     def create(self, *, problem: str, source: str, user_id: int | None = None, client_id: int | None = None,
-               external_id: str | None = None, callback_url: str | None = None) -> SubmissionRecord:
+               external_id: str | None = None, callback_url: str | None = None,
+               idempotency: Idempotency | None = None) -> SubmissionRecord:
         """Stores a new submission with status "queued" (and, with a `callback_url`, a callback
-        "pending" until the verdict)."""
+        "pending" until the verdict), with its `idempotency` key in the same transaction.
+
+        Raises:
+            IdempotencyKeyTaken: the owner's key is held by another submission (stored meanwhile);
+                nothing was stored.
+        """
+        from sqlalchemy.exc import IntegrityError
+
+        now = utcnow()
         record = SubmissionRecord(id=uuid.uuid4().hex, problem=problem, source=source, status=SubmissionStatus.QUEUED,
-                                  attempts=0, created_at=utcnow(), user_id=user_id, client_id=client_id,
+                                  attempts=0, created_at=now, user_id=user_id, client_id=client_id,
                                   external_id=external_id, callback_url=callback_url, callback_attempts=0,
                                   callback_status=CallbackStatus.PENDING if callback_url else None)
-        with self._sessions.begin() as session:
-            session.add(record)
+        try:
+            with self._sessions.begin() as session:
+                if idempotency is not None:  # an expired key of this owner is free again
+                    session.execute(delete(IdempotencyKey).where(
+                        IdempotencyKey.owner == idempotency.owner, IdempotencyKey.key == idempotency.key,
+                        IdempotencyKey.created_at < now - IDEMPOTENCY_TTL))
+                    if secrets.randbelow(200) == 0:  # now and then, every expired key
+                        session.execute(delete(IdempotencyKey).where(IdempotencyKey.created_at < now - IDEMPOTENCY_TTL))
+                session.add(record)
+                if idempotency is not None:
+                    session.add(IdempotencyKey(owner=idempotency.owner, key=idempotency.key, created_at=now,
+                                               request_sha256=idempotency.request_sha256, submission_id=record.id))
+        except IntegrityError:
+            if idempotency is None:
+                raise
+            raise IdempotencyKeyTaken(idempotency.key) from None
         return record
+
+    def by_idempotency_key(self, owner: str, key: str) -> tuple[str, SubmissionRecord] | None:
+        """(the request's SHA-256, its submission) of `owner`'s unexpired `key`, or None."""
+        with self._sessions() as session:
+            found = session.execute(select(IdempotencyKey, SubmissionRecord)
+                                    .join(SubmissionRecord, SubmissionRecord.id == IdempotencyKey.submission_id)
+                                    .where(IdempotencyKey.owner == owner, IdempotencyKey.key == key,
+                                           IdempotencyKey.created_at >= utcnow() - IDEMPOTENCY_TTL)).first()
+        return (found[0].request_sha256, found[1]) if found is not None else None
 
     def get_many(self, submission_ids: list[str]) -> dict[str, SubmissionRecord]:
         """The stored submissions among `submission_ids`, by id."""
@@ -389,6 +467,16 @@ class SubmissionStore:
             session.execute(update(SubmissionRecord).where(SubmissionRecord.status == SubmissionStatus.RUNNING)
                             .values(status=SubmissionStatus.QUEUED, lease_expires_at=None, worker_id=None)
                             .execution_options(synchronize_session=False))
+
+    def stale_queued(self, *, older_than_s: float, limit: int = 500) -> list[str]:
+        """Ids "queued" whose job was enqueued more than `older_than_s` ago and that still wait,
+        oldest first: their message may be gone (a queue that lost it), and only the queue can
+        say whether it holds them (`server.grading.Sweeper`)."""
+        with self._sessions() as session:
+            return list(session.execute(select(SubmissionRecord.id).where(
+                SubmissionRecord.status == SubmissionStatus.QUEUED,
+                SubmissionRecord.enqueued_at < utcnow() - timedelta(seconds=older_than_s))
+                .order_by(SubmissionRecord.created_at).limit(limit)).scalars())
 
     def to_enqueue(self, *, older_than_s: float = 0.0, limit: int = 500) -> list[str]:
         """Ids whose job must be (re)enqueued, oldest first: "queued" ones the job queue never

@@ -25,6 +25,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from typing import TYPE_CHECKING, Callable
 
@@ -36,9 +37,14 @@ if TYPE_CHECKING:
     from server.callback_sender import CallbackSender
     from server.lti.grade_sender import LtiGradeSender
 from server.db import SubmissionRecord, SubmissionStatus, SubmissionStore, utcnow
+from server.dbfaults import DATABASE, Outage, is_database_fault
 from server.logs import submission_context
 
 log = logging.getLogger(__name__)
+STORE_RETRY_S = 900.0  # how long a computed verdict waits for the database before its job is given back
+STALE_AFTER_S = 600.0  # a queued submission enqueued this long ago is checked against what the queue holds
+STALE_CHECK_S = 60.0  # how often (reading every message the queue holds is not free)
+SWEEP_FAULTS = Outage("the sweeper's queue or database", log)
 
 
 def new_worker_id(kind: str) -> str:
@@ -78,8 +84,10 @@ class LeaseKeeper:
                 held = sorted(self._held)
             try:
                 self.store.renew_leases(held, worker_id=self.worker_id, lease_s=self.lease_s)
-            except Exception:  # the database is away: the claims may lapse, nothing else breaks
-                log.exception("renewing leases failed")
+            except Exception as exc:  # the database is away: the claims may lapse, nothing else breaks
+                if not is_database_fault(exc):
+                    log.exception("renewing leases failed")
+                DATABASE.failed(exc, where="renewing leases")
 
 
 class Grader:
@@ -106,8 +114,10 @@ class Grader:
         self.worker_id, self.lease_s, self.max_attempts = worker_id, lease_s, max_attempts
         self.on_finished, self.callbacks, self.grades = on_finished, callbacks, grades
         self.leases = LeaseKeeper(store, worker_id=worker_id, lease_s=lease_s)
+        self._stopping = threading.Event()
 
     def start(self) -> None:
+        self._stopping.clear()
         self.leases.start()
         if self.callbacks is not None:
             self.callbacks.start()
@@ -115,6 +125,7 @@ class Grader:
             self.grades.start()
 
     def stop(self) -> None:
+        self._stopping.set()
         self.leases.stop()
         if self.callbacks is not None:
             self.callbacks.stop()
@@ -163,9 +174,10 @@ class Grader:
                 report.created_at = record.created_at.isoformat()
                 report.finished_at = utcnow().isoformat()
                 assert report.verdict is not None
-                stored = self.store.finish(submission_id, verdict=report.verdict.value, score=report.score,
-                                           problem_version=report.problem_version, result_json=report.stored_json(),
-                                           worker_id=self.worker_id)
+                verdict, result_json = report.verdict.value, report.stored_json()
+                stored = self._store_when_possible(lambda: self.store.finish(
+                    submission_id, verdict=verdict, score=report.score, problem_version=report.problem_version,
+                    result_json=result_json, worker_id=self.worker_id))
             finally:
                 self.leases.release(submission_id)
             if not stored:
@@ -176,6 +188,33 @@ class Grader:
                      report.timing_ms.get("total", 0.0))
             self._announce(submission_id, record=record, verdict=report.verdict.value, score=report.score)
             return "graded"
+
+    def _store_when_possible(self, store: Callable[[], bool]) -> bool:
+        """Runs `store` (a verdict's one UPDATE) until the database takes it: a verdict computed
+        while the database is away is kept and stored when it returns, instead of being graded
+        again (which would use up one of the submission's attempts for our fault). Tries every
+        quarter second at first, then every second, for up to `STORE_RETRY_S`, while this worker
+        is not stopping; the claim's lease may lapse meanwhile, but `finish` only needs the claim
+        to be still this worker's (nobody else can claim while the database is away).
+
+        Raises:
+            What `store` raises that is not a database fault, or a database fault past the time
+            or once the worker stops (the job is then delivered again).
+        """
+        delay_s, deadline = 0.25, time.monotonic() + STORE_RETRY_S
+        while True:
+            try:
+                stored = store()
+            except Exception as exc:
+                if not is_database_fault(exc) or time.monotonic() >= deadline or self._stopping.is_set():
+                    raise
+                DATABASE.failed(exc, where="storing a verdict (kept, stored when the database is back)")
+                metrics.DATABASE_UNAVAILABLE.labels(where="verdict").inc()
+                self._stopping.wait(delay_s)
+                delay_s = min(1.0, delay_s * 2)
+                continue
+            DATABASE.recovered()
+            return stored
 
     def _metric_label(self, slug: str) -> str:
         """The `problem` label of a verdict metric: the slug of a published problem, else
@@ -195,8 +234,10 @@ class Grader:
         if record is not None:
             report.created_at = record.created_at.isoformat()
         report.finished_at = utcnow().isoformat()
-        self.store.finish(submission_id, verdict=Verdict.INTERNAL_ERROR.value, score=0.0, problem_version=None,
-                          result_json=report.stored_json(), worker_id=self.worker_id, status=SubmissionStatus.FAILED)
+        result_json = report.stored_json()
+        self._store_when_possible(lambda: self.store.finish(
+            submission_id, verdict=Verdict.INTERNAL_ERROR.value, score=0.0, problem_version=None,
+            result_json=result_json, worker_id=self.worker_id, status=SubmissionStatus.FAILED))
         metrics.observe_verdict(self._metric_label(slug), Verdict.INTERNAL_ERROR.value, {})
         log.error("submission %s failed after %d attempts", submission_id, self.max_attempts)
         self._announce(submission_id)
@@ -233,16 +274,24 @@ class Grader:
 
 
 class Sweeper:
-    """Every `interval_s`, re-enqueues the submissions no queue holds any more (see
-    `SubmissionStore.to_enqueue`), and everything queued after `queue_restarted()` says the
-    queue lost its contents (a Redis server restarted without persistence).
+    """Every `interval_s`, re-enqueues the submissions no queue holds any more: those the queue
+    never accepted or whose lease expired (`SubmissionStore.to_enqueue`); after
+    `queue_restarted()` says the queue lost its contents (a Redis server restarted without
+    persistence), every queued one the queue does not hold; and, once every `STALE_CHECK_S`,
+    queued ones enqueued more than `stale_after_s` ago that the queue does not hold (a message
+    lost another way). `held()` gives the ids of the messages the queue holds (Redis: waiting,
+    delayed or being graded), so a restart that kept them, or a second worker's sweeper,
+    re-enqueues nothing twice.
 
     Re-enqueueing is safe because a job is graded once whatever its number of deliveries.
     """
 
     def __init__(self, store: SubmissionStore, put: Callable[[str], None], *, interval_s: float,
-                 queue_restarted: Callable[[], bool] = lambda: False):
+                 queue_restarted: Callable[[], bool] = lambda: False,
+                 held: Callable[[], set[str]] | None = None, stale_after_s: float = STALE_AFTER_S):
         self.store, self.put, self.interval_s, self.queue_restarted = store, put, interval_s, queue_restarted
+        self.held, self.stale_after_s = held, stale_after_s
+        self._last_stale_check = time.monotonic()
         self._stop = threading.Event()
 
     def start(self) -> None:
@@ -261,6 +310,12 @@ class Sweeper:
         if everything is None:
             everything = self.queue_restarted()
         ids = self.store.unfinished() if everything else []
+        if self.held is not None and time.monotonic() - self._last_stale_check >= STALE_CHECK_S:
+            self._last_stale_check = time.monotonic()
+            ids += self.store.stale_queued(older_than_s=self.stale_after_s)
+        if ids and self.held is not None:  # only what the queue lost
+            still = self.held()
+            ids = [i for i in dict.fromkeys(ids) if i not in still]
         seen = set(ids)
         ids += [i for i in self.store.to_enqueue(older_than_s=0 if everything else self.interval_s) if i not in seen]
         for submission_id in ids:
@@ -274,5 +329,6 @@ class Sweeper:
         while not self._stop.wait(self.interval_s):
             try:
                 self.sweep()
-            except Exception as exc:  # the queue or database is away; try again next time
-                log.warning("sweeping failed: %s", exc)
+                SWEEP_FAULTS.recovered()
+            except Exception as exc:  # the queue or database is away; try again next time (said once)
+                SWEEP_FAULTS.failed(exc)

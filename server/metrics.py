@@ -41,6 +41,8 @@ PHASE_SECONDS = Histogram("remat_judge_phase_seconds", "time per grading phase, 
 REDELIVERIES = Counter("remat_judge_redeliveries", "jobs delivered again (a worker died, or a duplicate delivery)")
 INTERNAL_ERRORS = Counter("remat_judge_internal_errors", "INTERNAL_ERROR verdicts (faults of the judge)")
 REJECTED = Counter("remat_judge_rejected_requests", "submissions refused by admission control", ["reason"])
+DATABASE_UNAVAILABLE = Counter("remat_judge_database_unavailable", "operations that met the database unreachable "
+                               "or restarting (HTTP requests answered 503, verdicts kept for a retry, ...)", ["where"])
 
 PHASES = ("queue", "sandbox", "verify", "total")
 UNPUBLISHED = "unpublished"  # the problem label of verdicts on problems students cannot see

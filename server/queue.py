@@ -15,6 +15,7 @@ from graders.pipeline import prestart
 from sandbox.limits import JailCgroup
 from server import metrics
 from server.db import SubmissionStore
+from server.dbfaults import DATABASE, is_database_fault
 from server.grading import Grader, Sweeper
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ class WorkerPool:
     def __init__(self, *, jobs: InProcessQueue, store: SubmissionStore, grader: Grader, workers: int,
                  sweep_interval_s: float = 5.0):
         self.jobs, self.store, self.grader, self.workers = jobs, store, grader, workers
-        self.sweeper = Sweeper(store, jobs.put, interval_s=sweep_interval_s)
+        self.sweeper = Sweeper(store, jobs.put, interval_s=sweep_interval_s)  # an in-process queue loses nothing
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -110,5 +111,10 @@ class WorkerPool:
                 continue
             try:
                 self.grader.grade(submission_id)
-            except Exception:  # a worker must survive anything (the sweeper retries later)
-                log.exception("worker failed on %s", submission_id)
+            except Exception as exc:  # a worker must survive anything
+                if is_database_fault(exc):  # the database is away: the job waits and goes back in the queue
+                    DATABASE.failed(exc, where="a grading job (retried)")
+                    self._stop.wait(1.0)
+                    self.jobs.put(submission_id)
+                else:  # the sweeper retries later
+                    log.exception("worker failed on %s", submission_id)

@@ -16,6 +16,7 @@ broker call is one; an idle worker polls about once a second); each broker call 
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any, Callable
 
@@ -24,6 +25,8 @@ import redis
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.middleware import TimeLimit, default_middleware
 
+from server.dbfaults import DATABASE, is_database_fault
+
 log = logging.getLogger(__name__)
 
 NAMESPACE = "remat-judge"
@@ -31,7 +34,7 @@ QUEUE_NAME = "grading"
 ACTOR_NAME = "grade_submission"
 FINISHED_CHANNEL = "remat-judge:finished"  # pub/sub: ids whose verdict was just stored
 MAINTENANCE_PER_MILLION = 200_000  # 20% of broker calls look for dead workers (Dramatiq's default: 0.1%)
-MAX_RETRIES = 20  # retries of a job whose function raised (the database was away), with backoff
+MAX_BACKOFF_MS = 10_000  # between retries of a job whose function raised (the database was away)
 SOCKET_TIMEOUT_S = 5.0
 
 
@@ -69,11 +72,22 @@ class RedisJobs:
         def grade_submission(submission_id: str) -> None:
             if self.run is None:
                 raise RuntimeError("this process only enqueues jobs")
-            self.run(submission_id)
+            try:
+                self.run(submission_id)
+            except Exception as exc:
+                if not is_database_fault(exc):
+                    raise
+                # the database is away: try the job later, without a traceback per attempt
+                # (Dramatiq does not log `Retry`; the outage is logged once, `server.dbfaults`)
+                DATABASE.failed(exc, where="a grading job (retried)")
+                raise dramatiq.Retry(f"the database is unavailable: {type(exc).__name__}") from None
 
+        # A job is retried for as long as it fails: the grading function raises only for faults of
+        # the infrastructure (the database away), never for a submission, and giving up would
+        # strand its row "queued" (the sweeper's stale bound is the second line of defence).
         self.actor = dramatiq.actor(grade_submission, broker=self.broker, actor_name=ACTOR_NAME,
-                                    queue_name=QUEUE_NAME, max_retries=MAX_RETRIES, min_backoff=1000,
-                                    max_backoff=60_000)
+                                    queue_name=QUEUE_NAME, retry_when=lambda retries, exc: True,
+                                    min_backoff=1000, max_backoff=MAX_BACKOFF_MS)
         self.client = _client(url)
         self._run_id: str | None = None
 
@@ -114,6 +128,27 @@ class RedisJobs:
         changed = self._run_id is not None and run_id != self._run_id
         self._run_id = run_id
         return changed
+
+    def held(self) -> set[str]:
+        """The submission ids of every message Redis holds now (waiting, delayed for a retry, or
+        being graded: a message leaves Redis when it is acknowledged).
+
+        Raises:
+            QueueUnavailable: Redis cannot be reached.
+        """
+        ids: set[str] = set()
+        try:
+            for name in (QUEUE_NAME, f"{QUEUE_NAME}.DQ"):
+                for raw in self.client.hvals(f"{NAMESPACE}:{name}.msgs"):
+                    try:
+                        args = json.loads(raw).get("args") or []
+                    except (ValueError, AttributeError):
+                        continue
+                    if args and isinstance(args[0], str):
+                        ids.add(args[0])
+        except (redis.RedisError, OSError) as exc:
+            raise QueueUnavailable(str(exc)) from None
+        return ids
 
     def worker(self, concurrency: int) -> dramatiq.Worker:
         """A Dramatiq worker running `concurrency` grading threads, each holding at most one

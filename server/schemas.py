@@ -97,13 +97,21 @@ class SubmissionCreate(BaseModel):
                                                  "your client's allowed callback prefixes")
 
 
+class BatchSubmissionCreate(SubmissionCreate):
+    """One item of a batch: a submission, with its own idempotency key."""
+
+    idempotency_key: str | None = Field(default=None, description="as the Idempotency-Key header of a single "
+                                        "submission: a repeat of this item within 24 hours answers the "
+                                        "submission stored first")
+
+
 class SubmissionBatchCreate(BaseModel):
     """`POST /api/v1/submissions/batch` body: up to 20 submissions, each accepted or refused on
     its own."""
 
     model_config = ConfigDict(extra="forbid")
 
-    submissions: list[SubmissionCreate] = Field(min_length=1, max_length=20)
+    submissions: list[BatchSubmissionCreate] = Field(min_length=1, max_length=20)
 
 
 class CallbackState(BaseModel):

@@ -13,6 +13,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from server.dbfaults import Outage
+
 log = logging.getLogger(__name__)
 
 
@@ -30,6 +32,7 @@ class DueSender:
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self._faults = Outage(f"{name}: the database", log)
 
     def claim(self) -> list[Any]:
         """The rows due now, each claimed for this process."""
@@ -59,8 +62,9 @@ class DueSender:
                 return
             try:
                 due = self.claim()
-            except Exception as exc:  # the database is away: try again later
-                log.warning("%s: looking for due rows failed: %s", self.name, exc)
+                self._faults.recovered()
+            except Exception as exc:  # the database is away: try again later (said once per outage)
+                self._faults.failed(exc)
                 continue
             for row in due:
                 self._pool.submit(self._deliver_logged, row)

@@ -3,13 +3,17 @@ admission control, the same storing and enqueueing."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from graders.problem import ProblemError
 from server.admission import Rejected
-from server.db import ApiClientRecord, SubmissionRecord
+from server.db import ApiClientRecord, Idempotency, IdempotencyKeyTaken, SubmissionRecord
+from server.dbfaults import is_database_fault
 from server.text import unstorable_reason
 
 if TYPE_CHECKING:
@@ -33,10 +37,44 @@ class SubmitError(Exception):
         return self.message
 
 
+MAX_IDEMPOTENCY_KEY_CHARS = 255
+IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")  # visible ASCII, as an HTTP header's token or sf-string
+
+
+def idempotency_key_of(header: str | None) -> str | None:
+    """The key of an `Idempotency-Key` header: its value, or the string inside when it is a
+    structured-field string (`"8e03978e-..."`, as the IETF draft writes it); None without one.
+
+    Raises:
+        SubmitError(422): not 1 to 255 visible ASCII characters.
+    """
+    if header is None:
+        return None
+    value = header.strip()
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        value = value[1:-1]
+    if not IDEMPOTENCY_KEY.fullmatch(value):
+        raise SubmitError(422, "Idempotency-Key must be 1 to 255 visible ASCII characters (a UUID, say)")
+    return value
+
+
+def request_fingerprint(*, problem: str, source: str, external_id: str | None, callback_url: str | None) -> str:
+    """SHA-256 of what a submission request asks for: a repeat with the same key must ask the same."""
+    body = json.dumps([problem, source, external_id, callback_url], ensure_ascii=True, separators=(",", ":"))
+    return hashlib.sha256(body.encode("ascii")).hexdigest()
+
+
 def submit(services: Services, *, problem: str, source: str, owner_key: str,
            user_id: int | None = None, client: ApiClientRecord | None = None, external_id: str | None = None,
-           callback_url: str | None = None, unpublished_too: bool = False) -> SubmissionRecord:
+           callback_url: str | None = None, unpublished_too: bool = False,
+           idempotency_key: str | None = None) -> SubmissionRecord:
     """Checks, admits, stores and enqueues one submission.
+
+    With an `idempotency_key` (IETF httpapi "The Idempotency-Key HTTP Header Field" draft), a
+    repeat of a request within 24 hours, from the same owner with the same key and the same
+    problem, source, external_id and callback_url, answers the submission stored first (nothing
+    new is stored or counted against the rate limit); the same key with another request is a 422.
+    The key is stored in the same transaction as the submission, so concurrent repeats store one.
 
     The row is committed before its job is enqueued. When the queue refuses the job after the
     row is stored (Redis went away in between), the submission is still accepted: the sweeper
@@ -58,7 +96,9 @@ def submit(services: Services, *, problem: str, source: str, owner_key: str,
         SubmitError: 422 a NUL or a lone surrogate in any text (before anything is counted), 422 empty source, 413 too large, 404 unknown (or, unless `unpublished_too`,
             unpublished) problem, 403 a problem outside
             the client's scope, 422 a callback URL outside the client's allowed prefixes (or
-            without a client), 429 rate limit, 503 queue full or unavailable. Nothing is stored then.
+            without a client), 422 an idempotency key reused for another request, 429 rate
+            limit, 503 queue full or unavailable. Nothing is stored then.
+        A database fault (`server.dbfaults.is_database_fault`) propagates: the app answers 503.
     """
     settings = services.settings
     for field, value in (("problem", problem), ("source", source), ("external_id", external_id),
@@ -66,6 +106,13 @@ def submit(services: Services, *, problem: str, source: str, owner_key: str,
         reason = unstorable_reason(value) if value is not None else None
         if reason is not None:  # checked first: no message below may quote such text, nothing is counted
             raise SubmitError(422, f"{field} contains {reason}; send UTF-8 text without it")
+    idempotency = None
+    if idempotency_key is not None:
+        idempotency = Idempotency(owner=owner_key[:160], key=idempotency_key, request_sha256=request_fingerprint(
+            problem=problem, source=source, external_id=external_id, callback_url=callback_url))
+        stored = _replay(services, idempotency)
+        if stored is not None:
+            return stored
     if not source.strip():
         raise SubmitError(422, "the source is empty")
     if external_id is not None and not 1 <= len(external_id) <= MAX_EXTERNAL_ID_CHARS:
@@ -107,19 +154,49 @@ def submit(services: Services, *, problem: str, source: str, owner_key: str,
         raise SubmitError(rejected.status_code, rejected.message, rejected.retry_after_s) from None
     except SubmitError:
         raise
-    except Exception as exc:  # the rate-limit storage (Redis) is unreachable
+    except Exception as exc:  # the rate-limit storage (Redis) is unreachable, or the database
+        if is_database_fault(exc):  # the queue-depth count: a 503 that names the database (the app's handler)
+            raise
         log.warning("admission control failed: %s", exc)
         from server import metrics
 
         metrics.REJECTED.labels(reason="queue_unavailable").inc()
         raise SubmitError(503, "the grading queue is unavailable right now; nothing was stored, try again in a "
                                "few seconds", 5) from None
-    record = services.store.create(problem=problem, source=source, user_id=user_id,
-                                   client_id=client.id if client is not None else None, external_id=external_id,
-                                   callback_url=callback_url)
+    try:
+        record = services.store.create(problem=problem, source=source, user_id=user_id,
+                                       client_id=client.id if client is not None else None, external_id=external_id,
+                                       callback_url=callback_url, idempotency=idempotency)
+    except IdempotencyKeyTaken:  # a concurrent repeat stored it first
+        assert idempotency is not None
+        stored = _replay(services, idempotency)
+        if stored is None:
+            raise SubmitError(409, "a request with this Idempotency-Key is being stored; repeat it in a moment",
+                              1) from None
+        return stored
     try:
         services.jobs.put(record.id)
-        services.store.mark_enqueued(record.id)
     except Exception as exc:  # stored: the sweeper enqueues it when the queue is back
         log.warning("submission %s stored but not enqueued (%s); it will be enqueued later", record.id, exc)
+        return record
+    try:
+        services.store.mark_enqueued(record.id)
+    except Exception as exc:  # enqueued; the sweeper may enqueue it once more, which grades it once still
+        log.warning("submission %s enqueued, but recording that failed (%s)", record.id, exc)
+    return record
+
+
+def _replay(services: Services, idempotency: Idempotency) -> SubmissionRecord | None:
+    """The submission stored for this owner's key, if any (a repeat).
+
+    Raises:
+        SubmitError(422): the key was used for another request.
+    """
+    found = services.store.by_idempotency_key(idempotency.owner, idempotency.key)
+    if found is None:
+        return None
+    fingerprint, record = found
+    if fingerprint != idempotency.request_sha256:
+        raise SubmitError(422, "this Idempotency-Key was used for another request (another problem, source, "
+                               "external_id or callback_url) in the last 24 hours; use a new key for a new request")
     return record

@@ -18,6 +18,7 @@ from server import metrics
 from server.app import _require_migrated
 from server.callback_sender import CallbackSender
 from server.db import ClientStore, SubmissionStore, make_engine
+from server.dbfaults import wait_for_database
 from server.grading import Grader, Sweeper, new_worker_id
 from server.lti.grade_sender import grade_sender  # LMS grade passback (issue 12)
 from server.queue import start_templates_in_background
@@ -45,6 +46,14 @@ def run(settings: Settings, *, concurrency: int, metrics_port: int | None = None
     if not settings.redis_url:
         raise ValueError("a worker needs REMAT_JUDGE_REDIS_URL (the distributed mode)")
     url = settings.resolved_database_url
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda signum, frame: stop.set())
+    try:
+        wait_for_database(url, stop=stop)  # PostgreSQL down or restarting: wait, said once
+    except InterruptedError:
+        return
     _require_migrated(url)
     engine = make_engine(url)
     store = SubmissionStore(engine)
@@ -58,17 +67,14 @@ def run(settings: Settings, *, concurrency: int, metrics_port: int | None = None
                     lease_s=settings.lease_s, max_attempts=settings.max_attempts, on_finished=jobs.announce,
                     callbacks=callbacks, grades=grade_sender(engine, settings))
     jobs.run = grader.grade  # this process runs the jobs it is given
-    sweeper = Sweeper(store, jobs.put, interval_s=settings.sweep_interval_s, queue_restarted=jobs.restarted)
+    sweeper = Sweeper(store, jobs.put, interval_s=settings.sweep_interval_s, queue_restarted=jobs.restarted,
+                      held=jobs.held)
     removed = JailCgroup.remove_stale()
     if removed:
         log.info("removed %d stale jail cgroups", removed)
     start_templates_in_background()
     if metrics_port is not None:
         metrics.serve(metrics_port, metrics_host)
-    stop = stop or threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda signum, frame: stop.set())
     worker = jobs.worker(concurrency)
     grader.start()
     try:

@@ -128,12 +128,25 @@ class PostgresServer:
         if not self.data.exists():
             self._run("initdb", "-D", str(self.data), "-U", self.SUPERUSER, "--auth=trust", "--encoding=UTF8",
                       "--locale=C", "--no-sync")
-        options = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-                   f"-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
-        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "-t", "60", "start")
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", self._options, "-w", "-t", "60", "start")
         _wait(self._answers, timeout_s=START_TIMEOUT_S, what=f"PostgreSQL on port {self.port}", log=self.log,
               alive=lambda: True)
         return self
+
+    @property
+    def _options(self) -> str:
+        return (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
+                f"-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+
+    def restart(self, mode: str = "fast") -> None:
+        """`pg_ctl restart -m MODE` (fast: sessions are cut, as an operator's restart does); the
+        server's output goes to its log, as at start (else pg_ctl's pipe never closes)."""
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", self._options, "-m", mode, "-w",
+                  "-t", "60", "restart")
+
+    def down(self, mode: str = "fast") -> None:
+        """Stops the server (`pg_ctl stop -m MODE`), keeping the cluster; `start()` brings it back."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "-t", "60", "stop")
 
     def _answers(self) -> bool:
         import psycopg

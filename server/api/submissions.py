@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Response, status
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
@@ -19,7 +19,8 @@ from server.authz import Action, decide
 from server.db import SUBMISSION_ID, SubmissionRecord
 from server.public import public_submission
 from server.schemas import BatchAnswer, BatchItem, SubmissionBatchCreate, SubmissionCreate, SubmissionPublic
-from server.submit import SubmitError, submit
+from server.dbfaults import DATABASE, MESSAGE, RETRY_AFTER_S, is_database_fault
+from server.submit import SubmitError, idempotency_key_of, submit
 
 router = APIRouter(prefix="/submissions", tags=["submissions"])
 ServicesDep = Annotated[Services, Depends(get_services)]
@@ -53,10 +54,11 @@ def submit_error(exc: SubmitError) -> HTTPException:
     return HTTPException(exc.status_code, exc.message, headers=headers)
 
 
-def _submit(services: Services, caller: Caller, body: SubmissionCreate) -> SubmissionRecord:
+def _submit(services: Services, caller: Caller, body: SubmissionCreate, idempotency_key: str | None) -> SubmissionRecord:
     return submit(services, problem=body.problem, source=body.source, owner_key=caller.rate_key,
                   client=caller.client, external_id=body.external_id, callback_url=body.callback_url,
-                  unpublished_too=decide(caller.principal, Action.PROBLEMS_MANAGE))
+                  unpublished_too=decide(caller.principal, Action.PROBLEMS_MANAGE),
+                  idempotency_key=idempotency_key_of(idempotency_key))
 
 
 @router.post("", response_model=SubmissionPublic, status_code=status.HTTP_202_ACCEPTED,
@@ -64,26 +66,39 @@ def _submit(services: Services, caller: Caller, body: SubmissionCreate) -> Submi
                         403: {"description": "a problem outside this client's scope"},
                         404: {"description": "unknown problem"}, 413: {"description": "source too large"},
                         422: {"description": "empty source, malformed body, or a callback URL not allowed"},
+                        409: {"description": "a request with the same Idempotency-Key is being stored (Retry-After)"},
                         429: {"description": "too many submissions from this client (Retry-After)"},
-                        503: {"description": "the queue is full or unavailable; nothing stored (Retry-After)"}})
+                        503: {"description": "the queue is full, or the queue or database unavailable; nothing "
+                                           "stored (Retry-After)"}})
 async def create_submission(body: SubmissionCreate, caller: CallerDep, services: ServicesDep, response: Response,
                             wait: Annotated[bool, Query(description="wait for the verdict (up to the server's "
                                                                     "wait timeout) instead of answering 202 at "
                                                                     "once")] = False,
+                            idempotency_key: Annotated[str | None, Header(
+                                description="a unique key of this request (a UUID): repeating the request with "
+                                            "it within 24 hours answers the submission stored first, so a retry "
+                                            "after a time-out or a 5xx never stores a second one; the same key "
+                                            "with another body is a 422")] = None,
                             ) -> SubmissionPublic:
     """Stores and queues a submission. 202 with its id; with `wait=true`, 200 with the verdict
     when grading finishes within the wait timeout (else still 202). Waiting holds no server
-    thread: any number of clients may wait at once."""
+    thread: any number of clients may wait at once. Once stored, the answer is that submission
+    even if reading it back fails (the database went away just then)."""
     try:
-        record = await run_in_threadpool(_submit, services, caller, body)
+        record = await run_in_threadpool(_submit, services, caller, body, idempotency_key)
     except SubmitError as exc:
         raise submit_error(exc) from None
     response.headers["Location"] = f"/api/v1/submissions/{record.id}"
-    if wait and await services.hub.wait(record.id, services.settings.wait_timeout_s):
-        response.status_code = status.HTTP_200_OK
-    current = await run_in_threadpool(services.store.get, record.id)
-    assert current is not None
-    return public_submission(current)
+    try:
+        if wait and await services.hub.wait(record.id, services.settings.wait_timeout_s):
+            response.status_code = status.HTTP_200_OK
+        current = await run_in_threadpool(services.store.get, record.id)
+    except Exception as exc:  # stored already: answer what was stored rather than a 5xx a client would retry
+        if not is_database_fault(exc):
+            raise
+        DATABASE.failed(exc, where="reading a stored submission back")
+        current = None
+    return public_submission(current or record)
 
 
 @router.post("/batch", response_model=BatchAnswer, status_code=status.HTTP_202_ACCEPTED,
@@ -96,11 +111,16 @@ def create_batch(body: SubmissionBatchCreate, caller: CallerDep, services: Servi
     items = []
     for index, item in enumerate(body.submissions):
         try:
-            record = _submit(services, caller, item)
+            record = _submit(services, caller, item, item.idempotency_key)
             items.append(BatchItem(index=index, id=record.id, status=str(record.status)))
         except SubmitError as exc:
             items.append(BatchItem(index=index, error=exc.status_code, detail=exc.message,
                                    retry_after_s=exc.retry_after_s))
+        except Exception as exc:  # the database went away: this item is not stored, those before it are
+            if not is_database_fault(exc):
+                raise
+            DATABASE.failed(exc, where="a batch item")
+            items.append(BatchItem(index=index, error=503, detail=MESSAGE, retry_after_s=RETRY_AFTER_S))
     waits = [i.retry_after_s for i in items if i.retry_after_s is not None]
     if waits:
         response.headers["Retry-After"] = str(max(waits))
