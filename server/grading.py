@@ -45,6 +45,7 @@ STORE_RETRY_S = 900.0  # how long a computed verdict waits for the database befo
 STALE_AFTER_S = 600.0  # a queued submission enqueued this long ago is checked against what the queue holds
 STALE_CHECK_S = 60.0  # how often (reading every message the queue holds is not free)
 SWEEP_FAULTS = Outage("the sweeper's queue or database", log)
+ANNOUNCE_FAULTS = Outage("announcing verdicts (waiting requests poll the database meanwhile)", log)
 
 
 def new_worker_id(kind: str) -> str:
@@ -250,8 +251,9 @@ class Grader:
         LMS passback of their launches on that problem pending. None of it raises."""
         try:
             self.on_finished(submission_id)
-        except Exception:  # waiting requests also poll the database
-            log.exception("announcing %s failed", submission_id)
+            ANNOUNCE_FAULTS.recovered()
+        except Exception as exc:  # Redis is away: waiting requests also poll the database (said once)
+            ANNOUNCE_FAULTS.failed(exc)
         try:
             self.store.callback_due_now(submission_id)  # no-op without a pending callback
             if self.callbacks is not None:

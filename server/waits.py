@@ -18,7 +18,10 @@ from typing import Callable
 
 from starlette.concurrency import run_in_threadpool
 
+from server.dbfaults import Outage
+
 log = logging.getLogger(__name__)
+REDIS_LISTEN = Outage("listening for verdicts on Redis", log)
 
 
 class CompletionHub:
@@ -113,14 +116,15 @@ class CompletionHub:
             try:
                 async with client.pubsub(ignore_subscribe_messages=True) as pubsub:
                     await pubsub.subscribe(FINISHED_CHANNEL)
+                    REDIS_LISTEN.recovered()
                     async for message in pubsub.listen():
                         data = message.get("data")
                         if isinstance(data, bytes):
                             self.notify(data.decode("ascii", "replace"))
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # Redis is away: the poller covers it; reconnect shortly
-                log.warning("listening for verdicts on Redis failed: %s", exc)
+            except Exception as exc:  # Redis is away: the poller covers it; reconnect shortly (said once)
+                REDIS_LISTEN.failed(exc)
                 await asyncio.sleep(1.0)
             finally:
                 try:
