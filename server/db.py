@@ -482,16 +482,22 @@ class SubmissionStore:
         """Ids whose job must be (re)enqueued, oldest first: "queued" ones the job queue never
         accepted (stored `older_than_s` ago or more), and "running" ones whose lease expired and
         that were not enqueued again since (`mark_enqueued` after enqueueing them)."""
+        return [i for i, _ in self.to_enqueue_kinds(older_than_s=older_than_s, limit=limit)]
+
+    def to_enqueue_kinds(self, *, older_than_s: float = 0.0, limit: int = 500) -> list[tuple[str, bool]]:
+        """`to_enqueue`, each id with whether it is an expired claim (a grading whose worker died,
+        True) rather than a job the queue never accepted (False)."""
         now = utcnow()
         with self._sessions() as session:
-            rows = session.execute(select(SubmissionRecord.id).where(or_(
+            rows = session.execute(select(SubmissionRecord.id, SubmissionRecord.status == SubmissionStatus.RUNNING)
+                                   .where(or_(
                 and_(SubmissionRecord.status == SubmissionStatus.QUEUED, SubmissionRecord.enqueued_at.is_(None),
                      SubmissionRecord.created_at <= now - timedelta(seconds=older_than_s)),
                 and_(SubmissionRecord.status == SubmissionStatus.RUNNING, _lease_expired(now),
                      or_(SubmissionRecord.enqueued_at.is_(None), SubmissionRecord.lease_expires_at.is_(None),
                          SubmissionRecord.enqueued_at < SubmissionRecord.lease_expires_at))))
-                .order_by(SubmissionRecord.created_at).limit(limit)).scalars()
-            return list(rows)
+                .order_by(SubmissionRecord.created_at).limit(limit)).all()
+            return [(submission_id, bool(running)) for submission_id, running in rows]
 
     def unfinished(self) -> list[str]:
         """Ids of submissions "queued" (oldest first)."""

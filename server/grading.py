@@ -290,8 +290,10 @@ class Sweeper:
 
     def __init__(self, store: SubmissionStore, put: Callable[[str], None], *, interval_s: float,
                  queue_restarted: Callable[[], bool] = lambda: False,
-                 held: Callable[[], set[str]] | None = None, stale_after_s: float = STALE_AFTER_S):
+                 held: Callable[[], set[str]] | None = None, stale_after_s: float = STALE_AFTER_S,
+                 put_again: Callable[[str], None] | None = None):
         self.store, self.put, self.interval_s, self.queue_restarted = store, put, interval_s, queue_restarted
+        self.put_again = put_again or put  # an expired claim: ahead of the backlog where the queue can
         self.held, self.stale_after_s = held, stale_after_s
         self._last_stale_check = time.monotonic()
         self._stop = threading.Event()
@@ -319,9 +321,12 @@ class Sweeper:
             still = self.held()
             ids = [i for i in dict.fromkeys(ids) if i not in still]
         seen = set(ids)
-        ids += [i for i in self.store.to_enqueue(older_than_s=0 if everything else self.interval_s) if i not in seen]
-        for submission_id in ids:
-            self.put(submission_id)
+        jobs = [(i, False) for i in ids] + [
+            (i, again) for i, again in self.store.to_enqueue_kinds(older_than_s=0 if everything else self.interval_s)
+            if i not in seen]
+        ids = [i for i, _ in jobs]
+        for submission_id, again in jobs:
+            (self.put_again if again else self.put)(submission_id)
             self.store.mark_enqueued(submission_id)
         if ids:
             log.info("re-enqueued %d submissions%s", len(ids), " (the queue restarted)" if everything else "")

@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 NAMESPACE = "remat-judge"
 QUEUE_NAME = "grading"
 ACTOR_NAME = "grade_submission"
+AGAIN_QUEUE_NAME = "grading-again"  # jobs whose worker died: ahead of the backlog
+AGAIN_ACTOR_NAME = "grade_submission_again"
 FINISHED_CHANNEL = "remat-judge:finished"  # pub/sub: ids whose verdict was just stored
 MAINTENANCE_PER_MILLION = 200_000  # 20% of broker calls look for dead workers (Dramatiq's default: 0.1%)
 MAX_BACKOFF_MS = 10_000  # between retries of a job whose function raised (the database was away)
@@ -85,20 +87,26 @@ class RedisJobs:
         # A job is retried for as long as it fails: the grading function raises only for faults of
         # the infrastructure (the database away), never for a submission, and giving up would
         # strand its row "queued" (the sweeper's stale bound is the second line of defence).
+        options = dict(retry_when=lambda retries, exc: True, min_backoff=1000, max_backoff=MAX_BACKOFF_MS)
         self.actor = dramatiq.actor(grade_submission, broker=self.broker, actor_name=ACTOR_NAME,
-                                    queue_name=QUEUE_NAME, retry_when=lambda retries, exc: True,
-                                    min_backoff=1000, max_backoff=MAX_BACKOFF_MS)
+                                    queue_name=QUEUE_NAME, priority=10, **options)
+        # A job whose worker died waits behind no backlog: it has a queue of its own, which every
+        # worker consumes beside the main one, and goes first in a worker's local work queue
+        # (Dramatiq orders it by actor priority, lower first).
+        self.again = dramatiq.actor(grade_submission, broker=self.broker, actor_name=AGAIN_ACTOR_NAME,
+                                    queue_name=AGAIN_QUEUE_NAME, priority=0, **options)
         self.client = _client(url)
         self._run_id: str | None = None
 
-    def put(self, submission_id: str) -> None:
-        """Enqueues the grading of `submission_id`.
+    def put(self, submission_id: str, *, again: bool = False) -> None:
+        """Enqueues the grading of `submission_id`; `again`: a claim that expired (its worker
+        died), which goes ahead of the backlog (its own queue).
 
         Raises:
             QueueUnavailable: Redis did not take it.
         """
         try:
-            self.actor.send(submission_id)
+            (self.again if again else self.actor).send(submission_id)
         except (redis.RedisError, dramatiq.errors.BrokerConnectionError, OSError) as exc:
             raise QueueUnavailable(f"the grading queue (Redis) is unavailable: {exc}") from None
 
@@ -138,7 +146,7 @@ class RedisJobs:
         """
         ids: set[str] = set()
         try:
-            for name in (QUEUE_NAME, f"{QUEUE_NAME}.DQ"):
+            for name in (QUEUE_NAME, f"{QUEUE_NAME}.DQ", AGAIN_QUEUE_NAME, f"{AGAIN_QUEUE_NAME}.DQ"):
                 for raw in self.client.hvals(f"{NAMESPACE}:{name}.msgs"):
                     try:
                         args = json.loads(raw).get("args") or []

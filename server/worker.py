@@ -68,7 +68,7 @@ def run(settings: Settings, *, concurrency: int, metrics_port: int | None = None
                     callbacks=callbacks, grades=grade_sender(engine, settings))
     jobs.run = grader.grade  # this process runs the jobs it is given
     sweeper = Sweeper(store, jobs.put, interval_s=settings.sweep_interval_s, queue_restarted=jobs.restarted,
-                      held=jobs.held)
+                      held=jobs.held, put_again=lambda submission_id: jobs.put(submission_id, again=True))
     removed = JailCgroup.remove_stale()
     if removed:
         log.info("removed %d stale jail cgroups", removed)
