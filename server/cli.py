@@ -89,7 +89,8 @@ def _settings(data_dir: Optional[Path] = NOT_USED, problems_dir: Optional[Path] 
             import json
             from datetime import datetime
 
-            print(json.dumps({"time": datetime.now().isoformat(sep=" ", timespec="milliseconds"), "level": "INFO",
+            now = datetime.now()  # the time format of the JSON log lines (logging's asctime)
+            print(json.dumps({"time": f"{now:%Y-%m-%d %H:%M:%S},{now.microsecond // 1000:03d}", "level": "INFO",
                               "logger": "remat_judge.cli", "message": used.describe()}), file=sys.stderr, flush=True)
         else:
             err.print(f"[dim]{escape(used.describe())}[/]", soft_wrap=True, highlight=False)
