@@ -179,3 +179,22 @@ def self_signed_certificate(folder: Path, hosts: tuple[str, ...] = ("127.0.0.1",
     key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                            serialization.NoEncryption()))
     return cert_path, key_path
+
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def chromium_path() -> str:
+    """Debian's Chromium; skips the test without it (fails it under CI=1, where it must run)."""
+    import os
+
+    import pytest
+
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        reason = "no Chromium (make test installs Debian's chromium when run as root)"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return found

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,12 +18,10 @@ from typing import Iterator
 import pytest
 
 from graders.pipeline import JudgeConfig
-from tests.support import REPO, Server
+from tests.support import CHROMIUM_ARGS, REPO, Server, chromium_path
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.jail]
 SHOTS = REPO / "test-artifacts" / "browser"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 PASSWORD = "correct horse battery"
 SEEN: dict[str, str] = {}  # facts one test leaves for the next (they run in file order)
 
@@ -40,16 +37,6 @@ def checkpoint_dot_policy(w1, w2, x):
 '''
 WITH_POLICY = NO_POLICY.replace("jax.checkpoint(pipeline)",
                                 "jax.checkpoint(pipeline, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)")
-
-
-def chromium_path() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
-        reason = "no Chromium (make test installs Debian's chromium when run as root)"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return found
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from sqlalchemy import update
 from server.db import make_engine, utcnow
 from server.lti.registration import RegistrationUrl
 from tests.lti_platform import Browser, Platform, start_tool
-from tests.support import Server, remat_judge
+from tests.support import CHROMIUM_ARGS, Server, chromium_path, remat_judge
 
 pytestmark = [pytest.mark.e2e]
 
@@ -124,23 +124,16 @@ def test_the_canvas_configuration_is_at_a_stable_url(server: Server) -> None:
 
 @pytest.mark.browser
 def test_in_chromium_the_lms_dialog_closes_when_registration_is_done(server: Server) -> None:
-    import shutil
     from urllib.parse import urlencode
 
-    executable = shutil.which("chromium") or shutil.which("chromium-browser")
-    if executable is None:
-        if os.environ.get("CI"):
-            pytest.fail("no Chromium")
-        pytest.skip("no Chromium (make test installs Debian's chromium when run as root)")
+    executable = chromium_path()
     from playwright.sync_api import sync_playwright
 
     lms = Platform()
     try:
         url = registration_url(server)
         with sync_playwright() as p:
-            chromium = p.chromium.launch(executable_path=executable, headless=True, args=[
-                "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync"])
+            chromium = p.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
             page = chromium.new_page()
             page.goto(f"{lms.url}/add-tool?{urlencode({'url': url})}")
             page.wait_for_function("document.getElementById('status').textContent === 'closed'", timeout=30_000)

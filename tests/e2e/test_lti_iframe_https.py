@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Iterator
@@ -24,18 +23,9 @@ from urllib.parse import urlencode, urlsplit
 import pytest
 
 from tests.lti_platform import Platform
-from tests.support import Server, remat_judge, self_signed_certificate
+from tests.support import CHROMIUM_ARGS, Server, chromium_path, remat_judge, self_signed_certificate
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
-
-
-def chromium_path() -> str:
-    executable = shutil.which("chromium") or shutil.which("chromium-browser")
-    if executable is None:
-        if os.environ.get("CI"):
-            pytest.fail("no Chromium")
-        pytest.skip("no Chromium (make test installs Debian's chromium when run as root)")
-    return executable
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +69,7 @@ def browser_context(p, *, third_party_cookies: bool):  # type: ignore[no-untyped
             {"profile": {"cookie_controls_mode": 0, "block_third_party_cookies": False}}))
     return p.chromium.launch_persistent_context(
         profile, executable_path=chromium_path(), headless=True, ignore_https_errors=True,
-        args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-              "--disable-component-update", "--disable-sync", "--ignore-certificate-errors"])
+        args=[*CHROMIUM_ARGS, "--ignore-certificate-errors"])
 
 
 def test_in_an_iframe_over_https_the_cookies_come_back_and_the_problem_opens_there(server: Server,

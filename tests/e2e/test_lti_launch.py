@@ -20,7 +20,7 @@ from server.db import UserStore, make_engine
 from server.lti.keys import thumbprint
 from server.lti.models import LtiStore
 from tests.lti_platform import INSTRUCTOR, TEACHING_ASSISTANT, Browser, Platform, parse_form, start_tool
-from tests.support import Server, remat_judge
+from tests.support import CHROMIUM_ARGS, Server, chromium_path, remat_judge
 
 pytestmark = [pytest.mark.e2e]
 
@@ -345,14 +345,9 @@ def test_in_chromium_a_cross_site_iframe_launch_offers_a_new_window(server: Serv
     at 127.0.0.1) embeds the launch in an iframe. The tool's cookies are not kept in that
     cross-site frame (Lax on plain HTTP), so the launch relies on the server-side state and the
     landing offers the problem in a new window, which signs the user in there."""
-    import shutil
     from urllib.parse import urlencode
 
-    executable = shutil.which("chromium") or shutil.which("chromium-browser")
-    if executable is None:
-        if os.environ.get("CI"):
-            pytest.fail("no Chromium")
-        pytest.skip("no Chromium (make test installs Debian's chromium when run as root)")
+    executable = chromium_path()
     from playwright.sync_api import sync_playwright
 
     registered.with_launch(sub="chromium-student", name="Chromium Student")
@@ -361,9 +356,7 @@ def test_in_chromium_a_cross_site_iframe_launch_offers_a_new_window(server: Serv
         "client_id": registered.client_id, "lti_deployment_id": "deployment-1"})
     course = registered.url.replace("127.0.0.1", "localhost") + "/course?" + urlencode({"login": login})
     with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=executable, headless=True, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"])
+        chromium = p.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
         context = chromium.new_context()
         page = context.new_page()
         page.goto(course)
@@ -386,14 +379,9 @@ def test_in_chromium_a_top_level_cross_site_launch_lands_signed_in(server: Serve
     """Debian's Chromium: the LMS (at http://localhost:<port>, another site) opens the activity in
     the whole window: the launch is a cross-site top-level POST, and the landing opens the
     problem signed in, with no extra click."""
-    import shutil
     from urllib.parse import urlencode
 
-    executable = shutil.which("chromium") or shutil.which("chromium-browser")
-    if executable is None:
-        if os.environ.get("CI"):
-            pytest.fail("no Chromium")
-        pytest.skip("no Chromium (make test installs Debian's chromium when run as root)")
+    executable = chromium_path()
     from playwright.sync_api import sync_playwright
 
     lms = Platform(client_id="top-level-client")
@@ -406,9 +394,7 @@ def test_in_chromium_a_top_level_cross_site_launch_lands_signed_in(server: Serve
             "iss": lms.issuer, "login_hint": "h", "target_link_uri": f"{server.url}/lti/launch",
             "client_id": lms.client_id, "lti_deployment_id": "deployment-1"})
         with sync_playwright() as p:
-            chromium = p.chromium.launch(executable_path=executable, headless=True, args=[
-                "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync"])
+            chromium = p.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
             context = chromium.new_context()
             page = context.new_page()
             page.goto(f"{lms.url}/course?" + urlencode({"login": "about:blank"}))  # start on the LMS's site
