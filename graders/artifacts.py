@@ -97,6 +97,10 @@ class ModuleInfo:
         functions: number of functions in the module.
         digest: `normalized_digest` of the artifact (64 hex digits); "" when `disallowed` is not
             empty (the module is not walked).
+        program_digest: like `digest`, but blind to names too (`_program_digest`): two programs
+            that differ only in the names of their functions and variables get the same one. For
+            finding identical programs among students (docs/ARCHITECTURE.md, "Insight"), never
+            for caching results (a name can matter to an error message).
         largest_value_bytes, largest_value_elements: the bytes and elements of the largest single
             value any op of the module defines (the biggest temporary a backward pass can hold
             besides its inputs).
@@ -113,6 +117,7 @@ class ModuleInfo:
     sources: list[str] = field(default_factory=list)
     functions: int = 0
     digest: str = ""
+    program_digest: str = ""
     largest_value_bytes: int = 0
     largest_value_elements: int = 0
     memory_kinds: list[str] = field(default_factory=list)
@@ -843,5 +848,49 @@ def inspect_module(exported: Any, *, allowed_custom_calls: frozenset[str] = froz
         returned = list(main_block.operations)[-1].operands
         info.sources = [_provenance(v, main_block, functions) for v in returned]
         info.memory_kinds = _result_memory_kinds(functions["main"], len(returned))
-        info.digest = _module_digest(module, exported)  # last: it strips the module's locations
+        info.digest = _module_digest(module, exported)  # it strips the module's locations
+        info.program_digest = _program_digest(module, exported)  # last: it renames the module's functions
     return info
+
+
+NAME_ATTRIBUTES = ("jax.arg_info", "jax.result_info")  # Python argument and result names JAX records
+
+
+def _program_digest(module: Any, exported: Any) -> str:
+    """sha256 of `module` (its debug locations already stripped) with its private functions
+    renamed `__f0`, `__f1`, ... in module order (a helper called `layer` or `lay` lowers to
+    `@layer` or `@lay`) and the argument and result names JAX records removed, and of its
+    calling facts. What stays visible: every op, its operands' order, shapes, dtypes, constants
+    and attributes, and the call structure. So renaming variables or functions, reformatting, or
+    comments leave it unchanged; inlining a helper by hand, reordering independent statements
+    (which changes op order), or another way to write the same policy change it. Modifies
+    `module` in place.
+    """
+    ir = _ir()
+    functions = [op for op in module.body.operations if op.operation.name == "func.func"]
+    renamed = 0
+    for function in functions:
+        name = ir.StringAttr(function.attributes["sym_name"]).value
+        if name == "main":
+            continue
+        canonical = f"__f{renamed}"
+        renamed += 1
+        ir.SymbolTable.replace_all_symbol_uses(name, canonical, module.operation)
+        ir.SymbolTable.set_symbol_name(function, canonical)
+    for function in functions:
+        for key in ("arg_attrs", "res_attrs"):
+            if key not in function.attributes:
+                continue
+            kept = []
+            for attrs in ir.ArrayAttr(function.attributes[key]):
+                attrs = ir.DictAttr(attrs)
+                kept.append(ir.DictAttr.get({attrs[i].name: attrs[i].attr for i in range(len(attrs))
+                                             if attrs[i].name not in NAME_ATTRIBUTES}))
+            function.attributes[key] = ir.ArrayAttr.get(kept)
+    bytecode = io.BytesIO()
+    module.operation.write_bytecode(bytecode)
+    h = hashlib.sha256(b"remat-judge program\0")
+    h.update(json.dumps(_calling_facts(exported), sort_keys=True, separators=(",", ":")).encode())
+    h.update(b"\0")
+    h.update(bytecode.getvalue())
+    return h.hexdigest()

@@ -185,6 +185,7 @@ def _verify_into(report: VerdictReport, verifier: Verifier, bundle_bytes: bytes,
     report.verdict = Verdict(result.verdict)
     report.score = result.score
     report.residuals = result.residuals
+    report.program_digest = result.program_digest
     report.problem_version = result.problem_version
     report.jax_version = result.jax_version
     if verifier.cached:

@@ -186,6 +186,9 @@ class VerdictReport(BaseModel):
     jax_version: str | None = None
     created_at: str | None = None
     finished_at: str | None = None
+    # the bundle's programs, blind to names (graders/verifier.py `program_digest`): kept for
+    # course staff (identical programs), never shown to students or API callers
+    program_digest: str | None = Field(default=None, exclude=True)
 
     def stored_json(self) -> str:
         """The JSON to store: the verdict JSON plus each check's instructor-only `internal`
@@ -194,4 +197,6 @@ class VerdictReport(BaseModel):
         for check, out in zip(self.checks, data["checks"]):
             if check.internal:
                 out["internal"] = check.internal
+        if self.program_digest:
+            data["program_digest"] = self.program_digest
         return json.dumps(data)

@@ -40,6 +40,7 @@ class VerifyResult:
     verdict: Verdict
     score: float
     details: dict[str, Any] = field(default_factory=dict)
+    program_digest: str | None = None  # `program_digest` of the bundle, once its artifacts are read
 
 
 class VersionMismatch(Exception):
@@ -75,6 +76,16 @@ class _Loaded:
     residuals: list[ResidualFact]
     fwd_digest: str
     bwd_digest: str
+    fwd_program: str = ""
+    bwd_program: str = ""
+
+
+def program_digest(loaded: list[tuple[str, str]]) -> str:
+    """One digest of a bundle's programs, blind to names (`ModuleInfo.program_digest` of each
+    case's fwd and bwd, in case order): equal for two students' submissions whose exported
+    programs are the same up to the names of functions and variables (64 hex digits)."""
+    material = json.dumps(loaded, separators=(",", ":"))
+    return hashlib.sha256(b"remat-judge programs\0" + material.encode()).hexdigest()
 
 
 def _load_case(expected: CaseExpectation, case: BundleCase, problem: Problem, limits: VerifyLimits,
@@ -150,7 +161,8 @@ def _load_case(expected: CaseExpectation, case: BundleCase, problem: Problem, li
                                    sources=named_sources(infos[0].sources[n_out:], leaf_names),
                                    memory_kinds=infos[0].memory_kinds[n_out:])
     return _Loaded(expected, case, fwd, bwd, infos[0].peak_live_bytes, infos[1].peak_live_bytes, infos[1].flops,
-                   infos[1].flops_exact, residuals, infos[0].digest, infos[1].digest)
+                   infos[1].flops_exact, residuals, infos[0].digest, infos[1].digest,
+                   infos[0].program_digest, infos[1].program_digest)
 
 
 def _execute(loaded: list[_Loaded], limits: VerifyLimits) -> list[CaseRun]:
@@ -286,6 +298,7 @@ def verify(bundle: Bundle, problem: Problem, expectations: Expectations, *, limi
         checks.append(stop.check)
         return VerifyResult(checks, None, first_verdict([stop.check.verdict or Verdict.RUNTIME_ERROR]), 0.0)
     on_digest(submission_digest([(item.case, item.fwd_digest, item.bwd_digest) for item in loaded]))
+    programs = program_digest([(item.fwd_program, item.bwd_program) for item in loaded])
     checks.append(CheckResult(name="module", passed=True,
                               message=f"{2 * len(loaded)} exported programs use only allowed operations"))
     checks.append(CheckResult(name="avals", passed=True,
@@ -295,7 +308,7 @@ def verify(bundle: Bundle, problem: Problem, expectations: Expectations, *, limi
         runs = _execute(loaded, limits)
     except _Stop as stop:
         checks.append(stop.check)
-        return VerifyResult(checks, None, stop.check.verdict or Verdict.RUNTIME_ERROR, 0.0)
+        return VerifyResult(checks, None, stop.check.verdict or Verdict.RUNTIME_ERROR, 0.0, program_digest=programs)
     checks += [
         check_values(runs, spec=problem.spec),
         check_gradients(runs, spec=problem.spec, leaf_names=expectations.leaf_names),
@@ -304,4 +317,4 @@ def verify(bundle: Bundle, problem: Problem, expectations: Expectations, *, limi
         check_recompute(runs, rule=problem.spec.memory),
     ]
     verdict = first_verdict([c.verdict for c in checks if not c.passed and c.verdict is not None])
-    return VerifyResult(checks, residual_report(runs), verdict, score_of(checks, problem))
+    return VerifyResult(checks, residual_report(runs), verdict, score_of(checks, problem), program_digest=programs)

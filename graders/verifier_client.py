@@ -33,7 +33,7 @@ from sandbox.supervise import Child, ChildLimits, SupervisorError, Templates, Te
 log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[1]
 KEPT_STDERR_BYTES = 64 * 1024
-RESULT_CACHE_FORMAT = 3  # 2: programs compiled with evaluate.COMPILER_OPTIONS; 3: the reference self-checks
+RESULT_CACHE_FORMAT = 4  # 2: programs compiled with evaluate.COMPILER_OPTIONS; 3: the reference self-checks; 4: program digests
 # (no per-submission finite differences), memory kinds, calibrated peak slack, the recompute check
 MAX_FORKS_PER_TEMPLATE = 500
 

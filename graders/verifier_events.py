@@ -78,6 +78,7 @@ class Result(_Event):
     problem_version: str
     jax_version: str
     verify_ms: float
+    program_digest: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
 
 
 class Error(_Event):

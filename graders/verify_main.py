@@ -110,7 +110,7 @@ class VerifierJob:
         emit(Result(verdict=result.verdict.value, score=result.score, checks=result.checks,
                     internal=[c.internal for c in result.checks], residuals=result.residuals,
                     problem_version=self.problem.version, jax_version=jax.__version__,
-                    verify_ms=(time.monotonic() - t1) * 1000))
+                    verify_ms=(time.monotonic() - t1) * 1000, program_digest=result.program_digest))
         return 0
 
 

@@ -325,6 +325,61 @@ def problems_list(problems_dir: Annotated[Optional[Path], typer.Option(help="pro
         err.print(f"[red]invalid[/] {escape(line)}")
 
 
+@problems_app.command("insight")
+def problems_insight(slug: Annotated[str, typer.Argument(help="the problem's slug")],
+                     course: Annotated[Optional[str], typer.Option(help="only this course's students")] = None,
+                     version: Annotated[Optional[str], typer.Option(
+                         help="the problem version (default: the published one, else the one graded last)")] = None,
+                     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+                     data_dir: Annotated[Optional[Path], typer.Option(help="the server's data folder")] = None,
+                     problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+                     ) -> None:
+    """Which policies the class made: graded submissions grouped by policy fingerprint (students,
+    submissions, verdict, what the policy does, examples, how many later got ACCEPTED), and
+    submissions of different students whose exported programs are identical up to names."""
+    import json as json_module
+
+    from server.courses.cli import _course
+    from server.insight import insight, versions
+
+    engine = _engine(data_dir)
+    chosen_course = _course(engine, course) if course else None
+    if version is None:
+        known = versions(engine, slug)
+        try:
+            published = ProblemRepository(_settings(problems_dir=problems_dir).problems_dir).get(slug).version
+        except (KeyError, ProblemError):
+            published = None
+        version = published if published in known else next(iter(known), None)
+    found = insight(engine, slug, version=version, course=chosen_course)
+    if as_json:
+        print(json_module.dumps(found.as_json()))
+        return
+    where = f" in {escape(chosen_course.key)}" if chosen_course else ""
+    if not found.clusters:
+        console.print(f"no graded submissions of {escape(slug)}{where}" + (f" (version {version})" if version else ""))
+        return
+    table = Table(title=f"{escape(slug)} version {found.version}{where}: {found.graded} graded submissions")
+    for column in ("students", "submissions", "verdict", "later ACCEPTED", "what the policy does", "example",
+                   "fingerprint"):
+        table.add_column(column, overflow="fold")
+    for c in found.clusters:
+        table.add_row(str(c.students), str(c.submissions), c.verdict,
+                      "-" if c.verdict == "ACCEPTED" else f"{c.later_accepted} of {c.students}", escape(c.summary),
+                      c.example, c.fingerprint)
+    console.print(table)
+    if found.identical_groups:
+        same = Table(title="identical programs (up to names) from different students: a prompt to look, not a verdict")
+        same.add_column("students")
+        same.add_column("submissions", overflow="fold")
+        for g in found.identical_groups:
+            same.add_row(str(g.students), ", ".join(g.submissions))
+        console.print(same)
+    if found.without_programs:
+        err.print(f"[dim]{found.without_programs} submissions were graded before program digests were kept; "
+                  f"a regrade fills them in[/]")
+
+
 @problems_app.command("new")
 def problems_new(slug: Annotated[str, typer.Argument(help="the new problem's slug (folder name)")],
                  problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None) -> None:

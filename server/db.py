@@ -191,8 +191,13 @@ class SubmissionRecord(Base):
     callback_last_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     callback_last_error: Mapped[str | None] = mapped_column(String(300), nullable=True)
     callback_next_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    # what teachers group by (server/insight.py): the policy's fingerprint (graders/insight.py)
+    # and the exported programs' digest blind to names (graders/verifier.py `program_digest`)
+    policy_fingerprint: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    program_digest: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
-    __table_args__ = (Index("ix_submissions_client_external", "client_id", "external_id"),)
+    __table_args__ = (Index("ix_submissions_client_external", "client_id", "external_id"),
+                      Index("ix_submissions_problem_fingerprint", "problem", "policy_fingerprint"))
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
@@ -446,7 +451,8 @@ class SubmissionStore:
 
     def finish(self, submission_id: str, *, verdict: str, score: float, problem_version: str | None,
                result_json: str, worker_id: str | None = None,
-               status: SubmissionStatus = SubmissionStatus.DONE) -> bool:
+               status: SubmissionStatus = SubmissionStatus.DONE, policy_fingerprint: str | None = None,
+               program_digest: str | None = None) -> bool:
         """Stores the verdict and sets `status` ("done", or "failed" after the last attempt), only
         while the submission is "running" and, when `worker_id` is given, claimed by that worker
         (a worker whose claim was taken over stores nothing). Returns whether it was stored."""
@@ -456,7 +462,8 @@ class SubmissionStore:
         with self._sessions.begin() as session:
             result = session.execute(update(SubmissionRecord).where(*conditions).values(
                 status=status, verdict=verdict, score=score, problem_version=problem_version,
-                result_json=result_json, finished_at=utcnow(), lease_expires_at=None)
+                result_json=result_json, finished_at=utcnow(), lease_expires_at=None,
+                policy_fingerprint=policy_fingerprint, program_digest=program_digest)
                 .execution_options(synchronize_session=False))
             return result.rowcount == 1
 

@@ -29,6 +29,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Callable
 
+from graders.insight import fingerprint
 from graders.pipeline import JudgeConfig, grade, internal_error_report
 from graders.problem import ProblemError, ProblemRepository
 from graders.verdict import Verdict, VerdictReport
@@ -176,9 +177,11 @@ class Grader:
                 report.finished_at = utcnow().isoformat()
                 assert report.verdict is not None
                 verdict, result_json = report.verdict.value, report.stored_json()
+                policy = policy_fingerprint(report)
                 stored = self._store_when_possible(lambda: self.store.finish(
                     submission_id, verdict=verdict, score=report.score, problem_version=report.problem_version,
-                    result_json=result_json, worker_id=self.worker_id))
+                    result_json=result_json, worker_id=self.worker_id, policy_fingerprint=policy,
+                    program_digest=report.program_digest))
             finally:
                 self.leases.release(submission_id)
             if not stored:
@@ -273,6 +276,20 @@ class Grader:
         except (KeyError, ProblemError) as exc:
             return internal_error_report(slug, f"the problem cannot be loaded: {exc}")
         return grade(source, problem, self.config_factory())
+
+
+def policy_fingerprint(report: VerdictReport) -> str | None:
+    """The stored fingerprint of a verdict's policy (`graders.insight`), or None: an
+    INTERNAL_ERROR is the judge's fault, not a policy, and a report that cannot be read is
+    never a reason to lose its verdict."""
+    if report.verdict is None or report.verdict == Verdict.INTERNAL_ERROR:
+        return None
+    try:
+        found = fingerprint(report.model_dump(mode="json"))
+    except Exception:  # noqa: BLE001 - insight is secondary to the verdict
+        log.exception("fingerprinting the policy of %s failed", report.id)
+        return None
+    return found.key if found is not None else None
 
 
 class Sweeper:

@@ -155,6 +155,24 @@ def solutions(key: Annotated[str, typer.Argument(help="the course")],
                   + ("after the deadline or a first ACCEPTED" if after_deadline == "on" else "after a first ACCEPTED"))
 
 
+@courses_app.command("peers")
+def peers(key: Annotated[str, typer.Argument(help="the course")],
+          show: Annotated[str, typer.Argument(help="on: a student's verdict panel says how many others in the "
+                                                   "course made the same policy mistake and later fixed it; off "
+                                                   "(the default): it does not")],
+          data_dir: DataDir = None) -> None:
+    """Whether students see that others in their course made the same mistake and fixed it."""
+    from server.courses.models import CourseStore
+
+    if show not in ("on", "off"):
+        raise _fail("say on or off")
+    engine = _engine(data_dir)
+    course = _course(engine, key)
+    CourseStore(engine).set_peer_insight(course.id, show == "on")
+    console.print(f"{escape(course.key)}: students {'see' if show == 'on' else 'do not see'} how many others made "
+                  f"the same mistake and fixed it")
+
+
 @courses_app.command("extend")
 def extend(key: Annotated[str, typer.Argument(help="the course")],
            problem: Annotated[str, typer.Argument(help="the assignment's problem")],

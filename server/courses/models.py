@@ -58,6 +58,9 @@ class Course(Base):
             their deadline has passed. On for courses an admin makes; off for courses made by
             LMS launches, since whoever can make an LMS course (a Canvas sandbox) could otherwise
             read any problem's reference by setting a past deadline. Only an admin changes it.
+        peer_insight: a student's verdict panel may say how many others in the course made the
+            same policy mistake and later fixed it (`server.insight.peers_who_fixed`). Off by
+            default; the course's staff turn it on.
     """
 
     __tablename__ = "courses"
@@ -71,6 +74,7 @@ class Course(Base):
     context_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     solutions_after_deadline: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    peer_insight: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     __table_args__ = (UniqueConstraint("platform_id", "deployment_id", "context_id", name="uq_courses_context"),)
 
@@ -261,6 +265,12 @@ class CourseStore:
             return list(session.execute(select(Course).join(Enrollment, Enrollment.course_id == Course.id).where(
                 Enrollment.user_id == user_id, Enrollment.role == CourseRole.STAFF)
                 .order_by(Course.title, Course.id)).scalars())
+
+    def set_peer_insight(self, course_id: int, value: bool) -> None:
+        """Turns the "others made the same mistake and fixed it" line on or off for a course."""
+        with self._sessions.begin() as session:
+            session.execute(update(Course).where(Course.id == course_id).values(peer_insight=value)
+                            .execution_options(synchronize_session=False))
 
     def set_solutions_after_deadline(self, course_id: int, value: bool) -> None:
         with self._sessions.begin() as session:

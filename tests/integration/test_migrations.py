@@ -45,7 +45,7 @@ FIRST_SUBMISSIONS = """CREATE TABLE submissions (
     id VARCHAR(32) NOT NULL, problem VARCHAR(64) NOT NULL, source TEXT NOT NULL, status VARCHAR(16) NOT NULL,
     verdict VARCHAR(32), score FLOAT, result_json TEXT, created_at {ts} NOT NULL, PRIMARY KEY (id))"""
 
-HEAD = "0012"  # the latest revision (server/migrations/versions)
+HEAD = "0013"  # the latest revision (server/migrations/versions)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -192,7 +192,7 @@ def _head() -> str:
 def test_head_is_the_api_clients_revision() -> None:
     assert migrate.head() == _head() == HEAD
     revisions = [r.revision for r in ScriptDirectory.from_config(migrate.config()).walk_revisions()]
-    assert revisions == ["0012", "0011", "0010", "0009", "0008", "0007", "0006", "0005", "0004", "0003", "0002", "0001"]
+    assert revisions == ["0013", "0012", "0011", "0010", "0009", "0008", "0007", "0006", "0005", "0004", "0003", "0002", "0001"]
 
 
 def test_upgrade_creates_the_models_schema_without_drift(url: str, tmp_path: Path,
