@@ -266,6 +266,15 @@ class CourseStore:
                 Enrollment.user_id == user_id, Enrollment.role == CourseRole.STAFF)
                 .order_by(Course.title, Course.id)).scalars())
 
+    def peer_insight_courses(self, user_id: int, problem: str) -> list[int]:
+        """Ids of the courses where `user_id` is a student, `problem` an assignment, and the
+        staff turned peer insight on."""
+        with self._sessions() as session:
+            return list(session.execute(select(Course.id).join(Enrollment, Enrollment.course_id == Course.id)
+                                        .join(Assignment, Assignment.course_id == Course.id).where(
+                Enrollment.user_id == user_id, Enrollment.role == CourseRole.STUDENT, Course.peer_insight.is_(True),
+                Assignment.problem == problem)).scalars())
+
     def set_peer_insight(self, course_id: int, value: bool) -> None:
         """Turns the "others made the same mistake and fixed it" line on or off for a course."""
         with self._sessions.begin() as session:

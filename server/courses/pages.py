@@ -25,6 +25,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from sqlalchemy.engine import Engine
 
+from graders.problem import ProblemError
 from server.api.deps import Services, get_services
 from server.authz import ANONYMOUS, Action, CourseTarget, Principal, decide
 from server.courses import admin
@@ -219,6 +220,55 @@ def course_settings(key: str, request: Request, services: ServicesDep, user: Opt
     course = _course(services, key, principal, Action.COURSE_SETTINGS)
     CourseStore(_engine(services)).set_solutions_after_deadline(course.id, solutions_after_deadline == "on")
     return RedirectResponse(f"/instructor/courses/{course.key}", status_code=status.HTTP_303_SEE_OTHER)
+
+
+@router.post("/instructor/courses/{key}/peers", response_class=HTMLResponse)
+def course_peers(key: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep,
+                 peer_insight: Annotated[str, Form()] = "", csrf_token: Annotated[str, Form()] = "") -> Response:
+    """Whether the course's students see how many others made the same mistake and fixed it
+    (the course's staff decide: `Course.peer_insight`)."""
+    require_teacher(user, principal, request)
+    check_csrf(request, csrf_token)
+    course = _course(services, key, principal, Action.COURSE_EDIT)
+    CourseStore(_engine(services)).set_peer_insight(course.id, peer_insight == "on")
+    return RedirectResponse(f"/instructor/courses/{course.key}", status_code=status.HTTP_303_SEE_OTHER)
+
+
+def _insight_page(request: Request, services: Services, user: UserRecord, slug: str, version: str | None,
+                  course: Course | None) -> HTMLResponse:
+    from server.insight import insight, versions
+
+    known = versions(_engine(services), slug)
+    if version is not None and version not in known:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no graded submissions of that version")
+    if version is None:
+        try:
+            published = services.problems.get(slug).version
+        except (KeyError, ProblemError):
+            published = None
+        version = published if published in known else next(iter(known), None)
+    found = insight(_engine(services), slug, version=version, course=course)
+    return _render(request, "insight.html", user, slug=slug, found=found, versions=known, course=course)
+
+
+@router.get("/instructor/courses/{key}/insight/{slug}", response_class=HTMLResponse)
+def course_insight(key: str, slug: str, request: Request, services: ServicesDep, user: OptionalUser,
+                   principal: PrincipalDep, version: str | None = None) -> HTMLResponse:
+    """For the course's staff: the policies the course's students made on one of its problems,
+    and identical programs among them (`server.insight`)."""
+    user = require_teacher(user, principal, request)
+    course = _course(services, key, principal)
+    if slug not in {a.problem for a in CourseStore(_engine(services)).assignments(course.id)}:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "the course has no such assignment")
+    return _insight_page(request, services, user, slug, version, course)
+
+
+@router.get("/instructor/problems/{slug}/insight", response_class=HTMLResponse)
+def problem_insight(slug: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep,
+                    version: str | None = None) -> HTMLResponse:
+    """For admins: the policies every submitter made on a problem, and identical programs."""
+    user = require_action(user, principal, request, Action.SUBMISSIONS_ALL)
+    return _insight_page(request, services, user, slug, version, None)
 
 
 @router.post("/instructor/problems/{slug}/regrade")

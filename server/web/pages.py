@@ -236,7 +236,21 @@ def submission_page(submission_id: str, request: Request, services: ServicesDep,
     record = _visible_submission(services, submission_id, principal)
     report = _report(record)
     context = panel_context(report) if report else {}
-    return render(request, "submission.html", user, record=record, pending=report is None, **context)
+    return render(request, "submission.html", user, record=record, pending=report is None,
+                  peers_fixed=_peers_fixed(services, record, user), **context)
+
+
+def _peers_fixed(services: Services, record: SubmissionRecord, viewer: UserRecord | None) -> int:
+    """For the submission's own author, how many others in their courses (those with peer
+    insight on) made the same policy mistake and later got ACCEPTED (`server.insight`)."""
+    if viewer is None or record.user_id != viewer.id or record.policy_fingerprint is None \
+            or record.verdict in (None, "ACCEPTED") or services.engine is None:
+        return 0
+    from server.courses.models import CourseStore
+    from server.insight import peers_who_fixed
+
+    courses = CourseStore(services.engine).peer_insight_courses(viewer.id, record.problem)
+    return peers_who_fixed(services.engine, record, courses)
 
 
 @router.get("/submissions/{submission_id}/source.py")
@@ -261,7 +275,8 @@ def submission_panel(submission_id: str, request: Request, services: ServicesDep
     report = _report(record)
     if report is None:
         return HTMLResponse('<p class="pending">Not graded yet.</p>', status_code=status.HTTP_202_ACCEPTED)
-    return render(request, "_panel.html", user, record=record, **panel_context(report))
+    return render(request, "_panel.html", user, record=record, peers_fixed=_peers_fixed(services, record, user),
+                  **panel_context(report))
 
 
 @router.get("/me", response_class=HTMLResponse)
