@@ -127,27 +127,39 @@ def fingerprint(report: dict[str, Any]) -> PolicyFingerprint | None:
         missed, extra = _difference(residuals.expected, residuals.submitted)
         bucket = recompute_bucket(residuals, next((c for c in report.get("checks") or []
                                                    if c.get("name") == "recompute"), None))
+        by_value = any(f.matched is not None for f in residuals.expected + residuals.submitted)
         parts = {"verdict": verdict,
                  "missed": sorted(_fact(f) for f in missed),
                  "extra": sorted(_fact(f) for f in extra),
                  "kinds": sorted({f.memory_kind for f in residuals.submitted}),
-                 "recompute": bucket}
+                 "recompute": bucket,
+                 "compared": "values" if by_value else "avals"}
         summary = _summary(parts)
     key = hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
     return PolicyFingerprint(key=key, parts=parts, summary=summary)
 
 
+WRONG_BEFORE_POLICY = {"WRONG_ANSWER": "wrong values", "WRONG_GRADIENT": "wrong gradients"}
+
+
 def _summary(parts: dict[str, Any]) -> str:
-    """One sentence: what the policy saves against the reference's, and what it recomputes."""
+    """One sentence: what was wrong before the policy (values, gradients), what the policy saves
+    against the reference's, and what it recomputes. Residuals compared by shape only (values
+    were wrong, so not compared) are said as such."""
     missed, extra, bucket = parts["missed"], parts["extra"], parts["recompute"]
+    same = "saves what the reference saves" if parts.get("compared") != "avals" else \
+        "saves residuals of the reference's shapes (values not compared)"
     if missed and extra:
         said = f"saves {_listed(extra)} where the reference saves {_listed(missed)}"
     elif extra:
-        said = f"saves what the reference saves, and also {_listed(extra)}"
+        said = f"{same}, and also {_listed(extra)}"
     elif missed:
         said = f"does not save {_listed(missed)}, which the reference saves (the backward pass recomputes it)"
     else:
-        said = "saves what the reference saves"
+        said = same
+    lead = WRONG_BEFORE_POLICY.get(parts["verdict"])
+    if lead:
+        said = f"{lead}; {said}"
     recompute = {"more": "recomputes more than the reference (up to 2x its FLOPs)",
                  "much more": "recomputes more than twice what the reference does",
                  "some": "recomputes what the reference does not recompute at all",
