@@ -32,8 +32,9 @@ def main() -> None:
     parser.add_argument("--submissions", type=int, default=300)
     parser.add_argument("--clients", type=int, default=12)
     parser.add_argument("--spread-s", type=float, default=150)
-    parser.add_argument("--only", choices=["all", "postgres"], default="all",
-                        help="postgres: only the PostgreSQL restart and outage")
+    parser.add_argument(
+        "--only", choices=["all", "postgres"], default="all", help="postgres: only the PostgreSQL restart and outage"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (logs)")
     args = parser.parse_args()
 
@@ -41,18 +42,28 @@ def main() -> None:
     os.chmod(root, 0o755)
     dep = ChaosDeployment(root)
     s = args.spread_s
-    faults = [(0.45 * s, "pg_ctl restart -m fast", dep.postgres_restart),
-              (0.6 * s, "PostgreSQL down 8 s", lambda: dep.postgres_down(8))]
+    faults = [
+        (0.45 * s, "pg_ctl restart -m fast", dep.postgres_restart),
+        (0.6 * s, "PostgreSQL down 8 s", lambda: dep.postgres_down(8)),
+    ]
     if args.only == "all":
-        faults += [(0.1 * s, "worker 0 SIGKILL", lambda: dep.kill_worker(0)),
-                   (0.2 * s, "Redis down 15 s", lambda: dep.redis_down(15)),
-                   (0.35 * s, "API SIGKILL", dep.kill_api),
-                   (0.75 * s, "worker 1 SIGKILL", lambda: dep.kill_worker(1))]
+        faults += [
+            (0.1 * s, "worker 0 SIGKILL", lambda: dep.kill_worker(0)),
+            (0.2 * s, "Redis down 15 s", lambda: dep.redis_down(15)),
+            (0.35 * s, "API SIGKILL", dep.kill_api),
+            (0.75 * s, "worker 1 SIGKILL", lambda: dep.kill_worker(1)),
+        ]
     try:
         dep.start()
         print(f"deployment: PostgreSQL, Redis, 1 API, 2 workers; data in {root}", flush=True)
-        report = run(dep, submissions=args.submissions, clients=args.clients, spread_s=s, faults=faults,
-                     timeout_s=max(900.0, 4 * s))
+        report = run(
+            dep,
+            submissions=args.submissions,
+            clients=args.clients,
+            spread_s=s,
+            faults=faults,
+            timeout_s=max(900.0, 4 * s),
+        )
         for event in report.events:
             print("fault:", event)
         print(report.line())

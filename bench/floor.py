@@ -69,10 +69,18 @@ def measure(problem_dir: Path, source_path: Path, repeats: int) -> dict[str, flo
             cases = []
             for case in problem.spec.cases:
                 fwd, bwd, n_out = export_case(fn, case_arg_specs(problem.spec, case))
-                cases.append({"name": case.name, "n_primal_outputs": n_out, "fwd": base64.b64encode(fwd).decode(),
-                              "bwd": base64.b64encode(bwd).decode(), "residual_notes": None})
-            raw = json.dumps({"format": BUNDLE_FORMAT, "status": "ok", "error": None, "cases": cases,
-                              "timings_ms": {}}).encode()
+                cases.append(
+                    {
+                        "name": case.name,
+                        "n_primal_outputs": n_out,
+                        "fwd": base64.b64encode(fwd).decode(),
+                        "bwd": base64.b64encode(bwd).decode(),
+                        "residual_notes": None,
+                    }
+                )
+            raw = json.dumps(
+                {"format": BUNDLE_FORMAT, "status": "ok", "error": None, "cases": cases, "timings_ms": {}}
+            ).encode()
             compiles.clear()
             t1, c1 = time.perf_counter(), time.process_time()
             verify(parse_bundle(raw, limit_bytes=1 << 30), problem, expectations, limits=VerifyLimits())
@@ -84,10 +92,15 @@ def measure(problem_dir: Path, source_path: Path, repeats: int) -> dict[str, flo
                 compile_counts.append(len(compiles))
                 compile_ms.append(sum(compiles) * 1000)
     monitoring.unregister_event_duration_listener(on_event)
-    return {"export_ms": statistics.median(export_ms), "verify_ms": statistics.median(verify_ms),
-            "floor_ms": statistics.median(e + v for e, v in zip(export_ms, verify_ms)),
-            "verify_cpu_ms": statistics.median(verify_cpu_ms), "compiles": statistics.median(compile_counts),
-            "compile_ms": statistics.median(compile_ms), "load_expectations_ms": statistics.median(load_ms)}
+    return {
+        "export_ms": statistics.median(export_ms),
+        "verify_ms": statistics.median(verify_ms),
+        "floor_ms": statistics.median(e + v for e, v in zip(export_ms, verify_ms)),
+        "verify_cpu_ms": statistics.median(verify_cpu_ms),
+        "compiles": statistics.median(compile_counts),
+        "compile_ms": statistics.median(compile_ms),
+        "load_expectations_ms": statistics.median(load_ms),
+    }
 
 
 def main() -> None:
@@ -102,11 +115,13 @@ def main() -> None:
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"in-process floor: {result['floor_ms']:.0f} ms (export {result['export_ms']:.0f} ms, "
-              f"verify {result['verify_ms']:.0f} ms), median of {args.repeats}\n"
-              f"verify: {result['verify_cpu_ms']:.0f} ms of CPU, {result['compiles']:.0f} XLA compiles taking "
-              f"{result['compile_ms']:.0f} ms; loading the cached expectations: "
-              f"{result['load_expectations_ms']:.1f} ms")
+        print(
+            f"in-process floor: {result['floor_ms']:.0f} ms (export {result['export_ms']:.0f} ms, "
+            f"verify {result['verify_ms']:.0f} ms), median of {args.repeats}\n"
+            f"verify: {result['verify_cpu_ms']:.0f} ms of CPU, {result['compiles']:.0f} XLA compiles taking "
+            f"{result['compile_ms']:.0f} ms; loading the cached expectations: "
+            f"{result['load_expectations_ms']:.1f} ms"
+        )
 
 
 if __name__ == "__main__":

@@ -50,8 +50,10 @@ def main() -> None:
     slugs = sys.argv[1:] or sorted(p.name for p in PROBLEMS.iterdir() if (p / "problem.toml").exists())
     root = Path(tempfile.mkdtemp(prefix="remat-insight-"))
     os.chmod(root, 0o755)
-    server = Server(root / "data", env={"REMAT_JUDGE_RATE_LIMIT": "", "REMAT_JUDGE_MAX_QUEUE_DEPTH": "0",
-                                        "REMAT_JUDGE_WAIT_TIMEOUT_S": "600"}).start()
+    server = Server(
+        root / "data",
+        env={"REMAT_JUDGE_RATE_LIMIT": "", "REMAT_JUDGE_MAX_QUEUE_DEPTH": "0", "REMAT_JUDGE_WAIT_TIMEOUT_S": "600"},
+    ).start()
     try:
         names: dict[str, str] = {}
         with httpx.Client(base_url=server.url, timeout=600) as client:
@@ -69,11 +71,11 @@ def main() -> None:
                         pending.discard(submission_id)
                 time.sleep(1)
         for slug in slugs:
-            done = remat_judge("problems", "insight", slug, "--json", "--data-dir", str(server.data_dir),
-                               env=dict(os.environ))
+            done = remat_judge(
+                "problems", "insight", slug, "--json", "--data-dir", str(server.data_dir), env=dict(os.environ)
+            )
             found = json.loads(done.stdout)
-            print(f"\n{slug} (version {found['version']}): {found['graded']} graded, "
-                  f"{len(found['clusters'])} policies")
+            print(f"\n{slug} (version {found['version']}): {found['graded']} graded, {len(found['clusters'])} policies")
             for c in found["clusters"]:
                 example = names.get(c["example"], c["example"]).split(":", 1)[1]
                 print(f"  {c['students']:>2} student(s)  {c['verdict']:<22} {c['summary']}  (e.g. {example})")

@@ -34,10 +34,13 @@ def start_server(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "remat-judge"), "serve", "--port", str(port),
-                             "--data-dir", str(data_dir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True,
-                            env={**os.environ, "REMAT_JUDGE_RATE_LIMIT": "", "REMAT_JUDGE_ALLOW_ANONYMOUS_API": "true"})
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "remat-judge"), "serve", "--port", str(port), "--data-dir", str(data_dir)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, "REMAT_JUDGE_RATE_LIMIT": "", "REMAT_JUDGE_ALLOW_ANONYMOUS_API": "true"},
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):
         try:
@@ -48,8 +51,9 @@ def start_server(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("server did not start")
 
 
-def _post_series(client: httpx.Client, source: str, n: int, pause_s: float, offset: int,
-                 cached: bool) -> tuple[list[float], list[dict]]:
+def _post_series(
+    client: httpx.Client, source: str, n: int, pause_s: float, offset: int, cached: bool
+) -> tuple[list[float], list[dict]]:
     """Posts `source` n times with wait=true; returns latencies (ms) and timing phases.
 
     Unless `cached`, submission i is the source with i + offset blank lines in front: the same
@@ -61,23 +65,30 @@ def _post_series(client: httpx.Client, source: str, n: int, pause_s: float, offs
             time.sleep(pause_s)
         body_source = source if cached else "\n" * (i + offset) + source
         t0 = time.perf_counter()
-        r = client.post("/api/v1/submissions", params={"wait": "true"},
-                        json={"problem": "checkpoint_dot_policy", "source": body_source})
+        r = client.post(
+            "/api/v1/submissions",
+            params={"wait": "true"},
+            json={"problem": "checkpoint_dot_policy", "source": body_source},
+        )
         ms = (time.perf_counter() - t0) * 1000
         body = r.json()
         latencies_ms.append(ms)
         phases.append(body.get("timing_ms", {}))
-        print(f"{i + 1:3d}  HTTP {r.status_code}  {body.get('verdict')}  {ms:8.0f} ms  "
-              f"{json.dumps(body.get('timing_ms'))}")
+        print(
+            f"{i + 1:3d}  HTTP {r.status_code}  {body.get('verdict')}  {ms:8.0f} ms  "
+            f"{json.dumps(body.get('timing_ms'))}"
+        )
     return latencies_ms, phases
 
 
 def _summary(name: str, latencies_ms: list[float], phases: list[dict], floor: dict | None) -> dict:
     median = statistics.median(latencies_ms)
     ratio = median / floor["floor_ms"] if floor else None
-    print(f"{name}: median POST-to-verdict {median:.0f} ms over {len(latencies_ms)} "
-          f"(min {min(latencies_ms):.0f}, max {max(latencies_ms):.0f})"
-          + (f" = {ratio:.2f}x the in-process floor" if ratio else ""))
+    print(
+        f"{name}: median POST-to-verdict {median:.0f} ms over {len(latencies_ms)} "
+        f"(min {min(latencies_ms):.0f}, max {max(latencies_ms):.0f})"
+        + (f" = {ratio:.2f}x the in-process floor" if ratio else "")
+    )
     for key in ("queue", "sandbox", "verify", "total"):
         values = [p[key] for p in phases if key in p]
         if values:
@@ -91,19 +102,27 @@ def main() -> None:
     parser.add_argument("--url", default=None, help="use a running server instead of starting one")
     parser.add_argument("--file", default=str(REPO / "problems/checkpoint_dot_policy/reference.py"))
     parser.add_argument("--no-floor", action="store_true", help="skip measuring the in-process floor")
-    parser.add_argument("--pause-s", type=float, default=3.0,
-                        help="seconds between submissions in the paused series (real users pause)")
-    parser.add_argument("--cached", action="store_true",
-                        help="post the identical source every time (answered by the result cache)")
+    parser.add_argument(
+        "--pause-s", type=float, default=3.0, help="seconds between submissions in the paused series (real users pause)"
+    )
+    parser.add_argument(
+        "--cached", action="store_true", help="post the identical source every time (answered by the result cache)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON line at the end")
     args = parser.parse_args()
     floor = None
     if not args.no_floor:
-        out = subprocess.run([sys.executable, str(REPO / "bench" / "floor.py"), "--file", args.file, "--json"],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, str(REPO / "bench" / "floor.py"), "--file", args.file, "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         floor = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"in-process floor: {floor['floor_ms']:.0f} ms (export {floor['export_ms']:.0f} ms, "
-              f"verify {floor['verify_ms']:.0f} ms)")
+        print(
+            f"in-process floor: {floor['floor_ms']:.0f} ms (export {floor['export_ms']:.0f} ms, "
+            f"verify {floor['verify_ms']:.0f} ms)"
+        )
     proc = None
     results = {"floor": floor}
     with tempfile.TemporaryDirectory() as tmp:

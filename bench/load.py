@@ -79,9 +79,13 @@ class Deployment:
         self.api: Server | None = None
         self.workers: list[Worker] = []
         self._services: list[object] = []
-        self.env = {"REMAT_JUDGE_HIDDEN_SEED": "load-seed", "REMAT_JUDGE_RATE_LIMIT": "",
-                    "REMAT_JUDGE_MAX_QUEUE_DEPTH": "0", "REMAT_JUDGE_WAIT_TIMEOUT_S": "600",
-                    "REMAT_JUDGE_LOG_FORMAT": "json"}
+        self.env = {
+            "REMAT_JUDGE_HIDDEN_SEED": "load-seed",
+            "REMAT_JUDGE_RATE_LIMIT": "",
+            "REMAT_JUDGE_MAX_QUEUE_DEPTH": "0",
+            "REMAT_JUDGE_WAIT_TIMEOUT_S": "600",
+            "REMAT_JUDGE_LOG_FORMAT": "json",
+        }
 
     def start(self) -> "Deployment":
         if self.scaled:
@@ -89,7 +93,8 @@ class Deployment:
 
             bin_dir, redis_binary = _postgres_bin_dir(), find_binary("redis-server")
             if isinstance(bin_dir, str) or redis_binary is None:
-                raise RuntimeError(f"--scaled needs PostgreSQL and redis-server: {bin_dir if isinstance(bin_dir, str) else 'no redis-server'}")
+                missing = bin_dir if isinstance(bin_dir, str) else "no redis-server"
+                raise RuntimeError(f"--scaled needs PostgreSQL and redis-server: {missing}")
             postgres = PostgresServer(bin_dir).start()
             (self.root / "redis").mkdir()
             redis = RedisServer(redis_binary, self.root / "redis").start()
@@ -99,8 +104,9 @@ class Deployment:
             if done.returncode != 0:
                 raise RuntimeError(done.stdout + done.stderr)
             self.api = Server(self.root / "api", env=self.env).start()
-            self.workers = [Worker(self.root / "worker-data", self.env, name=f"worker{i}").start()
-                            for i in range(self.workers_n)]
+            self.workers = [
+                Worker(self.root / "worker-data", self.env, name=f"worker{i}").start() for i in range(self.workers_n)
+            ]
         else:
             self.api = Server(self.root / "data", workers=self.workers_n, env=self.env).start()
         return self
@@ -136,10 +142,18 @@ def main() -> None:
     try:
         dep.start()
         assert dep.api is not None
-        print(f"deployment: {'scaled (PostgreSQL, Redis, 1 API, ' + str(args.workers) + ' workers)' if args.scaled else 'embedded (' + str(args.workers) + ' grading threads)'}; data in {root}")
+        shape = (
+            f"scaled (PostgreSQL, Redis, 1 API, {args.workers} workers)"
+            if args.scaled
+            else f"embedded ({args.workers} grading threads)"
+        )
+        print(f"deployment: {shape}; data in {root}")
         with httpx.Client(base_url=dep.api.url, timeout=600) as client:  # warm the reference cache
-            client.post("/api/v1/submissions", params={"wait": "true"},
-                        json={"problem": "checkpoint_dot_policy", "source": sources[0]})
+            client.post(
+                "/api/v1/submissions",
+                params={"wait": "true"},
+                json={"problem": "checkpoint_dot_policy", "source": sources[0]},
+            )
         posted: dict[str, float] = {}  # id -> POST time
         finished: dict[str, float] = {}  # id -> when its verdict was seen
         errors: Counter[str] = Counter()
@@ -161,8 +175,11 @@ def main() -> None:
                         wait = args.wait_every > 0 and i % args.wait_every == 0
                         t = time.monotonic()
                         try:
-                            r = client.post("/api/v1/submissions", params={"wait": str(wait).lower()},
-                                            json={"problem": "checkpoint_dot_policy", "source": source})
+                            r = client.post(
+                                "/api/v1/submissions",
+                                params={"wait": str(wait).lower()},
+                                json={"problem": "checkpoint_dot_policy", "source": source},
+                            )
                         except httpx.HTTPError as exc:
                             with lock:
                                 errors[f"connection: {type(exc).__name__}"] += 1
@@ -216,9 +233,11 @@ def main() -> None:
         server_errors = sum(v for k, v in errors.items() if "refused" not in k)
         if errors:
             print("errors:", dict(errors))
-        print(f"load: {n} submitted, {g} graded, {n - g} lost, {duplicated} duplicated, {server_errors} server errors, "
-              f"{g / wall if wall > 0 else float('nan'):.2f} verdicts/s, p50 {percentile(latencies, 0.5):.1f} s, "
-              f"p95 {percentile(latencies, 0.95):.1f} s, p99 {percentile(latencies, 0.99):.1f} s")
+        print(
+            f"load: {n} submitted, {g} graded, {n - g} lost, {duplicated} duplicated, {server_errors} server errors, "
+            f"{g / wall if wall > 0 else float('nan'):.2f} verdicts/s, p50 {percentile(latencies, 0.5):.1f} s, "
+            f"p95 {percentile(latencies, 0.95):.1f} s, p99 {percentile(latencies, 0.99):.1f} s"
+        )
     finally:
         dep.stop()
         shutil.rmtree(root, ignore_errors=True)

@@ -38,8 +38,12 @@ def rows(dep: ChaosDeployment) -> dict[str, tuple]:
     import psycopg
 
     with psycopg.connect(dep.database_url) as connection:
-        return {r[0]: r[1:] for r in connection.execute(
-            "SELECT id, status, attempts, worker_id, finished_at FROM submissions").fetchall()}
+        return {
+            r[0]: r[1:]
+            for r in connection.execute(
+                "SELECT id, status, attempts, worker_id, finished_at FROM submissions"
+            ).fetchall()
+        }
 
 
 def main() -> None:
@@ -55,9 +59,13 @@ def main() -> None:
         dep.start()
         assert dep.api is not None
         with httpx.Client(base_url=dep.api.url, timeout=60) as client:
-            ids = [client.post("/api/v1/submissions", json={"problem": "checkpoint_dot_policy",
-                                                            "source": f"# {i}\n" + sources[i % len(sources)]}).json()["id"]
-                   for i in range(args.backlog)]
+            ids = [
+                client.post(
+                    "/api/v1/submissions",
+                    json={"problem": "checkpoint_dot_policy", "source": f"# {i}\n" + sources[i % len(sources)]},
+                ).json()["id"]
+                for i in range(args.backlog)
+            ]
             victim = dep.workers[0]
             while True:  # both workers busy
                 held = {i for i, r in rows(dep).items() if r[0] == "running"}
@@ -65,7 +73,6 @@ def main() -> None:
                     break
                 time.sleep(0.2)
             before = rows(dep)
-            held0 = [i for i, r in before.items() if r[0] == "running" and r[2] and "worker" in r[2]]
             killed_at = time.time()
             assert victim.proc is not None
             os.killpg(victim.proc.pid, signal.SIGKILL)
@@ -78,8 +85,10 @@ def main() -> None:
             for i in regraded:
                 took = after[i][3].timestamp() - killed_at
                 graded_between = sum(1 for j in ids if after[j][3] and after[j][3] < after[i][3]) - done_before
-                print(f"worker kill: {i[:8]} (attempt {after[i][1]}) graded {took:.1f} s after the kill, while "
-                      f"{graded_between} others of the backlog were graded")
+                print(
+                    f"worker kill: {i[:8]} (attempt {after[i][1]}) graded {took:.1f} s after the kill, while "
+                    f"{graded_between} others of the backlog were graded"
+                )
             print(f"worker kill: {len(regraded)} in-flight submissions regraded; backlog {args.backlog}")
 
             dep.postgres.down("fast")
@@ -88,8 +97,9 @@ def main() -> None:
             dep.postgres.start()
             back_at = time.time()
             while True:
-                answer = client.post("/api/v1/submissions", json={"problem": "checkpoint_dot_policy",
-                                                                  "source": "# after\n" + sources[0]})
+                answer = client.post(
+                    "/api/v1/submissions", json={"problem": "checkpoint_dot_policy", "source": "# after\n" + sources[0]}
+                )
                 if answer.status_code == 202:
                     break
                 time.sleep(0.1)
@@ -97,8 +107,10 @@ def main() -> None:
             new_id = answer.json()["id"]
             while client.get(f"/api/v1/submissions/{new_id}").json()["status"] != "done":
                 time.sleep(0.2)
-            print(f"PostgreSQL down {back_at - down_at:.1f} s: the first submission accepted "
-                  f"{accepted_at - back_at:.1f} s after it was back, its verdict {time.time() - back_at:.1f} s after")
+            print(
+                f"PostgreSQL down {back_at - down_at:.1f} s: the first submission accepted "
+                f"{accepted_at - back_at:.1f} s after it was back, its verdict {time.time() - back_at:.1f} s after"
+            )
     finally:
         dep.stop()
         shutil.rmtree(root, ignore_errors=True)

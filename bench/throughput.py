@@ -111,7 +111,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from sandbox.limits import own_cgroup_v1  # noqa: E402 - the judge's own lookup of its cgroup parent
+from sandbox.limits import own_cgroup_v1
 
 REPO = Path(__file__).resolve().parents[1]
 PROBLEMS = REPO / "problems"
@@ -198,7 +198,7 @@ class BenchCgroup:
         made: BenchCgroup | None = None
         try:
             if (CGROUP_ROOT / "cgroup.controllers").exists():  # pure v2
-                line = next(l for l in Path("/proc/self/cgroup").read_text().splitlines() if l.startswith("0::"))
+                line = next(row for row in Path("/proc/self/cgroup").read_text().splitlines() if row.startswith("0::"))
                 parent = CGROUP_ROOT / line[3:].lstrip("/")
                 if not os.access(parent, os.W_OK):
                     return None, f"{parent} is not writable"
@@ -259,8 +259,11 @@ class BenchCgroup:
 
     def memory_peak_bytes(self) -> int | None:
         """The cgroup's peak memory (v1: since the last reset; v2: since creation), page cache included."""
-        path = (self.dirs["memory"] / "memory.max_usage_in_bytes" if self.version == 1 and "memory" in self.dirs
-                else self.dirs.get("unified", Path("/nonexistent")) / "memory.peak")
+        path = (
+            self.dirs["memory"] / "memory.max_usage_in_bytes"
+            if self.version == 1 and "memory" in self.dirs
+            else self.dirs.get("unified", Path("/nonexistent")) / "memory.peak"
+        )
         try:
             return int(path.read_text())
         except (OSError, ValueError):
@@ -355,7 +358,7 @@ def process_tree(root: int) -> list[tuple[int, int]]:
             stat = Path(f"/proc/{entry.name}/stat").read_text()
         except OSError:
             continue
-        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
         children.setdefault(ppid, []).append(int(entry.name))
     out, todo = [], [(root, 0)]
     while todo:
@@ -377,7 +380,7 @@ def process_cpu_s(pid: int) -> float | None:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = stat[stat.rindex(")") + 2:].split()
+    fields = stat[stat.rindex(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
@@ -458,8 +461,13 @@ class MemorySampler:
         cmdlines = {pid: read_cmdline(pid) for pid, _ in tree}
         forked = {pid for pid, ppid in tree if ppid and cmdlines[pid] and cmdlines[pid] == cmdlines.get(ppid)}
         # the server's own forks are subprocess children about to exec, not a fork server's
-        self.templates.update({ppid: group_of(cmdlines[ppid], is_server=False, forked=False) for pid, ppid in tree
-                               if pid in forked and ppid not in forked and ppid != self.server_pid})
+        self.templates.update(
+            {
+                ppid: group_of(cmdlines[ppid], is_server=False, forked=False)
+                for pid, ppid in tree
+                if pid in forked and ppid not in forked and ppid != self.server_pid
+            }
+        )
         rss_by_pid: dict[int, int] = {}
         pss_by_pid: dict[int, int] = {}
         for pid, _ in tree:
@@ -497,8 +505,9 @@ class MemorySampler:
     def template_peaks(self) -> tuple[int, int]:
         """(peak summed RSS, peak summed PSS) of the templates over the samples, bytes."""
         rss_peak = max((sum(rss.get(p, 0) for p in self.templates) for rss, _ in self._per_pid), default=0)
-        pss_peak = max((sum(pss.get(p, 0) for p in self.templates) for _, pss in self._per_pid if pss is not None),
-                       default=0)
+        pss_peak = max(
+            (sum(pss.get(p, 0) for p in self.templates) for _, pss in self._per_pid if pss is not None), default=0
+        )
         return rss_peak, pss_peak
 
 
@@ -506,8 +515,9 @@ class MemorySampler:
 # The server
 
 
-def start_server(data_dir: Path, log_path: Path, workers: int, cgroup: BenchCgroup | None,
-                 source_dir: Path | None) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(
+    data_dir: Path, log_path: Path, workers: int, cgroup: BenchCgroup | None, source_dir: Path | None
+) -> tuple[subprocess.Popen[bytes], str]:
     """`remat-judge serve` on a free loopback port, inside `cgroup` when given; waits for healthz.
 
     With `source_dir` the server imports the project from there instead of the working tree
@@ -517,15 +527,35 @@ def start_server(data_dir: Path, log_path: Path, workers: int, cgroup: BenchCgro
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     # the whole bank from one client: no rate limit, no API key (the classroom demo mode)
-    env = {**os.environ, "REMAT_JUDGE_WAIT_TIMEOUT_S": str(SERVER_WAIT_TIMEOUT_S), "REMAT_JUDGE_RATE_LIMIT": "",
-           "REMAT_JUDGE_ALLOW_ANONYMOUS_API": "true"}
+    env = {
+        **os.environ,
+        "REMAT_JUDGE_WAIT_TIMEOUT_S": str(SERVER_WAIT_TIMEOUT_S),
+        "REMAT_JUDGE_RATE_LIMIT": "",
+        "REMAT_JUDGE_ALLOW_ANONYMOUS_API": "true",
+    }
     if source_dir is not None:
         env["PYTHONPATH"] = str(source_dir)
     with log_path.open("ab") as log:
-        proc = subprocess.Popen([str(Path(sys.executable).parent / "remat-judge"), "serve", "--host", "127.0.0.1",
-                                 "--port", str(port), "--data-dir", str(data_dir), "--workers", str(workers)],
-                                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                cwd=str(source_dir or REPO), preexec_fn=cgroup.join if cgroup is not None else None)
+        proc = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "remat-judge"),
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--data-dir",
+                str(data_dir),
+                "--workers",
+                str(workers),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            cwd=str(source_dir or REPO),
+            preexec_fn=cgroup.join if cgroup is not None else None,
+        )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -587,8 +617,9 @@ def submit(client: httpx.Client, program: Program, start: threading.Event, timeo
     t0 = time.perf_counter()
     try:
         params = {"wait": "true"} if WAIT["mode"] else {}
-        r = client.post("/api/v1/submissions", params=params,
-                        json={"problem": program.problem, "source": program.source})
+        r = client.post(
+            "/api/v1/submissions", params=params, json={"problem": program.problem, "source": program.source}
+        )
         if r.status_code not in (200, 202):
             raise RuntimeError(f"HTTP {r.status_code}: {r.text[:200]}")
         body = r.json()
@@ -597,22 +628,33 @@ def submit(client: httpx.Client, program: Program, start: threading.Event, timeo
                 raise RuntimeError(f"no verdict after {timeout_s:.0f} s")
             time.sleep(0.5)
             body = client.get(f"/api/v1/submissions/{body['id']}").json()
-        return Outcome(program.file, program.expected, body.get("verdict") or "ERROR: no verdict",
-                       time.perf_counter() - t0, body.get("timing_ms") or {})
-    except Exception as exc:  # reported as a mismatch, never fatal
-        return Outcome(program.file, program.expected, f"ERROR: {type(exc).__name__}: {exc}"[:200],
-                       time.perf_counter() - t0)
+        return Outcome(
+            program.file,
+            program.expected,
+            body.get("verdict") or "ERROR: no verdict",
+            time.perf_counter() - t0,
+            body.get("timing_ms") or {},
+        )
+    except Exception as exc:  # noqa: BLE001 - reported as a mismatch, never fatal
+        return Outcome(
+            program.file, program.expected, f"ERROR: {type(exc).__name__}: {exc}"[:200], time.perf_counter() - t0
+        )
 
 
 def http_client(url: str, connections: int) -> httpx.Client:
-    return httpx.Client(base_url=url, timeout=httpx.Timeout(30.0, read=SERVER_WAIT_TIMEOUT_S + 60.0, pool=None),
-                        limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections))
+    return httpx.Client(
+        base_url=url,
+        timeout=httpx.Timeout(30.0, read=SERVER_WAIT_TIMEOUT_S + 60.0, pool=None),
+        limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+    )
 
 
 def warm_up(url: str, slugs: list[str], workers: int, timeout_s: float) -> None:
     """Posts each problem's reference once (in parallel, `workers` at a time) and waits for each."""
-    programs = [Program(s, f"{s}/reference.py", (PROBLEMS / s / "reference.py").read_text(encoding="utf-8"),
-                        "ACCEPTED") for s in slugs]
+    programs = [
+        Program(s, f"{s}/reference.py", (PROBLEMS / s / "reference.py").read_text(encoding="utf-8"), "ACCEPTED")
+        for s in slugs
+    ]
     start = threading.Event()
     start.set()
     t0 = time.perf_counter()
@@ -665,8 +707,16 @@ class BurstResult:
     sampler_cpu_s: float
 
 
-def run_burst(label: str, url: str, programs: list[Program], *, server_pid: int | None,
-              cgroup: BenchCgroup | None, workers: int, timeout_s: float) -> BurstResult:
+def run_burst(
+    label: str,
+    url: str,
+    programs: list[Program],
+    *,
+    server_pid: int | None,
+    cgroup: BenchCgroup | None,
+    workers: int,
+    timeout_s: float,
+) -> BurstResult:
     """Posts every program at once and measures until the last verdict."""
     start = threading.Event()
     if cgroup is not None:
@@ -674,6 +724,7 @@ def run_burst(label: str, url: str, programs: list[Program], *, server_pid: int 
     results: list[Outcome | None] = [None] * len(programs)
     sampler = MemorySampler(server_pid)
     with http_client(url, len(programs) + 4) as client:
+
         def post(i: int, program: Program) -> None:
             results[i] = submit(client, program, start, timeout_s)
 
@@ -711,16 +762,24 @@ def run_burst(label: str, url: str, programs: list[Program], *, server_pid: int 
     memory_peak = cgroup.memory_peak_bytes() if cgroup is not None else None
     template_rss, template_pss = sampler.template_peaks()
     quarters = Counter(min(3, int(x / wall_s * 4)) for x in latencies)
-    outside = [o.latency_s - (o.timing_ms["queue"] + o.timing_ms["total"]) / 1000 for o in outcomes
-               if "queue" in o.timing_ms and "total" in o.timing_ms]
+    outside = [
+        o.latency_s - (o.timing_ms["queue"] + o.timing_ms["total"]) / 1000
+        for o in outcomes
+        if "queue" in o.timing_ms and "total" in o.timing_ms
+    ]
     return BurstResult(
-        label=label, programs=n, wall_s=round(wall_s, 2), verdicts_per_s=round(n / wall_s, 3),
+        label=label,
+        programs=n,
+        wall_s=round(wall_s, 2),
+        verdicts_per_s=round(n / wall_s, 3),
         cpu_s_per_verdict=round(cpu_total / n, 3) if cpu_total is not None else None,
         cpu_s_total=round(cpu_total, 2) if cpu_total is not None else None,
-        server_process_cpu_s=(round(server_cpu1 - server_cpu0, 2)
-                              if server_cpu0 is not None and server_cpu1 is not None else None),
+        server_process_cpu_s=(
+            round(server_cpu1 - server_cpu0, 2) if server_cpu0 is not None and server_cpu1 is not None else None
+        ),
         host_busy_cpu_s=round(host1 - host0, 2),
-        p50_s=round(percentile(latencies, 50), 2), p95_s=round(percentile(latencies, 95), 2),
+        p50_s=round(percentile(latencies, 50), 2),
+        p95_s=round(percentile(latencies, 95), 2),
         max_s=round(max(latencies), 2),
         verdicts_by_quarter=[quarters.get(q, 0) for q in range(4)],
         outside_judge_p50_s=round(percentile(outside, 50), 2) if outside else None,
@@ -733,13 +792,17 @@ def run_burst(label: str, url: str, programs: list[Program], *, server_pid: int 
         children_pss_peak_mb=round(children_pss, 1) if children_pss is not None else None,
         children_rss_peak_mb=round(sampler.children_rss_peak / MB, 1) if have_samples else None,
         children_pss_mb_per_worker=round(children_pss / workers, 1) if children_pss is not None else None,
-        templates=len(sampler.templates), template_groups=dict(Counter(sampler.templates.values())),
+        templates=len(sampler.templates),
+        template_groups=dict(Counter(sampler.templates.values())),
         templates_rss_peak_mb=round(template_rss / MB, 1),
         templates_pss_peak_mb=round(template_pss / MB, 1),
         templates_pss_mb_per_worker=round(template_pss / MB / workers, 1),
         cgroup_memory_peak_mb=round(memory_peak / MB, 1) if memory_peak is not None else None,
-        sampler_samples=sampler.samples, sampler_pss_samples=sampler.pss_samples,
-        pss_unreadable=sampler.pss_unreadable, sampler_cpu_s=round(sampler.cpu_s, 2))
+        sampler_samples=sampler.samples,
+        sampler_pss_samples=sampler.pss_samples,
+        pss_unreadable=sampler.pss_unreadable,
+        sampler_cpu_s=round(sampler.cpu_s, 2),
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -752,30 +815,44 @@ def mark(ok: bool) -> str:
 
 def print_burst(b: BurstResult, cpu_note: str) -> None:
     print(f"\n== {b.label}")
-    cpu = (f"{b.cpu_s_per_verdict:.2f} CPU s/verdict (target <= {TARGET_CPU_S_PER_VERDICT}: "
-           f"{mark(b.cpu_s_per_verdict <= TARGET_CPU_S_PER_VERDICT)})"
-           if b.cpu_s_per_verdict is not None else f"CPU: {cpu_note}")
-    print(f"{b.programs} programs  wall {b.wall_s:.1f} s  {b.verdicts_per_s:.2f} verdicts/s "
-          f"(target >= {TARGET_VERDICTS_PER_S}: {mark(b.verdicts_per_s >= TARGET_VERDICTS_PER_S)})  {cpu}  "
-          f"p50 {b.p50_s:.1f} s  p95 {b.p95_s:.1f} s  (max {b.max_s:.1f} s)")
+    cpu = (
+        f"{b.cpu_s_per_verdict:.2f} CPU s/verdict (target <= {TARGET_CPU_S_PER_VERDICT}: "
+        f"{mark(b.cpu_s_per_verdict <= TARGET_CPU_S_PER_VERDICT)})"
+        if b.cpu_s_per_verdict is not None
+        else f"CPU: {cpu_note}"
+    )
+    print(
+        f"{b.programs} programs  wall {b.wall_s:.1f} s  {b.verdicts_per_s:.2f} verdicts/s "
+        f"(target >= {TARGET_VERDICTS_PER_S}: {mark(b.verdicts_per_s >= TARGET_VERDICTS_PER_S)})  {cpu}  "
+        f"p50 {b.p50_s:.1f} s  p95 {b.p95_s:.1f} s  (max {b.max_s:.1f} s)"
+    )
     print(f"  verdicts in each quarter of the wall time: {', '.join(map(str, b.verdicts_by_quarter))}")
     if b.outside_judge_p50_s is not None:
-        print(f"  latency outside the judge (client latency less the verdict's queue + total): p50 "
-              f"{b.outside_judge_p50_s:.1f} s, max {b.outside_judge_max_s:.1f} s (the HTTP layer holding the "
-              f"request before storing it, or the verdict after it)")
+        print(
+            f"  latency outside the judge (client latency less the verdict's queue + total): p50 "
+            f"{b.outside_judge_p50_s:.1f} s, max {b.outside_judge_max_s:.1f} s (the HTTP layer holding the "
+            f"request before storing it, or the verdict after it)"
+        )
     if b.cpu_s_total is not None:
         server = b.server_process_cpu_s
-        split = (f" = server process {server:.1f} s + its children {b.cpu_s_total - server:.1f} s"
-                 if server is not None else "")
+        split = (
+            f" = server process {server:.1f} s + its children {b.cpu_s_total - server:.1f} s"
+            if server is not None
+            else ""
+        )
         print(f"  CPU of the server's cgroup over the burst: {b.cpu_s_total:.1f} s{split}")
     if b.cpu_s_total is None:
-        print(f"  host: {os.cpu_count()} cores, busy {b.host_busy_cpu_s:.1f} CPU s over the burst (the server's "
-              f"share not measured)")
+        print(
+            f"  host: {os.cpu_count()} cores, busy {b.host_busy_cpu_s:.1f} CPU s over the burst (the server's "
+            f"share not measured)"
+        )
     else:
         other = b.host_busy_cpu_s - b.cpu_s_total
-        print(f"  host: {os.cpu_count()} cores, busy {b.host_busy_cpu_s:.1f} CPU s over the burst, of which "
-              f"{other:.1f} s ({other / b.wall_s:.2f} cores on average) outside the server's cgroup: this "
-              f"benchmark's client and sampler, and anything else running (which slows the burst)")
+        print(
+            f"  host: {os.cpu_count()} cores, busy {b.host_busy_cpu_s:.1f} CPU s over the burst, of which "
+            f"{other:.1f} s ({other / b.wall_s:.2f} cores on average) outside the server's cgroup: this "
+            f"benchmark's client and sampler, and anything else running (which slows the burst)"
+        )
     print("  verdicts: " + ", ".join(f"{v} {n}" for v, n in b.verdicts.items()))
     if b.phase_medians_ms:
         print("  judge phases, median ms: " + ", ".join(f"{k} {v:.0f}" for k, v in b.phase_medians_ms.items()))
@@ -786,8 +863,10 @@ def print_burst(b: BurstResult, cpu_note: str) -> None:
         print("  memory: not sampled (no server pid)")
         return
     unreadable = "; some PSS unreadable, RSS counted instead" if b.pss_unreadable else ""
-    print(f"  memory, peaks over {b.sampler_samples} samples of the server's process tree (PSS over "
-          f"{b.sampler_pss_samples}{unreadable}; sampler CPU {b.sampler_cpu_s:.1f} s):")
+    print(
+        f"  memory, peaks over {b.sampler_samples} samples of the server's process tree (PSS over "
+        f"{b.sampler_pss_samples}{unreadable}; sampler CPU {b.sampler_cpu_s:.1f} s):"
+    )
     print(f"    {'procs':>5} {'RSS sum':>9} {'PSS sum':>9} {'RSS max':>9}  group (command line)")
     for name, g in b.memory_groups.items():
         pss = f"{g['pss_sum'] / MB:7.0f}MB" if g["pss_sum"] else f"{'-':>9}"
@@ -795,45 +874,71 @@ def print_burst(b: BurstResult, cpu_note: str) -> None:
     target = TARGET_TEMPLATE_MB_PER_WORKER
     if b.templates:
         per_worker = b.templates_pss_mb_per_worker
-        print(f"  templates ({b.templates} processes seen forking children without exec): peak PSS "
-              f"{b.templates_pss_peak_mb:.0f} MB (RSS {b.templates_rss_peak_mb:.0f} MB) = {per_worker:.0f} MB per "
-              f"worker (target <= {target:.0f} MB per worker: {mark(per_worker <= target)})")
+        print(
+            f"  templates ({b.templates} processes seen forking children without exec): peak PSS "
+            f"{b.templates_pss_peak_mb:.0f} MB (RSS {b.templates_rss_peak_mb:.0f} MB) = {per_worker:.0f} MB per "
+            f"worker (target <= {target:.0f} MB per worker: {mark(per_worker <= target)})"
+        )
         for name, count in b.template_groups.items():
             print(f"    {count} x {name}")
     else:
         print("  templates: none seen (no process forked children without exec)")
     if b.children_pss_mb_per_worker is not None:
         per_worker = b.children_pss_mb_per_worker
-        versus = "" if b.templates else (f" (no templates, so against their target <= {target:.0f} MB per worker: "
-                                         f"{mark(per_worker <= target)})")
-        print(f"  everything below the server: peak PSS {b.children_pss_peak_mb:.0f} MB (RSS "
-              f"{b.children_rss_peak_mb:.0f} MB) = {per_worker:.0f} MB per worker{versus}")
+        versus = (
+            ""
+            if b.templates
+            else (
+                f" (no templates, so against their target <= {target:.0f} MB per worker: {mark(per_worker <= target)})"
+            )
+        )
+        print(
+            f"  everything below the server: peak PSS {b.children_pss_peak_mb:.0f} MB (RSS "
+            f"{b.children_rss_peak_mb:.0f} MB) = {per_worker:.0f} MB per worker{versus}"
+        )
     if b.cgroup_memory_peak_mb is not None:
         print(f"  cgroup memory peak (whole tree, page cache included): {b.cgroup_memory_peak_mb:.0f} MB")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workers", type=int, default=2,
-                        help="the server's --workers (default 2: the cores here); with --url only used for "
-                             "memory per worker")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="the server's --workers (default 2: the cores here); with --url only used for memory per worker",
+    )
     parser.add_argument("--problems", default=None, help="comma-separated slugs (default: the whole bank)")
     parser.add_argument("--url", default=None, help="use a running server instead of starting one")
-    parser.add_argument("--cgroup", type=Path, default=None,
-                        help="with --url: the server's cgroup directory (cpuacct for v1), to count CPU")
+    parser.add_argument(
+        "--cgroup",
+        type=Path,
+        default=None,
+        help="with --url: the server's cgroup directory (cpuacct for v1), to count CPU",
+    )
     parser.add_argument("--server-pid", type=int, default=None, help="with --url: the server's pid, to sample memory")
     parser.add_argument("--no-warm-up", action="store_true", help="skip posting each reference first")
-    parser.add_argument("--settle-s", type=float, default=2.0,
-                        help="pause before each burst (the judge restarts what it pre-starts after a grading)")
+    parser.add_argument(
+        "--settle-s",
+        type=float,
+        default=2.0,
+        help="pause before each burst (the judge restarts what it pre-starts after a grading)",
+    )
     parser.add_argument("--timeout-s", type=float, default=3600.0, help="give up on one submission after this")
-    parser.add_argument("--source-dir", type=Path, default=None,
-                        help="run the server from this copy of the project (e.g. `git archive HEAD | tar -x -C "
-                             "DIR`) instead of the working tree, so edits made meanwhile cannot change it mid-run")
+    parser.add_argument(
+        "--source-dir",
+        type=Path,
+        default=None,
+        help="run the server from this copy of the project (e.g. `git archive HEAD | tar -x -C "
+        "DIR`) instead of the working tree, so edits made meanwhile cannot change it mid-run",
+    )
     parser.add_argument("--log", type=Path, default=None, help="keep the server's log here (default: discarded)")
     parser.add_argument("--json", action="store_true", help="also print one JSON object at the end")
-    parser.add_argument("--poll", action="store_true",
-                        help="poll GET every 0.5 s instead of holding each POST open with wait=true")
+    parser.add_argument(
+        "--poll", action="store_true", help="poll GET every 0.5 s instead of holding each POST open with wait=true"
+    )
     args = parser.parse_args()
     WAIT["mode"] = not args.poll
 
@@ -877,15 +982,24 @@ def main() -> None:
                 source_dir = args.source_dir.resolve() if args.source_dir else None
                 proc, url = start_server(Path(tmp), log_path, args.workers, cgroup, source_dir)
                 server_pid = proc.pid
-                print(f"server {url} (pid {server_pid}, {args.workers} workers, code {source_dir or REPO}, "
-                      f"data {tmp}, log {log_path})")
+                print(
+                    f"server {url} (pid {server_pid}, {args.workers} workers, code {source_dir or REPO}, "
+                    f"data {tmp}, log {log_path})"
+                )
             if not args.no_warm_up:
                 warm_up(url, slugs, args.workers, args.timeout_s)
             for label in ("burst 1", "burst 2 (the same sources again)"):
                 time.sleep(args.settle_s)
                 print(f"\n{label}: posting {len(programs)} programs at once …", flush=True)
-                result = run_burst(label, url, programs, server_pid=server_pid, cgroup=cgroup,
-                                   workers=args.workers, timeout_s=args.timeout_s)
+                result = run_burst(
+                    label,
+                    url,
+                    programs,
+                    server_pid=server_pid,
+                    cgroup=cgroup,
+                    workers=args.workers,
+                    timeout_s=args.timeout_s,
+                )
                 results.append(result)
                 print_burst(result, cpu_note)
         finally:
@@ -895,23 +1009,36 @@ def main() -> None:
             if cgroup is not None:
                 killed, leftover_cgroups = cgroup.remove()
     if proc is not None:
-        print(f"\nafter SIGTERM to the server: {len(killed)} processes still in its cgroup after 10 s (killed), "
-              f"{leftover_cgroups} jail cgroups left in it (removed)")
+        print(
+            f"\nafter SIGTERM to the server: {len(killed)} processes still in its cgroup after 10 s (killed), "
+            f"{leftover_cgroups} jail cgroups left in it (removed)"
+        )
         for line in killed:
             print(f"  killed {line}")
         print(f"server log: {len(log_lines)} distinct warning/error lines")
         for line in log_lines[:15]:
             print(f"  {line}")
     if args.json:
-        print(json.dumps({
-            "workers": args.workers, "problems": slugs, "programs": len(programs), "skipped": skipped,
-            "cgroup_version": cgroup.version if cgroup is not None else None,
-            "targets": {"verdicts_per_s": TARGET_VERDICTS_PER_S, "cpu_s_per_verdict": TARGET_CPU_S_PER_VERDICT,
-                        "template_mb_per_worker": TARGET_TEMPLATE_MB_PER_WORKER},
-            "bursts": [asdict(r) for r in results],
-            "leftover_processes": killed, "leftover_jail_cgroups": leftover_cgroups,
-            "server_log_problems": log_lines,
-        }))
+        print(
+            json.dumps(
+                {
+                    "workers": args.workers,
+                    "problems": slugs,
+                    "programs": len(programs),
+                    "skipped": skipped,
+                    "cgroup_version": cgroup.version if cgroup is not None else None,
+                    "targets": {
+                        "verdicts_per_s": TARGET_VERDICTS_PER_S,
+                        "cpu_s_per_verdict": TARGET_CPU_S_PER_VERDICT,
+                        "template_mb_per_worker": TARGET_TEMPLATE_MB_PER_WORKER,
+                    },
+                    "bursts": [asdict(r) for r in results],
+                    "leftover_processes": killed,
+                    "leftover_jail_cgroups": leftover_cgroups,
+                    "server_log_problems": log_lines,
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

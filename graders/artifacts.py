@@ -29,12 +29,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from graders.limits import Aval, ReadLimits  # noqa: F401 - re-exported: defined JAX-free in graders/limits.py
+from graders.limits import Aval, ReadLimits
 
 # Pure computation: the ops a differentiated numerical function may contain. Everything else is
 # rejected before the artifact runs, in particular custom_call (host callbacks, FFI), infeed,
 # outfeed, send, recv, tokens and collectives.
-STABLEHLO_PURE_OPS = frozenset("""
+STABLEHLO_PURE_OPS = frozenset(
+    """
 abs add and atan2 batch_norm_grad batch_norm_inference batch_norm_training bitcast_convert broadcast
 broadcast_in_dim case cbrt ceil cholesky clamp compare complex concatenate constant convert convolution
 cosine count_leading_zeros divide dot dot_general dynamic_slice dynamic_update_slice einsum exponential
@@ -44,11 +45,14 @@ reduce_precision reduce_window remainder reshape return reverse rng rng_bit_gene
 round_nearest_even rsqrt scatter select select_and_scatter shift_left shift_right_arithmetic
 shift_right_logical sign sine slice sort sqrt subtract tan tanh transpose triangular_solve tuple
 unary_einsum while xor
-""".split())
-CHLO_PURE_OPS = frozenset("""
+""".split()
+)
+CHLO_PURE_OPS = frozenset(
+    """
 acos acosh asin asinh atan atanh bessel_i0e bessel_i1e conj constant constant_like cosh digamma erf
 erf_inv erfc is_inf is_neg_inf is_pos_inf lgamma next_after polygamma sinh square tan top_k zeta
-""".split())
+""".split()
+)
 ALLOWED_OPS = frozenset(
     {f"stablehlo.{op}" for op in STABLEHLO_PURE_OPS}
     | {f"chlo.{op}" for op in CHLO_PURE_OPS}
@@ -56,16 +60,40 @@ ALLOWED_OPS = frozenset(
 )
 ALIASING_OPS = frozenset({"stablehlo.optimization_barrier"})  # results are their operands, no new memory
 # Ops that move or relabel data without arithmetic: no FLOPs, and provenance looks through them.
-MOVE_OPS = frozenset({
-    "stablehlo.reshape", "stablehlo.transpose", "stablehlo.broadcast_in_dim", "stablehlo.broadcast",
-    "stablehlo.convert", "stablehlo.bitcast_convert", "stablehlo.reduce_precision", "stablehlo.copy",
-})
+MOVE_OPS = frozenset(
+    {
+        "stablehlo.reshape",
+        "stablehlo.transpose",
+        "stablehlo.broadcast_in_dim",
+        "stablehlo.broadcast",
+        "stablehlo.convert",
+        "stablehlo.bitcast_convert",
+        "stablehlo.reduce_precision",
+        "stablehlo.copy",
+    }
+)
 NO_FLOP_OPS = MOVE_OPS | {
-    "stablehlo.constant", "stablehlo.iota", "stablehlo.get_tuple_element", "stablehlo.tuple",
-    "stablehlo.optimization_barrier", "stablehlo.return", "func.return", "func.call", "stablehlo.slice",
-    "stablehlo.dynamic_slice", "stablehlo.dynamic_update_slice", "stablehlo.concatenate", "stablehlo.pad",
-    "stablehlo.reverse", "stablehlo.gather", "stablehlo.while", "stablehlo.case", "stablehlo.if",
-    "stablehlo.composite", "chlo.constant", "chlo.constant_like",
+    "stablehlo.constant",
+    "stablehlo.iota",
+    "stablehlo.get_tuple_element",
+    "stablehlo.tuple",
+    "stablehlo.optimization_barrier",
+    "stablehlo.return",
+    "func.return",
+    "func.call",
+    "stablehlo.slice",
+    "stablehlo.dynamic_slice",
+    "stablehlo.dynamic_update_slice",
+    "stablehlo.concatenate",
+    "stablehlo.pad",
+    "stablehlo.reverse",
+    "stablehlo.gather",
+    "stablehlo.while",
+    "stablehlo.case",
+    "stablehlo.if",
+    "stablehlo.composite",
+    "chlo.constant",
+    "chlo.constant_like",
 }
 MAX_TRIP_COUNT = 1 << 30  # a loop bound read from a constant is believed up to this
 MAX_SYMBOL_CHARS = 1024  # longest function name accepted
@@ -137,7 +165,7 @@ def deserialize(blob: bytes) -> Any:
 
     try:
         return export.deserialize(bytearray(blob))
-    except Exception as exc:  # the flatbuffer parser raises many kinds on corrupt input
+    except Exception as exc:  # noqa: BLE001 - the flatbuffer parser raises many kinds on corrupt input
         raise ArtifactError(f"not a jax.export artifact: {type(exc).__name__}: {exc}"[:500]) from None
 
 
@@ -152,14 +180,16 @@ def exported_avals(avals: Any) -> list[Aval]:
         try:
             shape = tuple(int(d) for d in a.shape)
             dtype = str(a.dtype)
-        except Exception:
-            raise ArtifactError(f"a value has a symbolic or dynamic shape ({a.shape}); only static "
-                                f"shapes are judged") from None
+        except Exception:  # noqa: BLE001 - a forged aval's shape or dtype can raise anything
+            raise ArtifactError(
+                f"a value has a symbolic or dynamic shape ({a.shape}); only static shapes are judged"
+            ) from None
         out.append(Aval(shape, dtype))
     return out
 
 
 # --- MLIR ------------------------------------------------------------------------------------
+
 
 def _ir() -> Any:
     from jax._src.lib.mlir import ir
@@ -199,8 +229,9 @@ class _Types:
         if isinstance(t, ir.TupleType) and not nested:
             parts = [self._size(t.get_type(i), nested=True) for i in range(t.num_types)]
             return sum(p[0] for p in parts), sum(p[1] for p in parts)
-        raise ArtifactError(f"a value has type {str(t)[:80]}, which the judge does not size (only ranked "
-                            f"tensors with static shapes)")
+        raise ArtifactError(
+            f"a value has type {str(t)[:80]}, which the judge does not size (only ranked tensors with static shapes)"
+        )
 
     def _element_bytes(self, e: Any, t: Any) -> int:
         ir = self.ir
@@ -246,8 +277,9 @@ class _Summary:
 class _Reader:
     """Walks every function of a module once, callees before callers, blocks inside out."""
 
-    def __init__(self, functions: dict[str, Any], limits: ReadLimits, allowed_custom_calls: frozenset[str],
-                 info: ModuleInfo):
+    def __init__(
+        self, functions: dict[str, Any], limits: ReadLimits, allowed_custom_calls: frozenset[str], info: ModuleInfo
+    ):
         self.ir = _ir()
         self.functions = functions
         self.limits = limits
@@ -328,8 +360,9 @@ class _Reader:
         info = self.info
         for fn_name, fn in self.functions.items():
             if len(fn_name) > MAX_SYMBOL_CHARS:
-                raise ArtifactError(f"a function name is {len(fn_name):,} characters long, more than the "
-                                    f"{MAX_SYMBOL_CHARS} allowed")
+                raise ArtifactError(
+                    f"a function name is {len(fn_name):,} characters long, more than the {MAX_SYMBOL_CHARS} allowed"
+                )
             for arg in fn.regions[0].blocks[0].arguments if len(fn.regions) and len(fn.regions[0].blocks) else ():
                 self.types.size(arg.type)
             for op, _depth in self._ops(fn):
@@ -338,8 +371,10 @@ class _Reader:
                 target = _callee(op)
                 if target is not None:
                     if len(target) > MAX_SYMBOL_CHARS:  # never keep one copy per call site
-                        raise ArtifactError(f"a call names a function of {len(target):,} characters, more than "
-                                            f"the {MAX_SYMBOL_CHARS} allowed")
+                        raise ArtifactError(
+                            f"a call names a function of {len(target):,} characters, more than "
+                            f"the {MAX_SYMBOL_CHARS} allowed"
+                        )
                     self.callees[fn_name].setdefault(target, None)
                 if info.op_counts.total() > self.limits.max_ops:
                     raise ArtifactError(f"the program has more operations than the {self.limits.max_ops:,} allowed")
@@ -520,8 +555,14 @@ class _Reader:
             kernel = [s.strip() for s in m.group(1).split(",")] if m else []
             out_features = rhs.shape[kernel.index("o")] if "o" in kernel and len(kernel) == rhs.rank else 1
             return 2 * results * (math.prod(rhs.shape) // max(1, out_features))
-        if name in ("stablehlo.reduce", "stablehlo.reduce_window", "stablehlo.scatter",
-                    "stablehlo.select_and_scatter", "stablehlo.sort", "stablehlo.map"):
+        if name in (
+            "stablehlo.reduce",
+            "stablehlo.reduce_window",
+            "stablehlo.scatter",
+            "stablehlo.select_and_scatter",
+            "stablehlo.sort",
+            "stablehlo.map",
+        ):
             return sum(self.types.size(v.type)[1] for v in op.operands)
         return results
 
@@ -536,8 +577,11 @@ class _Reader:
             return None
         flag = ops[-1].operands[0]
         compare = _defining_op(flag)
-        if compare is None or compare.operation.name != "stablehlo.compare" or \
-                "LT" not in str(compare.attributes["comparison_direction"])[:100]:
+        if (
+            compare is None
+            or compare.operation.name != "stablehlo.compare"
+            or "LT" not in str(compare.attributes["comparison_direction"])[:100]
+        ):
             return None
         counter, bound = compare.operands[0], compare.operands[1]
         stop = _constant_int(bound)
@@ -576,7 +620,7 @@ def _constant_int(value: Any) -> int | None:
         if len(attr) != 1:
             return None
         return int(attr[0])
-    except Exception:
+    except Exception:  # noqa: BLE001 - an attribute of a forged module that is not what it claims
         return None
 
 
@@ -709,7 +753,7 @@ def _parse(exported: Any) -> Any:
 
     try:
         return _jax.mlir.deserialize_portable_artifact(exported.mlir_module_serialized)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the MLIR parser raises many kinds on a forged module
         raise ArtifactError(f"cannot parse the module: {type(exc).__name__}"[:500]) from None
 
 
@@ -720,9 +764,12 @@ def _calling_facts(exported: Any) -> dict[str, Any]:
         return [[[str(d) for d in a.shape], str(a.dtype), bool(getattr(a, "weak_type", False))] for a in seq]
 
     return {
-        "in_avals": avals(exported.in_avals), "out_avals": avals(exported.out_avals),
-        "in_tree": str(exported.in_tree), "out_tree": str(exported.out_tree),
-        "platforms": [str(p) for p in exported.platforms], "nr_devices": int(exported.nr_devices),
+        "in_avals": avals(exported.in_avals),
+        "out_avals": avals(exported.out_avals),
+        "in_tree": str(exported.in_tree),
+        "out_tree": str(exported.out_tree),
+        "platforms": [str(p) for p in exported.platforms],
+        "nr_devices": int(exported.nr_devices),
         "in_shardings_hlo": [str(s) for s in exported.in_shardings_hlo],
         "out_shardings_hlo": [str(s) for s in exported.out_shardings_hlo],
         "ordered_effects": [str(e) for e in exported.ordered_effects],
@@ -804,8 +851,9 @@ def _result_memory_kinds(main: Any, n_results: int) -> list[str]:
     return kinds
 
 
-def inspect_module(exported: Any, *, allowed_custom_calls: frozenset[str] = frozenset(),
-                   limits: ReadLimits = ReadLimits()) -> ModuleInfo:
+def inspect_module(
+    exported: Any, *, allowed_custom_calls: frozenset[str] = frozenset(), limits: ReadLimits = ReadLimits()
+) -> ModuleInfo:
     """Parses an Exported's StableHLO module from bytecode and inspects it without running it.
 
     Args:
@@ -884,8 +932,15 @@ def _program_digest(module: Any, exported: Any) -> str:
             kept = []
             for attrs in ir.ArrayAttr(function.attributes[key]):
                 attrs = ir.DictAttr(attrs)
-                kept.append(ir.DictAttr.get({attrs[i].name: attrs[i].attr for i in range(len(attrs))
-                                             if attrs[i].name not in NAME_ATTRIBUTES}))
+                kept.append(
+                    ir.DictAttr.get(
+                        {
+                            attrs[i].name: attrs[i].attr
+                            for i in range(len(attrs))
+                            if attrs[i].name not in NAME_ATTRIBUTES
+                        }
+                    )
+                )
             function.attributes[key] = ir.ArrayAttr.get(kept)
     bytecode = io.BytesIO()
     module.operation.write_bytecode(bytecode)

@@ -99,6 +99,7 @@ class CaseValues:
 
 # --- the finite-difference opinion (numpy only) ---------------------------------------------------
 
+
 def _scale(x: np.ndarray) -> float:
     """max(1, max|x|); 1 for an empty array (a dimension of size 0)."""
     return max(1.0, float(np.max(np.abs(x)))) if np.size(x) else 1.0
@@ -115,9 +116,16 @@ def shifted_inputs(inputs: Sequence[np.ndarray], directions: Sequence[np.ndarray
     return [np.asarray(x + t * _scale(x) * v, dtype=x.dtype) for x, v in zip(inputs, directions)]
 
 
-def fd_opinion(outputs_plus: Sequence[Any], outputs_minus: Sequence[Any], inputs: Sequence[np.ndarray],
-               directions: Sequence[np.ndarray], cotangents: Sequence[np.ndarray],
-               gradients: Sequence[np.ndarray], *, step: float) -> tuple[float, float]:
+def fd_opinion(
+    outputs_plus: Sequence[Any],
+    outputs_minus: Sequence[Any],
+    inputs: Sequence[np.ndarray],
+    directions: Sequence[np.ndarray],
+    cotangents: Sequence[np.ndarray],
+    gradients: Sequence[np.ndarray],
+    *,
+    step: float,
+) -> tuple[float, float]:
     """Two opinions on d/dt <u, f(x + t v)> at t = 0, in float64.
 
     Args:
@@ -131,18 +139,30 @@ def fd_opinion(outputs_plus: Sequence[Any], outputs_minus: Sequence[Any], inputs
     """
 
     def phi(outs: Sequence[Any]) -> float:
-        return float(sum(np.vdot(np.asarray(o, np.float64), np.asarray(u, np.float64))
-                         for o, u in zip(outs, cotangents)))
+        return float(
+            sum(np.vdot(np.asarray(o, np.float64), np.asarray(u, np.float64)) for o, u in zip(outs, cotangents))
+        )
 
     fd = (phi(outputs_plus) - phi(outputs_minus)) / (2 * step)
-    analytic = float(sum(np.vdot(np.asarray(g, np.float64), np.asarray(v, np.float64)) * _scale(x)
-                         for g, v, x in zip(gradients, directions, inputs)))
+    analytic = float(
+        sum(
+            np.vdot(np.asarray(g, np.float64), np.asarray(v, np.float64)) * _scale(x)
+            for g, v, x in zip(gradients, directions, inputs)
+        )
+    )
     return fd, analytic
 
 
-def directional_derivatives(fwd_call: Callable[..., Any], inputs: Sequence[np.ndarray],
-                            directions: Sequence[np.ndarray], cotangents: Sequence[np.ndarray],
-                            gradients: Sequence[np.ndarray], *, n_out: int, step: float) -> tuple[float, float]:
+def directional_derivatives(
+    fwd_call: Callable[..., Any],
+    inputs: Sequence[np.ndarray],
+    directions: Sequence[np.ndarray],
+    cotangents: Sequence[np.ndarray],
+    gradients: Sequence[np.ndarray],
+    *,
+    n_out: int,
+    step: float,
+) -> tuple[float, float]:
     """`fd_opinion` with fwd evaluated by `fwd_call(*leaves) -> [*outputs, ...]` (any callable:
     the same arithmetic `evaluate_cases` applies to the outputs of its compiled program)."""
     plus = fwd_call(*shifted_inputs(inputs, directions, step))[:n_out]
@@ -151,6 +171,7 @@ def directional_derivatives(fwd_call: Callable[..., Any], inputs: Sequence[np.nd
 
 
 # --- the compiled program -------------------------------------------------------------------------
+
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc)[:300]}"
@@ -182,7 +203,7 @@ def _compile(args: Sequence[Sequence[Any]], cases: Sequence[CaseData], indices: 
                 results.append(_flat_apply(getattr(case, artifact), leaves))
             except MemoryError:
                 raise
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - XLA raises many kinds for a program that fails to run
                 raise ArtifactRunError(_describe(exc), index) from None
         return results
 
@@ -191,7 +212,7 @@ def _compile(args: Sequence[Sequence[Any]], cases: Sequence[CaseData], indices: 
         return traced.lower().compile(compiler_options=COMPILER_OPTIONS)
     except MemoryError:
         raise
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - XLA raises many kinds for a program that fails to compile
         raise ArtifactRunError(_describe(exc), indices[0]) from None
 
 
@@ -207,7 +228,7 @@ def _run(compiled: Any, args: Any, index: int) -> list[list[Any]]:
         return jax.block_until_ready(compiled(args))
     except MemoryError:
         raise
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - XLA raises many kinds for a program that fails to run
         raise ArtifactRunError(_describe(exc), index) from None
 
 
@@ -240,15 +261,15 @@ def _run_group(cases: Sequence[CaseData], indices: Sequence[int]) -> list[CaseVa
     for j in range(len(points[0])):
         returned = _run(fwd, [p[j][2] for p in points], indices[0])
         for i, (case, p, outs) in enumerate(zip(cases, points, returned)):
-            outputs[i][p[j][:2]] = [np.asarray(o) for o in outs[:case.n_out]]
+            outputs[i][p[j][:2]] = [np.asarray(o) for o in outs[: case.n_out]]
         if points[0][j][1] != "x":
             continue
         k = points[0][j][0]
-        bwd_args = [[*outs[case.n_out:], *case.cotangents[k]] for case, outs in zip(cases, returned)]
+        bwd_args = [[*outs[case.n_out :], *case.cotangents[k]] for case, outs in zip(cases, returned)]
         if bwd is None:
             bwd = _compile(bwd_args, cases, indices, "bwd")
         for i, (case, outs, grads) in enumerate(zip(cases, returned, _run(bwd, bwd_args, indices[0]))):
-            residuals[i].append([np.asarray(r) for r in outs[case.n_out:]])
+            residuals[i].append([np.asarray(r) for r in outs[case.n_out :]])
             gradients[i].append([np.asarray(g) for g in grads])
 
     values = []
@@ -261,8 +282,17 @@ def _run_group(cases: Sequence[CaseData], indices: Sequence[int]) -> list[CaseVa
             if case.directions is None:
                 v.fd.append((float("nan"), float("nan")))
             else:
-                v.fd.append(fd_opinion(outputs[i][(k, "plus")], outputs[i][(k, "minus")], xs, case.directions[k],
-                                       case.cotangents[k], gradients[i][k], step=case.step))
+                v.fd.append(
+                    fd_opinion(
+                        outputs[i][(k, "plus")],
+                        outputs[i][(k, "minus")],
+                        xs,
+                        case.directions[k],
+                        case.cotangents[k],
+                        gradients[i][k],
+                        step=case.step,
+                    )
+                )
         values.append(v)
     return values
 
@@ -274,8 +304,11 @@ def _groups(cases: Sequence[CaseData], max_group_bytes: int | None) -> list[list
     for i, c in enumerate(cases):
         chunks = by_schedule.setdefault((len(c.inputs), c.directions is not None), [[]])
         last = chunks[-1]
-        if last and max_group_bytes is not None and \
-                sum(cases[j].peak_bytes for j in last) + c.peak_bytes > max_group_bytes:
+        if (
+            last
+            and max_group_bytes is not None
+            and sum(cases[j].peak_bytes for j in last) + c.peak_bytes > max_group_bytes
+        ):
             chunks.append(last := [])
         last.append(i)
     return [chunk for chunks in by_schedule.values() for chunk in chunks]

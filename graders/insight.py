@@ -55,8 +55,9 @@ def _fact(fact: ResidualFact) -> str:
     return fact.described()
 
 
-def _difference(expected: list[ResidualFact], submitted: list[ResidualFact]
-                ) -> tuple[list[ResidualFact], list[ResidualFact]]:
+def _difference(
+    expected: list[ResidualFact], submitted: list[ResidualFact]
+) -> tuple[list[ResidualFact], list[ResidualFact]]:
     """(reference residuals not saved, saved values the reference does not save): by the value
     match when the verifier made one (`matched`), else by aval and memory kind as multisets."""
     if any(f.matched is not None for f in expected + submitted):
@@ -120,20 +121,26 @@ def fingerprint(report: dict[str, Any]) -> PolicyFingerprint | None:
     if not raw:
         failed = next((c.get("name") for c in report.get("checks") or [] if not c.get("passed", True)), None)
         parts: dict[str, Any] = {"verdict": verdict, "failed": failed}
-        summary = f"{verdict}: stops at the {failed} check, before residuals are compared" if failed \
+        summary = (
+            f"{verdict}: stops at the {failed} check, before residuals are compared"
+            if failed
             else f"{verdict} without a residual report"
+        )
     else:
         residuals = ResidualReport.model_validate(raw)
         missed, extra = _difference(residuals.expected, residuals.submitted)
-        bucket = recompute_bucket(residuals, next((c for c in report.get("checks") or []
-                                                   if c.get("name") == "recompute"), None))
+        bucket = recompute_bucket(
+            residuals, next((c for c in report.get("checks") or [] if c.get("name") == "recompute"), None)
+        )
         by_value = any(f.matched is not None for f in residuals.expected + residuals.submitted)
-        parts = {"verdict": verdict,
-                 "missed": sorted(_fact(f) for f in missed),
-                 "extra": sorted(_fact(f) for f in extra),
-                 "kinds": sorted({f.memory_kind for f in residuals.submitted}),
-                 "recompute": bucket,
-                 "compared": "values" if by_value else "avals"}
+        parts = {
+            "verdict": verdict,
+            "missed": sorted(_fact(f) for f in missed),
+            "extra": sorted(_fact(f) for f in extra),
+            "kinds": sorted({f.memory_kind for f in residuals.submitted}),
+            "recompute": bucket,
+            "compared": "values" if by_value else "avals",
+        }
         summary = _summary(parts)
     key = hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
     return PolicyFingerprint(key=key, parts=parts, summary=summary)
@@ -147,8 +154,11 @@ def _summary(parts: dict[str, Any]) -> str:
     against the reference's, and what it recomputes. Residuals compared by shape only (values
     were wrong, so not compared) are said as such."""
     missed, extra, bucket = parts["missed"], parts["extra"], parts["recompute"]
-    same = "saves what the reference saves" if parts.get("compared") != "avals" else \
-        "saves residuals of the reference's shapes (values not compared)"
+    same = (
+        "saves what the reference saves"
+        if parts.get("compared") != "avals"
+        else "saves residuals of the reference's shapes (values not compared)"
+    )
     if missed and extra:
         said = f"saves {_listed(extra)} where the reference saves {_listed(missed)}"
     elif extra:
@@ -160,8 +170,10 @@ def _summary(parts: dict[str, Any]) -> str:
     lead = WRONG_BEFORE_POLICY.get(parts["verdict"])
     if lead:
         said = f"{lead}; {said}"
-    recompute = {"more": "recomputes more than the reference (up to 2x its FLOPs)",
-                 "much more": "recomputes more than twice what the reference does",
-                 "some": "recomputes what the reference does not recompute at all",
-                 "less": "recomputes less than the reference"}.get(bucket)
+    recompute = {
+        "more": "recomputes more than the reference (up to 2x its FLOPs)",
+        "much more": "recomputes more than twice what the reference does",
+        "some": "recomputes what the reference does not recompute at all",
+        "less": "recomputes less than the reference",
+    }.get(bucket)
     return f"{said}; {recompute}" if recompute else said

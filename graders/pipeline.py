@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 # --- from jail outcome to verdict ------------------------------------------------------------------
 
+
 def _exit_text(code: int | None) -> str:
     if code is None:
         return "did not exit"
@@ -45,23 +46,36 @@ def judge_outcome(outcome: JailOutcome, limits: JailLimits) -> tuple[CheckResult
     """
     candidates: list[tuple[Verdict, str]] = []
     if outcome.wall_time_exceeded:
-        candidates.append((Verdict.TIME_LIMIT_EXCEEDED,
-                           f"the submission ran longer than the {limits.wall_time_limit_s:g} s time limit "
-                           f"(an endless loop, or work far too slow to trace)"))
+        candidates.append(
+            (
+                Verdict.TIME_LIMIT_EXCEEDED,
+                f"the submission ran longer than the {limits.wall_time_limit_s:g} s time limit "
+                f"(an endless loop, or work far too slow to trace)",
+            )
+        )
     if outcome.cpu_time_exceeded:
-        candidates.append((Verdict.TIME_LIMIT_EXCEEDED,
-                           f"the submission used more than {limits.cpu_time_limit_s:g} s of CPU time"))
+        candidates.append(
+            (Verdict.TIME_LIMIT_EXCEEDED, f"the submission used more than {limits.cpu_time_limit_s:g} s of CPU time")
+        )
     if outcome.memory_exceeded:
-        candidates.append((Verdict.MEMORY_LIMIT_EXCEEDED,
-                           f"the submission used more than the {limits.memory_limit_mib} MiB memory limit "
-                           f"(on top of the JAX runtime) and was killed"))
+        candidates.append(
+            (
+                Verdict.MEMORY_LIMIT_EXCEEDED,
+                f"the submission used more than the {limits.memory_limit_mib} MiB memory limit "
+                f"(on top of the JAX runtime) and was killed",
+            )
+        )
     if outcome.output_exceeded:
-        candidates.append((Verdict.OUTPUT_LIMIT_EXCEEDED,
-                           f"the submission wrote more than {limits.output_limit_bytes:,} bytes to stdout or "
-                           f"stderr"))
+        candidates.append(
+            (
+                Verdict.OUTPUT_LIMIT_EXCEEDED,
+                f"the submission wrote more than {limits.output_limit_bytes:,} bytes to stdout or stderr",
+            )
+        )
     if outcome.bundle_too_large:
-        candidates.append((Verdict.RUNTIME_ERROR,
-                           f"the exported programs are larger than {limits.bundle_limit_bytes:,} bytes"))
+        candidates.append(
+            (Verdict.RUNTIME_ERROR, f"the exported programs are larger than {limits.bundle_limit_bytes:,} bytes")
+        )
     bundle = None
     if not candidates:
         try:
@@ -77,31 +91,39 @@ def judge_outcome(outcome: JailOutcome, limits: JailLimits) -> tuple[CheckResult
         error = bundle.error
         message = error.message if error else f"the submission failed ({bundle.status})"
         verdict = {"compile_error": Verdict.COMPILE_ERROR, "memory_error": Verdict.MEMORY_LIMIT_EXCEEDED}.get(
-            bundle.status, Verdict.RUNTIME_ERROR)
+            bundle.status, Verdict.RUNTIME_ERROR
+        )
         if verdict == Verdict.MEMORY_LIMIT_EXCEEDED:
             message += f" (the limit is {limits.memory_limit_mib} MiB on top of the JAX runtime)"
         candidates.append((verdict, message))
         bundle = None
-    details = {"exit": _exit_text(outcome.exit_code), "wall_ms": round(outcome.wall_ms, 1),
-               "cpu_ms": None if outcome.cpu_ms is None else round(outcome.cpu_ms, 1),
-               "peak_memory_bytes": outcome.peak_memory_bytes}
+    details = {
+        "exit": _exit_text(outcome.exit_code),
+        "wall_ms": round(outcome.wall_ms, 1),
+        "cpu_ms": None if outcome.cpu_ms is None else round(outcome.cpu_ms, 1),
+        "peak_memory_bytes": outcome.peak_memory_bytes,
+    }
     if candidates:
         verdict = first_verdict([v for v, _ in candidates])
         message = next(m for v, m in candidates if v == verdict)
         return CheckResult(name="sandbox", passed=False, message=message, details=details, verdict=verdict), None
     assert bundle is not None
     memory = f", peak memory {outcome.peak_memory_bytes / MIB:.0f} MiB" if outcome.peak_memory_bytes else ""
-    return CheckResult(name="sandbox", passed=True,
-                       message=f"traced and exported {len(bundle.cases)} cases in {outcome.wall_ms:.0f} ms{memory}",
-                       details=details), bundle
+    return CheckResult(
+        name="sandbox",
+        passed=True,
+        message=f"traced and exported {len(bundle.cases)} cases in {outcome.wall_ms:.0f} ms{memory}",
+        details=details,
+    ), bundle
 
 
 def _text(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
-def internal_error_report(slug: str, message: str, *, version: str | None = None,
-                          t0: float | None = None, reference_check: str | None = None) -> VerdictReport:
+def internal_error_report(
+    slug: str, message: str, *, version: str | None = None, t0: float | None = None, reference_check: str | None = None
+) -> VerdictReport:
     """The INTERNAL_ERROR report of a judge fault: the student is told it is not their fault; the
     cause (for instructors and logs, capped at 4000 characters) goes in the check's `internal`
     details, which are stored but never in the verdict JSON students and API callers get.
@@ -111,11 +133,17 @@ def internal_error_report(slug: str, message: str, *, version: str | None = None
     internal: dict[str, str] = {"error": message[:4000]}
     if reference_check is not None:
         internal["reference_check"] = reference_check
-    return VerdictReport(problem=slug, problem_version=version, verdict=Verdict.INTERNAL_ERROR,
-                         checks=[CheckResult(name="judge", passed=False,
-                                             message="the judge failed; this is not your fault",
-                                             internal=internal)],
-                         timing_ms=timing)
+    return VerdictReport(
+        problem=slug,
+        problem_version=version,
+        verdict=Verdict.INTERNAL_ERROR,
+        checks=[
+            CheckResult(
+                name="judge", passed=False, message="the judge failed; this is not your fault", internal=internal
+            )
+        ],
+        timing_ms=timing,
+    )
 
 
 def _internal(problem: Problem, message: str, t0: float) -> VerdictReport:
@@ -123,9 +151,13 @@ def _internal(problem: Problem, message: str, t0: float) -> VerdictReport:
 
 
 def _reference_failed(problem: Problem, failure: ReferenceCheckFailed, t0: float) -> VerdictReport:
-    return internal_error_report(problem.slug, f"the problem's reference failed its self-check, so nothing is "
-                                               f"judged against this version: {failure}",
-                                 version=problem.version, t0=t0, reference_check=failure.check)
+    return internal_error_report(
+        problem.slug,
+        f"the problem's reference failed its self-check, so nothing is judged against this version: {failure}",
+        version=problem.version,
+        t0=t0,
+        reference_check=failure.check,
+    )
 
 
 def failed_reference_check(report: VerdictReport) -> str | None:
@@ -156,8 +188,7 @@ def check_reference(problem: Problem, config: JudgeConfig) -> ReferenceCheckFail
     return None
 
 
-def _verify_into(report: VerdictReport, verifier: Verifier, bundle_bytes: bytes,
-                 config: JudgeConfig) -> str | None:
+def _verify_into(report: VerdictReport, verifier: Verifier, bundle_bytes: bytes, config: JudgeConfig) -> str | None:
     """Runs the verifier on an "ok" bundle and fills `report` (checks, verdict, score, residuals).
 
     Returns:
@@ -173,8 +204,10 @@ def _verify_into(report: VerdictReport, verifier: Verifier, bundle_bytes: bytes,
         if exc.phase == "running" and exc.timed_out:
             verdict, message = Verdict.TIME_LIMIT_EXCEEDED, str(exc)
         elif exc.phase == "running" and exc.memory_exceeded:
-            verdict, message = Verdict.MEMORY_LIMIT_EXCEEDED, (
-                f"running your exported program took more than {config.verifier_memory_limit_mib} MiB")
+            verdict, message = (
+                Verdict.MEMORY_LIMIT_EXCEEDED,
+                (f"running your exported program took more than {config.verifier_memory_limit_mib} MiB"),
+            )
         else:
             return str(exc)
         report.checks.append(CheckResult(name="execute", passed=False, message=message, verdict=verdict))
@@ -236,8 +269,9 @@ def judge_bundle(bundle_bytes: bytes, problem: Problem, config: JudgeConfig) -> 
     try:
         bundle = parse_bundle(bundle_bytes, limit_bytes=limits.bundle_limit_bytes)
     except BundleError as exc:
-        report.checks.append(CheckResult(name="sandbox", passed=False, verdict=Verdict.RUNTIME_ERROR,
-                                         message=f"no valid result ({exc})"))
+        report.checks.append(
+            CheckResult(name="sandbox", passed=False, verdict=Verdict.RUNTIME_ERROR, message=f"no valid result ({exc})")
+        )
         report.verdict = Verdict.RUNTIME_ERROR
         return report
     if bundle.status != "ok":
@@ -268,19 +302,26 @@ def grade_once(source: str, problem: Problem, config: JudgeConfig) -> VerdictRep
         try:
             # the verifier child loads the expectations while the jail child runs the submission
             verifier = Verifier.start(problem, config)
-            request = JailRequest(source=source, entry_point=problem.spec.entry_point,
-                                  cases=[{"name": c.name, "args": case_arg_specs(problem.spec, c)}
-                                         for c in problem.spec.cases],
-                                  cpu_time_limit_s=limits.cpu_time_limit_s,
-                                  memory_limit_mib=limits.memory_limit_mib)
+            request = JailRequest(
+                source=source,
+                entry_point=problem.spec.entry_point,
+                cases=[{"name": c.name, "args": case_arg_specs(problem.spec, c)} for c in problem.spec.cases],
+                cpu_time_limit_s=limits.cpu_time_limit_s,
+                memory_limit_mib=limits.memory_limit_mib,
+            )
             outcome = run_in_jail(request, limits)
         except (JailError, VerifierError) as exc:
             return _internal(problem, f"{type(exc).__name__}: {exc}", t0)
         sandbox_check, bundle = judge_outcome(outcome, limits)
-        report = VerdictReport(problem=problem.slug, problem_version=problem.version,
-                               stdout=_text(outcome.stdout), stderr=_text(outcome.stderr),
-                               checks=[sandbox_check], timing_ms={"sandbox": round(outcome.wall_ms, 1)},
-                               jax_version=bundle.jax_version if bundle else None)
+        report = VerdictReport(
+            problem=problem.slug,
+            problem_version=problem.version,
+            stdout=_text(outcome.stdout),
+            stderr=_text(outcome.stderr),
+            checks=[sandbox_check],
+            timing_ms={"sandbox": round(outcome.wall_ms, 1)},
+            jax_version=bundle.jax_version if bundle else None,
+        )
         if bundle is None:
             report.verdict = sandbox_check.verdict
         else:
@@ -302,8 +343,9 @@ def grade_once(source: str, problem: Problem, config: JudgeConfig) -> VerdictRep
             verifier.close()
 
 
-def grade(source: str, problem: Problem, config: JudgeConfig,
-          on_attempt: Callable[[int], None] | None = None) -> VerdictReport:
+def grade(
+    source: str, problem: Problem, config: JudgeConfig, on_attempt: Callable[[int], None] | None = None
+) -> VerdictReport:
     """Grades `source` against `problem`; a judge fault (INTERNAL_ERROR) is retried.
 
     Args:
@@ -323,6 +365,9 @@ def grade(source: str, problem: Problem, config: JudgeConfig,
         if report.verdict != Verdict.INTERNAL_ERROR or failed_reference_check(report) is not None:
             break  # a failed reference fails again: not retried
     assert report is not None
-    report.score = report.score if report.verdict in (Verdict.ACCEPTED, Verdict.WRONG_POLICY,
-                                                      Verdict.WRONG_GRADIENT, Verdict.WRONG_ANSWER) else 0.0
+    report.score = (
+        report.score
+        if report.verdict in (Verdict.ACCEPTED, Verdict.WRONG_POLICY, Verdict.WRONG_GRADIENT, Verdict.WRONG_ANSWER)
+        else 0.0
+    )
     return report

@@ -17,8 +17,17 @@ from pathlib import Path
 from typing import Annotated, Literal, Union
 
 import numpy as np
-from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from graders.publication import content_version, published_version, snapshot_dir, take_snapshot
 
@@ -70,8 +79,9 @@ def _kind_or(default: str):
     return Discriminator(kind)
 
 
-Generator = Annotated[Union[Annotated[NormalGenerator, Tag("normal")], Annotated[UniformGenerator, Tag("uniform")]],
-                      _kind_or("normal")]
+Generator = Annotated[
+    Union[Annotated[NormalGenerator, Tag("normal")], Annotated[UniformGenerator, Tag("uniform")]], _kind_or("normal")
+]
 Dim = Union[Annotated[int, Field(ge=0, le=1 << 20)], Annotated[str, Field(pattern=DIM_RE)]]
 
 
@@ -111,8 +121,10 @@ class StaticArg(_Spec):
     kind: Literal["static"]
 
 
-Arg = Annotated[Union[Annotated[ArrayArg, Tag("array")], Annotated[ListArg, Tag("list")],
-                      Annotated[StaticArg, Tag("static")]], _kind_or("array")]
+Arg = Annotated[
+    Union[Annotated[ArrayArg, Tag("array")], Annotated[ListArg, Tag("list")], Annotated[StaticArg, Tag("static")]],
+    _kind_or("array"),
+]
 
 
 class CaseSpec(_Spec):
@@ -238,8 +250,10 @@ class ProblemSpec(_Spec):
             if missing:
                 raise ValueError(f"case {case.name!r} does not give dims {sorted(missing)}")
             if set(case.static) != statics:
-                raise ValueError(f"case {case.name!r} must give static values for exactly {sorted(statics)}, "
-                                 f"it gives {sorted(case.static)}")
+                raise ValueError(
+                    f"case {case.name!r} must give static values for exactly {sorted(statics)}, "
+                    f"it gives {sorted(case.static)}"
+                )
         return cases
 
     def tolerance_for(self, dtype: str) -> Tolerance:
@@ -271,9 +285,21 @@ def case_arg_specs(spec: ProblemSpec, case: CaseSpec) -> list[dict]:
         if isinstance(a, ArrayArg):
             out.append({"kind": "array", "name": a.name, "shape": _concrete(a, case.dims), "dtype": a.dtype})
         elif isinstance(a, ListArg):
-            out.append({"kind": "list", "name": a.name, "items": [
-                {"kind": "array", "name": f"{a.name}[{i}]", "shape": _concrete(item, case.dims), "dtype": item.dtype}
-                for i, item in enumerate(a.items)]})
+            out.append(
+                {
+                    "kind": "list",
+                    "name": a.name,
+                    "items": [
+                        {
+                            "kind": "array",
+                            "name": f"{a.name}[{i}]",
+                            "shape": _concrete(item, case.dims),
+                            "dtype": item.dtype,
+                        }
+                        for i, item in enumerate(a.items)
+                    ],
+                }
+            )
         else:
             out.append({"kind": "static", "name": a.name, "value": case.static[a.name]})
     return out
@@ -309,8 +335,9 @@ def hidden_inputs(spec: ProblemSpec, case: CaseSpec, *, seed: bytes, version: st
     return out
 
 
-def random_cotangents(avals: list[tuple[tuple[int, ...], str]], *, seed: bytes, slug: str, version: str,
-                      case: str, index: int) -> list[np.ndarray]:
+def random_cotangents(
+    avals: list[tuple[tuple[int, ...], str]], *, seed: bytes, slug: str, version: str, case: str, index: int
+) -> list[np.ndarray]:
     """Standard-normal cotangents, one per primal output aval (shape, dtype)."""
     rng = _rng(seed, slug, version, case, "cotangent", index)
     return [np.asarray(rng.standard_normal(size=shape), dtype=_np_dtype(dtype)) for shape, dtype in avals]
@@ -374,8 +401,11 @@ class Problem:
             ProblemError: a right/ file that expects another verdict.
         """
         out = self._expected_verdicts("right", required=False)
-        wrong = [f"{self.slug}/{path.relative_to(self.root)}: a right/ submission must expect ACCEPTED, not {verdict}"
-                 for path, verdict in out if verdict != "ACCEPTED"]
+        wrong = [
+            f"{self.slug}/{path.relative_to(self.root)}: a right/ submission must expect ACCEPTED, not {verdict}"
+            for path, verdict in out
+            if verdict != "ACCEPTED"
+        ]
         if wrong:
             raise ProblemError("\n".join(wrong))
         return out
@@ -409,9 +439,12 @@ class Problem:
                 continue
             name = f"{self.slug}/{path.relative_to(self.root)}"
             guess = did_you_mean(m.group(1).upper() if m else (first[0] if first else ""), list(Verdict.__members__))
-            problems.append(f"{name}: the first line must be `# expect: VERDICT` with a verdict from "
-                            f"{', '.join(Verdict.__members__)}" + (f" (did you mean {guess}?)" if guess else "")
-                            + (f"; it is {first[0][:80]!r}" if first else "; the file is empty"))
+            problems.append(
+                f"{name}: the first line must be `# expect: VERDICT` with a verdict from "
+                f"{', '.join(Verdict.__members__)}"
+                + (f" (did you mean {guess}?)" if guess else "")
+                + (f"; it is {first[0][:80]!r}" if first else "; the file is empty")
+            )
         if problems:
             raise ProblemError("\n".join(problems))
         return out
@@ -555,8 +588,14 @@ class ProblemRepository:
             except (OSError, ValueError) as exc:  # a read-only folder: the working folder is that version
                 log.warning("cannot snapshot %s %s: %s", slug, version, exc)
                 return working
-        log.warning("%s is published as %s, whose snapshot is gone, and its folder is now %s: serving the folder "
-                    "until `remat-judge problems publish %s`", slug, version, working.version, slug)
+        log.warning(
+            "%s is published as %s, whose snapshot is gone, and its folder is now %s: serving the folder "
+            "until `remat-judge problems publish %s`",
+            slug,
+            version,
+            working.version,
+            slug,
+        )
         return working
 
     def changed_since_publish(self, slug: str) -> bool:

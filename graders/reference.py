@@ -43,8 +43,15 @@ import numpy as np
 from graders.artifacts import Aval, ModuleInfo, deserialize, exported_avals, inspect_module
 from graders.checks.residuals import describe_residuals
 from graders.evaluate import ArtifactRunError, CaseData, evaluate_cases
-from graders.expectation import (ARRAY_FIELDS, DATA_FILE, META_FILE, CaseExpectation, Expectations, cache_dir,
-                                 named_sources, seed_id)
+from graders.expectation import (
+    ARRAY_FIELDS,
+    DATA_FILE,
+    META_FILE,
+    CaseExpectation,
+    Expectations,
+    cache_dir,
+    named_sources,
+)
 from graders.limits import VerifyLimits
 from graders.problem import Problem, _np_dtype, case_arg_specs, hidden_inputs, leaf_names, random_cotangents
 from graders.verdict import ResidualFact
@@ -61,9 +68,9 @@ class ReferenceSolutionError(Exception):
 
 SELF_CHECKS = ("finite_difference", "deterministic", "time_limit", "memory_limit", "runtime_error")
 FD_STEP = 1e-9  # the float64 finite-difference step (scaled by max(1, max|x|) per leaf): small, so few relu
-                # kinks fall inside it (at 1e-6, 8 layers of 131k relus gave 0.7% in scan_layers_remat)
+# kinks fall inside it (at 1e-6, 8 layers of 131k relus gave 0.7% in scan_layers_remat)
 FD_TOLERANCE = 1e-3  # relative disagreement allowed in float64 (measured on the bank's references: at most
-                     # 1.3e-5, rounding; a stop_gradient or a wrong custom_vjp is off by percents or more)
+# 1.3e-5, rounding; a stop_gradient or a wrong custom_vjp is off by percents or more)
 
 
 class ReferenceCheckError(ReferenceSolutionError):
@@ -83,9 +90,8 @@ class ReferenceCheckError(ReferenceSolutionError):
         self.check, self.message = check, message
 
 
-
-
 # --- loading the reference -----------------------------------------------------------------------
+
 
 def _import_file(path: Path, module_name: str) -> Any:
     spec = importlib.util.spec_from_file_location(module_name, path)
@@ -107,8 +113,12 @@ def checkpoint_disabled() -> Iterator[None]:
     def identity_checkpoint(fun: Callable[..., Any] | None = None, **_: Any) -> Any:
         return fun if fun is not None else (lambda f: f)
 
-    saved = {(mod, name): getattr(mod, name) for mod in (jax, jax.ad_checkpoint)
-             for name in ("checkpoint", "remat") if hasattr(mod, name)}
+    saved = {
+        (mod, name): getattr(mod, name)
+        for mod in (jax, jax.ad_checkpoint)
+        for name in ("checkpoint", "remat")
+        if hasattr(mod, name)
+    }
     try:
         for mod, name in saved:
             setattr(mod, name, identity_checkpoint)
@@ -120,13 +130,14 @@ def checkpoint_disabled() -> Iterator[None]:
 
 # --- building -------------------------------------------------------------------------------------
 
+
 def _variant_facts(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> tuple[int, ModuleInfo] | None:
     """(residual bytes, bwd ModuleInfo) of a variant of the reference, or None when it fails."""
     try:
         fwd_blob, bwd_blob, n_out = export_case(fn, specs)
         fwd = deserialize(fwd_blob)
         return sum(a.nbytes for a in exported_avals(fwd.out_avals)[n_out:]), inspect_module(deserialize(bwd_blob))
-    except Exception:  # a comparison point only: the verdict never depends on it
+    except Exception:  # noqa: BLE001 - a comparison point only: the verdict never depends on it
         return None
 
 
@@ -157,8 +168,9 @@ def _max_error(reference: np.ndarray, truth: np.ndarray) -> float:
     return float(np.max(finite)) if finite.size else 0.0
 
 
-def _float64_truth(fn: Callable[..., Any], specs: list[dict[str, Any]], expectation: CaseExpectation,
-                   n_out: int) -> list[tuple[float, float]] | None:
+def _float64_truth(
+    fn: Callable[..., Any], specs: list[dict[str, Any]], expectation: CaseExpectation, n_out: int
+) -> list[tuple[float, float]] | None:
     """Evaluates the reference in float64 on the case's hidden inputs and cotangents (upcast), and
     at inputs shifted by `FD_STEP` along the case's random directions.
 
@@ -184,18 +196,32 @@ def _float64_truth(fn: Callable[..., Any], specs: list[dict[str, Any]], expectat
             if n64 != n_out:
                 return None
             all_f64 = all(a.dtype == "float64" for a in [*exported_avals(fwd.in_avals), *out64[:n_out]])
-            (truth,) = evaluate_cases([CaseData(
-                fwd=fwd, bwd=bwd, n_out=n_out, step=FD_STEP,
-                directions=[[np.asarray(d, np.float64) for d in ds] for ds in expectation.fd_directions] or None,
-                inputs=[[np.asarray(x, np.float64) for x in xs] for xs in expectation.inputs],
-                cotangents=[[np.asarray(c, np.float64) for c in cts] for cts in expectation.cotangents])])
-        outputs = [[_max_error(r, t) for r, t in zip(expectation.outputs[k], outs)]
-                   for k, outs in enumerate(truth.outputs)]
-        gradients = [[_max_error(r, t) for r, t in zip(expectation.gradients[k], grads)]
-                     for k, grads in enumerate(truth.gradients)]
-        residuals = [[_max_error(r, t) for r, t in zip(expectation.residual_values[k], res)]
-                     for k, res in enumerate(truth.residuals)]
-    except Exception:  # the float64 evaluation is a calibration aid; the fixed tolerance stands in
+            (truth,) = evaluate_cases(
+                [
+                    CaseData(
+                        fwd=fwd,
+                        bwd=bwd,
+                        n_out=n_out,
+                        step=FD_STEP,
+                        directions=[[np.asarray(d, np.float64) for d in ds] for ds in expectation.fd_directions]
+                        or None,
+                        inputs=[[np.asarray(x, np.float64) for x in xs] for xs in expectation.inputs],
+                        cotangents=[[np.asarray(c, np.float64) for c in cts] for cts in expectation.cotangents],
+                    )
+                ]
+            )
+        outputs = [
+            [_max_error(r, t) for r, t in zip(expectation.outputs[k], outs)] for k, outs in enumerate(truth.outputs)
+        ]
+        gradients = [
+            [_max_error(r, t) for r, t in zip(expectation.gradients[k], grads)]
+            for k, grads in enumerate(truth.gradients)
+        ]
+        residuals = [
+            [_max_error(r, t) for r, t in zip(expectation.residual_values[k], res)]
+            for k, res in enumerate(truth.residuals)
+        ]
+    except Exception:  # noqa: BLE001 - the float64 evaluation is a calibration aid; the fixed tolerance stands in
         return None
     expectation.output_errors, expectation.gradient_errors = outputs, gradients
     if same_residuals:
@@ -224,15 +250,17 @@ def _check_finite_difference(case: str, fd: list[tuple[float, float]]) -> None:
                 f"says the function changes at rate {analytic:.6g} along a random direction, but the function "
                 f"itself changes at rate {central:.6g} (relative difference {disagreement:.2%}, allowed "
                 f"{FD_TOLERANCE:.1%}): its backward pass does not differentiate its forward pass. Look for a "
-                f"stop_gradient, a custom_vjp whose backward rule is wrong, or a value computed outside JAX.")
+                f"stop_gradient, a custom_vjp whose backward rule is wrong, or a value computed outside JAX.",
+            )
 
 
 def _same_values(a: Any, b: Any) -> bool:
     """Bit-identical results of two evaluations (NaN equal to NaN): outputs, residuals, gradients."""
     for field_a, field_b in ((a.outputs, b.outputs), (a.residuals, b.residuals), (a.gradients, b.gradients)):
         for xs, ys in zip(field_a, field_b):
-            if len(xs) != len(ys) or not all(np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True)
-                                             for x, y in zip(xs, ys)):
+            if len(xs) != len(ys) or not all(
+                np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True) for x, y in zip(xs, ys)
+            ):
                 return False
     return True
 
@@ -246,15 +274,18 @@ def _export(fn: Callable[..., Any], specs: list[dict[str, Any]], case: str) -> t
     try:
         return export_case(fn, specs)
     except MemoryError:
-        raise ReferenceCheckError("memory_limit", f"exporting the reference on case {case!r} ran out of "
-                                                  f"memory: make the case smaller") from None
+        raise ReferenceCheckError(
+            "memory_limit", f"exporting the reference on case {case!r} ran out of memory: make the case smaller"
+        ) from None
     except Exception as exc:
-        raise ReferenceCheckError("runtime_error", f"exporting the reference on case {case!r} raised "
-                                                   f"{type(exc).__name__}: {exc}") from exc
+        raise ReferenceCheckError(
+            "runtime_error", f"exporting the reference on case {case!r} raised {type(exc).__name__}: {exc}"
+        ) from exc
 
 
-def build_expectations(problem: Problem, *, seed: bytes, export_budget_s: float | None = None,
-                       limits: VerifyLimits | None = None) -> Expectations:
+def build_expectations(
+    problem: Problem, *, seed: bytes, export_budget_s: float | None = None, limits: VerifyLimits | None = None
+) -> Expectations:
     """Exports and runs the reference on every case, in float32 (as judged) and float64 (the
     truth), checking it on the way (the module docstring's self-checks).
 
@@ -276,15 +307,16 @@ def build_expectations(problem: Problem, *, seed: bytes, export_budget_s: float 
         module = _import_file(problem.reference_path, f"_remat_reference_{problem.slug}")
         fn = getattr(module, problem.spec.entry_point)
     except Exception as exc:
-        raise ReferenceCheckError("runtime_error", f"importing reference.py and finding "
-                                                   f"{problem.spec.entry_point!r} raised {type(exc).__name__}: "
-                                                   f"{exc}") from exc
+        raise ReferenceCheckError(
+            "runtime_error",
+            f"importing reference.py and finding {problem.spec.entry_point!r} raised {type(exc).__name__}: {exc}",
+        ) from exc
     plain_fn = None
     try:
         with checkpoint_disabled():
             plain_module = _import_file(problem.reference_path, f"_remat_reference_plain_{problem.slug}")
             plain_fn = getattr(plain_module, problem.spec.entry_point)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a reference that needs its checkpoints: no plain comparison
         plain_fn = None
     names = leaf_names(problem.spec)
     k_inputs = problem.spec.verify.inputs_per_case
@@ -297,34 +329,48 @@ def build_expectations(problem: Problem, *, seed: bytes, export_budget_s: float 
         export_s += time.monotonic() - t0
         if export_budget_s is not None and export_s > export_budget_s:
             raise ReferenceCheckError(
-                "time_limit", f"exporting the reference took {export_s:.1f} s by case {case.name!r}, more than "
-                              f"the {export_budget_s:g} s a submission gets for exporting every case in the jail "
-                              f"([limits] wall_time_limit_s): a submission as fast as the reference would be "
-                              f"judged TIME_LIMIT_EXCEEDED. Make the reference (or the cases) faster, or raise "
-                              f"wall_time_limit_s in problem.toml's [limits].")
+                "time_limit",
+                f"exporting the reference took {export_s:.1f} s by case {case.name!r}, more than "
+                f"the {export_budget_s:g} s a submission gets for exporting every case in the jail "
+                f"([limits] wall_time_limit_s): a submission as fast as the reference would be "
+                f"judged TIME_LIMIT_EXCEEDED. Make the reference (or the cases) faster, or raise "
+                f"wall_time_limit_s in problem.toml's [limits].",
+            )
         fwd, bwd = deserialize(fwd_blob), deserialize(bwd_blob)
         fwd_info, bwd_info = inspect_module(fwd), inspect_module(bwd)
         for kind, info in (("forward", fwd_info), ("backward", bwd_info)):
             if info.peak_live_bytes > limits.max_peak_live_bytes:
                 raise ReferenceCheckError(
-                    "memory_limit", f"on case {case.name!r} the reference's {kind} program holds "
-                                    f"{info.peak_live_bytes:,} bytes live at once, more than the "
-                                    f"{limits.max_peak_live_bytes:,} the verifier lets any exported program hold "
-                                    f"(a submission like it is judged MEMORY_LIMIT_EXCEEDED): make the case smaller.")
+                    "memory_limit",
+                    f"on case {case.name!r} the reference's {kind} program holds "
+                    f"{info.peak_live_bytes:,} bytes live at once, more than the "
+                    f"{limits.max_peak_live_bytes:,} the verifier lets any exported program hold "
+                    f"(a submission like it is judged MEMORY_LIMIT_EXCEEDED): make the case smaller.",
+                )
         digests.append((fwd_info.digest, bwd_info.digest))
         out_avals = exported_avals(fwd.out_avals)
-        residuals = describe_residuals(out_avals[n_out:], residual_notes(fn, specs),
-                                       sources=named_sources(fwd_info.sources[n_out:], names), hide_source=True,
-                                       memory_kinds=fwd_info.memory_kinds[n_out:])
+        residuals = describe_residuals(
+            out_avals[n_out:],
+            residual_notes(fn, specs),
+            sources=named_sources(fwd_info.sources[n_out:], names),
+            hide_source=True,
+            memory_kinds=fwd_info.memory_kinds[n_out:],
+        )
         plain = None
         if plain_fn is not None:
             with checkpoint_disabled():
                 plain = _variant_facts(plain_fn, specs)
         full = _variant_facts(_everything_recomputed(fn, specs), specs)
         expectation = CaseExpectation(
-            name=case.name, dims=dict(case.dims), static=dict(case.static), arg_specs=specs,
-            input_avals=exported_avals(fwd.in_avals), output_avals=out_avals[:n_out], residuals=residuals,
-            fwd_peak_bytes=fwd_info.peak_live_bytes, bwd_peak_bytes=bwd_info.peak_live_bytes,
+            name=case.name,
+            dims=dict(case.dims),
+            static=dict(case.static),
+            arg_specs=specs,
+            input_avals=exported_avals(fwd.in_avals),
+            output_avals=out_avals[:n_out],
+            residuals=residuals,
+            fwd_peak_bytes=fwd_info.peak_live_bytes,
+            bwd_peak_bytes=bwd_info.peak_live_bytes,
             bwd_flops=bwd_info.flops,
             plain_residual_bytes=plain[0] if plain else None,
             plain_bwd_peak_bytes=plain[1].peak_live_bytes if plain else None,
@@ -332,22 +378,47 @@ def build_expectations(problem: Problem, *, seed: bytes, export_budget_s: float 
             full_remat_bytes=full[0] if full else None,
             full_remat_bwd_peak_bytes=full[1].peak_live_bytes if full else None,
             full_remat_bwd_flops=full[1].flops if full else None,
-            fd_step=FD_STEP, fd_reference_error=[], bwd_flops_exact=bwd_info.flops_exact,
+            fd_step=FD_STEP,
+            fd_reference_error=[],
+            bwd_flops_exact=bwd_info.flops_exact,
             bwd_largest_value_bytes=bwd_info.largest_value_bytes,
             bwd_largest_value_elements=bwd_info.largest_value_elements,
         )
         for k in range(k_inputs):
             expectation.inputs.append(hidden_inputs(problem.spec, case, seed=seed, version=problem.version, index=k))
-            expectation.cotangents.append(random_cotangents(
-                [(a.shape, a.dtype) for a in expectation.output_avals], seed=seed, slug=problem.slug,
-                version=problem.version, case=case.name, index=k))
-            expectation.fd_directions.append(random_cotangents(
-                [(a.shape, a.dtype) for a in expectation.input_avals], seed=seed, slug=problem.slug,
-                version=problem.version, case=case.name + "/fd-direction", index=k))
+            expectation.cotangents.append(
+                random_cotangents(
+                    [(a.shape, a.dtype) for a in expectation.output_avals],
+                    seed=seed,
+                    slug=problem.slug,
+                    version=problem.version,
+                    case=case.name,
+                    index=k,
+                )
+            )
+            expectation.fd_directions.append(
+                random_cotangents(
+                    [(a.shape, a.dtype) for a in expectation.input_avals],
+                    seed=seed,
+                    slug=problem.slug,
+                    version=problem.version,
+                    case=case.name + "/fd-direction",
+                    index=k,
+                )
+            )
         cases.append(expectation)
-        artifacts.append(CaseData(fwd=fwd, bwd=bwd, n_out=n_out, inputs=expectation.inputs,
-                                  cotangents=expectation.cotangents, directions=None, step=0.0,
-                                  peak_bytes=max(fwd_info.peak_live_bytes, bwd_info.peak_live_bytes)))
+        artifacts.append(
+            CaseData(
+                fwd=fwd,
+                bwd=bwd,
+                n_out=n_out,
+                inputs=expectation.inputs,
+                cotangents=expectation.cotangents,
+                directions=None,
+                step=0.0,
+                peak_bytes=max(fwd_info.peak_live_bytes, bwd_info.peak_live_bytes),
+            )
+        )
     values = _run_reference(artifacts, cases, limits)
     failures: list[ReferenceCheckError] = []
     try:
@@ -357,7 +428,11 @@ def build_expectations(problem: Problem, *, seed: bytes, export_budget_s: float 
             raise
         failures.append(failure)
     for expectation, got in zip(cases, values):
-        expectation.outputs, expectation.residual_values, expectation.gradients = got.outputs, got.residuals, got.gradients
+        expectation.outputs, expectation.residual_values, expectation.gradients = (
+            got.outputs,
+            got.residuals,
+            got.gradients,
+        )
     for case, expectation, data in zip(problem.spec.cases, cases, artifacts):
         fd = _float64_truth(fn, case_arg_specs(problem.spec, case), expectation, data.n_out)
         if fd is not None:
@@ -368,10 +443,12 @@ def build_expectations(problem: Problem, *, seed: bytes, export_budget_s: float 
                 except ReferenceCheckError as failure:
                     failures.append(failure)
     if failures:
-        raise ReferenceCheckError(failures[0].check, failures[0].message,
-                                  more=[(f.check, f.message) for f in failures[1:]])
-    return Expectations(slug=problem.slug, version=problem.version, jax_version=jax.__version__,
-                        leaf_names=names, cases=cases)
+        raise ReferenceCheckError(
+            failures[0].check, failures[0].message, more=[(f.check, f.message) for f in failures[1:]]
+        )
+    return Expectations(
+        slug=problem.slug, version=problem.version, jax_version=jax.__version__, leaf_names=names, cases=cases
+    )
 
 
 def _run_reference(artifacts: list[CaseData], cases: list[CaseExpectation], limits: VerifyLimits) -> list[Any]:
@@ -384,16 +461,25 @@ def _run_reference(artifacts: list[CaseData], cases: list[CaseExpectation], limi
     try:
         return evaluate_cases(artifacts, max_group_bytes=limits.max_peak_live_bytes)
     except ArtifactRunError as exc:
-        raise ReferenceCheckError("runtime_error", f"running the reference's exported programs on case "
-                                                   f"{cases[exc.case].name!r} failed: {exc}") from exc
+        raise ReferenceCheckError(
+            "runtime_error", f"running the reference's exported programs on case {cases[exc.case].name!r} failed: {exc}"
+        ) from exc
     except MemoryError:
-        raise ReferenceCheckError("memory_limit", "running the reference's exported programs ran out of the "
-                                                  "verifier's memory: make the cases smaller") from None
+        raise ReferenceCheckError(
+            "memory_limit",
+            "running the reference's exported programs ran out of the verifier's memory: make the cases smaller",
+        ) from None
 
 
-def _check_deterministic(fn: Callable[..., Any], problem: Problem, cases: list[CaseExpectation],
-                         artifacts: list[CaseData], digests: list[tuple[str, str]], values: list[Any],
-                         limits: VerifyLimits) -> None:
+def _check_deterministic(
+    fn: Callable[..., Any],
+    problem: Problem,
+    cases: list[CaseExpectation],
+    artifacts: list[CaseData],
+    digests: list[tuple[str, str]],
+    values: list[Any],
+    limits: VerifyLimits,
+) -> None:
     """Exports the reference a second time: the same programs (normalized digests), or programs
     whose results on every hidden input are bit-identical to the first's.
 
@@ -410,17 +496,29 @@ def _check_deterministic(fn: Callable[..., Any], problem: Problem, cases: list[C
         if (inspect_module(fwd).digest, inspect_module(bwd).digest) == first:
             continue
         changed.append(i)
-        again.append(CaseData(fwd=fwd, bwd=bwd, n_out=n_out, inputs=data.inputs, cotangents=data.cotangents,
-                              directions=None, step=0.0, peak_bytes=data.peak_bytes))
+        again.append(
+            CaseData(
+                fwd=fwd,
+                bwd=bwd,
+                n_out=n_out,
+                inputs=data.inputs,
+                cotangents=data.cotangents,
+                directions=None,
+                step=0.0,
+                peak_bytes=data.peak_bytes,
+            )
+        )
     if not again:
         return
     for i, second in zip(changed, _run_reference(again, [cases[j] for j in changed], limits)):
         if not _same_values(values[i], second):
             raise ReferenceCheckError(
-                "deterministic", f"exported twice, the reference gives different results on case "
-                                 f"{cases[i].name!r}: it reads randomness or changing state while it is traced (an "
-                                 f"unseeded numpy or Python random, the clock, a global). Use jax.random with a "
-                                 f"fixed key, or make the value an argument.")
+                "deterministic",
+                f"exported twice, the reference gives different results on case "
+                f"{cases[i].name!r}: it reads randomness or changing state while it is traced (an "
+                f"unseeded numpy or Python random, the clock, a global). Use jax.random with a "
+                f"fixed key, or make the value an argument.",
+            )
 
 
 # --- the cache -------------------------------------------------------------------------------------
@@ -482,8 +580,15 @@ def save_expectations(exp: Expectations, directory: Path) -> None:
             d["output_avals"] = [[list(a.shape), a.dtype] for a in c.output_avals]
             d["residuals"] = [r.model_dump() for r in c.residuals]
             meta_cases.append(d)
-        meta = {"format": CACHE_FORMAT, "slug": exp.slug, "version": exp.version, "jax_version": exp.jax_version,
-                "byteorder": sys.byteorder, "leaf_names": exp.leaf_names, "cases": meta_cases}
+        meta = {
+            "format": CACHE_FORMAT,
+            "slug": exp.slug,
+            "version": exp.version,
+            "jax_version": exp.jax_version,
+            "byteorder": sys.byteorder,
+            "leaf_names": exp.leaf_names,
+            "cases": meta_cases,
+        }
         meta_bytes = json.dumps(meta, indent=1).encode()
         (tmp / META_FILE).write_bytes(meta_bytes)
         crc, position = 0, HEADER_BYTES
@@ -574,12 +679,30 @@ def load_expectations(directory: Path) -> Expectations | None:
             d["output_avals"] = [Aval(tuple(s), t) for s, t in d["output_avals"]]
             d["residuals"] = [ResidualFact(**r) for r in d["residuals"]]
             cases.append(CaseExpectation(**d, **arrays))
-        return Expectations(slug=meta["slug"], version=meta["version"], jax_version=meta["jax_version"],
-                            leaf_names=meta["leaf_names"], cases=cases)
-    except (_Unreadable, OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError,
-            struct.error) as exc:
-        log.warning("cached expectations in %s are unreadable, rebuilding: %s: %s", directory,
-                    type(exc).__name__, str(exc)[:300])
+        return Expectations(
+            slug=meta["slug"],
+            version=meta["version"],
+            jax_version=meta["jax_version"],
+            leaf_names=meta["leaf_names"],
+            cases=cases,
+        )
+    except (
+        _Unreadable,
+        OSError,
+        ValueError,
+        KeyError,
+        TypeError,
+        IndexError,
+        AttributeError,
+        OverflowError,
+        struct.error,
+    ) as exc:
+        log.warning(
+            "cached expectations in %s are unreadable, rebuilding: %s: %s",
+            directory,
+            type(exc).__name__,
+            str(exc)[:300],
+        )
         return None
 
 
@@ -609,15 +732,22 @@ def record_failure(directory: Path, failure: ReferenceCheckError) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps({"failures": [{"check": c, "message": m} for c, m in failure.failures]}),
-                             encoding="utf-8")
+        temporary.write_text(
+            json.dumps({"failures": [{"check": c, "message": m} for c, m in failure.failures]}), encoding="utf-8"
+        )
         temporary.replace(path)
     except OSError as exc:
         log.warning("cannot record the reference failure of %s: %s", directory, exc)
 
 
-def ensure_expectations(problem: Problem, *, seed: bytes, cache_root: Path, export_budget_s: float | None = None,
-                        limits: VerifyLimits | None = None) -> Expectations:
+def ensure_expectations(
+    problem: Problem,
+    *,
+    seed: bytes,
+    cache_root: Path,
+    export_budget_s: float | None = None,
+    limits: VerifyLimits | None = None,
+) -> Expectations:
     """The cached expectations of `problem`, built (and self-checked) and stored first when missing.
 
     Raises:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-PROBLEM_TOML = '''# {slug}: one problem package. Every field is checked when the package loads; a bad one is an
+PROBLEM_TOML = """# {slug}: one problem package. Every field is checked when the package loads; a bad one is an
 # error naming this file and the field.
 slug = "{slug}"                 # must equal the folder name: lowercase letters, digits, underscores
 title = "TODO: a short title"
@@ -51,7 +51,8 @@ atol = 1e-5
 rule = "exact"
 match = "values"
 slack_bytes = 0
-recompute_slack = 0.25         # exact only: backward FLOPs at most 1.25x the reference's (+2 passes over its largest value)
+recompute_slack = 0.25         # exact only: backward FLOPs at most 1.25x the reference's
+                               # (+2 passes over its largest value)
 
 # Score weights (sum to 1): value right; + gradients right; + residuals right.
 [scoring]
@@ -68,9 +69,9 @@ policy = 0.33
 [verify]
 inputs_per_case = 3            # hidden inputs (each with a random cotangent) per case
 allowed_custom_calls = []      # custom_call targets permitted (none unless the problem needs one)
-'''
+"""
 
-STATEMENT = '''# TODO: title
+STATEMENT = """# TODO: title
 
 ## Why it matters
 
@@ -89,7 +90,7 @@ TODO: a small example that is not the task, with the real `print_saved_residuals
 
 Define `{slug}(x)` where `x` is a `float32` array of shape `(N,)`. TODO: what it returns and what
 it must save.
-'''
+"""
 
 STARTER = '''import jax
 import jax.numpy as jnp
@@ -110,7 +111,7 @@ def {slug}(x):
     return jnp.sum(jax.checkpoint(lambda v: jnp.sin(jnp.sin(v)))(x))
 '''
 
-WRONG = '''# expect: WRONG_POLICY
+WRONG = """# expect: WRONG_POLICY
 # Every file in wrong/ starts with "# expect: VERDICT"; `remat-judge problems validate` checks it.
 # The same function without jax.checkpoint saves two cosines instead of x.
 import jax.numpy as jnp
@@ -118,9 +119,9 @@ import jax.numpy as jnp
 
 def {slug}(x):
     return jnp.sum(jnp.sin(jnp.sin(x)))
-'''
+"""
 
-RIGHT = '''# expect: ACCEPTED
+RIGHT = """# expect: ACCEPTED
 # Every file in right/ is a correct solution in another style than reference.py; each must be
 # ACCEPTED. This one uses the decorator form and jax.remat, the alias of jax.checkpoint.
 import jax
@@ -134,14 +135,14 @@ def _twice_sin(v):
 
 def {slug}(x):
     return jnp.sum(_twice_sin(x))
-'''
+"""
 
-HINTS = '''# Hints
+HINTS = """# Hints
 
 ## Hint 1
 
 TODO
-'''
+"""
 
 
 def scaffold(root: Path, slug: str) -> Path:
@@ -156,9 +157,15 @@ def scaffold(root: Path, slug: str) -> Path:
     target.mkdir(parents=True, exist_ok=False)
     (target / "wrong").mkdir()
     (target / "right").mkdir()
-    files = {"problem.toml": PROBLEM_TOML, "statement.md": STATEMENT, "starter.py": STARTER,
-             "reference.py": REFERENCE, "hints.md": HINTS, "right/decorator_remat.py": RIGHT,
-             "wrong/no_checkpoint.py": WRONG}
+    files = {
+        "problem.toml": PROBLEM_TOML,
+        "statement.md": STATEMENT,
+        "starter.py": STARTER,
+        "reference.py": REFERENCE,
+        "hints.md": HINTS,
+        "right/decorator_remat.py": RIGHT,
+        "wrong/no_checkpoint.py": WRONG,
+    }
     for name, template in files.items():
         (target / name).write_text(template.format(slug=slug), encoding="utf-8")
     return target

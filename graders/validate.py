@@ -80,10 +80,12 @@ def size_warnings(reference: VerdictReport) -> list[str]:
     gap = abs(report.no_checkpoint_bytes - report.expected_bytes)
     if gap >= SEPARATING_BYTES:
         return []
-    return [f"no case is large enough to separate policies: in case {report.case!r} the reference saves "
-            f"{report.expected_bytes:,} bytes and the same function without any checkpoint {report.no_checkpoint_bytes:,} "
-            f"(a difference of {gap:,}); add a case where they differ by at least {SEPARATING_BYTES:,} bytes (1 MiB), "
-            f"so a wrong policy costs real memory"]
+    return [
+        f"no case is large enough to separate policies: in case {report.case!r} the reference saves "
+        f"{report.expected_bytes:,} bytes and the same function without any checkpoint {report.no_checkpoint_bytes:,} "
+        f"(a difference of {gap:,}); add a case where they differ by at least {SEPARATING_BYTES:,} bytes (1 MiB), "
+        f"so a wrong policy costs real memory"
+    ]
 
 
 def _indistinguishable(problem: Problem, report: VerdictReport, reference: VerdictReport) -> str:
@@ -96,19 +98,27 @@ def _indistinguishable(problem: Problem, report: VerdictReport, reference: Verdi
     if rule.rule == "exact":
         same = signature(mine.submitted) == signature(theirs.submitted) and (peak_ok or not rule.bounds_peak)
     else:
-        same = (mine.submitted_bytes - mine.submitted_host_bytes
-                <= theirs.submitted_bytes - theirs.submitted_host_bytes + rule.slack_bytes and peak_ok)
+        same = (
+            mine.submitted_bytes - mine.submitted_host_bytes
+            <= theirs.submitted_bytes - theirs.submitted_host_bytes + rule.slack_bytes
+            and peak_ok
+        )
     if same and rule.rule == "exact" and rule.match == "values":
-        return ("this submission saves the reference's residuals as values too: no residual-based judge "
-                "can tell it apart; choose another wrong submission")
+        return (
+            "this submission saves the reference's residuals as values too: no residual-based judge "
+            "can tell it apart; choose another wrong submission"
+        )
     if same:
-        return ("the residual signature cannot tell this submission apart from the reference: give the "
-                "values distinct shapes, or choose another wrong submission")
+        return (
+            "the residual signature cannot tell this submission apart from the reference: give the "
+            "values distinct shapes, or choose another wrong submission"
+        )
     return ""
 
 
-def validate_problem(problem: Problem, config: JudgeConfig, *, jobs: int = 2,
-                     on_row: Callable[[ValidationRow], None] | None = None) -> ValidationReport:
+def validate_problem(
+    problem: Problem, config: JudgeConfig, *, jobs: int = 2, on_row: Callable[[ValidationRow], None] | None = None
+) -> ValidationReport:
     """Grades the reference and every `right/` and `wrong/` file of `problem` through the real jail.
 
     Args:
@@ -125,7 +135,7 @@ def validate_problem(problem: Problem, config: JudgeConfig, *, jobs: int = 2,
     result = ValidationReport(slug=problem.slug, version=problem.version)
     try:
         variants = problem.right_submissions() + problem.wrong_submissions()
-    except Exception as exc:  # a malformed expect line
+    except Exception as exc:  # noqa: BLE001 - a malformed expect line
         result.error = str(exc)
         return result
     failed = check_reference(problem, config)
@@ -139,15 +149,22 @@ def validate_problem(problem: Problem, config: JudgeConfig, *, jobs: int = 2,
         t0 = time.monotonic()
         report = grade(path.read_text(encoding="utf-8"), problem, config)
         residuals = report.residuals
-        row = ValidationRow(file=str(path.relative_to(problem.root)), expected=expected, got=report.verdict,
-                            seconds=time.monotonic() - t0,
-                            residual_bytes=residuals.submitted_bytes if residuals else None,
-                            bwd_peak_bytes=residuals.submitted_bwd_peak_bytes if residuals else None,
-                            recompute_flops=residuals.submitted_recompute_flops if residuals else None)
+        row = ValidationRow(
+            file=str(path.relative_to(problem.root)),
+            expected=expected,
+            got=report.verdict,
+            seconds=time.monotonic() - t0,
+            residual_bytes=residuals.submitted_bytes if residuals else None,
+            bwd_peak_bytes=residuals.submitted_bwd_peak_bytes if residuals else None,
+            recompute_flops=residuals.submitted_recompute_flops if residuals else None,
+        )
         if report.verdict != expected:
             failed = [c for c in report.checks if not c.passed]
-            row.note = (failed[0].message.splitlines()[0][:300] if failed else "") if report.verdict != \
-                Verdict.ACCEPTED else ""
+            row.note = (
+                (failed[0].message.splitlines()[0][:300] if failed else "")
+                if report.verdict != Verdict.ACCEPTED
+                else ""
+            )
         return row, report
 
     ref_row, ref_report = run(problem.reference_path, Verdict.ACCEPTED)

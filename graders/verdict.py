@@ -31,16 +31,16 @@ class Verdict(str, Enum):
 
 VERDICT_EXPLANATIONS: dict[Verdict, str] = {
     Verdict.COMPILE_ERROR: "The source does not compile, or the entry point is missing, not callable, "
-                           "or takes the wrong number of arguments.",
+    "or takes the wrong number of arguments.",
     Verdict.TIME_LIMIT_EXCEEDED: "The submission (or its exported program) ran longer than the time limit.",
     Verdict.MEMORY_LIMIT_EXCEEDED: "The submission used more memory than the limit (or raised MemoryError).",
     Verdict.OUTPUT_LIMIT_EXCEEDED: "The submission printed or wrote more than the output limit.",
     Verdict.RUNTIME_ERROR: "An exception while importing, tracing or exporting the function, or the process "
-                           "died without a result.",
+    "died without a result.",
     Verdict.WRONG_ANSWER: "The function's output (shape, dtype or value) is wrong on a hidden input.",
     Verdict.WRONG_GRADIENT: "The values are right but the gradients are wrong on a hidden input.",
     Verdict.WRONG_POLICY: "Values and gradients are right, but autodiff saves different residuals "
-                          "than the problem requires.",
+    "than the problem requires.",
     Verdict.ACCEPTED: "Values, gradients and saved residuals are all as required.",
     Verdict.INTERNAL_ERROR: "The judge itself failed; this is not your fault and the submission will be retried.",
 }
@@ -114,14 +114,26 @@ class ResidualFact(BaseModel):
 
     def short(self) -> str:
         """`f32[16,8]`, as `print_saved_residuals` writes avals."""
-        abbrev = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
-                  "int32": "i32", "int64": "i64", "bool": "bool", "uint8": "u8", "int8": "i8"}
+        abbrev = {
+            "float32": "f32",
+            "float64": "f64",
+            "float16": "f16",
+            "bfloat16": "bf16",
+            "int32": "i32",
+            "int64": "i64",
+            "bool": "bool",
+            "uint8": "u8",
+            "int8": "i8",
+        }
         return f"{abbrev.get(self.dtype, self.dtype)}[{','.join(str(d) for d in self.shape)}]"
 
     def described(self) -> str:
         """`f32[16,8] from dot_general` for messages (`, offloaded to pinned_host` when it is)."""
-        return self.short() + (f" from `{self.source}`" if self.source else "") + (
-            "" if self.on_device else f", offloaded to {self.memory_kind}")
+        return (
+            self.short()
+            + (f" from `{self.source}`" if self.source else "")
+            + ("" if self.on_device else f", offloaded to {self.memory_kind}")
+        )
 
 
 def _dtype(name: str) -> Any:

@@ -18,8 +18,7 @@ from typing import Any, Callable
 from graders.artifacts import ArtifactError, deserialize, exported_avals, inspect_module, shared_ir_context
 from graders.checks.common import CaseRun
 from graders.checks.gradients import check_gradients
-from graders.checks.residuals import (check_peak_memory, check_recompute, check_residuals, describe_residuals,
-                                      signature)
+from graders.checks.residuals import check_peak_memory, check_recompute, check_residuals, describe_residuals, signature
 from graders.checks.values import check_values
 from graders.evaluate import ArtifactRunError, CaseData, evaluate_cases
 from graders.expectation import CaseExpectation, Expectations, named_sources
@@ -88,50 +87,67 @@ def program_digest(loaded: list[tuple[str, str]]) -> str:
     return hashlib.sha256(b"remat-judge programs\0" + material.encode()).hexdigest()
 
 
-def _load_case(expected: CaseExpectation, case: BundleCase, problem: Problem, limits: VerifyLimits,
-               leaf_names: list[str]) -> _Loaded:
+def _load_case(
+    expected: CaseExpectation, case: BundleCase, problem: Problem, limits: VerifyLimits, leaf_names: list[str]
+) -> _Loaded:
     """Steps 1 to 3 for one case: nothing here runs the artifacts."""
     label = f"case {expected.name!r}"
     for kind, blob in (("forward", case.fwd), ("backward", case.bwd)):
         if len(blob) > limits.max_artifact_bytes:
-            raise _fail("module", Verdict.RUNTIME_ERROR,
-                        f"{label}: the exported {kind} program is {len(blob):,} bytes, more than the "
-                        f"{limits.max_artifact_bytes:,} allowed. Large constants captured by the function "
-                        f"(arrays built at trace time) end up inside the program.")
+            raise _fail(
+                "module",
+                Verdict.RUNTIME_ERROR,
+                f"{label}: the exported {kind} program is {len(blob):,} bytes, more than the "
+                f"{limits.max_artifact_bytes:,} allowed. Large constants captured by the function "
+                f"(arrays built at trace time) end up inside the program.",
+            )
     try:
         fwd, bwd = deserialize(case.fwd), deserialize(case.bwd)
     except ArtifactError as exc:
-        raise _fail("module", Verdict.RUNTIME_ERROR, f"{label}: the result is not a valid exported program ({exc})")
+        raise _fail(
+            "module", Verdict.RUNTIME_ERROR, f"{label}: the result is not a valid exported program ({exc})"
+        ) from exc
     allowed = frozenset(problem.spec.verify.allowed_custom_calls)
     infos = []
     for kind, exp in (("forward", fwd), ("backward", bwd)):
         if tuple(exp.platforms) != ("cpu",) or exp.nr_devices != 1:
-            raise _fail("module", Verdict.RUNTIME_ERROR,
-                        f"{label}: the {kind} program targets {exp.platforms} on {exp.nr_devices} devices, "
-                        f"not one CPU")
+            raise _fail(
+                "module",
+                Verdict.RUNTIME_ERROR,
+                f"{label}: the {kind} program targets {exp.platforms} on {exp.nr_devices} devices, not one CPU",
+            )
         if exp.ordered_effects or exp.unordered_effects or exp.disabled_safety_checks:
-            raise _fail("module", Verdict.RUNTIME_ERROR,
-                        f"{label}: the {kind} program has side effects (callbacks, I/O) or disabled safety "
-                        f"checks; only pure array computation can be judged")
+            raise _fail(
+                "module",
+                Verdict.RUNTIME_ERROR,
+                f"{label}: the {kind} program has side effects (callbacks, I/O) or disabled safety "
+                f"checks; only pure array computation can be judged",
+            )
         try:
             info = inspect_module(exp, allowed_custom_calls=allowed, limits=limits.read_limits)
         except ArtifactError as exc:
-            raise _fail("module", Verdict.RUNTIME_ERROR, f"{label}: the {kind} program cannot be read ({exc})")
+            raise _fail("module", Verdict.RUNTIME_ERROR, f"{label}: the {kind} program cannot be read ({exc})") from exc
         except (MemoryError, RecursionError):
             raise
         except Exception:  # the MLIR bindings refusing a forged module in a way we did not foresee
             log.exception("reading a %s artifact failed", kind)
-            raise _fail("module", Verdict.RUNTIME_ERROR, f"{label}: the {kind} program cannot be read")
+            raise _fail("module", Verdict.RUNTIME_ERROR, f"{label}: the {kind} program cannot be read") from None
         if info.disallowed:
-            raise _fail("module", Verdict.RUNTIME_ERROR,
-                        f"{label}: the {kind} program uses operations the judge does not run: "
-                        f"{', '.join(info.disallowed)}. Host callbacks (jax.pure_callback, jax.debug.print, "
-                        f"io_callback) and library calls outside pure array math are not allowed.",
-                        disallowed=info.disallowed)
+            raise _fail(
+                "module",
+                Verdict.RUNTIME_ERROR,
+                f"{label}: the {kind} program uses operations the judge does not run: "
+                f"{', '.join(info.disallowed)}. Host callbacks (jax.pure_callback, jax.debug.print, "
+                f"io_callback) and library calls outside pure array math are not allowed.",
+                disallowed=info.disallowed,
+            )
         if info.peak_live_bytes > limits.max_peak_live_bytes:
-            raise _fail("module", Verdict.MEMORY_LIMIT_EXCEEDED,
-                        f"{label}: the {kind} program would hold {info.peak_live_bytes:,} bytes live at once, "
-                        f"more than the {limits.max_peak_live_bytes:,} allowed")
+            raise _fail(
+                "module",
+                Verdict.MEMORY_LIMIT_EXCEEDED,
+                f"{label}: the {kind} program would hold {info.peak_live_bytes:,} bytes live at once, "
+                f"more than the {limits.max_peak_live_bytes:,} allowed",
+            )
         infos.append(info)
 
     n_out = len(expected.output_avals)
@@ -139,30 +155,57 @@ def _load_case(expected: CaseExpectation, case: BundleCase, problem: Problem, li
         fwd_in, fwd_out = exported_avals(fwd.in_avals), exported_avals(fwd.out_avals)
         bwd_in, bwd_out = exported_avals(bwd.in_avals), exported_avals(bwd.out_avals)
     except ArtifactError as exc:
-        raise _fail("avals", Verdict.RUNTIME_ERROR, f"{label}: {exc}")
+        raise _fail("avals", Verdict.RUNTIME_ERROR, f"{label}: {exc}") from exc
     if fwd_in != expected.input_avals:
-        raise _fail("avals", Verdict.RUNTIME_ERROR,
-                    f"{label}: the exported program takes {_avals_text(fwd_in)}, but the case passes "
-                    f"{_avals_text(expected.input_avals)}; the result was not produced by the runner")
+        raise _fail(
+            "avals",
+            Verdict.RUNTIME_ERROR,
+            f"{label}: the exported program takes {_avals_text(fwd_in)}, but the case passes "
+            f"{_avals_text(expected.input_avals)}; the result was not produced by the runner",
+        )
     if case.n_primal_outputs != n_out or fwd_out[:n_out] != expected.output_avals:
         got = fwd_out[: case.n_primal_outputs] if case.n_primal_outputs <= len(fwd_out) else fwd_out
-        raise _fail("avals", Verdict.WRONG_ANSWER,
-                    f"{label}: your function returns {_avals_text(got)} but {_avals_text(expected.output_avals)} "
-                    f"is expected (shape and dtype).")
+        raise _fail(
+            "avals",
+            Verdict.WRONG_ANSWER,
+            f"{label}: your function returns {_avals_text(got)} but {_avals_text(expected.output_avals)} "
+            f"is expected (shape and dtype).",
+        )
     residual_avals = fwd_out[n_out:]
     if bwd_in != residual_avals + expected.output_avals:
-        raise _fail("avals", Verdict.RUNTIME_ERROR,
-                    f"{label}: the backward program does not take exactly the saved residuals and a cotangent")
+        raise _fail(
+            "avals",
+            Verdict.RUNTIME_ERROR,
+            f"{label}: the backward program does not take exactly the saved residuals and a cotangent",
+        )
     if bwd_out != expected.input_avals:
-        raise _fail("avals", Verdict.WRONG_GRADIENT,
-                    f"{label}: the backward program returns gradients {_avals_text(bwd_out)}"
-                    f", expected {_avals_text(expected.input_avals)}")
-    residuals = describe_residuals(residual_avals, case.residual_notes,
-                                   sources=named_sources(infos[0].sources[n_out:], leaf_names),
-                                   memory_kinds=infos[0].memory_kinds[n_out:])
-    return _Loaded(expected, case, fwd, bwd, infos[0].peak_live_bytes, infos[1].peak_live_bytes, infos[1].flops,
-                   infos[1].flops_exact, residuals, infos[0].digest, infos[1].digest,
-                   infos[0].program_digest, infos[1].program_digest)
+        raise _fail(
+            "avals",
+            Verdict.WRONG_GRADIENT,
+            f"{label}: the backward program returns gradients {_avals_text(bwd_out)}"
+            f", expected {_avals_text(expected.input_avals)}",
+        )
+    residuals = describe_residuals(
+        residual_avals,
+        case.residual_notes,
+        sources=named_sources(infos[0].sources[n_out:], leaf_names),
+        memory_kinds=infos[0].memory_kinds[n_out:],
+    )
+    return _Loaded(
+        expected,
+        case,
+        fwd,
+        bwd,
+        infos[0].peak_live_bytes,
+        infos[1].peak_live_bytes,
+        infos[1].flops,
+        infos[1].flops_exact,
+        residuals,
+        infos[0].digest,
+        infos[1].digest,
+        infos[0].program_digest,
+        infos[1].program_digest,
+    )
 
 
 def _execute(loaded: list[_Loaded], limits: VerifyLimits) -> list[CaseRun]:
@@ -174,20 +217,43 @@ def _execute(loaded: list[_Loaded], limits: VerifyLimits) -> list[CaseRun]:
             (RUNTIME_ERROR, naming the first failing case). Exceptions of our own code propagate:
             they are judge faults.
     """
-    data = [CaseData(fwd=item.fwd, bwd=item.bwd, n_out=len(item.expected.output_avals),
-                     inputs=item.expected.inputs, cotangents=item.expected.cotangents,
-                     directions=None, step=0.0, peak_bytes=max(item.fwd_peak, item.bwd_peak)) for item in loaded]
+    data = [
+        CaseData(
+            fwd=item.fwd,
+            bwd=item.bwd,
+            n_out=len(item.expected.output_avals),
+            inputs=item.expected.inputs,
+            cotangents=item.expected.cotangents,
+            directions=None,
+            step=0.0,
+            peak_bytes=max(item.fwd_peak, item.bwd_peak),
+        )
+        for item in loaded
+    ]
     try:
         # cases share programs while their static peaks add up to what one artifact may hold
         values = evaluate_cases(data, max_group_bytes=limits.max_peak_live_bytes)
     except ArtifactRunError as exc:
-        raise _fail("execute", Verdict.RUNTIME_ERROR,
-                    f"case {loaded[exc.case].expected.name!r}: your exported program failed to run: {exc}") from None
-    return [CaseRun(expected=item.expected, residuals=item.residuals, fwd_peak_bytes=item.fwd_peak,
-                    bwd_peak_bytes=item.bwd_peak, bwd_flops=item.bwd_flops, bwd_flops_exact=item.bwd_flops_exact,
-                    outputs=v.outputs,
-                    residual_values=v.residuals, gradients=v.gradients, fd=v.fd)
-            for item, v in zip(loaded, values)]
+        raise _fail(
+            "execute",
+            Verdict.RUNTIME_ERROR,
+            f"case {loaded[exc.case].expected.name!r}: your exported program failed to run: {exc}",
+        ) from None
+    return [
+        CaseRun(
+            expected=item.expected,
+            residuals=item.residuals,
+            fwd_peak_bytes=item.fwd_peak,
+            bwd_peak_bytes=item.bwd_peak,
+            bwd_flops=item.bwd_flops,
+            bwd_flops_exact=item.bwd_flops_exact,
+            outputs=v.outputs,
+            residual_values=v.residuals,
+            gradients=v.gradients,
+            fd=v.fd,
+        )
+        for item, v in zip(loaded, values)
+    ]
 
 
 def submission_digest(loaded: list[tuple[BundleCase, str, str]]) -> str:
@@ -200,10 +266,18 @@ def submission_digest(loaded: list[tuple[BundleCase, str, str]]) -> str:
     Args:
         loaded: per case, (the bundle's case, fwd digest, bwd digest).
     """
-    doc = [{"name": case.name, "n_primal_outputs": case.n_primal_outputs, "fwd": fwd, "bwd": bwd,
-            "residual_notes": None if case.residual_notes is None
-            else [n.model_dump(mode="json") for n in case.residual_notes]}
-           for case, fwd, bwd in loaded]
+    doc = [
+        {
+            "name": case.name,
+            "n_primal_outputs": case.n_primal_outputs,
+            "fwd": fwd,
+            "bwd": bwd,
+            "residual_notes": None
+            if case.residual_notes is None
+            else [n.model_dump(mode="json") for n in case.residual_notes],
+        }
+        for case, fwd, bwd in loaded
+    ]
     material = json.dumps({"cases": doc}, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(b"remat-judge bundle\0" + material.encode()).hexdigest()
 
@@ -217,7 +291,8 @@ def residual_report(runs: list[CaseRun]) -> ResidualReport | None:
 
     def differs(run: CaseRun) -> bool:
         return signature(run.residuals) != signature(run.expected.residuals) or any(
-            f.matched is False for f in run.residuals)
+            f.matched is False for f in run.residuals
+        )
 
     differing = [r for r in runs if differs(r)]
     chosen = max(differing or runs, key=lambda r: max(r.expected.residual_bytes, sum(x.nbytes for x in r.residuals)))
@@ -227,19 +302,27 @@ def residual_report(runs: list[CaseRun]) -> ResidualReport | None:
         for fact, saved in zip(expected, chosen.expected_matched):
             fact.matched = saved
     return ResidualReport(
-        case=exp.name, expected=expected, submitted=chosen.residuals,
-        expected_bytes=exp.residual_bytes, submitted_bytes=sum(r.nbytes for r in chosen.residuals),
+        case=exp.name,
+        expected=expected,
+        submitted=chosen.residuals,
+        expected_bytes=exp.residual_bytes,
+        submitted_bytes=sum(r.nbytes for r in chosen.residuals),
         expected_host_bytes=sum(r.nbytes for r in exp.residuals if not r.on_device),
         submitted_host_bytes=sum(r.nbytes for r in chosen.residuals if not r.on_device),
-        expected_bwd_peak_bytes=exp.bwd_peak_bytes, submitted_bwd_peak_bytes=chosen.bwd_peak_bytes,
-        expected_fwd_peak_bytes=exp.fwd_peak_bytes, submitted_fwd_peak_bytes=chosen.fwd_peak_bytes,
-        no_checkpoint_bytes=exp.plain_residual_bytes, no_checkpoint_bwd_peak_bytes=exp.plain_bwd_peak_bytes,
-        expected_bwd_flops=exp.bwd_flops, submitted_bwd_flops=chosen.bwd_flops,
+        expected_bwd_peak_bytes=exp.bwd_peak_bytes,
+        submitted_bwd_peak_bytes=chosen.bwd_peak_bytes,
+        expected_fwd_peak_bytes=exp.fwd_peak_bytes,
+        submitted_fwd_peak_bytes=chosen.fwd_peak_bytes,
+        no_checkpoint_bytes=exp.plain_residual_bytes,
+        no_checkpoint_bwd_peak_bytes=exp.plain_bwd_peak_bytes,
+        expected_bwd_flops=exp.bwd_flops,
+        submitted_bwd_flops=chosen.bwd_flops,
         no_checkpoint_bwd_flops=exp.plain_bwd_flops,
         expected_recompute_flops=exp.recompute_flops(exp.bwd_flops),
         flops_exact=exp.bwd_flops_exact and chosen.bwd_flops_exact,
         submitted_recompute_flops=exp.recompute_flops(chosen.bwd_flops),
-        full_remat_bytes=exp.full_remat_bytes, full_remat_bwd_flops=exp.full_remat_bwd_flops,
+        full_remat_bytes=exp.full_remat_bytes,
+        full_remat_bwd_flops=exp.full_remat_bwd_flops,
         full_remat_recompute_flops=exp.recompute_flops(exp.full_remat_bwd_flops),
         full_remat_bwd_peak_bytes=exp.full_remat_bwd_peak_bytes,
     )
@@ -252,14 +335,24 @@ def score_of(checks: list[CheckResult], problem: Problem) -> float:
     w = problem.spec.scoring
     value_ok = passed.get("value", False)
     gradient_ok = value_ok and passed.get("gradient", False)
-    policy_ok = (gradient_ok and passed.get("residuals", False) and passed.get("peak_memory", False)
-                 and passed.get("recompute", True))
+    policy_ok = (
+        gradient_ok
+        and passed.get("residuals", False)
+        and passed.get("peak_memory", False)
+        and passed.get("recompute", True)
+    )
     return round(w.value * value_ok + w.gradient * gradient_ok + w.policy * policy_ok, 4)
 
 
-def verify(bundle: Bundle, problem: Problem, expectations: Expectations, *, limits: VerifyLimits,
-           on_digest: Callable[[str], None] = lambda d: None,
-           on_execute: Callable[[], None] = lambda: None) -> VerifyResult:
+def verify(
+    bundle: Bundle,
+    problem: Problem,
+    expectations: Expectations,
+    *,
+    limits: VerifyLimits,
+    on_digest: Callable[[str], None] = lambda d: None,
+    on_execute: Callable[[], None] = lambda: None,
+) -> VerifyResult:
     """Judges an "ok" bundle.
 
     Args:
@@ -282,27 +375,35 @@ def verify(bundle: Bundle, problem: Problem, expectations: Expectations, *, limi
         Any exception of our own code (a judge fault); what the artifacts do is a verdict.
     """
     if expectations.version != problem.version or expectations.slug != problem.slug:
-        raise VersionMismatch(f"expectations of {expectations.slug} {expectations.version} cannot judge "
-                              f"{problem.slug} {problem.version}")
+        raise VersionMismatch(
+            f"expectations of {expectations.slug} {expectations.version} cannot judge {problem.slug} {problem.version}"
+        )
     checks: list[CheckResult] = []
     expected_names = [c.name for c in expectations.cases]
     got_names = [c.name for c in bundle.cases]
     try:
         if got_names != expected_names:
-            raise _fail("module", Verdict.RUNTIME_ERROR,
-                        f"the result has cases {got_names}, expected {expected_names}")
+            raise _fail("module", Verdict.RUNTIME_ERROR, f"the result has cases {got_names}, expected {expected_names}")
         with shared_ir_context():  # one MLIR context for all the artifacts read
-            loaded = [_load_case(e, c, problem, limits, expectations.leaf_names)
-                      for e, c in zip(expectations.cases, bundle.cases)]
+            loaded = [
+                _load_case(e, c, problem, limits, expectations.leaf_names)
+                for e, c in zip(expectations.cases, bundle.cases)
+            ]
     except _Stop as stop:
         checks.append(stop.check)
         return VerifyResult(checks, None, first_verdict([stop.check.verdict or Verdict.RUNTIME_ERROR]), 0.0)
     on_digest(submission_digest([(item.case, item.fwd_digest, item.bwd_digest) for item in loaded]))
     programs = program_digest([(item.fwd_program, item.bwd_program) for item in loaded])
-    checks.append(CheckResult(name="module", passed=True,
-                              message=f"{2 * len(loaded)} exported programs use only allowed operations"))
-    checks.append(CheckResult(name="avals", passed=True,
-                              message="inputs, outputs and gradients have the expected shapes and dtypes"))
+    checks.append(
+        CheckResult(
+            name="module", passed=True, message=f"{2 * len(loaded)} exported programs use only allowed operations"
+        )
+    )
+    checks.append(
+        CheckResult(
+            name="avals", passed=True, message="inputs, outputs and gradients have the expected shapes and dtypes"
+        )
+    )
     on_execute()
     try:
         runs = _execute(loaded, limits)

@@ -25,15 +25,27 @@ from pathlib import Path
 
 from graders.config import JudgeConfig
 from graders.problem import Problem
-from graders.verifier_events import (Digest, Error, EventError, OutOfMemory, Ready, ReferenceFailed, Result,
-                                     Running, VerifierParams, parse_event)
+from graders.verifier_events import (
+    Digest,
+    Error,
+    EventError,
+    OutOfMemory,
+    Ready,
+    ReferenceFailed,
+    Result,
+    Running,
+    VerifierParams,
+    parse_event,
+)
 from sandbox.limits import MIB
 from sandbox.supervise import Child, ChildLimits, SupervisorError, Templates, TemplateSpec, shared_templates
 
 log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[1]
 KEPT_STDERR_BYTES = 64 * 1024
-RESULT_CACHE_FORMAT = 4  # 2: programs compiled with evaluate.COMPILER_OPTIONS; 3: the reference self-checks; 4: program digests
+RESULT_CACHE_FORMAT = (
+    4  # 2: programs compiled with evaluate.COMPILER_OPTIONS; 3: the reference self-checks; 4: program digests
+)
 # (no per-submission finite differences), memory kinds, calibrated peak slack, the recompute check
 MAX_FORKS_PER_TEMPLATE = 500
 
@@ -78,11 +90,19 @@ def template_spec() -> TemplateSpec:
     """How the supervisor starts the verifier template: this interpreter, `-m graders.verify_main`,
     an environment of five variables (no secret of the judge's), cwd the repository."""
     return TemplateSpec(
-        name="verifier", argv=lambda: [sys.executable, "-B", "-m", "graders.verify_main", "{control_fd}",
-                                       "{seccomp_fd}"],
-        cwd=str(REPO), memory_limit_bytes=2 << 30, startup_time_limit_s=120.0,
-        env={"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu", "TF_CPP_MIN_LOG_LEVEL": "2", "HOME": "/tmp",
-             "LANG": "C.UTF-8"})
+        name="verifier",
+        argv=lambda: [sys.executable, "-B", "-m", "graders.verify_main", "{control_fd}", "{seccomp_fd}"],
+        cwd=str(REPO),
+        memory_limit_bytes=2 << 30,
+        startup_time_limit_s=120.0,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "JAX_PLATFORMS": "cpu",
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+            "HOME": "/tmp",
+            "LANG": "C.UTF-8",
+        },
+    )
 
 
 verifier_templates = shared_templates(template_spec, max_forks=MAX_FORKS_PER_TEMPLATE)
@@ -93,12 +113,18 @@ def child_limits(config: JudgeConfig) -> ChildLimits:
     """A verifier child's limits: the configured memory cap; CPU time for start-up plus the run."""
     cpu_s = int(config.verify_startup_time_limit_s + config.verify_time_limit_s) + 1
     return ChildLimits(
-        memory_limit_bytes=config.verifier_memory_limit_mib * MIB, process_limit=256, own_uid=True,
+        memory_limit_bytes=config.verifier_memory_limit_mib * MIB,
+        process_limit=256,
+        own_uid=True,
         rlimits={"RLIMIT_CPU": [cpu_s, cpu_s + 1], "RLIMIT_CORE": [0, 0], "RLIMIT_FSIZE": [64 * MIB, 64 * MIB]},
-        unshare=("mount", "ipc", "uts", "net"), tmpfs_bytes=64 * MIB, seccomp=True,
+        unshare=("mount", "ipc", "uts", "net"),
+        tmpfs_bytes=64 * MIB,
+        seccomp=True,
         expose=tuple(dict.fromkeys([sys.base_prefix, sys.prefix, str(REPO)])),
-        output_caps={"result": 64 * MIB}, kept_bytes={"stdout": 4096, "stderr": KEPT_STDERR_BYTES},
-        startup_time_limit_s=config.verify_startup_time_limit_s)
+        output_caps={"result": 64 * MIB},
+        kept_bytes={"stdout": 4096, "stderr": KEPT_STDERR_BYTES},
+        startup_time_limit_s=config.verify_startup_time_limit_s,
+    )
 
 
 def _jax_version() -> str:
@@ -121,9 +147,15 @@ class ResultCache:
 
     @staticmethod
     def key(digest: str, problem: Problem, config: JudgeConfig) -> str:
-        material = {"format": RESULT_CACHE_FORMAT, "digest": digest, "slug": problem.slug, "jax": _jax_version(),
-                    "version": problem.version, "seed": hashlib.sha256(config.seed).hexdigest(),
-                    "limits": asdict(config.verify_limits)}
+        material = {
+            "format": RESULT_CACHE_FORMAT,
+            "digest": digest,
+            "slug": problem.slug,
+            "jax": _jax_version(),
+            "version": problem.version,
+            "seed": hashlib.sha256(config.seed).hexdigest(),
+            "limits": asdict(config.verify_limits),
+        }
         return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
     def _path(self, key: str) -> Path:
@@ -168,11 +200,16 @@ class Verifier:
             VerifierError: phase "startup" (the template or the child could not be started).
         """
         config_limits = config.verify_limits
-        params = VerifierParams(problem_dir=str(problem.root), problem_slug=problem.slug, problem_version=problem.version,
-                                cache_dir=str(config.cache_dir), seed_hex=config.seed.hex(),
-                                limits={k: int(v) for k, v in asdict(config_limits).items()},
-                                bundle_limit_bytes=config.jail_limits.bundle_limit_bytes,
-                                reference_export_budget_s=reference_budget_s(problem, config)[0])
+        params = VerifierParams(
+            problem_dir=str(problem.root),
+            problem_slug=problem.slug,
+            problem_version=problem.version,
+            cache_dir=str(config.cache_dir),
+            seed_hex=config.seed.hex(),
+            limits={k: int(v) for k, v in asdict(config_limits).items()},
+            bundle_limit_bytes=config.jail_limits.bundle_limit_bytes,
+            reference_export_budget_s=reference_budget_s(problem, config)[0],
+        )
         try:
             child = Child.start(templates or verifier_templates(), child_limits(config), params.model_dump())
         except SupervisorError as exc:
@@ -238,10 +275,16 @@ class Verifier:
         except TimeoutError:
             if building:
                 self._failure("the reference's expectations took too long to build", timed_out=True)
-                raise ReferenceCheckFailed([(
-                    "time_limit", f"building the reference's expectations did not finish in {deadline_s:g} s "
-                                  f"(every case is exported about five times and run): make the reference or the "
-                                  f"cases faster, or raise [limits] wall_time_limit_s (now {budget_s:g} s)")]) from None
+                raise ReferenceCheckFailed(
+                    [
+                        (
+                            "time_limit",
+                            f"building the reference's expectations did not finish in {deadline_s:g} s "
+                            f"(every case is exported about five times and run): make the reference or the "
+                            f"cases faster, or raise [limits] wall_time_limit_s (now {budget_s:g} s)",
+                        )
+                    ]
+                ) from None
             raise self._failure("the verifier did not start in time", timed_out=True) from None
         if isinstance(event, ReferenceFailed):
             self.close()
@@ -251,9 +294,15 @@ class Verifier:
         if not isinstance(event, Ready):
             failure = self._failure("the verifier exited during start-up")
             if building and failure.memory_exceeded:
-                raise ReferenceCheckFailed([(
-                    "memory_limit", f"building the reference's expectations ran out of the verifier's "
-                                    f"{self.config.verifier_memory_limit_mib} MiB: make the cases smaller")]) from None
+                raise ReferenceCheckFailed(
+                    [
+                        (
+                            "memory_limit",
+                            f"building the reference's expectations ran out of the verifier's "
+                            f"{self.config.verifier_memory_limit_mib} MiB: make the cases smaller",
+                        )
+                    ]
+                ) from None
             raise failure
         return event.ms
 
@@ -276,8 +325,9 @@ class Verifier:
             try:
                 event = self._next_event(deadline)
             except TimeoutError:
-                raise self._failure(f"the exported program ran longer than {self.config.verify_time_limit_s:g} s",
-                                    timed_out=True) from None
+                raise self._failure(
+                    f"the exported program ran longer than {self.config.verify_time_limit_s:g} s", timed_out=True
+                ) from None
             if event is None:
                 raise self._failure("the verifier died")
             if isinstance(event, Digest):

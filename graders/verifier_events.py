@@ -37,15 +37,20 @@ class VerifierParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     problem_dir: str
-    problem_slug: str = Field(default="", description="the slug problem.toml must name (a snapshot's folder is "
-                                                      "named by its version); empty: the folder's name")
+    problem_slug: str = Field(
+        default="",
+        description="the slug problem.toml must name (a snapshot's folder is "
+        "named by its version); empty: the folder's name",
+    )
     problem_version: str
     cache_dir: str
     seed_hex: str
     limits: dict[str, int]
     bundle_limit_bytes: int
-    reference_export_budget_s: float | None = Field(default=None, description="wall seconds exporting every case "
-                                                    "of the reference may take (the jail's wall_time_limit_s)")
+    reference_export_budget_s: float | None = Field(
+        default=None,
+        description="wall seconds exporting every case of the reference may take (the jail's wall_time_limit_s)",
+    )
 
 
 class _Event(BaseModel):
@@ -72,8 +77,9 @@ class Result(_Event):
     verdict: str
     score: float
     checks: list[CheckResult]
-    internal: list[dict[str, Any] | None] = Field(default_factory=list,
-                                                  description="each check's instructor-only details")
+    internal: list[dict[str, Any] | None] = Field(
+        default_factory=list, description="each check's instructor-only details"
+    )
     residuals: ResidualReport | None
     problem_version: str
     jax_version: str
@@ -109,8 +115,9 @@ class ReferenceFailed(_Event):
     failures: Annotated[list[SelfCheckFailure], Field(min_length=1, max_length=len(SelfCheck.__args__))]  # type: ignore[attr-defined]
 
 
-Event = Annotated[Union[Ready, Digest, Running, Result, Error, OutOfMemory, ReferenceFailed],
-                  Field(discriminator="event")]
+Event = Annotated[
+    Union[Ready, Digest, Running, Result, Error, OutOfMemory, ReferenceFailed], Field(discriminator="event")
+]
 _EVENTS: TypeAdapter[Any] = TypeAdapter(Event)
 
 

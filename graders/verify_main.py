@@ -28,8 +28,17 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from graders.verifier_events import (Digest, Error, OutOfMemory, Ready, ReferenceFailed, Result, Running,
-                                     VerifierParams, encode_event)
+from graders.verifier_events import (
+    Digest,
+    Error,
+    OutOfMemory,
+    Ready,
+    ReferenceFailed,
+    Result,
+    Running,
+    VerifierParams,
+    encode_event,
+)
 
 
 class VerifierJob:
@@ -57,17 +66,23 @@ class VerifierJob:
         self.params = VerifierParams.model_validate(params)
         problem = load_problem(Path(self.params.problem_dir), slug=self.params.problem_slug or None)
         if problem.version != self.params.problem_version:
-            raise RuntimeError(f"the worker judges {problem.slug} version {self.params.problem_version}, but "
-                               f"the package now on disk is version {problem.version}")
+            raise RuntimeError(
+                f"the worker judges {problem.slug} version {self.params.problem_version}, but "
+                f"the package now on disk is version {problem.version}"
+            )
         self.problem = problem
         try:
-            self.expectations = ensure_expectations(problem, seed=bytes.fromhex(self.params.seed_hex),
-                                                    cache_root=Path(self.params.cache_dir),
-                                                    export_budget_s=self.params.reference_export_budget_s,
-                                                    limits=VerifyLimits(**self.params.limits))
+            self.expectations = ensure_expectations(
+                problem,
+                seed=bytes.fromhex(self.params.seed_hex),
+                cache_root=Path(self.params.cache_dir),
+                export_budget_s=self.params.reference_export_budget_s,
+                limits=VerifyLimits(**self.params.limits),
+            )
         except ReferenceCheckError as failure:  # the author's fault: reported instead of `ready`
-            self.reference_failure = ReferenceFailed(failures=[{"check": c, "message": m[:4000]}
-                                                               for c, m in failure.failures])
+            self.reference_failure = ReferenceFailed(
+                failures=[{"check": c, "message": m[:4000]} for c, m in failure.failures]
+            )
         self.params = self.params.model_copy(update={"seed_hex": ""})  # not needed past this point
         self.loaded_ms = (time.monotonic() - t0) * 1000
 
@@ -98,19 +113,33 @@ class VerifierJob:
             emit(Error(message=f"bundle rejected after the parent accepted it: {exc}"))
             return 1
         try:
-            result = verify(bundle, self.problem, self.expectations, limits=VerifyLimits(**self.params.limits),
-                            on_digest=lambda digest: emit(Digest(digest=digest)),
-                            on_execute=lambda: emit(Running()))
+            result = verify(
+                bundle,
+                self.problem,
+                self.expectations,
+                limits=VerifyLimits(**self.params.limits),
+                on_digest=lambda digest: emit(Digest(digest=digest)),
+                on_execute=lambda: emit(Running()),
+            )
         except MemoryError:
             emit(OutOfMemory())
             return 1
-        except Exception as exc:  # a fault of ours (or of XLA): never blamed on the submission
+        except Exception as exc:  # noqa: BLE001 - a fault of ours (or of XLA): never blamed on the submission
             emit(Error(message=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()))
             return 1
-        emit(Result(verdict=result.verdict.value, score=result.score, checks=result.checks,
-                    internal=[c.internal for c in result.checks], residuals=result.residuals,
-                    problem_version=self.problem.version, jax_version=jax.__version__,
-                    verify_ms=(time.monotonic() - t1) * 1000, program_digest=result.program_digest))
+        emit(
+            Result(
+                verdict=result.verdict.value,
+                score=result.score,
+                checks=result.checks,
+                internal=[c.internal for c in result.checks],
+                residuals=result.residuals,
+                problem_version=self.problem.version,
+                jax_version=jax.__version__,
+                verify_ms=(time.monotonic() - t1) * 1000,
+                program_digest=result.program_digest,
+            )
+        )
         return 0
 
 
@@ -122,15 +151,14 @@ def main(argv: list[str]) -> int:
     import jax  # noqa: F401 - imported once per template; the backend starts in each child
     from jax import export  # noqa: F401
 
-    import graders.reference  # noqa: F401
+    import graders.reference
     import graders.verifier  # noqa: F401
     from jailside import forkserver
     from jailside.warmup import warm_up
 
     warm_up(calls_exported=True)
 
-    return forkserver.serve(control_fd, VerifierJob, seccomp_bpf=seccomp_bpf,
-                            import_ms=(time.monotonic() - t0) * 1000)
+    return forkserver.serve(control_fd, VerifierJob, seccomp_bpf=seccomp_bpf, import_ms=(time.monotonic() - t0) * 1000)
 
 
 if __name__ == "__main__":

@@ -102,10 +102,13 @@ def residual_notes(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> list[
         names = [s["name"] for s in specs if s["kind"] != "static"]
         found = ad_checkpoint.saved_residuals(bind_static(fn, specs), *dynamic)
         # our wrapper's parameter is `*dynamic`: give the arguments their problem's names back
-        return [{"shape": [int(d) for d in aval.shape], "dtype": str(aval.dtype),
-                 "note": re.sub(r"dynamic\[(\d+)\]", lambda m: names[int(m.group(1))], str(note))}
-                for aval, note in found]
-    except Exception:  # advisory: a failure here must not change the verdict
+        return [
+            {
+                "shape": [int(d) for d in aval.shape],
+                "dtype": str(aval.dtype),
+                "note": re.sub(r"dynamic\[(\d+)\]", lambda m: names[int(m.group(1))], str(note)),
+            }
+            for aval, note in found
+        ]
+    except Exception:  # noqa: BLE001 - advisory: a failure here must not change the verdict
         return None
-
-

@@ -33,8 +33,18 @@ import traceback
 from typing import Any, Callable, Protocol
 
 from jailside import lockdown
-from jailside.protocol import (ForkRequest, Hello, JobExit, JobSetup, LineReader, ProtocolError, Started,
-                               TemplateReady, decode, recv_with_fds)
+from jailside.protocol import (
+    ForkRequest,
+    Hello,
+    JobExit,
+    JobSetup,
+    LineReader,
+    ProtocolError,
+    Started,
+    TemplateReady,
+    decode,
+    recv_with_fds,
+)
 
 LOCKDOWN_FAILED = 125
 N_FDS = 5  # job socket, stdin, stdout, stderr, result
@@ -173,8 +183,9 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:2000]
 
 
-def _worker(setup: JobSetup, job: Job, job_sock: socket.socket, fds: tuple[int, int, int, int],
-            seccomp_bpf: bytes | None) -> int:
+def _worker(
+    setup: JobSetup, job: Job, job_sock: socket.socket, fds: tuple[int, int, int, int], seccomp_bpf: bytes | None
+) -> int:
     """The locked-down side. Returns the exit code (the job's, or LOCKDOWN_FAILED)."""
     stdin_fd, stdout_fd, stderr_fd, result_fd = fds
     try:

@@ -13,7 +13,6 @@ submission, a reference, a hidden input or a secret: only fork requests with des
 from __future__ import annotations
 
 import os
-import sys
 import time
 
 
@@ -22,7 +21,7 @@ def main(argv: list[str]) -> int:
     with os.fdopen(seccomp_fd, "rb") as f:
         seccomp_bpf = f.read(1 << 20)
     t0 = time.monotonic()
-    import jax  # noqa: F401 - the expensive part, done once per template, not per submission
+    import jax
     import jax.numpy  # noqa: F401
     from jax import export  # noqa: F401
 
@@ -31,5 +30,6 @@ def main(argv: list[str]) -> int:
 
     warm_up()
 
-    return forkserver.serve(control_fd, runner.JailJob, seccomp_bpf=seccomp_bpf,
-                            import_ms=(time.monotonic() - t0) * 1000)
+    return forkserver.serve(
+        control_fd, runner.JailJob, seccomp_bpf=seccomp_bpf, import_ms=(time.monotonic() - t0) * 1000
+    )

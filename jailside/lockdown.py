@@ -25,11 +25,18 @@ CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
-NAMESPACES = {"mount": CLONE_NEWNS, "uts": CLONE_NEWUTS, "ipc": CLONE_NEWIPC, "pid": CLONE_NEWPID,
-              "net": CLONE_NEWNET}
+NAMESPACES = {"mount": CLONE_NEWNS, "uts": CLONE_NEWUTS, "ipc": CLONE_NEWIPC, "pid": CLONE_NEWPID, "net": CLONE_NEWNET}
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (
-    0x1, 0x2, 0x4, 0x8, 0x20, 0x1000, 0x4000, 0x40000)
+    0x1,
+    0x2,
+    0x4,
+    0x8,
+    0x20,
+    0x1000,
+    0x4000,
+    0x40000,
+)
 PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
@@ -69,8 +76,16 @@ def unshare(names: list[str]) -> None:
 
 
 def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
-    _check(_libc.mount(source.encode(), target.encode(), fstype.encode() if fstype else None,
-                       ctypes.c_ulong(flags), data.encode() if data else None), f"mount {target}")
+    _check(
+        _libc.mount(
+            source.encode(),
+            target.encode(),
+            fstype.encode() if fstype else None,
+            ctypes.c_ulong(flags),
+            data.encode() if data else None,
+        ),
+        f"mount {target}",
+    )
 
 
 def _under(path: str, directory: str) -> bool:
@@ -90,8 +105,9 @@ def private_mounts(tmpfs_bytes: int, keep: list[str] | tuple[str, ...] = ()) -> 
     for target in ("/tmp", "/dev/shm") if tmpfs_bytes > 0 else ():
         if not os.path.isdir(target):
             continue
-        inside = [os.path.abspath(p) for p in keep
-                  if _under(os.path.abspath(p), target) and os.path.abspath(p) != target]
+        inside = [
+            os.path.abspath(p) for p in keep if _under(os.path.abspath(p), target) and os.path.abspath(p) != target
+        ]
         fds = {path: os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for path in dict.fromkeys(inside)}
         try:
             _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"size={int(tmpfs_bytes)},mode=1777")
@@ -193,8 +209,9 @@ def drop_identity(uid: int | None) -> None:
     """
     for cap in range(_last_cap() + 1):
         if _libc.prctl(PR_CAPBSET_DROP, ctypes.c_ulong(cap), 0, 0, 0) == -1 and ctypes.get_errno() not in (0, 22):
-            raise LockdownError(f"cannot drop capability {cap} from the bounding set: "
-                                f"{os.strerror(ctypes.get_errno())}")
+            raise LockdownError(
+                f"cannot drop capability {cap} from the bounding set: {os.strerror(ctypes.get_errno())}"
+            )
     if uid is not None:
         try:
             os.setgroups([])
@@ -242,8 +259,9 @@ def install_seccomp(bpf: bytes) -> None:
         raise LockdownError(f"a seccomp program of {len(bpf)} bytes is not a BPF program")
     program = ctypes.create_string_buffer(bpf, len(bpf))
     fprog = _SockFprog(len(bpf) // 8, ctypes.cast(program, ctypes.c_void_p))
-    _check(_libc.prctl(PR_SET_SECCOMP, ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(fprog), 0, 0),
-           "prctl(SECCOMP)")
+    _check(
+        _libc.prctl(PR_SET_SECCOMP, ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(fprog), 0, 0), "prctl(SECCOMP)"
+    )
 
 
 def become_subreaper() -> None:

@@ -148,12 +148,20 @@ class JailRequest(Message):
         return asdict(self)
 
 
-MESSAGES: dict[str, type[Message]] = {m.kind: m for m in (TemplateReady, ForkRequest, Hello, JobSetup, Started,
-                                                          JobExit, JailRequest)}
-_CHECKS: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,),
-                                       "int | None": (int, type(None)), "list[str]": (list,),
-                                       "dict[str, list[int]]": (dict,), "dict[str, Any]": (dict,),
-                                       "list[dict[str, Any]]": (list,)}
+MESSAGES: dict[str, type[Message]] = {
+    m.kind: m for m in (TemplateReady, ForkRequest, Hello, JobSetup, Started, JobExit, JailRequest)
+}
+_CHECKS: dict[str, tuple[type, ...]] = {
+    "int": (int,),
+    "float": (int, float),
+    "str": (str,),
+    "bool": (bool,),
+    "int | None": (int, type(None)),
+    "list[str]": (list,),
+    "dict[str, list[int]]": (dict,),
+    "dict[str, Any]": (dict,),
+    "list[dict[str, Any]]": (list,),
+}
 
 
 def decode(line: bytes, expected: type[T]) -> T:
@@ -173,7 +181,9 @@ def decode(line: bytes, expected: type[T]) -> T:
         raise ProtocolError(f"{expected.kind}: unknown fields {sorted(set(raw) - set(names))}")
     for name, value in raw.items():
         allowed = _CHECKS.get(str(names[name].type))
-        if allowed is not None and (not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed)):
+        if allowed is not None and (
+            not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed)
+        ):
             raise ProtocolError(f"{expected.kind}.{name}: {type(value).__name__} is not {names[name].type}")
     try:
         return expected(**raw)

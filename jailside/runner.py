@@ -66,21 +66,23 @@ def _load_entry_point(source: str, entry_point: str, n_args: int, arg_names: lis
         code = compile(source, SUBMISSION_FILENAME, "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as exc:  # ValueError: source with NUL bytes
         detail = "".join(traceback.format_exception_only(type(exc), exc))
-        raise _Failure("compile_error", type(exc).__name__, f"the source does not compile: {exc}", detail)
+        raise _Failure("compile_error", type(exc).__name__, f"the source does not compile: {exc}", detail) from exc
     module = types.ModuleType("submission")
     module.__file__ = SUBMISSION_FILENAME
     sys.modules["submission"] = module
     try:
         exec(code, module.__dict__)
-    except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt are failures too
-        raise _classify(exc, "importing the submission")
+    except BaseException as exc:
+        raise _classify(exc, "importing the submission") from exc
     fn = module.__dict__.get(entry_point)
     if fn is None:
-        raise _Failure("compile_error", "MissingEntryPoint",
-                       f"the submission defines no `{entry_point}`: define a function with that name")
+        raise _Failure(
+            "compile_error",
+            "MissingEntryPoint",
+            f"the submission defines no `{entry_point}`: define a function with that name",
+        )
     if not callable(fn):
-        raise _Failure("compile_error", "NotCallable",
-                       f"`{entry_point}` is a {type(fn).__name__}, not a function")
+        raise _Failure("compile_error", "NotCallable", f"`{entry_point}` is a {type(fn).__name__}, not a function")
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -88,9 +90,12 @@ def _load_entry_point(source: str, entry_point: str, n_args: int, arg_names: lis
     try:
         signature.bind(*range(n_args))
     except TypeError as exc:
-        raise _Failure("compile_error", "WrongArity",
-                       f"`{entry_point}{signature}` cannot be called with the {n_args} arguments "
-                       f"({', '.join(arg_names)}) the problem passes: {exc}")
+        raise _Failure(
+            "compile_error",
+            "WrongArity",
+            f"`{entry_point}{signature}` cannot be called with the {n_args} arguments "
+            f"({', '.join(arg_names)}) the problem passes: {exc}",
+        ) from exc
     return fn
 
 
@@ -98,31 +103,42 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
     """Loads the submission in `request` and exports every case; returns the bundle as a dict."""
     timings: dict[str, float] = {}
     cases_out: list[dict[str, Any]] = []
-    bundle: dict[str, Any] = {"format": BUNDLE_FORMAT, "status": "ok", "error": None,
-                              "cases": cases_out, "timings_ms": timings}
+    bundle: dict[str, Any] = {
+        "format": BUNDLE_FORMAT,
+        "status": "ok",
+        "error": None,
+        "cases": cases_out,
+        "timings_ms": timings,
+    }
     specs0 = request["cases"][0]["args"]
     t = time.monotonic()
     try:
-        fn = _load_entry_point(request["source"], request["entry_point"], len(specs0),
-                               [s["name"] for s in specs0])
+        fn = _load_entry_point(request["source"], request["entry_point"], len(specs0), [s["name"] for s in specs0])
         timings["load"] = (time.monotonic() - t) * 1000
         for case in request["cases"]:
             t = time.monotonic()
             try:
                 fwd, bwd, n_out = export_case(fn, case["args"])
-            except BaseException as exc:  # noqa: BLE001
-                raise _classify(exc, f"tracing and exporting case {case['name']!r}", case["name"])
-            cases_out.append({
-                "name": case["name"], "n_primal_outputs": n_out,
-                "fwd": base64.b64encode(fwd).decode("ascii"),
-                "bwd": base64.b64encode(bwd).decode("ascii"),
-                "residual_notes": residual_notes(fn, case["args"]),
-            })
+            except BaseException as exc:
+                raise _classify(exc, f"tracing and exporting case {case['name']!r}", case["name"]) from exc
+            cases_out.append(
+                {
+                    "name": case["name"],
+                    "n_primal_outputs": n_out,
+                    "fwd": base64.b64encode(fwd).decode("ascii"),
+                    "bwd": base64.b64encode(bwd).decode("ascii"),
+                    "residual_notes": residual_notes(fn, case["args"]),
+                }
+            )
             timings[f"export:{case['name']}"] = (time.monotonic() - t) * 1000
     except _Failure as failure:
         bundle["status"] = failure.status
-        bundle["error"] = {"kind": failure.kind, "message": failure.message,
-                           "traceback": failure.tb, "case": failure.case}
+        bundle["error"] = {
+            "kind": failure.kind,
+            "message": failure.message,
+            "traceback": failure.tb,
+            "case": failure.case,
+        }
         sys.stderr.write(failure.tb or failure.message + "\n")
     return bundle
 
@@ -149,7 +165,7 @@ def _limit_address_space(allowance_mib: int) -> None:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 class JailJob:

@@ -20,7 +20,6 @@ apart by their namespaces alone (and get no cgroup: RLIMITs only).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -29,7 +28,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from jailside.protocol import READY, JailRequest
 from sandbox.limits import MIB, JailLimits
@@ -57,8 +55,9 @@ JAIL_ENV = {
     "TF_CPP_MIN_LOG_LEVEL": "2",
     "PYTHONUNBUFFERED": "1",
 }
-BOOTSTRAP = ("import sys; sys.path.insert(0, '/judge'); from jailside.jail_template import main; "
-             "sys.exit(main(sys.argv))")
+BOOTSTRAP = (
+    "import sys; sys.path.insert(0, '/judge'); from jailside.jail_template import main; sys.exit(main(sys.argv))"
+)
 
 
 class JailError(Exception):
@@ -87,7 +86,6 @@ class JailRuntime:
     @property
     def python(self) -> str:
         return str(self.venv / "bin" / "python")
-
 
 
 @dataclass
@@ -125,12 +123,10 @@ class JailOutcome:
     notes: list[str] = field(default_factory=list)
 
 
-
 def _ancestors(path: Path) -> list[str]:
     """'/a/b/c' -> ['/a', '/a/b'] (the directories bubblewrap must create before a bind)."""
     parts = path.parts[1:-1]
     return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
-
 
 
 def template_argv(runtime: JailRuntime, *, as_root: bool) -> list[str]:
@@ -149,11 +145,35 @@ def template_argv(runtime: JailRuntime, *, as_root: bool) -> list[str]:
     argv += ["--new-session", "--clearenv"]
     for key, value in JAIL_ENV.items():
         argv += ["--setenv", key, value]
-    argv += ["--ro-bind", "/usr", "/usr",
-             "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-             "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
-             "--proc", "/proc", "--dev", "/dev", "--perms", "0755", "--tmpfs", "/tmp",
-             "--perms", "0755", "--tmpfs", "/dev/shm"]
+    argv += [
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        "--symlink",
+        "usr/lib",
+        "/lib",
+        "--symlink",
+        "usr/lib64",
+        "/lib64",
+        "--symlink",
+        "usr/bin",
+        "/bin",
+        "--symlink",
+        "usr/sbin",
+        "/sbin",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--perms",
+        "0755",
+        "--tmpfs",
+        "/tmp",
+        "--perms",
+        "0755",
+        "--tmpfs",
+        "/dev/shm",
+    ]
     made: set[str] = {"/", "/usr", "/tmp", "/proc", "/dev"}
     for source in dict.fromkeys([runtime.python_prefix, runtime.venv]):
         if str(source) == "/usr" or str(source).startswith("/usr/"):
@@ -164,8 +184,19 @@ def template_argv(runtime: JailRuntime, *, as_root: bool) -> list[str]:
                 made.add(directory)
         argv += ["--ro-bind", str(source), str(source)]
         made.add(str(source))
-    argv += ["--perms", "0755", "--dir", "/judge", "--ro-bind", str(runtime.package), PACKAGE_IN_JAIL,
-             "--chdir", "/tmp", "--cap-drop", "ALL"]
+    argv += [
+        "--perms",
+        "0755",
+        "--dir",
+        "/judge",
+        "--ro-bind",
+        str(runtime.package),
+        PACKAGE_IN_JAIL,
+        "--chdir",
+        "/tmp",
+        "--cap-drop",
+        "ALL",
+    ]
     for cap in TEMPLATE_CAPS:
         argv += ["--cap-add", cap]
     argv += [runtime.python, "-I", "-B", "-c", BOOTSTRAP, "{control_fd}", "{seccomp_fd}"]
@@ -175,9 +206,14 @@ def template_argv(runtime: JailRuntime, *, as_root: bool) -> list[str]:
 def template_spec(runtime: JailRuntime | None = None) -> TemplateSpec:
     """How the supervisor starts the jail template."""
     runtime = runtime or JailRuntime.current()
-    return TemplateSpec(name="jail", argv=lambda: template_argv(runtime, as_root=os.geteuid() == 0),
-                        env={}, cwd="/", memory_limit_bytes=1 << 30,
-                        startup_time_limit_s=120.0)
+    return TemplateSpec(
+        name="jail",
+        argv=lambda: template_argv(runtime, as_root=os.geteuid() == 0),
+        env={},
+        cwd="/",
+        memory_limit_bytes=1 << 30,
+        startup_time_limit_s=120.0,
+    )
 
 
 jail_templates = shared_templates(template_spec, max_forks=MAX_FORKS_PER_TEMPLATE)
@@ -211,11 +247,17 @@ def child_limits(limits: JailLimits) -> ChildLimits:
     bundle_cap = limits.bundle_limit_bytes + len(READY)
     return ChildLimits(
         memory_limit_bytes=(limits.memory_limit_mib + limits.runtime_memory_mib) * MIB,
-        process_limit=limits.process_limit, own_uid=True, rlimits=_rlimits(limits), unshare=CHILD_NAMESPACES,
-        tmpfs_bytes=limits.tmpfs_size_bytes, seccomp=True, expose=_runtime_paths(),
+        process_limit=limits.process_limit,
+        own_uid=True,
+        rlimits=_rlimits(limits),
+        unshare=CHILD_NAMESPACES,
+        tmpfs_bytes=limits.tmpfs_size_bytes,
+        seccomp=True,
+        expose=_runtime_paths(),
         output_caps={"stdout": limits.output_limit_bytes, "stderr": limits.output_limit_bytes, "result": bundle_cap},
         kept_bytes={"stdout": KEPT_OUTPUT_BYTES, "stderr": KEPT_OUTPUT_BYTES, "result": bundle_cap},
-        startup_time_limit_s=limits.startup_time_limit_s)
+        startup_time_limit_s=limits.startup_time_limit_s,
+    )
 
 
 def cpu_limit_exceeded(used_ms: float | None, limit_s: float, exit_code: int | None) -> bool:
@@ -235,7 +277,6 @@ def cpu_limit_exceeded(used_ms: float | None, limit_s: float, exit_code: int | N
     if exit_code == 128 + signal.SIGXCPU:
         return True
     return used_ms is not None and used_ms > limit_s * 1000
-
 
 
 def run_in_jail(request: JailRequest, limits: JailLimits, templates: Templates | None = None) -> JailOutcome:

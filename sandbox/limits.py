@@ -157,8 +157,9 @@ class JailCgroup:
         """Removes empty `remat-judge-*` cgroups left by a judge process that was killed; returns
         how many. Non-empty ones (a jail still running) are left alone: rmdir refuses them; so are
         ones younger than `min_age_s`, which another judge process may be about to join."""
-        parents = [p for p in (*(own_cgroup_v1(c) for c in ("memory", "pids", "cpuacct")), _own_cgroup_v2())
-                   if p is not None]
+        parents = [
+            p for p in (*(own_cgroup_v1(c) for c in ("memory", "pids", "cpuacct")), _own_cgroup_v2()) if p is not None
+        ]
         removed = 0
         for parent in parents:
             try:

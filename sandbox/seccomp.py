@@ -21,22 +21,61 @@ from functools import lru_cache
 
 DENIED_SYSCALLS = (
     # other processes' memory and control
-    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "kcmp",
+    "pidfd_getfd",
     # namespaces, mounts, root changes
-    "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen",
-    "fsconfig", "fsmount", "fspick", "mount_setattr",
+    "unshare",
+    "setns",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "move_mount",
+    "open_tree",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
     # kernel attack surface a numerical program never needs
-    "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
-    "io_uring_setup", "io_uring_enter", "io_uring_register",
-    "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
-    "open_by_handle_at", "name_to_handle_at", "fanotify_init", "quotactl", "acct", "swapon", "swapoff",
-    "reboot", "settimeofday", "clock_settime", "adjtimex", "clock_adjtime", "syslog", "iopl", "ioperm",
-    "lookup_dcookie", "vhangup",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "kexec_load",
+    "kexec_file_load",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "fanotify_init",
+    "quotactl",
+    "acct",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "settimeofday",
+    "clock_settime",
+    "adjtimex",
+    "clock_adjtime",
+    "syslog",
+    "iopl",
+    "ioperm",
+    "lookup_dcookie",
+    "vhangup",
 )
 # <linux/sched.h>: CLONE_NEWTIME, NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET
 # (Python 3.11's os module does not define them yet).
-NAMESPACE_CLONE_FLAGS = (0x00000080, 0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000,
-                         0x20000000, 0x40000000)
+NAMESPACE_CLONE_FLAGS = (0x00000080, 0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
 
 
 @lru_cache(maxsize=1)

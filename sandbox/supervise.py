@@ -36,8 +36,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from jailside.protocol import (ForkRequest, Hello, JobExit, JobSetup, LineReader, ProtocolError, Started,
-                               TemplateReady, decode, decode_any, recv_credentials, send_with_fds)
+from jailside.protocol import (
+    ForkRequest,
+    Hello,
+    JobExit,
+    JobSetup,
+    LineReader,
+    ProtocolError,
+    Started,
+    TemplateReady,
+    decode,
+    decode_any,
+    recv_credentials,
+    send_with_fds,
+)
 from sandbox.limits import JailCgroup
 from sandbox.seccomp import filter_fd
 from sandbox.uids import JAIL_UIDS, UidPoolError
@@ -107,8 +119,9 @@ class Template:
     def _spawn(self) -> None:
         spec = self.spec
         as_root = os.geteuid() == 0
-        self.cgroup = JailCgroup.create(memory_limit_bytes=spec.memory_limit_bytes, process_limit=256) \
-            if as_root else None
+        self.cgroup = (
+            JailCgroup.create(memory_limit_bytes=spec.memory_limit_bytes, process_limit=256) if as_root else None
+        )
         try:
             seccomp_fd = filter_fd()
         except OSError as exc:
@@ -119,8 +132,14 @@ class Template:
             setup = {"procs": self.cgroup.procs_files if self.cgroup else [], "rlimits": {"RLIMIT_CORE": [0, 0]}}
             self.proc = subprocess.Popen(
                 [sys.executable, "-I", "-S", str(SANDBOX_DIR / "enter.py"), json.dumps(setup), *argv],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                pass_fds=(theirs.fileno(), seccomp_fd), env=spec.env, cwd=spec.cwd, start_new_session=True)
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                pass_fds=(theirs.fileno(), seccomp_fd),
+                env=spec.env,
+                cwd=spec.cwd,
+                start_new_session=True,
+            )
         finally:
             theirs.close()
             os.close(seccomp_fd)
@@ -130,8 +149,9 @@ class Template:
         line = LineReader(ours).read_line() if ready else None
         if line is None:
             self._kill()
-            raise SupervisorError(f"the {spec.name} template did not start: "
-                                  f"{bytes(self.stderr).decode('utf-8', 'replace')[-2000:]}")
+            raise SupervisorError(
+                f"the {spec.name} template did not start: {bytes(self.stderr).decode('utf-8', 'replace')[-2000:]}"
+            )
         try:
             self.import_ms = decode(line, TemplateReady).import_ms
         except ProtocolError as exc:
@@ -218,8 +238,11 @@ class Templates:
             old = None
             if self.current is not None and (not self.current.alive() or self.current.forks >= self.max_forks):
                 if not self.current.alive():
-                    log.warning("the %s template died (%s); starting a new one", self.spec.name,
-                                bytes(self.current.stderr).decode("utf-8", "replace")[-500:])
+                    log.warning(
+                        "the %s template died (%s); starting a new one",
+                        self.spec.name,
+                        bytes(self.current.stderr).decode("utf-8", "replace")[-500:],
+                    )
                 old, self.current = self.current, None
             if self.current is None:
                 self.current = Template.start(self.spec)
@@ -368,8 +391,9 @@ class Child:
         limits = self.limits
         as_root = os.geteuid() == 0
         if as_root:
-            self.cgroup = JailCgroup.create(memory_limit_bytes=limits.memory_limit_bytes,
-                                            process_limit=limits.process_limit)
+            self.cgroup = JailCgroup.create(
+                memory_limit_bytes=limits.memory_limit_bytes, process_limit=limits.process_limit
+            )
         if as_root and limits.own_uid:
             try:
                 self.uid = JAIL_UIDS.take()
@@ -393,8 +417,9 @@ class Child:
             self._open[read_end] = name
         ready, _, _ = select.select([ours], [], [], limits.startup_time_limit_s)
         if not ready:
-            raise SupervisorError(f"the forked child did not start in time "
-                                  f"(no hello within {limits.startup_time_limit_s:g} s)")
+            raise SupervisorError(
+                f"the forked child did not start in time (no hello within {limits.startup_time_limit_s:g} s)"
+            )
         data, creds = recv_credentials(ours)
         if not data.endswith(b"\n") or creds is None:
             raise SupervisorError("the forked child's hello came without its credentials")
@@ -406,9 +431,15 @@ class Child:
                 self.cgroup.attach(self.pid)
             except OSError as exc:
                 raise SupervisorError(f"cannot move the forked child into its cgroup: {exc}") from None
-        setup = JobSetup(uid=self.uid, rlimits=limits.rlimits, unshare=list(limits.unshare),
-                         tmpfs_bytes=limits.tmpfs_bytes, seccomp=limits.seccomp, expose=list(limits.expose),
-                         job=job)
+        setup = JobSetup(
+            uid=self.uid,
+            rlimits=limits.rlimits,
+            unshare=list(limits.unshare),
+            tmpfs_bytes=limits.tmpfs_bytes,
+            seccomp=limits.seccomp,
+            expose=list(limits.expose),
+            job=job,
+        )
         ours.sendall(setup.encode())
         ours.setblocking(False)
         self._job_reader = LineReader(ours)
@@ -425,7 +456,7 @@ class Child:
             try:
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
             except OSError:
                 pass  # the child died first; its outcome says why
             finally:
@@ -519,8 +550,12 @@ class Child:
         """The cgroup's accounting now (call after the child ended or was killed, before close)."""
         if self.cgroup is None:
             return ChildFacts()
-        return ChildFacts(oom_killed=self.cgroup.oom_killed(), process_limit_hit=self.cgroup.pids_limit_hit(),
-                          cpu_ms=self.cgroup.cpu_time_ms(), peak_memory_bytes=self.cgroup.peak_memory_bytes())
+        return ChildFacts(
+            oom_killed=self.cgroup.oom_killed(),
+            process_limit_hit=self.cgroup.pids_limit_hit(),
+            cpu_ms=self.cgroup.cpu_time_ms(),
+            peak_memory_bytes=self.cgroup.peak_memory_bytes(),
+        )
 
     def cpu_ms(self) -> float | None:
         """CPU milliseconds the child has used so far (cgroup), or None."""

@@ -119,8 +119,6 @@ class UidPool:
             os.close(fd)
 
 
-
-
 def _processes_of(uid: int) -> list[tuple[int, str]]:
     """(pid, state letter) of every process whose real uid is `uid`, from /proc."""
     found = []

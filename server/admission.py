@@ -73,13 +73,20 @@ class Admission:
                 if not self.limiter.hit(item, "submissions", client_key):
                     reset_at, _ = self.limiter.get_window_stats(item, "submissions", client_key)
                     metrics.REJECTED.labels(reason="rate_limited").inc()
-                    raise Rejected(429, f"too many submissions: the limit is {item} per client; "
-                                        f"try again in a moment", max(1, math.ceil(reset_at - time.time())),
-                                   "rate_limited")
+                    raise Rejected(
+                        429,
+                        f"too many submissions: the limit is {item} per client; try again in a moment",
+                        max(1, math.ceil(reset_at - time.time())),
+                        "rate_limited",
+                    )
         if self.max_queue_depth > 0:
             depth = self.queue_depth()
             if depth >= self.max_queue_depth:
                 metrics.REJECTED.labels(reason="queue_full").inc()
-                raise Rejected(503, f"the judge is busy: {depth:,} submissions are waiting to be graded (the cap "
-                                    f"is {self.max_queue_depth:,}); nothing was stored, try again later",
-                               QUEUE_FULL_RETRY_AFTER_S, "queue_full")
+                raise Rejected(
+                    503,
+                    f"the judge is busy: {depth:,} submissions are waiting to be graded (the cap "
+                    f"is {self.max_queue_depth:,}); nothing was stored, try again later",
+                    QUEUE_FULL_RETRY_AFTER_S,
+                    "queue_full",
+                )

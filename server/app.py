@@ -65,18 +65,23 @@ def _offline_docs(app: FastAPI) -> None:
 
     @app.get("/docs", include_in_schema=False)
     def swagger_ui() -> Response:
-        return get_swagger_ui_html(openapi_url="/openapi.json", title="remat-judge API",
-                                   swagger_js_url="/docs-assets/swagger-ui-bundle.js",
-                                   swagger_css_url="/docs-assets/swagger-ui.css",
-                                   swagger_favicon_url="/docs-assets/favicon-32x32.png")
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="remat-judge API",
+            swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+            swagger_css_url="/docs-assets/swagger-ui.css",
+            swagger_favicon_url="/docs-assets/favicon-32x32.png",
+        )
 
 
 def _require_migrated(url: str) -> None:
     """Raises RuntimeError unless the database at `url` is at the latest migration."""
     current, head = migrate.current(url), migrate.head()
     if current != head:
-        raise RuntimeError(f"the database is at migration {current or 'none'}, the code needs {head}: run "
-                           f"`remat-judge db upgrade` first")
+        raise RuntimeError(
+            f"the database is at migration {current or 'none'}, the code needs {head}: run "
+            f"`remat-judge db upgrade` first"
+        )
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -106,8 +111,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         store = SubmissionStore(engine)
         repo = ProblemRepository(settings.problems_dir)
         hub = CompletionHub(store.finished_among, poll_s=1.0 if settings.scaled else 2.0)
-        admission = Admission(rate_limit=settings.rate_limit, storage_uri=settings.redis_url or "memory://",
-                              max_queue_depth=settings.max_queue_depth, queue_depth=store.queue_depth)
+        admission = Admission(
+            rate_limit=settings.rate_limit,
+            storage_uri=settings.redis_url or "memory://",
+            max_queue_depth=settings.max_queue_depth,
+            queue_depth=store.queue_depth,
+        )
         pool = redis_jobs = None
         if settings.scaled:
             assert settings.redis_url is not None
@@ -115,24 +124,53 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         else:
             jobs = InProcessQueue()
             config = settings.judge_config()
-            callbacks = CallbackSender(store, ClientStore(engine), max_attempts=settings.callback_max_attempts,
-                                       timeout_s=settings.callback_timeout_s)
-            grader = Grader(store=store, problems=repo, config_factory=lambda: config,
-                            worker_id=new_worker_id("embedded"), lease_s=settings.lease_s,
-                            max_attempts=settings.max_attempts, on_finished=hub.notify_threadsafe,
-                            callbacks=callbacks, grades=grade_sender(engine, settings))
-            pool = WorkerPool(jobs=jobs, store=store, grader=grader, workers=settings.workers,
-                              sweep_interval_s=settings.sweep_interval_s)
-        app.state.services = Services(settings=settings, store=store, users=UserStore(engine), problems=repo,
-                                      jobs=jobs, hub=hub, admission=admission, clients=ClientStore(engine), pool=pool,
-                                      redis_jobs=redis_jobs, engine=engine)
+            callbacks = CallbackSender(
+                store,
+                ClientStore(engine),
+                max_attempts=settings.callback_max_attempts,
+                timeout_s=settings.callback_timeout_s,
+            )
+            grader = Grader(
+                store=store,
+                problems=repo,
+                config_factory=lambda: config,
+                worker_id=new_worker_id("embedded"),
+                lease_s=settings.lease_s,
+                max_attempts=settings.max_attempts,
+                on_finished=hub.notify_threadsafe,
+                callbacks=callbacks,
+                grades=grade_sender(engine, settings),
+            )
+            pool = WorkerPool(
+                jobs=jobs,
+                store=store,
+                grader=grader,
+                workers=settings.workers,
+                sweep_interval_s=settings.sweep_interval_s,
+            )
+        app.state.services = Services(
+            settings=settings,
+            store=store,
+            users=UserStore(engine),
+            problems=repo,
+            jobs=jobs,
+            hub=hub,
+            admission=admission,
+            clients=ClientStore(engine),
+            pool=pool,
+            redis_jobs=redis_jobs,
+            engine=engine,
+        )
         app.state.lti = LtiService.start(engine, settings)  # LTI 1.3 tool (issue 12)
         hub.start(settings.redis_url)
         if pool is not None:
             pool.start()
-        log.info("remat-judge: %s, problems from %s, data in %s",
-                 "distributed mode (workers grade)" if settings.scaled else f"{settings.workers} grading threads",
-                 settings.problems_dir, settings.data_dir.resolve())
+        log.info(
+            "remat-judge: %s, problems from %s, data in %s",
+            "distributed mode (workers grade)" if settings.scaled else f"{settings.workers} grading threads",
+            settings.problems_dir,
+            settings.data_dir.resolve(),
+        )
         try:
             yield
         finally:
@@ -143,11 +181,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 redis_jobs.close()
             engine.dispose()
 
-    app = FastAPI(title="remat-judge", version="1", lifespan=lifespan, docs_url=None, redoc_url=None,
-                  description="An online judge for JAX gradient-checkpointing (rematerialization) exercises. "
-                              "Submitting and reading submissions needs an API client's key: "
-                              "`Authorization: Bearer <api key>` (`remat-judge clients create NAME`). "
-                              "Reading problems is public.")
+    app = FastAPI(
+        title="remat-judge",
+        version="1",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        description="An online judge for JAX gradient-checkpointing (rematerialization) exercises. "
+        "Submitting and reading submissions needs an API client's key: "
+        "`Authorization: Bearer <api key>` (`remat-judge clients create NAME`). "
+        "Reading problems is public.",
+    )
     _offline_docs(app)
 
     @app.exception_handler(StarletteHTTPException)
@@ -178,22 +222,32 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.add_middleware(UnstorableTextGuard)  # inside BodySizeLimit: it reads bodies already capped
     # JSON escapes can make a 64 KiB source up to 6 times longer on the wire.
-    app.add_middleware(BodySizeLimit, max_body_bytes=6 * settings.max_source_bytes + 64 * 1024,
-                       per_path={"/api/v1/problems": MAX_ARCHIVE_BYTES,
-                                 "/instructor/problems/upload": MAX_ARCHIVE_BYTES + 64 * 1024})
+    app.add_middleware(
+        BodySizeLimit,
+        max_body_bytes=6 * settings.max_source_bytes + 64 * 1024,
+        per_path={"/api/v1/problems": MAX_ARCHIVE_BYTES, "/instructor/problems/upload": MAX_ARCHIVE_BYTES + 64 * 1024},
+    )
     # inside an LMS's iframe the session is a third-party cookie: only SameSite=None (which browsers
     # accept only with Secure) comes back; secure by the URL (server/web/cookies.py); every form checks a CSRF token
-    app.add_middleware(SchemeAwareSessions, secret_key=settings.session_key(), session_cookie="remat_session",
-                       max_age=settings.session_max_age_s, public_url=settings.public_url or None,
-                       forced=settings.cookie_secure)
+    app.add_middleware(
+        SchemeAwareSessions,
+        secret_key=settings.session_key(),
+        session_cookie="remat_session",
+        max_age=settings.session_max_age_s,
+        public_url=settings.public_url or None,
+        forced=settings.cookie_secure,
+    )
     app.add_middleware(GZipMiddleware, minimum_size=1024)
     app.mount("/static", StaticFiles(directory=str(WEB_DIR / "static")), name="static")
 
     @app.get("/favicon.ico", include_in_schema=False)
     def favicon() -> Response:
         """Browsers ask for /favicon.ico whatever the page links: the SVG icon, so no 404s in logs."""
-        return Response((WEB_DIR / "static" / "favicon.svg").read_bytes(), media_type="image/svg+xml",
-                        headers={"Cache-Control": "public, max-age=86400"})
+        return Response(
+            (WEB_DIR / "static" / "favicon.svg").read_bytes(),
+            media_type="image/svg+xml",
+            headers={"Cache-Control": "public, max-age=86400"},
+        )
 
     @app.get("/assets/pygments.css", include_in_schema=False)
     def pygments_stylesheet() -> Response:

@@ -49,15 +49,14 @@ class Action(enum.StrEnum):
 
 ACTION_MEANING: dict[Action, str] = {
     Action.PROBLEMS_MANAGE: "upload, publish, unpublish; see, open and grade unpublished problems; read any "
-                            "reference solution",
+    "reference solution",
     Action.PROBLEMS_REGRADE: "regrade a problem (every course's submissions of it)",
     Action.CLIENTS_MANAGE: "API clients: create, list, revoke",
     Action.LTI_MANAGE: "LMS platforms, `/lti/setup`, grade passback rows (`/lti/grades`)",
     Action.ACCOUNTS_MANAGE: "site roles, password resets, the account list",
     Action.SUBMISSIONS_ALL: "every submission, and verdict counts over everyone",
     Action.COURSES_CREATE: "make a course by hand (LMS courses are made by launches)",
-    Action.COURSE_VIEW: "the course's gradebook and CSV, its students' submissions and sources on its "
-                        "assignments",
+    Action.COURSE_VIEW: "the course's gradebook and CSV, its students' submissions and sources on its assignments",
     Action.COURSE_EDIT: "the course's assignments (dates, late and grade rules) and extensions",
     Action.COURSE_ENROLL: "enroll an account by email",
     Action.COURSE_SETTINGS: "whether reference solutions open after the course's deadlines",
@@ -117,18 +116,18 @@ def _row(*cells: Rule) -> dict[Relation, Rule]:
 
 #                                 anon user stud staff other admin client
 TABLE: dict[Action, dict[Relation, Rule]] = {
-    Action.PROBLEMS_MANAGE:  _row(_N, _N, _N, _N, _N, _Y, _N),
+    Action.PROBLEMS_MANAGE: _row(_N, _N, _N, _N, _N, _Y, _N),
     Action.PROBLEMS_REGRADE: _row(_N, _N, _N, _N, _N, _Y, _N),
-    Action.CLIENTS_MANAGE:   _row(_N, _N, _N, _N, _N, _Y, _N),
-    Action.LTI_MANAGE:       _row(_N, _N, _N, _N, _N, _Y, _N),
-    Action.ACCOUNTS_MANAGE:  _row(_N, _N, _N, _N, _N, _Y, _N),
-    Action.SUBMISSIONS_ALL:  _row(_N, _N, _N, _N, _N, _Y, _N),
-    Action.COURSES_CREATE:   _row(_N, _N, _N, _N, _N, _Y, _N),
-    Action.COURSE_VIEW:      _row(_N, _N, _N, _Y, _N, _Y, _N),
-    Action.COURSE_EDIT:      _row(_N, _N, _N, _Y, _N, _Y, _N),
-    Action.COURSE_ENROLL:    _row(_N, _N, _N, _L, _N, _Y, _N),
-    Action.COURSE_SETTINGS:  _row(_N, _N, _N, _N, _N, _Y, _N),
-    Action.SUBMISSION_READ:  _row(_O, _O, _O, _Y, _O, _Y, _O),
+    Action.CLIENTS_MANAGE: _row(_N, _N, _N, _N, _N, _Y, _N),
+    Action.LTI_MANAGE: _row(_N, _N, _N, _N, _N, _Y, _N),
+    Action.ACCOUNTS_MANAGE: _row(_N, _N, _N, _N, _N, _Y, _N),
+    Action.SUBMISSIONS_ALL: _row(_N, _N, _N, _N, _N, _Y, _N),
+    Action.COURSES_CREATE: _row(_N, _N, _N, _N, _N, _Y, _N),
+    Action.COURSE_VIEW: _row(_N, _N, _N, _Y, _N, _Y, _N),
+    Action.COURSE_EDIT: _row(_N, _N, _N, _Y, _N, _Y, _N),
+    Action.COURSE_ENROLL: _row(_N, _N, _N, _L, _N, _Y, _N),
+    Action.COURSE_SETTINGS: _row(_N, _N, _N, _N, _N, _Y, _N),
+    Action.SUBMISSION_READ: _row(_O, _O, _O, _Y, _O, _Y, _O),
 }
 
 
@@ -269,21 +268,32 @@ class Access:
         if user is None:
             return ANONYMOUS
         with self._sessions() as session:
-            rows = session.execute(select(Enrollment.course_id, Enrollment.role)
-                                   .where(Enrollment.user_id == user.id)).all()
-        return Principal(user_id=user.id, admin=user.role == SiteRole.ADMIN,
-                         staff_of=frozenset(c for c, r in rows if r == CourseRole.STAFF),
-                         student_of=frozenset(c for c, r in rows if r == CourseRole.STUDENT))
+            rows = session.execute(
+                select(Enrollment.course_id, Enrollment.role).where(Enrollment.user_id == user.id)
+            ).all()
+        return Principal(
+            user_id=user.id,
+            admin=user.role == SiteRole.ADMIN,
+            staff_of=frozenset(c for c, r in rows if r == CourseRole.STAFF),
+            student_of=frozenset(c for c, r in rows if r == CourseRole.STUDENT),
+        )
 
     def submission_target(self, record: SubmissionRecord) -> SubmissionTarget:
         """`record` with the courses whose staff may read it."""
         taught: frozenset[int] = frozenset()
         if record.user_id is not None:
             with self._sessions() as session:
-                taught = frozenset(session.execute(
-                    select(Enrollment.course_id).join(Assignment, Assignment.course_id == Enrollment.course_id)
-                    .where(Enrollment.user_id == record.user_id, Enrollment.role == CourseRole.STUDENT,
-                           Assignment.problem == record.problem)).scalars())
+                taught = frozenset(
+                    session.execute(
+                        select(Enrollment.course_id)
+                        .join(Assignment, Assignment.course_id == Enrollment.course_id)
+                        .where(
+                            Enrollment.user_id == record.user_id,
+                            Enrollment.role == CourseRole.STUDENT,
+                            Assignment.problem == record.problem,
+                        )
+                    ).scalars()
+                )
         return SubmissionTarget(user_id=record.user_id, client_id=record.client_id, taught_in=taught)
 
     def may_read(self, principal: Principal, record: SubmissionRecord) -> bool:
@@ -303,9 +313,16 @@ class Access:
         own = s.user_id == principal.user_id
         if not principal.staff_of:
             return own
-        taught = exists(select(Enrollment.id).join(Assignment, Assignment.course_id == Enrollment.course_id).where(
-            Enrollment.user_id == s.user_id, Enrollment.role == CourseRole.STUDENT,
-            Enrollment.course_id.in_(sorted(principal.staff_of)), Assignment.problem == s.problem))
+        taught = exists(
+            select(Enrollment.id)
+            .join(Assignment, Assignment.course_id == Enrollment.course_id)
+            .where(
+                Enrollment.user_id == s.user_id,
+                Enrollment.role == CourseRole.STUDENT,
+                Enrollment.course_id.in_(sorted(principal.staff_of)),
+                Assignment.problem == s.problem,
+            )
+        )
         return or_(own, taught)
 
 
@@ -317,11 +334,14 @@ def require(principal: Principal, action: Action, target: Target = None) -> None
 
 def markdown_table() -> str:
     """`TABLE` as the Markdown table SECURITY.md holds: one row per action, one column per relation."""
-    lines = ["| action | what it covers | " + " | ".join(RELATION_HEADING[r] for r in _COLUMNS) + " |",
-             "|---|---|" + "---|" * len(_COLUMNS)]
+    lines = [
+        "| action | what it covers | " + " | ".join(RELATION_HEADING[r] for r in _COLUMNS) + " |",
+        "|---|---|" + "---|" * len(_COLUMNS),
+    ]
     for action, cells in TABLE.items():
-        lines.append(f"| `{action.value}` | {ACTION_MEANING[action]} | "
-                     + " | ".join(cells[r].value for r in _COLUMNS) + " |")
+        lines.append(
+            f"| `{action.value}` | {ACTION_MEANING[action]} | " + " | ".join(cells[r].value for r in _COLUMNS) + " |"
+        )
     return "\n".join(lines)
 
 

@@ -34,8 +34,16 @@ class CallbackSender(DueSender):
         threads: deliveries in flight at once.
     """
 
-    def __init__(self, store: SubmissionStore, clients: ClientStore, *, max_attempts: int, timeout_s: float,
-                 poll_s: float = 1.0, threads: int = 4):
+    def __init__(
+        self,
+        store: SubmissionStore,
+        clients: ClientStore,
+        *,
+        max_attempts: int,
+        timeout_s: float,
+        poll_s: float = 1.0,
+        threads: int = 4,
+    ):
         super().__init__(name="remat-callbacks", poll_s=poll_s, threads=threads)
         self.store, self.clients = store, clients
         self.max_attempts, self.timeout_s = max_attempts, timeout_s
@@ -52,16 +60,31 @@ class CallbackSender(DueSender):
             try:
                 client = self.clients.get(record.client_id) if record.client_id is not None else None
                 if client is None or not record.callback_url:
-                    self.store.record_callback(record.id, status=CallbackStatus.REFUSED, code=None,
-                                               error="the submission has no API client", next_at=None)
+                    self.store.record_callback(
+                        record.id,
+                        status=CallbackStatus.REFUSED,
+                        code=None,
+                        error="the submission has no API client",
+                        next_at=None,
+                    )
                     return CallbackStatus.REFUSED
                 if client.revoked_at is not None:  # a revoked client gets nothing more, regrades included
-                    self.store.record_callback(record.id, status=CallbackStatus.REFUSED, code=None,
-                                               error="the API client was revoked", next_at=None)
+                    self.store.record_callback(
+                        record.id,
+                        status=CallbackStatus.REFUSED,
+                        code=None,
+                        error="the API client was revoked",
+                        next_at=None,
+                    )
                     return CallbackStatus.REFUSED
                 body = json.dumps(public_submission(record).model_dump(mode="json")).encode("utf-8")
-                attempt = deliver(record.callback_url, body, client.callback_secret, client.callback_prefixes,
-                                  timeout_s=self.timeout_s)
+                attempt = deliver(
+                    record.callback_url,
+                    body,
+                    client.callback_secret,
+                    client.callback_prefixes,
+                    timeout_s=self.timeout_s,
+                )
                 number = record.callback_attempts + 1
                 next_at = None
                 if attempt.delivered:
@@ -73,10 +96,16 @@ class CallbackSender(DueSender):
                     outcome = CallbackStatus.REFUSED
                 else:
                     outcome = CallbackStatus.FAILED
-                self.store.record_callback(record.id, status=outcome, code=attempt.status_code, error=attempt.error,
-                                           next_at=next_at)
-                log.info("callback %d of %s: %s (%s)", number, record.id, outcome.value,
-                         attempt.status_code if attempt.status_code is not None else attempt.error)
+                self.store.record_callback(
+                    record.id, status=outcome, code=attempt.status_code, error=attempt.error, next_at=next_at
+                )
+                log.info(
+                    "callback %d of %s: %s (%s)",
+                    number,
+                    record.id,
+                    outcome.value,
+                    attempt.status_code if attempt.status_code is not None else attempt.error,
+                )
                 return outcome
             except Exception:  # never let one callback stop the others
                 log.exception("sending the callback of %s failed", record.id)

@@ -44,6 +44,7 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 # --- signatures ------------------------------------------------------------------------------
 
+
 def sign(body: bytes, secret: str, timestamp: int) -> str:
     """The signature header's value for `body` sent at `timestamp`.
 
@@ -99,6 +100,7 @@ def _mac(body: bytes, secret: str, timestamp: int) -> str:
 
 
 # --- where a callback may go -----------------------------------------------------------------
+
 
 class CallbackRefused(Exception):
     """The URL may not be called: not http(s), userinfo, not under an allowed prefix, a special
@@ -292,9 +294,16 @@ def resolve(url: str, prefixes: list[str]) -> Target:
         suggestion = f"{ip}" if ip.version == 4 else f"[{ip}]"
         raise CallbackRefused(
             f"{parsed.host} resolves to {ip} ({kind}); calling {kind} addresses needs an allowed prefix "
-            f"that names the address, e.g. {parsed.scheme}://{suggestion}:{parsed.port}/")
-    return Target(url=str(parsed.url), host=parsed.host, port=parsed.port, scheme=parsed.scheme,
-                  address=addresses[0], addresses=tuple(addresses))
+            f"that names the address, e.g. {parsed.scheme}://{suggestion}:{parsed.port}/"
+        )
+    return Target(
+        url=str(parsed.url),
+        host=parsed.host,
+        port=parsed.port,
+        scheme=parsed.scheme,
+        address=addresses[0],
+        addresses=tuple(addresses),
+    )
 
 
 def _literal(host: str) -> IPAddress | None:
@@ -311,6 +320,7 @@ def _strip_scope(ip: IPAddress) -> IPAddress:
 
 
 # --- delivering ------------------------------------------------------------------------------
+
 
 @dataclass
 class Attempt:
@@ -333,8 +343,16 @@ class Attempt:
     elapsed_ms: float
 
 
-def deliver(url: str, body: bytes, secret: str, prefixes: list[str], *, timeout_s: float = 10.0,
-            now: float | None = None, ssl_context: ssl.SSLContext | None = None) -> Attempt:
+def deliver(
+    url: str,
+    body: bytes,
+    secret: str,
+    prefixes: list[str],
+    *,
+    timeout_s: float = 10.0,
+    now: float | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+) -> Attempt:
     """One signed POST of `body` to `url`: `resolve` (the checks), then `send` (the request to
     the checked address).
 
@@ -359,18 +377,31 @@ def deliver(url: str, body: bytes, secret: str, prefixes: list[str], *, timeout_
     try:
         target = resolve(url, prefixes)
     except CallbackRefused as exc:
-        return Attempt(None, f"callback URL refused: {exc}", retry=False, delivered=False,
-                       elapsed_ms=_ms_since(started))
+        return Attempt(
+            None, f"callback URL refused: {exc}", retry=False, delivered=False, elapsed_ms=_ms_since(started)
+        )
     except socket.gaierror as exc:  # EAI_AGAIN: the name server is away for now
-        return Attempt(None, f"looking up the callback host failed for now ({exc.strerror})", retry=True,
-                       delivered=False, elapsed_ms=_ms_since(started))
+        return Attempt(
+            None,
+            f"looking up the callback host failed for now ({exc.strerror})",
+            retry=True,
+            delivered=False,
+            elapsed_ms=_ms_since(started),
+        )
     attempt = send(target, body, secret, timeout_s=timeout_s, now=now, ssl_context=ssl_context)
     attempt.elapsed_ms = _ms_since(started)
     return attempt
 
 
-def send(target: Target, body: bytes, secret: str, *, timeout_s: float = 10.0, now: float | None = None,
-         ssl_context: ssl.SSLContext | None = None) -> Attempt:
+def send(
+    target: Target,
+    body: bytes,
+    secret: str,
+    *,
+    timeout_s: float = 10.0,
+    now: float | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+) -> Attempt:
     """The POST of `deliver` to an already checked `Target`, without looking anything up.
 
     Pinning: the request's URL has the target's *address* as its host; the `Host` header is the
@@ -393,28 +424,50 @@ def send(target: Target, body: bytes, secret: str, *, timeout_s: float = 10.0, n
     extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
     verify: ssl.SSLContext = ssl_context if ssl_context is not None else _default_ssl_context()
     attempt = Attempt(None, "no address to connect to", retry=True, delivered=False, elapsed_ms=0.0)
-    with httpx.Client(trust_env=False, follow_redirects=False, timeout=httpx.Timeout(timeout_s),
-                      verify=verify) as client:
+    with httpx.Client(
+        trust_env=False, follow_redirects=False, timeout=httpx.Timeout(timeout_s), verify=verify
+    ) as client:
         for address in target.addresses:
-            request = client.build_request("POST", parsed.copy_with(host=address), content=body,
-                                           headers=headers, extensions=extensions)
+            request = client.build_request(
+                "POST", parsed.copy_with(host=address), content=body, headers=headers, extensions=extensions
+            )
             try:
                 attempt = _exchange(client, request, started, timeout_s)
             except httpx.ConnectError as exc:
-                attempt = Attempt(None, f"could not connect to {_where(target, address)}: {_describe(exc)}",
-                                  retry=True, delivered=False, elapsed_ms=0.0)
+                attempt = Attempt(
+                    None,
+                    f"could not connect to {_where(target, address)}: {_describe(exc)}",
+                    retry=True,
+                    delivered=False,
+                    elapsed_ms=0.0,
+                )
                 continue
             except httpx.TimeoutException as exc:
-                phase = {httpx.ConnectTimeout: "connecting", httpx.ReadTimeout: "waiting for the answer",
-                         httpx.WriteTimeout: "sending", httpx.PoolTimeout: "waiting for a connection"}
-                attempt = Attempt(None, f"timed out after {timeout_s:g} s {phase.get(type(exc), 'in transit')} "
-                                        f"({_where(target, address)})", retry=True, delivered=False, elapsed_ms=0.0)
+                phase = {
+                    httpx.ConnectTimeout: "connecting",
+                    httpx.ReadTimeout: "waiting for the answer",
+                    httpx.WriteTimeout: "sending",
+                    httpx.PoolTimeout: "waiting for a connection",
+                }
+                attempt = Attempt(
+                    None,
+                    f"timed out after {timeout_s:g} s {phase.get(type(exc), 'in transit')} ({_where(target, address)})",
+                    retry=True,
+                    delivered=False,
+                    elapsed_ms=0.0,
+                )
             except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
-                attempt = Attempt(None, f"the connection to {_where(target, address)} failed: {_describe(exc)}",
-                                  retry=True, delivered=False, elapsed_ms=0.0)
+                attempt = Attempt(
+                    None,
+                    f"the connection to {_where(target, address)} failed: {_describe(exc)}",
+                    retry=True,
+                    delivered=False,
+                    elapsed_ms=0.0,
+                )
             except httpx.HTTPError as exc:
-                attempt = Attempt(None, f"the request failed: {_describe(exc)}", retry=False, delivered=False,
-                                  elapsed_ms=0.0)
+                attempt = Attempt(
+                    None, f"the request failed: {_describe(exc)}", retry=False, delivered=False, elapsed_ms=0.0
+                )
             break
     attempt.elapsed_ms = _ms_since(started)
     return attempt
@@ -441,8 +494,14 @@ def _exchange(client: httpx.Client, request: httpx.Request, started: float, time
     if 300 <= code < 400:
         location = _excerpt(response.headers.get("location", "").encode("utf-8", "replace"))
         to = f" to {location}" if location else ""
-        return Attempt(code, f"the receiver answered {code}, a redirect{to}; redirects are not followed, "
-                             f"give the final URL as callback_url", retry=False, delivered=False, elapsed_ms=0.0)
+        return Attempt(
+            code,
+            f"the receiver answered {code}, a redirect{to}; redirects are not followed, "
+            f"give the final URL as callback_url",
+            retry=False,
+            delivered=False,
+            elapsed_ms=0.0,
+        )
     said = _excerpt(content)
     said = f": {said}" if said else ""
     if code >= 500:
@@ -472,7 +531,7 @@ def _describe(exc: BaseException) -> str:
 def _excerpt(raw: bytes) -> str:
     text = " ".join(raw.decode("utf-8", "replace").split())
     text = "".join(ch for ch in text if ch.isprintable())
-    return text if len(text) <= _EXCERPT_CHARS else text[:_EXCERPT_CHARS - 1] + "…"
+    return text if len(text) <= _EXCERPT_CHARS else text[: _EXCERPT_CHARS - 1] + "…"
 
 
 def _ms_since(started: float) -> float:
@@ -480,6 +539,7 @@ def _ms_since(started: float) -> float:
 
 
 # --- retries ---------------------------------------------------------------------------------
+
 
 def backoff_s(attempt: int, *, base_s: float = 2.0, cap_s: float = 300.0) -> float:
     """Seconds to wait before retry number `attempt` (1-based: the delay after the first failure).

@@ -21,8 +21,11 @@ from server.settings import Settings
 if TYPE_CHECKING:
     from server.db import UserStore
 
-app = typer.Typer(help="remat-judge: an online judge for JAX gradient-checkpointing exercises.",
-                  no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    help="remat-judge: an online judge for JAX gradient-checkpointing exercises.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 problems_app = typer.Typer(help="Work with problem packages.", no_args_is_help=True)
 app.add_typer(problems_app, name="problems")
 users_app = typer.Typer(help="Accounts of the web judge.", no_args_is_help=True)
@@ -30,8 +33,9 @@ app.add_typer(users_app, name="users")
 from server.cli_db import db_app  # noqa: E402 - after the app it is added to
 
 app.add_typer(db_app, name="db")
-clients_app = typer.Typer(help="API clients (learning platforms, course scripts): keys, scopes, callbacks.",
-                          no_args_is_help=True)
+clients_app = typer.Typer(
+    help="API clients (learning platforms, course scripts): keys, scopes, callbacks.", no_args_is_help=True
+)
 app.add_typer(clients_app, name="clients")
 from server.lti.cli import lti_app  # noqa: E402 - LTI 1.3 platforms (issue 12)
 
@@ -90,31 +94,52 @@ def _settings(data_dir: Optional[Path] = NOT_USED, problems_dir: Optional[Path] 
             from datetime import datetime
 
             now = datetime.now()  # the time format of the JSON log lines (logging's asctime)
-            print(json.dumps({"time": f"{now:%Y-%m-%d %H:%M:%S},{now.microsecond // 1000:03d}", "level": "INFO",
-                              "logger": "remat_judge.cli", "message": used.describe()}), file=sys.stderr, flush=True)
+            print(
+                json.dumps(
+                    {
+                        "time": f"{now:%Y-%m-%d %H:%M:%S},{now.microsecond // 1000:03d}",
+                        "level": "INFO",
+                        "logger": "remat_judge.cli",
+                        "message": used.describe(),
+                    }
+                ),
+                file=sys.stderr,
+                flush=True,
+            )
         else:
             err.print(f"[dim]{escape(used.describe())}[/]", soft_wrap=True, highlight=False)
     return settings.model_copy(update=resolved)
 
 
 @app.command()
-def serve(host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
-          port: Annotated[int, typer.Option(help="TCP port")] = 8000,
-          data_dir: Annotated[Optional[Path], typer.Option(help="database, cache and seed folder")] = None,
-          problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
-          workers: Annotated[Optional[int], typer.Option(help="submissions graded at once (embedded mode)")] = None,
-          processes: Annotated[int, typer.Option(help="HTTP server processes (distributed mode only: with "
-                                                      "REMAT_JUDGE_REDIS_URL)", min=1, max=64)] = 1,
-          metrics_port: Annotated[Optional[int], typer.Option(help="serve Prometheus metrics on this port (every "
-                                                                   "server process's, and the queue depth)")] = None,
-          metrics_host: Annotated[str, typer.Option(help="address of the metrics server")] = "127.0.0.1",
-          forwarded_allow_ips: Annotated[Optional[str], typer.Option(
-              help="comma-separated addresses (or *) of the reverse proxies whose X-Forwarded-For and "
-                   "X-Forwarded-Proto are trusted: the client's address (rate limits) and https (secure cookies) "
-                   "come from them; default FORWARDED_ALLOW_IPS, else 127.0.0.1")] = None,
-          ssl_certfile: Annotated[Optional[Path], typer.Option(
-              help="serve HTTPS with this PEM certificate (chain), without a TLS proxy in front")] = None,
-          ssl_keyfile: Annotated[Optional[Path], typer.Option(help="the certificate's PEM private key")] = None) -> None:
+def serve(
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port")] = 8000,
+    data_dir: Annotated[Optional[Path], typer.Option(help="database, cache and seed folder")] = None,
+    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+    workers: Annotated[Optional[int], typer.Option(help="submissions graded at once (embedded mode)")] = None,
+    processes: Annotated[
+        int,
+        typer.Option(help="HTTP server processes (distributed mode only: with REMAT_JUDGE_REDIS_URL)", min=1, max=64),
+    ] = 1,
+    metrics_port: Annotated[
+        Optional[int],
+        typer.Option(help="serve Prometheus metrics on this port (every server process's, and the queue depth)"),
+    ] = None,
+    metrics_host: Annotated[str, typer.Option(help="address of the metrics server")] = "127.0.0.1",
+    forwarded_allow_ips: Annotated[
+        Optional[str],
+        typer.Option(
+            help="comma-separated addresses (or *) of the reverse proxies whose X-Forwarded-For and "
+            "X-Forwarded-Proto are trusted: the client's address (rate limits) and https (secure cookies) "
+            "come from them; default FORWARDED_ALLOW_IPS, else 127.0.0.1"
+        ),
+    ] = None,
+    ssl_certfile: Annotated[
+        Optional[Path], typer.Option(help="serve HTTPS with this PEM certificate (chain), without a TLS proxy in front")
+    ] = None,
+    ssl_keyfile: Annotated[Optional[Path], typer.Option(help="the certificate's PEM private key")] = None,
+) -> None:
     """Start the HTTP server (REST API under /api/v1, docs at /docs).
 
     Embedded mode (default): one process that also grades. With REMAT_JUDGE_REDIS_URL (and
@@ -133,8 +158,10 @@ def serve(host: Annotated[str, typer.Option(help="address to listen on")] = "127
         settings = settings.model_copy(update={"workers": workers})
     logs.configure(settings.log_format)
     if processes > 1 and not settings.scaled:
-        err.print("[red]--processes above 1 needs the distributed mode (REMAT_JUDGE_REDIS_URL): each embedded "
-                  "process would grade on its own queue[/]")
+        err.print(
+            "[red]--processes above 1 needs the distributed mode (REMAT_JUDGE_REDIS_URL): each embedded "
+            "process would grade on its own queue[/]"
+        )
         raise typer.Exit(EXIT_USAGE)
     if processes > 1:  # the server processes add up their metrics in one folder
         multiproc = settings.data_dir.resolve() / "metrics-multiproc"
@@ -160,15 +187,34 @@ def serve(host: Annotated[str, typer.Option(help="address to listen on")] = "127
     if processes == 1:
         from server.app import create_app
 
-        uvicorn.run(create_app(settings), host=host, port=port, log_level="info", log_config=None,
-                    timeout_keep_alive=KEEP_ALIVE_S, proxy_headers=True, forwarded_allow_ips=forwarded_allow_ips, **tls)
+        uvicorn.run(
+            create_app(settings),
+            host=host,
+            port=port,
+            log_level="info",
+            log_config=None,
+            timeout_keep_alive=KEEP_ALIVE_S,
+            proxy_headers=True,
+            forwarded_allow_ips=forwarded_allow_ips,
+            **tls,
+        )
         return
     # the server processes read their settings from the environment
     os.environ["REMAT_JUDGE_DATA_DIR"] = str(settings.data_dir.resolve())
     os.environ["REMAT_JUDGE_PROBLEMS_DIR"] = str(settings.problems_dir.resolve())
-    uvicorn.run("server.app:app_from_environment", factory=True, host=host, port=port, workers=processes,
-                timeout_keep_alive=KEEP_ALIVE_S, proxy_headers=True, forwarded_allow_ips=forwarded_allow_ips,
-                log_level="info", log_config=None, **tls)
+    uvicorn.run(
+        "server.app:app_from_environment",
+        factory=True,
+        host=host,
+        port=port,
+        workers=processes,
+        timeout_keep_alive=KEEP_ALIVE_S,
+        proxy_headers=True,
+        forwarded_allow_ips=forwarded_allow_ips,
+        log_level="info",
+        log_config=None,
+        **tls,
+    )
 
 
 def _serve_metrics(settings: Settings, port: int, host: str) -> None:
@@ -188,11 +234,13 @@ def _serve_metrics(settings: Settings, port: int, host: str) -> None:
 
 
 @app.command()
-def worker(concurrency: Annotated[int, typer.Option(help="submissions graded at once", min=1, max=64)] = 2,
-           data_dir: Annotated[Optional[Path], typer.Option(help="cache and seed folder")] = None,
-           problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
-           metrics_port: Annotated[Optional[int], typer.Option(help="serve Prometheus metrics on this port")] = None,
-           metrics_host: Annotated[str, typer.Option(help="address of the metrics server")] = "127.0.0.1") -> None:
+def worker(
+    concurrency: Annotated[int, typer.Option(help="submissions graded at once", min=1, max=64)] = 2,
+    data_dir: Annotated[Optional[Path], typer.Option(help="cache and seed folder")] = None,
+    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+    metrics_port: Annotated[Optional[int], typer.Option(help="serve Prometheus metrics on this port")] = None,
+    metrics_host: Annotated[str, typer.Option(help="address of the metrics server")] = "127.0.0.1",
+) -> None:
     """Grade submissions from the Redis queue (distributed mode: REMAT_JUDGE_REDIS_URL and
     REMAT_JUDGE_DATABASE_URL). Stops gracefully on SIGTERM."""
     from server import logs
@@ -213,8 +261,11 @@ def _headline(report: VerdictReport) -> str:
 
     try:
         diagnosis = panel_context(report)["diagnosis"]
-        return f"{diagnosis.headline}." if diagnosis.headline and not diagnosis.headline.endswith(".") \
+        return (
+            f"{diagnosis.headline}."
+            if diagnosis.headline and not diagnosis.headline.endswith(".")
             else diagnosis.headline
+        )
     except Exception:  # noqa: BLE001 - a report the panel cannot read: the verdict's own words
         return VERDICT_EXPLANATIONS[report.verdict or Verdict.INTERNAL_ERROR]
 
@@ -222,8 +273,10 @@ def _headline(report: VerdictReport) -> str:
 def _print_report(report: VerdictReport) -> None:
     verdict = report.verdict or Verdict.INTERNAL_ERROR
     color = "green" if verdict == Verdict.ACCEPTED else "red"
-    console.print(f"[bold {color}]{verdict.value}[/]  score {report.score:.2f}  ({report.problem}, "
-                  f"version {report.problem_version})")
+    console.print(
+        f"[bold {color}]{verdict.value}[/]  score {report.score:.2f}  ({report.problem}, "
+        f"version {report.problem_version})"
+    )
     console.print(_headline(report), markup=False, highlight=False)
     table = Table(show_header=True, header_style="bold")
     table.add_column("check")
@@ -236,15 +289,22 @@ def _print_report(report: VerdictReport) -> None:
     console.print(table)
     if report.residuals is not None:
         r = report.residuals
-        console.print(format_residuals(r.expected, title=f"the required policy saves ({r.case})",
-                                       unmatched="not saved by yours"), markup=False, highlight=False)
+        console.print(
+            format_residuals(r.expected, title=f"the required policy saves ({r.case})", unmatched="not saved by yours"),
+            markup=False,
+            highlight=False,
+        )
         console.print(format_residuals(r.submitted, title=f"yours saves ({r.case})"), markup=False, highlight=False)
         if r.expected_bwd_peak_bytes is not None:
-            console.print(f"backward pass peak live bytes: yours {r.submitted_bwd_peak_bytes:,}, "
-                          f"reference {r.expected_bwd_peak_bytes:,}")
+            console.print(
+                f"backward pass peak live bytes: yours {r.submitted_bwd_peak_bytes:,}, "
+                f"reference {r.expected_bwd_peak_bytes:,}"
+            )
         if r.expected_recompute_flops is not None and r.submitted_recompute_flops is not None:
-            console.print(f"backward pass recompute FLOPs: yours {r.submitted_recompute_flops:,}, "
-                          f"reference {r.expected_recompute_flops:,}")
+            console.print(
+                f"backward pass recompute FLOPs: yours {r.submitted_recompute_flops:,}, "
+                f"reference {r.expected_recompute_flops:,}"
+            )
     for name in ("stdout", "stderr"):
         text = getattr(report, name)
         if text.strip():
@@ -254,11 +314,13 @@ def _print_report(report: VerdictReport) -> None:
 
 
 @app.command("grade")
-def grade_file(file: Annotated[Path, typer.Argument(help="the submission's .py file")],
-               problem: Annotated[str, typer.Option("--problem", "-p", help="problem slug")],
-               as_json: Annotated[bool, typer.Option("--json", help="print the verdict JSON")] = False,
-               data_dir: Annotated[Optional[Path], typer.Option(help="cache and seed folder")] = None,
-               problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None) -> None:
+def grade_file(
+    file: Annotated[Path, typer.Argument(help="the submission's .py file")],
+    problem: Annotated[str, typer.Option("--problem", "-p", help="problem slug")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the verdict JSON")] = False,
+    data_dir: Annotated[Optional[Path], typer.Option(help="cache and seed folder")] = None,
+    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+) -> None:
     """Grade FILE against a problem through the same sandbox and verifier as the server.
 
     Exits 0 only for ACCEPTED, 1 for any other verdict, 2 for usage errors.
@@ -274,15 +336,15 @@ def grade_file(file: Annotated[Path, typer.Argument(help="the submission's .py f
         source = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         err.print(f"cannot read {file}: {exc}")
-        raise typer.Exit(EXIT_USAGE)
+        raise typer.Exit(EXIT_USAGE) from None
     try:
         loaded = ProblemRepository(settings.problems_dir).get(problem)
     except KeyError:
         err.print(f"no problem {problem!r} in {settings.problems_dir}; `remat-judge problems list` lists them")
-        raise typer.Exit(EXIT_USAGE)
+        raise typer.Exit(EXIT_USAGE) from None
     except ProblemError as exc:
         err.print(f"problem {problem!r} is invalid:\n{exc}")
-        raise typer.Exit(EXIT_USAGE)
+        raise typer.Exit(EXIT_USAGE) from None
     with err.status(f"grading {file.name} against {problem}...") if not as_json else nullcontext():
         report = grade(source, loaded, settings.judge_config())
     if as_json:
@@ -315,25 +377,36 @@ def problems_list(problems_dir: Annotated[Optional[Path], typer.Option(help="pro
             shown = f"[yellow]changed since publish ({escape(state.published_version or '')})[/]"
         else:
             shown = "yes" if state.published else "[dim]no[/]"
-        table.add_row(escape(p.slug), escape(p.spec.title), p.spec.difficulty, escape(", ".join(p.spec.tags)),
-                      escape(", ".join(c.name for c in p.spec.cases)), p.version, shown)
+        table.add_row(
+            escape(p.slug),
+            escape(p.spec.title),
+            p.spec.difficulty,
+            escape(", ".join(p.spec.tags)),
+            escape(", ".join(c.name for c in p.spec.cases)),
+            p.version,
+            shown,
+        )
     console.print(table)
     for slug in changed:
-        err.print(f"[yellow]{slug} changed since it was published: students still get the published version; "
-                  f"`remat-judge problems publish {slug}` validates and publishes this one[/]")
+        err.print(
+            f"[yellow]{slug} changed since it was published: students still get the published version; "
+            f"`remat-judge problems publish {slug}` validates and publishes this one[/]"
+        )
     for line in broken:
         err.print(f"[red]invalid[/] {escape(line)}")
 
 
 @problems_app.command("insight")
-def problems_insight(slug: Annotated[str, typer.Argument(help="the problem's slug")],
-                     course: Annotated[Optional[str], typer.Option(help="only this course's students")] = None,
-                     version: Annotated[Optional[str], typer.Option(
-                         help="the problem version (default: the published one, else the one graded last)")] = None,
-                     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
-                     data_dir: Annotated[Optional[Path], typer.Option(help="the server's data folder")] = None,
-                     problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
-                     ) -> None:
+def problems_insight(
+    slug: Annotated[str, typer.Argument(help="the problem's slug")],
+    course: Annotated[Optional[str], typer.Option(help="only this course's students")] = None,
+    version: Annotated[
+        Optional[str], typer.Option(help="the problem version (default: the published one, else the one graded last)")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    data_dir: Annotated[Optional[Path], typer.Option(help="the server's data folder")] = None,
+    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+) -> None:
     """Which policies the class made: graded submissions grouped by policy fingerprint (students,
     submissions, verdict, what the policy does, examples, how many later got ACCEPTED), and
     submissions of different students whose exported programs are identical up to names."""
@@ -360,13 +433,26 @@ def problems_insight(slug: Annotated[str, typer.Argument(help="the problem's slu
         console.print(f"no graded submissions of {escape(slug)}{where}" + (f" (version {version})" if version else ""))
         return
     table = Table(title=f"{escape(slug)} version {found.version}{where}: {found.graded} graded submissions")
-    for column in ("students", "submissions", "verdict", "later ACCEPTED", "what the policy does", "example",
-                   "fingerprint"):
+    for column in (
+        "students",
+        "submissions",
+        "verdict",
+        "later ACCEPTED",
+        "what the policy does",
+        "example",
+        "fingerprint",
+    ):
         table.add_column(column, overflow="fold")
     for c in found.clusters:
-        table.add_row(str(c.students), str(c.submissions), c.verdict,
-                      "-" if c.verdict == "ACCEPTED" else f"{c.later_accepted} of {c.students}", escape(c.summary),
-                      c.example, c.fingerprint)
+        table.add_row(
+            str(c.students),
+            str(c.submissions),
+            c.verdict,
+            "-" if c.verdict == "ACCEPTED" else f"{c.later_accepted} of {c.students}",
+            escape(c.summary),
+            c.example,
+            c.fingerprint,
+        )
     console.print(table)
     if found.identical_groups:
         same = Table(title="identical programs (up to names) from different students: a prompt to look, not a verdict")
@@ -376,13 +462,17 @@ def problems_insight(slug: Annotated[str, typer.Argument(help="the problem's slu
             same.add_row(str(g.students), ", ".join(g.submissions))
         console.print(same)
     if found.without_programs:
-        err.print(f"[dim]{found.without_programs} submissions were graded before program digests were kept; "
-                  f"a regrade fills them in[/]")
+        err.print(
+            f"[dim]{found.without_programs} submissions were graded before program digests were kept; "
+            f"a regrade fills them in[/]"
+        )
 
 
 @problems_app.command("new")
-def problems_new(slug: Annotated[str, typer.Argument(help="the new problem's slug (folder name)")],
-                 problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None) -> None:
+def problems_new(
+    slug: Annotated[str, typer.Argument(help="the new problem's slug (folder name)")],
+    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+) -> None:
     """Scaffold a problem package with every file, each field commented."""
     import re
 
@@ -397,14 +487,16 @@ def problems_new(slug: Annotated[str, typer.Argument(help="the new problem's slu
         target = scaffold(settings.problems_dir, slug)
     except FileExistsError:
         err.print(f"{settings.problems_dir / slug} exists already")
-        raise typer.Exit(EXIT_USAGE)
-    console.print(f"created {target}: edit problem.toml, statement.md, starter.py, reference.py and wrong/ "
-                  f"(replace every TODO), then run `remat-judge problems validate {slug}`. It stays unpublished "
-                  f"(admins only) until `remat-judge problems publish {slug}`.", soft_wrap=True)
+        raise typer.Exit(EXIT_USAGE) from None
+    console.print(
+        f"created {target}: edit problem.toml, statement.md, starter.py, reference.py and wrong/ "
+        f"(replace every TODO), then run `remat-judge problems validate {slug}`. It stays unpublished "
+        f"(admins only) until `remat-judge problems publish {slug}`.",
+        soft_wrap=True,
+    )
 
 
-ROW_COLUMNS = ("file", "expected", "got", "", "seconds", "residual bytes", "bwd peak bytes", "recompute FLOPs",
-               "note")
+ROW_COLUMNS = ("file", "expected", "got", "", "seconds", "residual bytes", "bwd peak bytes", "recompute FLOPs", "note")
 
 
 def _rows_table(title: str, rows: list[tuple]) -> Table:
@@ -426,12 +518,14 @@ def _validate_packages(problems: list[Problem], settings: Settings, jobs: int) -
     from graders.validate import validate_problem
 
     config = settings.judge_config()
-    total = sum(1 + len(list((p.root / "wrong").glob("*.py"))) + len(list((p.root / "right").glob("*.py")))
-                for p in problems)
+    total = sum(
+        1 + len(list((p.root / "wrong").glob("*.py"))) + len(list((p.root / "right").glob("*.py"))) for p in problems
+    )
     all_ok = True
     reports = []
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err) as progress:
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
+    ) as progress:
         task = progress.add_task("validating", total=total)
         for problem in problems:
             progress.update(task, description=f"validating {problem.slug}")
@@ -439,18 +533,33 @@ def _validate_packages(problems: list[Problem], settings: Settings, jobs: int) -
             reports.append(report)
     for report in reports:
         if report.reference_failures:
-            console.print(f"[bold]{escape(report.slug)}[/] (version {report.version}): the reference failed its "
-                          f"self-checks; no file was graded")
+            console.print(
+                f"[bold]{escape(report.slug)}[/] (version {report.version}): the reference failed its "
+                f"self-checks; no file was graded"
+            )
             for line in report.reference_lines():
                 print(line)  # plain text, one line each, for the author and for scripts
             all_ok = False
             continue
-        console.print(_rows_table(f"{report.slug} (version {report.version})", [
-            (row.file, row.expected.value, row.got.value if row.got else "-", row.ok, f"{row.seconds:.1f}",
-             f"{row.residual_bytes:,}" if row.residual_bytes is not None else "",
-             f"{row.bwd_peak_bytes:,}" if row.bwd_peak_bytes is not None else "",
-             f"{row.recompute_flops:,}" if row.recompute_flops is not None else "", row.note)
-            for row in report.rows]))
+        console.print(
+            _rows_table(
+                f"{report.slug} (version {report.version})",
+                [
+                    (
+                        row.file,
+                        row.expected.value,
+                        row.got.value if row.got else "-",
+                        row.ok,
+                        f"{row.seconds:.1f}",
+                        f"{row.residual_bytes:,}" if row.residual_bytes is not None else "",
+                        f"{row.bwd_peak_bytes:,}" if row.bwd_peak_bytes is not None else "",
+                        f"{row.recompute_flops:,}" if row.recompute_flops is not None else "",
+                        row.note,
+                    )
+                    for row in report.rows
+                ],
+            )
+        )
         if report.error:
             console.print(f"[red]{report.slug}: {escape(report.error)}[/]")
         for warning in report.warnings:
@@ -460,11 +569,12 @@ def _validate_packages(problems: list[Problem], settings: Settings, jobs: int) -
 
 
 @problems_app.command("validate")
-def problems_validate(slugs: Annotated[Optional[list[str]], typer.Argument(help="slugs (default: all)")] = None,
-                      jobs: Annotated[int, typer.Option(help="files graded at once")] = 2,
-                      data_dir: Annotated[Optional[Path], typer.Option(help="cache and seed folder")] = None,
-                      problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
-                      ) -> None:
+def problems_validate(
+    slugs: Annotated[Optional[list[str]], typer.Argument(help="slugs (default: all)")] = None,
+    jobs: Annotated[int, typer.Option(help="files graded at once")] = 2,
+    data_dir: Annotated[Optional[Path], typer.Option(help="cache and seed folder")] = None,
+    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+) -> None:
     """Load packages strictly, grade each reference (must be ACCEPTED) and every wrong/ file (must get
     its verdict) through the real sandbox. Exits 1 on any mismatch or invalid package."""
     settings = _settings(data_dir, problems_dir)
@@ -486,11 +596,12 @@ def problems_validate(slugs: Annotated[Optional[list[str]], typer.Argument(help=
 
 
 @problems_app.command("publish")
-def problems_publish(slug: Annotated[str, typer.Argument(help="the problem's slug")],
-                     jobs: Annotated[int, typer.Option(help="files graded at once")] = 2,
-                     data_dir: Annotated[Optional[Path], typer.Option(help="cache and seed folder")] = None,
-                     problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
-                     ) -> None:
+def problems_publish(
+    slug: Annotated[str, typer.Argument(help="the problem's slug")],
+    jobs: Annotated[int, typer.Option(help="files graded at once")] = 2,
+    data_dir: Annotated[Optional[Path], typer.Option(help="cache and seed folder")] = None,
+    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+) -> None:
     """Publish a problem: students, API clients and LMS deep linking see it from now on.
 
     Refuses (exit 1), saying why, while a TODO is left in problem.toml, statement.md, starter.py,
@@ -512,14 +623,17 @@ def problems_publish(slug: Annotated[str, typer.Argument(help="the problem's slu
         raise typer.Exit(EXIT_REJECTED) from None
     left = todos(problem.root)
     if left:
-        err.print(f"[red]not published: {len(left)} TODO{'s' if len(left) > 1 else ''} left in {slug} "
-                  f"(write each part, then publish again):[/]")
+        err.print(
+            f"[red]not published: {len(left)} TODO{'s' if len(left) > 1 else ''} left in {slug} "
+            f"(write each part, then publish again):[/]"
+        )
         for line in left:
             err.print(f"  {escape(line)}", soft_wrap=True, highlight=False)
         raise typer.Exit(EXIT_REJECTED)
     if not _validate_packages([problem], settings, jobs):
-        err.print(f"[red]not published: {slug} does not validate (the table above says which file got which "
-                  f"verdict)[/]")
+        err.print(
+            f"[red]not published: {slug} does not validate (the table above says which file got which verdict)[/]"
+        )
         raise typer.Exit(EXIT_REJECTED)
     try:
         now = load_problem(problem.root).version
@@ -538,9 +652,10 @@ def problems_publish(slug: Annotated[str, typer.Argument(help="the problem's slu
 
 
 @problems_app.command("unpublish")
-def problems_unpublish(slug: Annotated[str, typer.Argument(help="the problem's slug")],
-                       problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
-                       ) -> None:
+def problems_unpublish(
+    slug: Annotated[str, typer.Argument(help="the problem's slug")],
+    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+) -> None:
     """Hide a problem from students, API clients and LMS deep linking (instructors still see and
     grade it; past submissions are kept). `problems publish` shows it again."""
     from graders.publication import mark_unpublished
@@ -556,16 +671,21 @@ def problems_unpublish(slug: Annotated[str, typer.Argument(help="the problem's s
 
 
 @problems_app.command("add")
-def problems_add(path: Annotated[Path, typer.Argument(help="the package folder")],
-                 server: Annotated[Optional[str], typer.Option(help="upload to this server instead (URL)")] = None,
-                 token: Annotated[Optional[str], typer.Option(envvar="REMAT_JUDGE_INSTRUCTOR_TOKEN",
-                                                              help="the server's admin token (REMAT_JUDGE_INSTRUCTOR_TOKEN) for --server")] = None,
-                 jobs: Annotated[int, typer.Option(help="files graded at once")] = 2,
-                 data_dir: Annotated[Optional[Path], typer.Option(help="cache and seed folder")] = None,
-                 problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
-                 publish: Annotated[bool, typer.Option("--publish", help="publish it too (refused while a TODO "
-                                                                          "is left)")] = False,
-                 ) -> None:
+def problems_add(
+    path: Annotated[Path, typer.Argument(help="the package folder")],
+    server: Annotated[Optional[str], typer.Option(help="upload to this server instead (URL)")] = None,
+    token: Annotated[
+        Optional[str],
+        typer.Option(
+            envvar="REMAT_JUDGE_INSTRUCTOR_TOKEN",
+            help="the server's admin token (REMAT_JUDGE_INSTRUCTOR_TOKEN) for --server",
+        ),
+    ] = None,
+    jobs: Annotated[int, typer.Option(help="files graded at once")] = 2,
+    data_dir: Annotated[Optional[Path], typer.Option(help="cache and seed folder")] = None,
+    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+    publish: Annotated[bool, typer.Option("--publish", help="publish it too (refused while a TODO is left)")] = False,
+) -> None:
     """Validate a package and install it into the problems folder, or with --server upload it to a
     running judge (which validates it again before installing it).
 
@@ -595,16 +715,23 @@ def problems_add(path: Annotated[Path, typer.Argument(help="the package folder")
             if not _validate_packages([problem], settings, jobs):
                 err.print("[red]not installed: the package does not validate[/]")
                 raise typer.Exit(EXIT_REJECTED)
-            target = install(problem.root, settings.problems_dir, settings.data_dir / "problem-history",
-                             publish_version=problem.version if publish else None)
+            target = install(
+                problem.root,
+                settings.problems_dir,
+                settings.data_dir / "problem-history",
+                publish_version=problem.version if publish else None,
+            )
     except (PackageError, ProblemError) as exc:
         err.print(f"[red]invalid package:[/] {exc}")
-        raise typer.Exit(EXIT_USAGE)
+        raise typer.Exit(EXIT_USAGE) from None
     now = publication(target, problem.version)
-    state = ("published" if now.published and not now.changed else
-             f"still published, changed since publish: run `remat-judge problems publish {problem.slug}`"
-             if now.published else
-             f"unpublished (admins only) until `remat-judge problems publish {problem.slug}`")
+    state = (
+        "published"
+        if now.published and not now.changed
+        else f"still published, changed since publish: run `remat-judge problems publish {problem.slug}`"
+        if now.published
+        else f"unpublished (admins only) until `remat-judge problems publish {problem.slug}`"
+    )
     console.print(f"installed {problem.slug} version {problem.version} at {target}: {state}", soft_wrap=True)
 
 
@@ -621,17 +748,25 @@ def _upload(path: Path, server: str, token: str, *, publish: bool) -> None:
     auth = {"Authorization": f"Bearer {token}"}
     try:
         with httpx.Client(base_url=server, timeout=60, headers=auth) as client:
-            response = client.post("/api/v1/problems", content=pack(path), params={"publish": "true"} if publish else None,
-                                   headers={"Content-Type": "application/gzip"})
+            response = client.post(
+                "/api/v1/problems",
+                content=pack(path),
+                params={"publish": "true"} if publish else None,
+                headers={"Content-Type": "application/gzip"},
+            )
             body = response.json() if response.headers.get("content-type", "").startswith("application/json") else {}
             if response.status_code != 202:
-                err.print(f"[red]refused ({response.status_code}):[/] {escape(str(body.get('detail', response.text[:500])))}")
+                err.print(
+                    f"[red]refused ({response.status_code}):[/] {escape(str(body.get('detail', response.text[:500])))}"
+                )
                 raise typer.Exit(EXIT_REJECTED)
             with err.status("") as status:
                 while body.get("state") == "validating":
                     progress = body.get("progress", {})
-                    status.update(f"{server} validates {body.get('slug')} through its sandbox: "
-                                  f"{progress.get('done', 0)} of {progress.get('total', '?')} files graded")
+                    status.update(
+                        f"{server} validates {body.get('slug')} through its sandbox: "
+                        f"{progress.get('done', 0)} of {progress.get('total', '?')} files graded"
+                    )
                     time.sleep(1.0)
                     body = client.get(body.get("status_url") or f"/api/v1/problems/uploads/{body['id']}").json()
     except httpx.HTTPError as exc:
@@ -640,18 +775,33 @@ def _upload(path: Path, server: str, token: str, *, publish: bool) -> None:
     for failure in body.get("reference_failures", []):
         print(f"reference.py: {failure['check']}: {failure['message']}")
     if body.get("rows"):
-        console.print(_rows_table(f"validated by {server}", [
-            (r["file"], r["expected"], r["got"] or "-", r["ok"], f"{r['seconds']:.1f}",
-             "" if r["residual_bytes"] is None else f"{r['residual_bytes']:,}",
-             "" if r["bwd_peak_bytes"] is None else f"{r['bwd_peak_bytes']:,}",
-             "" if r.get("recompute_flops") is None else f"{r['recompute_flops']:,}", r["note"])
-            for r in body["rows"]]))
+        console.print(
+            _rows_table(
+                f"validated by {server}",
+                [
+                    (
+                        r["file"],
+                        r["expected"],
+                        r["got"] or "-",
+                        r["ok"],
+                        f"{r['seconds']:.1f}",
+                        "" if r["residual_bytes"] is None else f"{r['residual_bytes']:,}",
+                        "" if r["bwd_peak_bytes"] is None else f"{r['bwd_peak_bytes']:,}",
+                        "" if r.get("recompute_flops") is None else f"{r['recompute_flops']:,}",
+                        r["note"],
+                    )
+                    for r in body["rows"]
+                ],
+            )
+        )
     for warning in body.get("warnings", []):
         console.print(f"[yellow]warning: {escape(warning)}[/]")
     if body.get("state") == "done":
-        console.print(f"installed {body['slug']} version {body['version']}"
-                      + (f" (replaces {body['previous_version']})" if body.get("previous_version") else "")
-                      + (", published" if body.get("published") else ", unpublished (admins only)"))
+        console.print(
+            f"installed {body['slug']} version {body['version']}"
+            + (f" (replaces {body['previous_version']})" if body.get("previous_version") else "")
+            + (", published" if body.get("published") else ", unpublished (admins only)")
+        )
         raise typer.Exit(0)
     err.print(f"[red]not installed:[/] {escape(str(body.get('detail', '')))}")
     raise typer.Exit(EXIT_REJECTED)
@@ -670,9 +820,11 @@ def _engine(data_dir: Optional[Path]):  # type: ignore[no-untyped-def]
         err.print(f"[red]cannot open the database: {exc}[/]")
         raise typer.Exit(EXIT_USAGE) from None
     if revision is None:
-        err.print(f"[red]no judge database at {url.split('@')[-1]}: run this in the folder the server runs in (or "
-                  f"give --data-dir / REMAT_JUDGE_DATABASE_URL), or create it with `remat-judge db upgrade`[/]",
-                  soft_wrap=True)
+        err.print(
+            f"[red]no judge database at {url.split('@')[-1]}: run this in the folder the server runs in (or "
+            f"give --data-dir / REMAT_JUDGE_DATABASE_URL), or create it with `remat-judge db upgrade`[/]",
+            soft_wrap=True,
+        )
         raise typer.Exit(EXIT_USAGE)
     migrate.upgrade(url)
     return make_engine(url)
@@ -692,15 +844,22 @@ def users_list(data_dir: Annotated[Optional[Path], typer.Option(help="database f
     for column in ("email", "LMS email", "name", "site role", "created (UTC)"):
         table.add_column(column, overflow="fold")
     for u in _user_store(data_dir).all():
-        table.add_row(escape(u.email), escape(u.contact_email or ""), escape(u.display_name), u.role,
-                      u.created_at.strftime("%Y-%m-%d %H:%M"))
+        table.add_row(
+            escape(u.email),
+            escape(u.contact_email or ""),
+            escape(u.display_name),
+            u.role,
+            u.created_at.strftime("%Y-%m-%d %H:%M"),
+        )
     console.print(table)
 
 
 @users_app.command("role")
-def users_role(email: Annotated[str, typer.Argument(help="the account's sign-in email (users list shows them)")],
-               role: Annotated[str, typer.Argument(help="admin or user")],
-               data_dir: Annotated[Optional[Path], typer.Option(help="database folder")] = None) -> None:
+def users_role(
+    email: Annotated[str, typer.Argument(help="the account's sign-in email (users list shows them)")],
+    role: Annotated[str, typer.Argument(help="admin or user")],
+    data_dir: Annotated[Optional[Path], typer.Option(help="database folder")] = None,
+) -> None:
     """Set an account's site role: admin (manages problems, API clients, LMS platforms, accounts
     and every course) or user. Teaching one course is a course role instead: `courses enroll KEY
     EMAIL --role staff`, or the LMS's Instructor role at launch."""
@@ -709,8 +868,11 @@ def users_role(email: Annotated[str, typer.Argument(help="the account's sign-in 
     try:
         site_role = SiteRole(role)
     except ValueError:
-        hint = " (an instructor of a course is staff of it: courses enroll KEY EMAIL --role staff)" \
-            if role in ("instructor", "staff") else ""
+        hint = (
+            " (an instructor of a course is staff of it: courses enroll KEY EMAIL --role staff)"
+            if role in ("instructor", "staff")
+            else ""
+        )
         err.print(f"the site role is admin or user{hint}", soft_wrap=True)
         raise typer.Exit(EXIT_USAGE) from None
     if not _user_store(data_dir).set_role(email, site_role):
@@ -719,16 +881,18 @@ def users_role(email: Annotated[str, typer.Argument(help="the account's sign-in 
     console.print(f"{escape(email)} is now {'an' if site_role == SiteRole.ADMIN else 'a'} {site_role.value}")
 
 
-
 @clients_app.command("create")
-def clients_create(name: Annotated[str, typer.Argument(help="a name for the client (unique)")],
-                   problems: Annotated[Optional[str], typer.Option(help="comma-separated problem slugs it may "
-                                                                        "submit to (default: all)")] = None,
-                   callback_allow: Annotated[Optional[list[str]], typer.Option(
-                       "--callback-allow", help="URL prefix its callbacks may go to (repeatable)")] = None,
-                   data_dir: Annotated[Optional[Path], typer.Option(help="the server's data folder")] = None,
-                   problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder (checks "
-                                                                             "--problems)")] = None) -> None:
+def clients_create(
+    name: Annotated[str, typer.Argument(help="a name for the client (unique)")],
+    problems: Annotated[
+        Optional[str], typer.Option(help="comma-separated problem slugs it may submit to (default: all)")
+    ] = None,
+    callback_allow: Annotated[
+        Optional[list[str]], typer.Option("--callback-allow", help="URL prefix its callbacks may go to (repeatable)")
+    ] = None,
+    data_dir: Annotated[Optional[Path], typer.Option(help="the server's data folder")] = None,
+    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder (checks --problems)")] = None,
+) -> None:
     """Create an API client and print, once, as JSON: client_id, api_key, callback_secret.
 
     The key is stored hashed and cannot be shown again; revoke and recreate to replace it.
@@ -774,15 +938,22 @@ def clients_list(data_dir: Annotated[Optional[Path], typer.Option(help="the serv
     for column in ("name", "key", "problems", "callbacks to", "created", "revoked"):
         table.add_column(column, overflow="fold")
     for c in ClientStore(_engine(data_dir)).all():
-        table.add_row(c.name, c.key_prefix + "…", ", ".join(c.problem_scope) if c.problem_scope is not None else "all",
-                      ", ".join(c.callback_prefixes) or "-", c.created_at.strftime("%Y-%m-%d %H:%M UTC"),
-                      c.revoked_at.strftime("%Y-%m-%d %H:%M UTC") if c.revoked_at else "")
+        table.add_row(
+            c.name,
+            c.key_prefix + "…",
+            ", ".join(c.problem_scope) if c.problem_scope is not None else "all",
+            ", ".join(c.callback_prefixes) or "-",
+            c.created_at.strftime("%Y-%m-%d %H:%M UTC"),
+            c.revoked_at.strftime("%Y-%m-%d %H:%M UTC") if c.revoked_at else "",
+        )
     console.print(table)
 
 
 @clients_app.command("revoke")
-def clients_revoke(name: Annotated[str, typer.Argument(help="the client's name")],
-                   data_dir: Annotated[Optional[Path], typer.Option(help="the server's data folder")] = None) -> None:
+def clients_revoke(
+    name: Annotated[str, typer.Argument(help="the client's name")],
+    data_dir: Annotated[Optional[Path], typer.Option(help="the server's data folder")] = None,
+) -> None:
     """Revoke a client's key (at once, for every server process sharing the database)."""
     from server.db import ClientStore
 

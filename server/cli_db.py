@@ -23,9 +23,14 @@ err = make_console(stderr=True)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
-DatabaseUrl = Annotated[Optional[str], typer.Option(
-    help="SQLAlchemy URL (postgresql://user:password@host/db or sqlite:///path); default "
-         "REMAT_JUDGE_DATABASE_URL, else the SQLite file in the data folder", show_default=False)]
+DatabaseUrl = Annotated[
+    Optional[str],
+    typer.Option(
+        help="SQLAlchemy URL (postgresql://user:password@host/db or sqlite:///path); default "
+        "REMAT_JUDGE_DATABASE_URL, else the SQLite file in the data folder",
+        show_default=False,
+    ),
+]
 DataDir = Annotated[Optional[Path], typer.Option(help="data folder (its remat-judge.db is the default database)")]
 
 

@@ -23,8 +23,29 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from sqlalchemy import (ColumnElement, DateTime, Enum, Float, ForeignKey, Index, Integer, String, Text, TypeDecorator,
-                        UniqueConstraint, and_, case, create_engine, delete, event, func, or_, select, true, update)
+from sqlalchemy import (
+    ColumnElement,
+    DateTime,
+    Enum,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+    and_,
+    case,
+    create_engine,
+    delete,
+    event,
+    func,
+    or_,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
@@ -66,7 +87,9 @@ class SubmissionStatus(enum.StrEnum):
 
 
 FINISHED = (SubmissionStatus.DONE, SubmissionStatus.FAILED)
-SUBMISSION_ID = re.compile(r"^[0-9a-f]{32}$")  # what `SubmissionStore.create` makes (uuid4().hex): any other id is unknown
+SUBMISSION_ID = re.compile(
+    r"^[0-9a-f]{32}$"
+)  # what `SubmissionStore.create` makes (uuid4().hex): any other id is unknown
 
 
 class SiteRole(enum.StrEnum):
@@ -82,8 +105,15 @@ class SiteRole(enum.StrEnum):
 def _enum(kind: type[enum.Enum], name: str) -> Enum:
     """A string column restricted to `kind`'s values by a CHECK constraint: the same DDL on SQLite
     and PostgreSQL (no native PostgreSQL enum type to migrate)."""
-    return Enum(kind, name=name, native_enum=False, create_constraint=True, length=16, validate_strings=True,
-                values_callable=lambda members: [m.value for m in members])
+    return Enum(
+        kind,
+        name=name,
+        native_enum=False,
+        create_constraint=True,
+        length=16,
+        validate_strings=True,
+        values_callable=lambda members: [m.value for m in members],
+    )
 
 
 class UserRecord(Base):
@@ -182,11 +212,13 @@ class SubmissionRecord(Base):
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     worker_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     client_id: Mapped[int | None] = mapped_column(
-        Integer, ForeignKey("api_clients.id", name="fk_submissions_client_id"), nullable=True)
+        Integer, ForeignKey("api_clients.id", name="fk_submissions_client_id"), nullable=True
+    )
     external_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
     callback_url: Mapped[str | None] = mapped_column(Text, nullable=True)
-    callback_status: Mapped[CallbackStatus | None] = mapped_column(_enum(CallbackStatus, "callback_status"),
-                                                                   nullable=True)
+    callback_status: Mapped[CallbackStatus | None] = mapped_column(
+        _enum(CallbackStatus, "callback_status"), nullable=True
+    )
     callback_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     callback_last_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     callback_last_error: Mapped[str | None] = mapped_column(String(300), nullable=True)
@@ -196,8 +228,10 @@ class SubmissionRecord(Base):
     policy_fingerprint: Mapped[str | None] = mapped_column(String(16), nullable=True)
     program_digest: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
-    __table_args__ = (Index("ix_submissions_client_external", "client_id", "external_id"),
-                      Index("ix_submissions_problem_fingerprint", "problem", "policy_fingerprint"))
+    __table_args__ = (
+        Index("ix_submissions_client_external", "client_id", "external_id"),
+        Index("ix_submissions_problem_fingerprint", "problem", "policy_fingerprint"),
+    )
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
@@ -221,8 +255,9 @@ def make_engine(url: str) -> Engine:
         if url.startswith("postgresql://"):
             url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
         # a host that does not answer fails a connection in 5 s instead of hanging a request
-        engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20,
-                               connect_args={"connect_timeout": 5})
+        engine = create_engine(
+            url, pool_pre_ping=True, pool_size=10, max_overflow=20, connect_args={"connect_timeout": 5}
+        )
     event.listen(engine, "connect", _database_back)
     return engine
 
@@ -295,9 +330,17 @@ class SubmissionStore:
     def __init__(self, engine: Engine):
         self._sessions = sessionmaker(engine, expire_on_commit=False)
 
-    def create(self, *, problem: str, source: str, user_id: int | None = None, client_id: int | None = None,
-               external_id: str | None = None, callback_url: str | None = None,
-               idempotency: Idempotency | None = None) -> SubmissionRecord:
+    def create(
+        self,
+        *,
+        problem: str,
+        source: str,
+        user_id: int | None = None,
+        client_id: int | None = None,
+        external_id: str | None = None,
+        callback_url: str | None = None,
+        idempotency: Idempotency | None = None,
+    ) -> SubmissionRecord:
         """Stores a new submission with status "queued" (and, with a `callback_url`, a callback
         "pending" until the verdict), with its `idempotency` key in the same transaction.
 
@@ -308,22 +351,43 @@ class SubmissionStore:
         from sqlalchemy.exc import IntegrityError
 
         now = utcnow()
-        record = SubmissionRecord(id=uuid.uuid4().hex, problem=problem, source=source, status=SubmissionStatus.QUEUED,
-                                  attempts=0, created_at=now, user_id=user_id, client_id=client_id,
-                                  external_id=external_id, callback_url=callback_url, callback_attempts=0,
-                                  callback_status=CallbackStatus.PENDING if callback_url else None)
+        record = SubmissionRecord(
+            id=uuid.uuid4().hex,
+            problem=problem,
+            source=source,
+            status=SubmissionStatus.QUEUED,
+            attempts=0,
+            created_at=now,
+            user_id=user_id,
+            client_id=client_id,
+            external_id=external_id,
+            callback_url=callback_url,
+            callback_attempts=0,
+            callback_status=CallbackStatus.PENDING if callback_url else None,
+        )
         try:
             with self._sessions.begin() as session:
                 if idempotency is not None:  # an expired key of this owner is free again
-                    session.execute(delete(IdempotencyKey).where(
-                        IdempotencyKey.owner == idempotency.owner, IdempotencyKey.key == idempotency.key,
-                        IdempotencyKey.created_at < now - IDEMPOTENCY_TTL))
+                    session.execute(
+                        delete(IdempotencyKey).where(
+                            IdempotencyKey.owner == idempotency.owner,
+                            IdempotencyKey.key == idempotency.key,
+                            IdempotencyKey.created_at < now - IDEMPOTENCY_TTL,
+                        )
+                    )
                     if secrets.randbelow(200) == 0:  # now and then, every expired key
                         session.execute(delete(IdempotencyKey).where(IdempotencyKey.created_at < now - IDEMPOTENCY_TTL))
                 session.add(record)
                 if idempotency is not None:
-                    session.add(IdempotencyKey(owner=idempotency.owner, key=idempotency.key, created_at=now,
-                                               request_sha256=idempotency.request_sha256, submission_id=record.id))
+                    session.add(
+                        IdempotencyKey(
+                            owner=idempotency.owner,
+                            key=idempotency.key,
+                            created_at=now,
+                            request_sha256=idempotency.request_sha256,
+                            submission_id=record.id,
+                        )
+                    )
         except IntegrityError:
             if idempotency is None:
                 raise
@@ -333,10 +397,15 @@ class SubmissionStore:
     def by_idempotency_key(self, owner: str, key: str) -> tuple[str, SubmissionRecord] | None:
         """(the request's SHA-256, its submission) of `owner`'s unexpired `key`, or None."""
         with self._sessions() as session:
-            found = session.execute(select(IdempotencyKey, SubmissionRecord)
-                                    .join(SubmissionRecord, SubmissionRecord.id == IdempotencyKey.submission_id)
-                                    .where(IdempotencyKey.owner == owner, IdempotencyKey.key == key,
-                                           IdempotencyKey.created_at >= utcnow() - IDEMPOTENCY_TTL)).first()
+            found = session.execute(
+                select(IdempotencyKey, SubmissionRecord)
+                .join(SubmissionRecord, SubmissionRecord.id == IdempotencyKey.submission_id)
+                .where(
+                    IdempotencyKey.owner == owner,
+                    IdempotencyKey.key == key,
+                    IdempotencyKey.created_at >= utcnow() - IDEMPOTENCY_TTL,
+                )
+            ).first()
         return (found[0].request_sha256, found[1]) if found is not None else None
 
     def get_many(self, submission_ids: list[str]) -> dict[str, SubmissionRecord]:
@@ -360,9 +429,12 @@ class SubmissionStore:
     def callback_due_now(self, submission_id: str) -> None:
         """Makes a pending callback due (its verdict was just stored)."""
         with self._sessions.begin() as session:
-            session.execute(update(SubmissionRecord).where(
-                SubmissionRecord.id == submission_id, SubmissionRecord.callback_status == CallbackStatus.PENDING)
-                .values(callback_next_at=utcnow()).execution_options(synchronize_session=False))
+            session.execute(
+                update(SubmissionRecord)
+                .where(SubmissionRecord.id == submission_id, SubmissionRecord.callback_status == CallbackStatus.PENDING)
+                .values(callback_next_at=utcnow())
+                .execution_options(synchronize_session=False)
+            )
 
     def claim_due_callbacks(self, *, lease_s: float, limit: int = 20) -> list[SubmissionRecord]:
         """Pending callbacks whose time has come, each claimed by one conditional UPDATE that
@@ -370,30 +442,57 @@ class SubmissionStore:
         attempt; if that sender dies, the attempt is due again after the lease)."""
         now = utcnow()
         with self._sessions() as session:
-            due = list(session.execute(select(SubmissionRecord.id, SubmissionRecord.callback_next_at).where(
-                SubmissionRecord.callback_status == CallbackStatus.PENDING,
-                SubmissionRecord.callback_next_at <= now).order_by(SubmissionRecord.callback_next_at)
-                .limit(limit)).all())
+            due = list(
+                session.execute(
+                    select(SubmissionRecord.id, SubmissionRecord.callback_next_at)
+                    .where(
+                        SubmissionRecord.callback_status == CallbackStatus.PENDING,
+                        SubmissionRecord.callback_next_at <= now,
+                    )
+                    .order_by(SubmissionRecord.callback_next_at)
+                    .limit(limit)
+                ).all()
+            )
         claimed = []
         for submission_id, next_at in due:
             with self._sessions.begin() as session:
-                result = session.execute(update(SubmissionRecord).where(
-                    SubmissionRecord.id == submission_id, SubmissionRecord.callback_status == CallbackStatus.PENDING,
-                    SubmissionRecord.callback_next_at == next_at)
+                result = session.execute(
+                    update(SubmissionRecord)
+                    .where(
+                        SubmissionRecord.id == submission_id,
+                        SubmissionRecord.callback_status == CallbackStatus.PENDING,
+                        SubmissionRecord.callback_next_at == next_at,
+                    )
                     .values(callback_next_at=now + timedelta(seconds=lease_s))
-                    .execution_options(synchronize_session=False))
+                    .execution_options(synchronize_session=False)
+                )
                 if result.rowcount == 1:
                     claimed.append(session.get(SubmissionRecord, submission_id))
         return claimed
 
-    def record_callback(self, submission_id: str, *, status: CallbackStatus, code: int | None, error: str | None,
-                        next_at: datetime | None) -> None:
+    def record_callback(
+        self,
+        submission_id: str,
+        *,
+        status: CallbackStatus,
+        code: int | None,
+        error: str | None,
+        next_at: datetime | None,
+    ) -> None:
         """Counts one delivery attempt and its outcome (`next_at`: when to try again, or None)."""
         with self._sessions.begin() as session:
-            session.execute(update(SubmissionRecord).where(SubmissionRecord.id == submission_id).values(
-                callback_attempts=SubmissionRecord.callback_attempts + 1, callback_status=status,
-                callback_last_code=code, callback_last_error=(error or None) and error[:300], callback_next_at=next_at)
-                .execution_options(synchronize_session=False))
+            session.execute(
+                update(SubmissionRecord)
+                .where(SubmissionRecord.id == submission_id)
+                .values(
+                    callback_attempts=SubmissionRecord.callback_attempts + 1,
+                    callback_status=status,
+                    callback_last_code=code,
+                    callback_last_error=(error or None) and error[:300],
+                    callback_next_at=next_at,
+                )
+                .execution_options(synchronize_session=False)
+            )
 
     def get(self, submission_id: str) -> SubmissionRecord | None:
         with self._sessions() as session:
@@ -402,8 +501,9 @@ class SubmissionStore:
     def mark_enqueued(self, submission_id: str) -> None:
         """Records that the job queue accepted the submission's job."""
         with self._sessions.begin() as session:
-            session.execute(update(SubmissionRecord).where(SubmissionRecord.id == submission_id)
-                            .values(enqueued_at=utcnow()))
+            session.execute(
+                update(SubmissionRecord).where(SubmissionRecord.id == submission_id).values(enqueued_at=utcnow())
+            )
 
     def claim(self, submission_id: str, *, worker_id: str, lease_s: float, max_attempts: int) -> Claim:
         """Takes the submission for grading: one conditional UPDATE from "queued", or from
@@ -413,22 +513,39 @@ class SubmissionStore:
         submission "failed" (`fail`'s report is the caller's to store) and returns "exhausted".
         """
         now = utcnow()
-        claimable = and_(SubmissionRecord.id == submission_id,
-                         or_(SubmissionRecord.status == SubmissionStatus.QUEUED,
-                             and_(SubmissionRecord.status == SubmissionStatus.RUNNING, _lease_expired(now))))
+        claimable = and_(
+            SubmissionRecord.id == submission_id,
+            or_(
+                SubmissionRecord.status == SubmissionStatus.QUEUED,
+                and_(SubmissionRecord.status == SubmissionStatus.RUNNING, _lease_expired(now)),
+            ),
+        )
         with self._sessions.begin() as session:
             claimed = session.execute(
-                update(SubmissionRecord).where(claimable, SubmissionRecord.attempts < max_attempts).values(
-                    status=SubmissionStatus.RUNNING, attempts=SubmissionRecord.attempts + 1, started_at=now,
-                    worker_id=worker_id, lease_expires_at=now + timedelta(seconds=lease_s))
-                .execution_options(synchronize_session=False))
+                update(SubmissionRecord)
+                .where(claimable, SubmissionRecord.attempts < max_attempts)
+                .values(
+                    status=SubmissionStatus.RUNNING,
+                    attempts=SubmissionRecord.attempts + 1,
+                    started_at=now,
+                    worker_id=worker_id,
+                    lease_expires_at=now + timedelta(seconds=lease_s),
+                )
+                .execution_options(synchronize_session=False)
+            )
             if claimed.rowcount == 1:
                 return Claim(session.get(SubmissionRecord, submission_id))
             exhausted = session.execute(
-                update(SubmissionRecord).where(claimable, SubmissionRecord.attempts >= max_attempts).values(
-                    status=SubmissionStatus.RUNNING, worker_id=worker_id, started_at=now,
-                    lease_expires_at=now + timedelta(seconds=lease_s))
-                .execution_options(synchronize_session=False))
+                update(SubmissionRecord)
+                .where(claimable, SubmissionRecord.attempts >= max_attempts)
+                .values(
+                    status=SubmissionStatus.RUNNING,
+                    worker_id=worker_id,
+                    started_at=now,
+                    lease_expires_at=now + timedelta(seconds=lease_s),
+                )
+                .execution_options(synchronize_session=False)
+            )
             if exhausted.rowcount == 1:
                 return Claim(None, "exhausted")
             record = session.get(SubmissionRecord, submission_id)
@@ -442,17 +559,30 @@ class SubmissionStore:
             return 0
         with self._sessions.begin() as session:
             result = session.execute(
-                update(SubmissionRecord).where(SubmissionRecord.id.in_(submission_ids),
-                                               SubmissionRecord.status == SubmissionStatus.RUNNING,
-                                               SubmissionRecord.worker_id == worker_id)
+                update(SubmissionRecord)
+                .where(
+                    SubmissionRecord.id.in_(submission_ids),
+                    SubmissionRecord.status == SubmissionStatus.RUNNING,
+                    SubmissionRecord.worker_id == worker_id,
+                )
                 .values(lease_expires_at=utcnow() + timedelta(seconds=lease_s))
-                .execution_options(synchronize_session=False))
+                .execution_options(synchronize_session=False)
+            )
             return result.rowcount
 
-    def finish(self, submission_id: str, *, verdict: str, score: float, problem_version: str | None,
-               result_json: str, worker_id: str | None = None,
-               status: SubmissionStatus = SubmissionStatus.DONE, policy_fingerprint: str | None = None,
-               program_digest: str | None = None) -> bool:
+    def finish(
+        self,
+        submission_id: str,
+        *,
+        verdict: str,
+        score: float,
+        problem_version: str | None,
+        result_json: str,
+        worker_id: str | None = None,
+        status: SubmissionStatus = SubmissionStatus.DONE,
+        policy_fingerprint: str | None = None,
+        program_digest: str | None = None,
+    ) -> bool:
         """Stores the verdict and sets `status` ("done", or "failed" after the last attempt), only
         while the submission is "running" and, when `worker_id` is given, claimed by that worker
         (a worker whose claim was taken over stores nothing). Returns whether it was stored."""
@@ -460,30 +590,51 @@ class SubmissionStore:
         if worker_id is not None:
             conditions.append(SubmissionRecord.worker_id == worker_id)
         with self._sessions.begin() as session:
-            result = session.execute(update(SubmissionRecord).where(*conditions).values(
-                status=status, verdict=verdict, score=score, problem_version=problem_version,
-                result_json=result_json, finished_at=utcnow(), lease_expires_at=None,
-                policy_fingerprint=policy_fingerprint, program_digest=program_digest)
-                .execution_options(synchronize_session=False))
+            result = session.execute(
+                update(SubmissionRecord)
+                .where(*conditions)
+                .values(
+                    status=status,
+                    verdict=verdict,
+                    score=score,
+                    problem_version=problem_version,
+                    result_json=result_json,
+                    finished_at=utcnow(),
+                    lease_expires_at=None,
+                    policy_fingerprint=policy_fingerprint,
+                    program_digest=program_digest,
+                )
+                .execution_options(synchronize_session=False)
+            )
             return result.rowcount == 1
 
     def release_all(self) -> None:
         """Makes every "running" claim claimable now (embedded mode, at start-up: this process is
         the only worker, so whatever was running belonged to a process that is gone)."""
         with self._sessions.begin() as session:
-            session.execute(update(SubmissionRecord).where(SubmissionRecord.status == SubmissionStatus.RUNNING)
-                            .values(status=SubmissionStatus.QUEUED, lease_expires_at=None, worker_id=None)
-                            .execution_options(synchronize_session=False))
+            session.execute(
+                update(SubmissionRecord)
+                .where(SubmissionRecord.status == SubmissionStatus.RUNNING)
+                .values(status=SubmissionStatus.QUEUED, lease_expires_at=None, worker_id=None)
+                .execution_options(synchronize_session=False)
+            )
 
     def stale_queued(self, *, older_than_s: float, limit: int = 500) -> list[str]:
         """Ids "queued" whose job was enqueued more than `older_than_s` ago and that still wait,
         oldest first: their message may be gone (a queue that lost it), and only the queue can
         say whether it holds them (`server.grading.Sweeper`)."""
         with self._sessions() as session:
-            return list(session.execute(select(SubmissionRecord.id).where(
-                SubmissionRecord.status == SubmissionStatus.QUEUED,
-                SubmissionRecord.enqueued_at < utcnow() - timedelta(seconds=older_than_s))
-                .order_by(SubmissionRecord.created_at).limit(limit)).scalars())
+            return list(
+                session.execute(
+                    select(SubmissionRecord.id)
+                    .where(
+                        SubmissionRecord.status == SubmissionStatus.QUEUED,
+                        SubmissionRecord.enqueued_at < utcnow() - timedelta(seconds=older_than_s),
+                    )
+                    .order_by(SubmissionRecord.created_at)
+                    .limit(limit)
+                ).scalars()
+            )
 
     def to_enqueue(self, *, older_than_s: float = 0.0, limit: int = 500) -> list[str]:
         """Ids whose job must be (re)enqueued, oldest first: "queued" ones the job queue never
@@ -496,21 +647,39 @@ class SubmissionStore:
         True) rather than a job the queue never accepted (False)."""
         now = utcnow()
         with self._sessions() as session:
-            rows = session.execute(select(SubmissionRecord.id, SubmissionRecord.status == SubmissionStatus.RUNNING)
-                                   .where(or_(
-                and_(SubmissionRecord.status == SubmissionStatus.QUEUED, SubmissionRecord.enqueued_at.is_(None),
-                     SubmissionRecord.created_at <= now - timedelta(seconds=older_than_s)),
-                and_(SubmissionRecord.status == SubmissionStatus.RUNNING, _lease_expired(now),
-                     or_(SubmissionRecord.enqueued_at.is_(None), SubmissionRecord.lease_expires_at.is_(None),
-                         SubmissionRecord.enqueued_at < SubmissionRecord.lease_expires_at))))
-                .order_by(SubmissionRecord.created_at).limit(limit)).all()
+            rows = session.execute(
+                select(SubmissionRecord.id, SubmissionRecord.status == SubmissionStatus.RUNNING)
+                .where(
+                    or_(
+                        and_(
+                            SubmissionRecord.status == SubmissionStatus.QUEUED,
+                            SubmissionRecord.enqueued_at.is_(None),
+                            SubmissionRecord.created_at <= now - timedelta(seconds=older_than_s),
+                        ),
+                        and_(
+                            SubmissionRecord.status == SubmissionStatus.RUNNING,
+                            _lease_expired(now),
+                            or_(
+                                SubmissionRecord.enqueued_at.is_(None),
+                                SubmissionRecord.lease_expires_at.is_(None),
+                                SubmissionRecord.enqueued_at < SubmissionRecord.lease_expires_at,
+                            ),
+                        ),
+                    )
+                )
+                .order_by(SubmissionRecord.created_at)
+                .limit(limit)
+            ).all()
             return [(submission_id, bool(running)) for submission_id, running in rows]
 
     def unfinished(self) -> list[str]:
         """Ids of submissions "queued" (oldest first)."""
         with self._sessions() as session:
-            rows = session.execute(select(SubmissionRecord.id).where(SubmissionRecord.status == SubmissionStatus.QUEUED)
-                                   .order_by(SubmissionRecord.created_at)).scalars()
+            rows = session.execute(
+                select(SubmissionRecord.id)
+                .where(SubmissionRecord.status == SubmissionStatus.QUEUED)
+                .order_by(SubmissionRecord.created_at)
+            ).scalars()
             return list(rows)
 
     def finished_among(self, submission_ids: list[str]) -> set[str]:
@@ -518,8 +687,13 @@ class SubmissionStore:
         if not submission_ids:
             return set()
         with self._sessions() as session:
-            return set(session.execute(select(SubmissionRecord.id).where(
-                SubmissionRecord.id.in_(submission_ids), SubmissionRecord.status.in_(FINISHED))).scalars())
+            return set(
+                session.execute(
+                    select(SubmissionRecord.id).where(
+                        SubmissionRecord.id.in_(submission_ids), SubmissionRecord.status.in_(FINISHED)
+                    )
+                ).scalars()
+            )
 
     def ping(self) -> None:
         """Runs `SELECT 1`; raises what the database driver raises when it is unreachable."""
@@ -529,8 +703,11 @@ class SubmissionStore:
     def queue_depth(self) -> int:
         """How many submissions are stored and not yet claimed ("queued")."""
         with self._sessions() as session:
-            return int(session.execute(select(func.count()).where(
-                SubmissionRecord.status == SubmissionStatus.QUEUED)).scalar_one())
+            return int(
+                session.execute(
+                    select(func.count()).where(SubmissionRecord.status == SubmissionStatus.QUEUED)
+                ).scalar_one()
+            )
 
     def count_by_status(self) -> dict[str, int]:
         with self._sessions() as session:
@@ -548,46 +725,59 @@ class SubmissionStore:
     def solved(self, user_id: int) -> set[str]:
         """Slugs of the problems the user has an ACCEPTED submission for."""
         with self._sessions() as session:
-            rows = session.execute(select(SubmissionRecord.problem).where(
-                SubmissionRecord.user_id == user_id, SubmissionRecord.verdict == "ACCEPTED").distinct())
+            rows = session.execute(
+                select(SubmissionRecord.problem)
+                .where(SubmissionRecord.user_id == user_id, SubmissionRecord.verdict == "ACCEPTED")
+                .distinct()
+            )
             return set(rows.scalars())
 
-    def recent(self, *, problem: str | None = None, limit: int = 200,
-               scope: ColumnElement[bool] | None = None) -> list[tuple[SubmissionRecord, str | None]]:
+    def recent(
+        self, *, problem: str | None = None, limit: int = 200, scope: ColumnElement[bool] | None = None
+    ) -> list[tuple[SubmissionRecord, str | None]]:
         """The newest submissions (with the author's email, None for API ones): everyone's, or
         those matching `scope` (`server.authz.Access.submission_scope`: what a principal may read)."""
         query = select(SubmissionRecord, func.coalesce(UserRecord.contact_email, UserRecord.email)).outerjoin(
-            UserRecord, SubmissionRecord.user_id == UserRecord.id)
+            UserRecord, SubmissionRecord.user_id == UserRecord.id
+        )
         if problem is not None:
             query = query.where(SubmissionRecord.problem == problem)
         if scope is not None:
             query = query.where(scope)
         with self._sessions() as session:
-            return [(r, email) for r, email in session.execute(
-                query.order_by(SubmissionRecord.created_at.desc()).limit(limit)).all()]
+            return [
+                (r, email)
+                for r, email in session.execute(query.order_by(SubmissionRecord.created_at.desc()).limit(limit)).all()
+            ]
 
     def verdict_counts(self, scope: ColumnElement[bool] | None = None) -> dict[str, dict[str, int]]:
         """Per problem slug, how many submissions (those matching `scope`, else all) got each
         verdict (finished ones only)."""
         with self._sessions() as session:
-            rows = session.execute(select(SubmissionRecord.problem, SubmissionRecord.verdict, func.count())
-                                   .where(SubmissionRecord.status.in_(FINISHED), true() if scope is None else scope)
-                                   .group_by(SubmissionRecord.problem, SubmissionRecord.verdict))
+            rows = session.execute(
+                select(SubmissionRecord.problem, SubmissionRecord.verdict, func.count())
+                .where(SubmissionRecord.status.in_(FINISHED), true() if scope is None else scope)
+                .group_by(SubmissionRecord.problem, SubmissionRecord.verdict)
+            )
             out: dict[str, dict[str, int]] = {}
             for slug, verdict, count in rows:
                 out.setdefault(slug, {})[verdict] = count
             return out
-
 
     def student_counts(self, scope: ColumnElement[bool] | None = None) -> dict[str, tuple[int, int]]:
         """Per problem slug: (accounts that submitted, accounts with an ACCEPTED), counting the
         submissions matching `scope` (else all). Web accounts only (API submissions have no student)."""
         s = SubmissionRecord
         with self._sessions() as session:
-            rows = session.execute(select(s.problem, func.count(func.distinct(s.user_id)),
-                                          func.count(func.distinct(case((s.verdict == "ACCEPTED", s.user_id)))))
-                                   .where(s.user_id.is_not(None), true() if scope is None else scope)
-                                   .group_by(s.problem))
+            rows = session.execute(
+                select(
+                    s.problem,
+                    func.count(func.distinct(s.user_id)),
+                    func.count(func.distinct(case((s.verdict == "ACCEPTED", s.user_id)))),
+                )
+                .where(s.user_id.is_not(None), true() if scope is None else scope)
+                .group_by(s.problem)
+            )
             return {slug: (int(tried), int(solved)) for slug, tried, solved in rows}
 
     def per_student(self, problem: str, scope: ColumnElement[bool] | None = None) -> list[StudentRow]:
@@ -596,17 +786,32 @@ class SubmissionStore:
         s = SubmissionRecord
         with self._sessions() as session:
             rows = session.execute(
-                select(UserRecord.id, func.coalesce(UserRecord.contact_email, UserRecord.email),
-                       UserRecord.display_name, func.count(s.id),
-                       func.min(case((s.verdict == "ACCEPTED", s.created_at))), func.max(s.score),
-                       func.max(s.created_at))
+                select(
+                    UserRecord.id,
+                    func.coalesce(UserRecord.contact_email, UserRecord.email),
+                    UserRecord.display_name,
+                    func.count(s.id),
+                    func.min(case((s.verdict == "ACCEPTED", s.created_at))),
+                    func.max(s.score),
+                    func.max(s.created_at),
+                )
                 .join(UserRecord, UserRecord.id == s.user_id)
                 .where(s.problem == problem, true() if scope is None else scope)
                 .group_by(UserRecord.id, UserRecord.email, UserRecord.contact_email, UserRecord.display_name)
-                .order_by(func.count(s.id).desc(), UserRecord.email)).all()
-        return [StudentRow(user_id=uid, email=email, name=name, attempts=int(attempts),
-                           solved_at=_aware(solved_at), best_score=best, last_at=_aware(last))
-                for uid, email, name, attempts, solved_at, best, last in rows]
+                .order_by(func.count(s.id).desc(), UserRecord.email)
+            ).all()
+        return [
+            StudentRow(
+                user_id=uid,
+                email=email,
+                name=name,
+                attempts=int(attempts),
+                solved_at=_aware(solved_at),
+                best_score=best,
+                last_at=_aware(last),
+            )
+            for uid, email, name, attempts, solved_at, best, last in rows
+        ]
 
 
 def _aware(value: datetime | None) -> datetime | None:
@@ -647,8 +852,9 @@ class ClientStore:
         dictionary to guess from), and it lets a request find its client by one indexed lookup."""
         return hashlib.sha256(api_key.encode("utf-8")).hexdigest()
 
-    def create(self, name: str, *, problems: list[str] | None = None,
-               callback_allow: list[str] | None = None) -> tuple[ApiClientRecord, str]:
+    def create(
+        self, name: str, *, problems: list[str] | None = None, callback_allow: list[str] | None = None
+    ) -> tuple[ApiClientRecord, str]:
         """Stores a new client; returns it and its API key (the only time the key exists in clear).
 
         Raises:
@@ -657,10 +863,15 @@ class ClientStore:
         from sqlalchemy.exc import IntegrityError
 
         api_key = self.KEY_PREFIX + secrets.token_urlsafe(32)
-        record = ApiClientRecord(name=name, key_hash=self.hash_key(api_key), key_prefix=api_key[:10],
-                                 callback_secret="rjs_" + secrets.token_urlsafe(32),
-                                 problems=None if problems is None else json.dumps(sorted(set(problems))),
-                                 callback_allow=json.dumps(list(callback_allow or [])), created_at=utcnow())
+        record = ApiClientRecord(
+            name=name,
+            key_hash=self.hash_key(api_key),
+            key_prefix=api_key[:10],
+            callback_secret="rjs_" + secrets.token_urlsafe(32),
+            problems=None if problems is None else json.dumps(sorted(set(problems))),
+            callback_allow=json.dumps(list(callback_allow or [])),
+            created_at=utcnow(),
+        )
         try:
             with self._sessions.begin() as session:
                 session.add(record)
@@ -671,8 +882,10 @@ class ClientStore:
     def by_key(self, api_key: str) -> ApiClientRecord | None:
         """The client whose key this is, unless revoked."""
         with self._sessions() as session:
-            return session.execute(select(ApiClientRecord).where(
-                ApiClientRecord.key_hash == self.hash_key(api_key), ApiClientRecord.revoked_at.is_(None))
+            return session.execute(
+                select(ApiClientRecord).where(
+                    ApiClientRecord.key_hash == self.hash_key(api_key), ApiClientRecord.revoked_at.is_(None)
+                )
             ).scalar_one_or_none()
 
     def get(self, client_id: int) -> ApiClientRecord | None:
@@ -686,9 +899,12 @@ class ClientStore:
     def revoke(self, name: str) -> bool:
         """Revokes a client's key at once; False when there is no such (unrevoked) client."""
         with self._sessions.begin() as session:
-            result = session.execute(update(ApiClientRecord).where(
-                ApiClientRecord.name == name, ApiClientRecord.revoked_at.is_(None)).values(revoked_at=utcnow())
-                .execution_options(synchronize_session=False))
+            result = session.execute(
+                update(ApiClientRecord)
+                .where(ApiClientRecord.name == name, ApiClientRecord.revoked_at.is_(None))
+                .values(revoked_at=utcnow())
+                .execution_options(synchronize_session=False)
+            )
             return result.rowcount > 0
 
 
@@ -698,8 +914,15 @@ class UserStore:
     def __init__(self, engine: Engine):
         self._sessions = sessionmaker(engine, expire_on_commit=False)
 
-    def create(self, *, email: str, display_name: str, password_hash: str, role: SiteRole = SiteRole.USER,
-               contact_email: str | None = None) -> UserRecord:
+    def create(
+        self,
+        *,
+        email: str,
+        display_name: str,
+        password_hash: str,
+        role: SiteRole = SiteRole.USER,
+        contact_email: str | None = None,
+    ) -> UserRecord:
         """Stores a new account.
 
         Raises:
@@ -707,8 +930,14 @@ class UserStore:
         """
         from sqlalchemy.exc import IntegrityError
 
-        record = UserRecord(email=email.lower(), display_name=display_name, password_hash=password_hash, role=role,
-                            contact_email=contact_email, created_at=utcnow())
+        record = UserRecord(
+            email=email.lower(),
+            display_name=display_name,
+            password_hash=password_hash,
+            role=role,
+            contact_email=contact_email,
+            created_at=utcnow(),
+        )
         try:
             with self._sessions.begin() as session:
                 session.add(record)

@@ -20,9 +20,11 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 RETRY_AFTER_S = 5
 MESSAGE = "the judge's database is unavailable right now; nothing was changed, try again in a few seconds"
-PAGE = ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Try again in a moment · remat-judge"
-        "</title></head><body><h1>Try again in a moment</h1><p>The judge cannot reach its database right now; "
-        "nothing was changed. Reload this page in a few seconds.</p></body></html>")
+PAGE = (
+    '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Try again in a moment · remat-judge'
+    "</title></head><body><h1>Try again in a moment</h1><p>The judge cannot reach its database right now; "
+    "nothing was changed. Reload this page in a few seconds.</p></body></html>"
+)
 
 
 def _fault_types() -> tuple[type[BaseException], ...]:
@@ -90,11 +92,16 @@ class Outage:
             failures, since = self._failures, self._since
         reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
         if first:
-            self.logger.warning("%s unavailable%s (%s); retrying, and saying so once it is back", self.what,
-                                f" ({where})" if where else "", reason)
+            self.logger.warning(
+                "%s unavailable%s (%s); retrying, and saying so once it is back",
+                self.what,
+                f" ({where})" if where else "",
+                reason,
+            )
         else:
-            self.logger.warning("%s still unavailable after %.0f s (%d failures so far)", self.what, now - since,
-                                failures)
+            self.logger.warning(
+                "%s still unavailable after %.0f s (%d failures so far)", self.what, now - since, failures
+            )
 
     def recovered(self) -> None:
         """Ends the outage, if one is going on, with one line. Cheap when there is none."""
@@ -105,8 +112,9 @@ class Outage:
                 return
             took_s, failures = time.monotonic() - self._since, self._failures
             self._since, self._failures = None, 0
-        self.logger.warning("%s available again after %.1f s (%d failure%s)", self.what, took_s, failures,
-                            "" if failures == 1 else "s")
+        self.logger.warning(
+            "%s available again after %.1f s (%d failure%s)", self.what, took_s, failures, "" if failures == 1 else "s"
+        )
 
 
 _log = logging.getLogger("remat_judge.database")
@@ -157,9 +165,13 @@ def wait_for_database(url: str, *, max_delay_s: float = 10.0, stop: threading.Ev
                 if not is_database_fault(exc):
                     raise
                 if tries == 1:
-                    _log.warning("waiting for the database at %s (%s: %s); trying again every %g s at most",
-                                 _where(url), type(exc).__name__, str(exc).strip().splitlines()[0][:200]
-                                 if str(exc).strip() else "", max_delay_s)
+                    _log.warning(
+                        "waiting for the database at %s (%s: %s); trying again every %g s at most",
+                        _where(url),
+                        type(exc).__name__,
+                        str(exc).strip().splitlines()[0][:200] if str(exc).strip() else "",
+                        max_delay_s,
+                    )
                 if stop is not None and stop.wait(delay_s):
                     raise InterruptedError("stopped while waiting for the database") from None
                 if stop is None:

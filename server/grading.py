@@ -34,6 +34,7 @@ from graders.pipeline import JudgeConfig, grade, internal_error_report
 from graders.problem import ProblemError, ProblemRepository
 from graders.verdict import Verdict, VerdictReport
 from server import metrics
+
 if TYPE_CHECKING:
     from server.callback_sender import CallbackSender
     from server.lti.grade_sender import LtiGradeSender
@@ -108,10 +109,19 @@ class Grader:
             path; `server.lti.grade_sender`).
     """
 
-    def __init__(self, *, store: SubmissionStore, problems: ProblemRepository,
-                 config_factory: Callable[[], JudgeConfig], worker_id: str, lease_s: float, max_attempts: int,
-                 on_finished: Callable[[str], None] = lambda submission_id: None,
-                 callbacks: "CallbackSender | None" = None, grades: "LtiGradeSender | None" = None):
+    def __init__(
+        self,
+        *,
+        store: SubmissionStore,
+        problems: ProblemRepository,
+        config_factory: Callable[[], JudgeConfig],
+        worker_id: str,
+        lease_s: float,
+        max_attempts: int,
+        on_finished: Callable[[str], None] = lambda submission_id: None,
+        callbacks: "CallbackSender | None" = None,
+        grades: "LtiGradeSender | None" = None,
+    ):
         self.store, self.problems, self.config_factory = store, problems, config_factory
         self.worker_id, self.lease_s, self.max_attempts = worker_id, lease_s, max_attempts
         self.on_finished, self.callbacks, self.grades = on_finished, callbacks, grades
@@ -144,8 +154,9 @@ class Grader:
             refusal: "unknown", "finished", "held".
         """
         with submission_context(submission_id):
-            claim = self.store.claim(submission_id, worker_id=self.worker_id, lease_s=self.lease_s,
-                                     max_attempts=self.max_attempts)
+            claim = self.store.claim(
+                submission_id, worker_id=self.worker_id, lease_s=self.lease_s, max_attempts=self.max_attempts
+            )
             if claim.reason == "exhausted":
                 return self._fail(submission_id)
             if claim.record is None:
@@ -178,18 +189,31 @@ class Grader:
                 assert report.verdict is not None
                 verdict, result_json = report.verdict.value, report.stored_json()
                 policy = policy_fingerprint(report)
-                stored = self._store_when_possible(lambda: self.store.finish(
-                    submission_id, verdict=verdict, score=report.score, problem_version=report.problem_version,
-                    result_json=result_json, worker_id=self.worker_id, policy_fingerprint=policy,
-                    program_digest=report.program_digest))
+                stored = self._store_when_possible(
+                    lambda: self.store.finish(
+                        submission_id,
+                        verdict=verdict,
+                        score=report.score,
+                        problem_version=report.problem_version,
+                        result_json=result_json,
+                        worker_id=self.worker_id,
+                        policy_fingerprint=policy,
+                        program_digest=report.program_digest,
+                    )
+                )
             finally:
                 self.leases.release(submission_id)
             if not stored:
                 log.warning("the claim on %s was taken over before its verdict was stored", submission_id)
                 return "lost"
             metrics.observe_verdict(self._metric_label(record.problem), report.verdict.value, report.timing_ms)
-            log.info("graded %s (%s): %s in %.0f ms", submission_id, record.problem, report.verdict.value,
-                     report.timing_ms.get("total", 0.0))
+            log.info(
+                "graded %s (%s): %s in %.0f ms",
+                submission_id,
+                record.problem,
+                report.verdict.value,
+                report.timing_ms.get("total", 0.0),
+            )
             self._announce(submission_id, record=record, verdict=report.verdict.value, score=report.score)
             return "graded"
 
@@ -231,31 +255,48 @@ class Grader:
     def _fail(self, submission_id: str) -> str:
         record = self.store.get(submission_id)
         slug = record.problem if record is not None else "?"
-        report = internal_error_report(slug, f"grading failed {self.max_attempts} times (the worker died or the "
-                                             f"judge failed each time); not retried again")
+        report = internal_error_report(
+            slug,
+            f"grading failed {self.max_attempts} times (the worker died or the "
+            f"judge failed each time); not retried again",
+        )
         report.id = submission_id
         report.status = SubmissionStatus.FAILED.value
         if record is not None:
             report.created_at = record.created_at.isoformat()
         report.finished_at = utcnow().isoformat()
         result_json = report.stored_json()
-        self._store_when_possible(lambda: self.store.finish(
-            submission_id, verdict=Verdict.INTERNAL_ERROR.value, score=0.0, problem_version=None,
-            result_json=result_json, worker_id=self.worker_id, status=SubmissionStatus.FAILED))
+        self._store_when_possible(
+            lambda: self.store.finish(
+                submission_id,
+                verdict=Verdict.INTERNAL_ERROR.value,
+                score=0.0,
+                problem_version=None,
+                result_json=result_json,
+                worker_id=self.worker_id,
+                status=SubmissionStatus.FAILED,
+            )
+        )
         metrics.observe_verdict(self._metric_label(slug), Verdict.INTERNAL_ERROR.value, {})
         log.error("submission %s failed after %d attempts", submission_id, self.max_attempts)
         self._announce(submission_id)
         return "failed"
 
-    def _announce(self, submission_id: str, *, record: SubmissionRecord | None = None, verdict: str | None = None,
-                  score: float | None = None) -> None:
+    def _announce(
+        self,
+        submission_id: str,
+        *,
+        record: SubmissionRecord | None = None,
+        verdict: str | None = None,
+        score: float | None = None,
+    ) -> None:
         """Tells waiting requests, makes a pending callback due and, for a web user's graded
         verdict (`record` given; INTERNAL_ERROR is the judge's fault, never a grade), makes the
         LMS passback of their launches on that problem pending. None of it raises."""
         try:
             self.on_finished(submission_id)
             ANNOUNCE_FAULTS.recovered()
-        except Exception as exc:  # Redis is away: waiting requests also poll the database (said once)
+        except Exception as exc:  # noqa: BLE001 - Redis is away: waiting requests also poll the database (said once)
             ANNOUNCE_FAULTS.failed(exc)
         try:
             self.store.callback_due_now(submission_id)  # no-op without a pending callback
@@ -263,8 +304,13 @@ class Grader:
                 self.callbacks.kick()
         except Exception:  # the database is away: the callback stays pending, not lost
             log.exception("scheduling the callback of %s failed", submission_id)
-        if (self.grades is not None and record is not None and record.user_id is not None and score is not None
-                and verdict != Verdict.INTERNAL_ERROR.value):
+        if (
+            self.grades is not None
+            and record is not None
+            and record.user_id is not None
+            and score is not None
+            and verdict != Verdict.INTERNAL_ERROR.value
+        ):
             try:  # one UPDATE (no row for an account without LTI launches)
                 self.grades.verdict_stored(user_id=record.user_id, problem=record.problem)
             except Exception:  # the database is away: this verdict's passback is lost, grading goes on
@@ -286,7 +332,7 @@ def policy_fingerprint(report: VerdictReport) -> str | None:
         return None
     try:
         found = fingerprint(report.model_dump(mode="json"))
-    except Exception:  # noqa: BLE001 - insight is secondary to the verdict
+    except Exception:
         log.exception("fingerprinting the policy of %s failed", report.id)
         return None
     return found.key if found is not None else None
@@ -305,10 +351,17 @@ class Sweeper:
     Re-enqueueing is safe because a job is graded once whatever its number of deliveries.
     """
 
-    def __init__(self, store: SubmissionStore, put: Callable[[str], None], *, interval_s: float,
-                 queue_restarted: Callable[[], bool] = lambda: False,
-                 held: Callable[[], set[str]] | None = None, stale_after_s: float = STALE_AFTER_S,
-                 put_again: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        store: SubmissionStore,
+        put: Callable[[str], None],
+        *,
+        interval_s: float,
+        queue_restarted: Callable[[], bool] = lambda: False,
+        held: Callable[[], set[str]] | None = None,
+        stale_after_s: float = STALE_AFTER_S,
+        put_again: Callable[[str], None] | None = None,
+    ):
         self.store, self.put, self.interval_s, self.queue_restarted = store, put, interval_s, queue_restarted
         self.put_again = put_again or put  # an expired claim: ahead of the backlog where the queue can
         self.held, self.stale_after_s = held, stale_after_s
@@ -339,8 +392,10 @@ class Sweeper:
             ids = [i for i in dict.fromkeys(ids) if i not in still]
         seen = set(ids)
         jobs = [(i, False) for i in ids] + [
-            (i, again) for i, again in self.store.to_enqueue_kinds(older_than_s=0 if everything else self.interval_s)
-            if i not in seen]
+            (i, again)
+            for i, again in self.store.to_enqueue_kinds(older_than_s=0 if everything else self.interval_s)
+            if i not in seen
+        ]
         ids = [i for i, _ in jobs]
         for submission_id, again in jobs:
             (self.put_again if again else self.put)(submission_id)
@@ -354,5 +409,5 @@ class Sweeper:
             try:
                 self.sweep()
                 SWEEP_FAULTS.recovered()
-            except Exception as exc:  # the queue or database is away; try again next time (said once)
+            except Exception as exc:  # noqa: BLE001 - the queue or database is away; try again next time (said once)
                 SWEEP_FAULTS.failed(exc)

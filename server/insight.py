@@ -68,9 +68,14 @@ class Insight:
 
     def as_json(self) -> dict[str, Any]:
         """The CLI's `--json`: `{"problem", "version", "clusters": [...], "identical_groups": [...]}`."""
-        return {"problem": self.problem, "version": self.version, "course": self.course, "graded": self.graded,
-                "clusters": [asdict(c) for c in self.clusters],
-                "identical_groups": [asdict(g) for g in self.identical_groups]}
+        return {
+            "problem": self.problem,
+            "version": self.version,
+            "course": self.course,
+            "graded": self.graded,
+            "clusters": [asdict(c) for c in self.clusters],
+            "identical_groups": [asdict(g) for g in self.identical_groups],
+        }
 
 
 def owner_of(row: Any) -> str:
@@ -87,9 +92,13 @@ def versions(engine: Engine, problem: str) -> list[str]:
     """The problem versions that have graded submissions, newest first (by their latest verdict)."""
     sessions = sessionmaker(engine)
     with sessions() as session:
-        rows = session.execute(select(SubmissionRecord.problem_version, SubmissionRecord.finished_at).where(
-            SubmissionRecord.problem == problem, SubmissionRecord.problem_version.is_not(None),
-            SubmissionRecord.status == SubmissionStatus.DONE)).all()
+        rows = session.execute(
+            select(SubmissionRecord.problem_version, SubmissionRecord.finished_at).where(
+                SubmissionRecord.problem == problem,
+                SubmissionRecord.problem_version.is_not(None),
+                SubmissionRecord.status == SubmissionStatus.DONE,
+            )
+        ).all()
     latest: dict[str, datetime] = {}
     for version, finished in rows:
         if finished is not None and (version not in latest or finished > latest[version]):
@@ -107,12 +116,16 @@ def insight(engine: Engine, problem: str, *, version: str | None = None, course:
     sessions = sessionmaker(engine)
     t = SubmissionRecord
     query = select(t.id, t.user_id, t.client_id, t.verdict, t.policy_fingerprint, t.program_digest, t.created_at).where(
-        t.problem == problem, t.problem_version == version, t.status == SubmissionStatus.DONE,
-        t.policy_fingerprint.is_not(None))
+        t.problem == problem,
+        t.problem_version == version,
+        t.status == SubmissionStatus.DONE,
+        t.policy_fingerprint.is_not(None),
+    )
     with sessions() as session:
         if course is not None:
-            students = select(Enrollment.user_id).where(Enrollment.course_id == course.id,
-                                                        Enrollment.role == CourseRole.STUDENT)
+            students = select(Enrollment.user_id).where(
+                Enrollment.course_id == course.id, Enrollment.role == CourseRole.STUDENT
+            )
             query = query.where(t.user_id.in_(students))
         rows = sorted(session.execute(query).all(), key=lambda r: (r.created_at, r.id))
         found.graded = len(rows)
@@ -130,15 +143,29 @@ def insight(engine: Engine, problem: str, *, version: str | None = None, course:
         for row in members:
             first_by_owner.setdefault(owner_of(row), row.created_at)
         verdict = members[0].verdict
-        later = 0 if verdict == "ACCEPTED" else sum(
-            1 for owner, first in first_by_owner.items() if owner in accepted_at and accepted_at[owner] > first)
+        later = (
+            0
+            if verdict == "ACCEPTED"
+            else sum(
+                1 for owner, first in first_by_owner.items() if owner in accepted_at and accepted_at[owner] > first
+            )
+        )
         try:
             summary = fingerprint(json.loads(stored.get(examples[key]) or "{}"))
         except Exception:  # noqa: BLE001 - an unreadable report: the cluster is still counted
             summary = None
-        found.clusters.append(Cluster(fingerprint=key, students=len(first_by_owner), submissions=len(members),
-                                      verdict=verdict, summary=summary.summary if summary else "",
-                                      example=members[0].id, latest=members[-1].id, later_accepted=later))
+        found.clusters.append(
+            Cluster(
+                fingerprint=key,
+                students=len(first_by_owner),
+                submissions=len(members),
+                verdict=verdict,
+                summary=summary.summary if summary else "",
+                example=members[0].id,
+                latest=members[-1].id,
+                later_accepted=later,
+            )
+        )
     found.clusters.sort(key=lambda c: (-c.students, -c.submissions, c.verdict, c.fingerprint))
     programs: dict[str, list[Any]] = defaultdict(list)
     for row in rows:
@@ -158,17 +185,23 @@ def peers_who_fixed(engine: Engine, record: SubmissionRecord, course_ids: list[i
     """How many other students of `course_ids` made the same policy mistake on the same problem
     version (`record`'s fingerprint) and later got ACCEPTED: what a student's panel may say when
     their course allows it. 0 for an ACCEPTED submission or one without a fingerprint."""
-    if not course_ids or record.policy_fingerprint is None or record.verdict == "ACCEPTED" \
-            or record.user_id is None:
+    if not course_ids or record.policy_fingerprint is None or record.verdict == "ACCEPTED" or record.user_id is None:
         return 0
     t = SubmissionRecord
-    students = select(Enrollment.user_id).where(Enrollment.course_id.in_(course_ids),
-                                                Enrollment.role == CourseRole.STUDENT)
+    students = select(Enrollment.user_id).where(
+        Enrollment.course_id.in_(course_ids), Enrollment.role == CourseRole.STUDENT
+    )
     sessions = sessionmaker(engine)
     with sessions() as session:
-        rows = session.execute(select(t.user_id, t.verdict, t.policy_fingerprint, t.created_at).where(
-            t.problem == record.problem, t.problem_version == record.problem_version,
-            t.status == SubmissionStatus.DONE, t.user_id.in_(students), t.user_id != record.user_id)).all()
+        rows = session.execute(
+            select(t.user_id, t.verdict, t.policy_fingerprint, t.created_at).where(
+                t.problem == record.problem,
+                t.problem_version == record.problem_version,
+                t.status == SubmissionStatus.DONE,
+                t.user_id.in_(students),
+                t.user_id != record.user_id,
+            )
+        ).all()
     first_mistake: dict[int, datetime] = {}
     accepted: dict[int, datetime] = {}
     for user_id, verdict, key, created in sorted(rows, key=lambda r: r.created_at):

@@ -17,14 +17,24 @@ class BodySizeLimit:
     """Answers 413 when Content-Length, or the bytes actually received, exceed the cap: `max_body_bytes`,
     or `per_path[path]` for the paths listed there (e.g. problem uploads)."""
 
-    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], *, max_body_bytes: int,
-                 per_path: dict[str, int] | None = None):
+    def __init__(
+        self,
+        app: Callable[[Scope, Receive, Send], Awaitable[None]],
+        *,
+        max_body_bytes: int,
+        per_path: dict[str, int] | None = None,
+    ):
         self.app, self.default_bytes, self.per_path = app, max_body_bytes, per_path or {}
 
     async def _reject(self, send: Send, limit: int) -> None:
         body = json.dumps({"detail": f"request body larger than {limit:,} bytes"}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -70,8 +80,13 @@ class UnstorableTextGuard:
     @staticmethod
     async def _answer(send: Send, status: int, detail: str) -> None:
         body = json.dumps({"detail": detail}).encode()
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
     @staticmethod

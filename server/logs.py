@@ -72,9 +72,12 @@ def configure(log_format: str = "text", level: int = logging.INFO) -> None:
     if log_format == "json":
         from pythonjsonlogger.json import JsonFormatter
 
-        handler.setFormatter(JsonFormatter(
-            "%(asctime)s %(levelname)s %(name)s %(message)s %(submission_id)s %(process)d",
-            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"}))
+        handler.setFormatter(
+            JsonFormatter(
+                "%(asctime)s %(levelname)s %(name)s %(message)s %(submission_id)s %(process)d",
+                rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+            )
+        )
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()

@@ -4,10 +4,10 @@ at `/metrics` on the API's port only to a scraper holding `REMAT_JUDGE_METRICS_T
 token (without one, `/metrics` there answers 404).
 
 Labels carry published problem slugs ("unpublished" for the others), verdicts, phases and
-reasons only: never a user, client or submission (unbounded, and personal). With several processes on one machine (`remat-judge serve
---processes N`), set `PROMETHEUS_MULTIPROC_DIR` to an empty folder before they start (the CLI
-does): every process then writes its values there and `/metrics` adds them up
-(prometheus-client's multiprocess mode; gauges are summed over live processes).
+reasons only: never a user, client or submission (unbounded, and personal). With several
+processes on one machine (`remat-judge serve --processes N`), set `PROMETHEUS_MULTIPROC_DIR`
+to an empty folder before they start (the CLI does): every process then writes its values
+there and `/metrics` adds them up (prometheus-client's multiprocess mode; gauges are summed over live processes).
 
 Metrics:
   remat_judge_queue_depth                      submissions stored and not yet claimed (read from
@@ -32,17 +32,24 @@ from prometheus_client.registry import REGISTRY, Collector
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
-BUSY_WORKERS = Gauge("remat_judge_workers_busy", "grading threads busy with a submission",
-                     multiprocess_mode="livesum")
+BUSY_WORKERS = Gauge("remat_judge_workers_busy", "grading threads busy with a submission", multiprocess_mode="livesum")
 IDLE_WORKERS = Gauge("remat_judge_workers_idle", "grading threads waiting for a job", multiprocess_mode="livesum")
 VERDICTS = Counter("remat_judge_verdicts", "verdicts stored", ["problem", "verdict"])
-PHASE_SECONDS = Histogram("remat_judge_phase_seconds", "time per grading phase, in seconds", ["phase"],
-                          buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, float("inf")))
+PHASE_SECONDS = Histogram(
+    "remat_judge_phase_seconds",
+    "time per grading phase, in seconds",
+    ["phase"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, float("inf")),
+)
 REDELIVERIES = Counter("remat_judge_redeliveries", "jobs delivered again (a worker died, or a duplicate delivery)")
 INTERNAL_ERRORS = Counter("remat_judge_internal_errors", "INTERNAL_ERROR verdicts (faults of the judge)")
 REJECTED = Counter("remat_judge_rejected_requests", "submissions refused by admission control", ["reason"])
-DATABASE_UNAVAILABLE = Counter("remat_judge_database_unavailable", "operations that met the database unreachable "
-                               "or restarting (HTTP requests answered 503, verdicts kept for a retry, ...)", ["where"])
+DATABASE_UNAVAILABLE = Counter(
+    "remat_judge_database_unavailable",
+    "operations that met the database unreachable "
+    "or restarting (HTTP requests answered 503, verdicts kept for a retry, ...)",
+    ["where"],
+)
 
 PHASES = ("queue", "sandbox", "verify", "total")
 UNPUBLISHED = "unpublished"  # the problem label of verdicts on problems students cannot see
@@ -66,7 +73,7 @@ class _QueueDepth(Collector):
         family = GaugeMetricFamily("remat_judge_queue_depth", "submissions stored and not yet claimed by a worker")
         try:
             family.add_metric([], float(self.depth()))
-        except Exception:  # the database is away: no sample rather than a failed scrape
+        except Exception:  # noqa: BLE001 - the database is away: no sample rather than a failed scrape
             return
         yield family
 

@@ -62,8 +62,9 @@ def head() -> str:
     """
     heads = ScriptDirectory.from_config(config()).get_heads()
     if len(heads) != 1:
-        raise MigrationError(f"the migrations in {MIGRATIONS_DIR} have {len(heads)} heads ({', '.join(heads)}): "
-                             f"merge them into one")
+        raise MigrationError(
+            f"the migrations in {MIGRATIONS_DIR} have {len(heads)} heads ({', '.join(heads)}): merge them into one"
+        )
     return heads[0]
 
 
@@ -123,8 +124,10 @@ def upgrade(url: str) -> str:
             cfg.attributes["connection"] = connection
             at = MigrationContext.configure(connection).get_current_revision()
             if at is not None and at not in revisions():
-                raise MigrationError(f"{_safe(url)} is at revision {at}, which this code does not know (it knows "
-                                     f"{', '.join(revisions())}): newer code migrated it; run that version")
+                raise MigrationError(
+                    f"{_safe(url)} is at revision {at}, which this code does not know (it knows "
+                    f"{', '.join(revisions())}): newer code migrated it; run that version"
+                )
             try:
                 if _is_legacy(connection):
                     _adopt_legacy(connection, cfg)
@@ -152,6 +155,7 @@ def _migration_engine(url: str) -> Engine:
     handling commits before `CREATE`/`ALTER`, so it is turned off and `BEGIN` is issued here."""
     engine = make_engine(url)
     if engine.dialect.name == "sqlite":
+
         @sa.event.listens_for(engine, "connect")
         def _no_driver_transactions(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
             dbapi_connection.isolation_level = None
@@ -159,6 +163,7 @@ def _migration_engine(url: str) -> Engine:
         @sa.event.listens_for(engine, "begin")
         def _begin(connection: Connection) -> None:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
+
     return engine
 
 
@@ -206,21 +211,27 @@ def _adopt_legacy(connection: Connection, cfg: Config) -> None:
             with ops.batch_alter_table(table.name) as batch:
                 for column in missing:
                     batch.add_column(sa.Column(column.name, column.type, nullable=True))
-        must_set = [c for c in table.columns if not c.nullable and not c.primary_key
-                    and (c.name not in present or present[c.name]["nullable"])]
+        must_set = [
+            c
+            for c in table.columns
+            if not c.nullable and not c.primary_key and (c.name not in present or present[c.name]["nullable"])
+        ]
         for column in must_set:
             _fill_nulls(connection, table.name, column.name)
         foreign_keys = {tuple(fk["constrained_columns"]) for fk in inspector.get_foreign_keys(table.name)}
-        new_keys = [fk for fk in table.foreign_key_constraints
-                    if tuple(c.name for c in fk.columns) not in foreign_keys]
+        new_keys = [fk for fk in table.foreign_key_constraints if tuple(c.name for c in fk.columns) not in foreign_keys]
         if must_set or new_keys:
             with ops.batch_alter_table(table.name) as batch:
                 for column in must_set:
                     batch.alter_column(column.name, nullable=False, existing_type=column.type)
                 for fk in new_keys:
                     local = [c.name for c in fk.columns]
-                    batch.create_foreign_key(f"{table.name}_{'_'.join(local)}_fkey", fk.referred_table.name,
-                                             local, [e.column.name for e in fk.elements])
+                    batch.create_foreign_key(
+                        f"{table.name}_{'_'.join(local)}_fkey",
+                        fk.referred_table.name,
+                        local,
+                        [e.column.name for e in fk.elements],
+                    )
         indexes = {tuple(i["column_names"]): i for i in sa.inspect(connection).get_indexes(table.name)}
         for index in table.indexes:
             if tuple(c.name for c in index.columns) not in indexes:
@@ -238,6 +249,7 @@ def _fill_nulls(connection: Connection, table: str, column: str) -> None:
     if not nulls:
         return
     if (table, column) not in LEGACY_FILL:
-        raise MigrationError(f"{table}.{column} must not be NULL but {nulls} rows have NULL there: fill them in, "
-                             f"then migrate again")
+        raise MigrationError(
+            f"{table}.{column} must not be NULL but {nulls} rows have NULL there: fill them in, then migrate again"
+        )
     connection.execute(sa.update(t).where(t.c[column].is_(None)).values({column: LEGACY_FILL[table, column]}))

@@ -15,11 +15,16 @@ def public_submission(record: SubmissionRecord) -> SubmissionPublic:
     if record.result_json:
         report = VerdictReport.model_validate_json(record.result_json)
     else:
-        report = VerdictReport(id=record.id, problem=record.problem, status=str(record.status),
-                               created_at=record.created_at.isoformat())
+        report = VerdictReport(
+            id=record.id, problem=record.problem, status=str(record.status), created_at=record.created_at.isoformat()
+        )
     callback = None
     if record.callback_url:
-        callback = {"url": record.callback_url, "status": str(record.callback_status or "pending"),
-                    "attempts": record.callback_attempts, "last_status_code": record.callback_last_code,
-                    "last_error": record.callback_last_error}
+        callback = {
+            "url": record.callback_url,
+            "status": str(record.callback_status or "pending"),
+            "attempts": record.callback_attempts,
+            "last_status_code": record.callback_last_code,
+            "last_error": record.callback_last_error,
+        }
     return SubmissionPublic(**report.model_dump(), external_id=record.external_id, callback=callback, links=links)

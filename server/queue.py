@@ -69,8 +69,15 @@ class WorkerPool:
     GIL is released while they wait.
     """
 
-    def __init__(self, *, jobs: InProcessQueue, store: SubmissionStore, grader: Grader, workers: int,
-                 sweep_interval_s: float = 5.0):
+    def __init__(
+        self,
+        *,
+        jobs: InProcessQueue,
+        store: SubmissionStore,
+        grader: Grader,
+        workers: int,
+        sweep_interval_s: float = 5.0,
+    ):
         self.jobs, self.store, self.grader, self.workers = jobs, store, grader, workers
         self.sweeper = Sweeper(store, jobs.put, interval_s=sweep_interval_s)  # an in-process queue loses nothing
         self._stop = threading.Event()

@@ -45,8 +45,9 @@ class QueueUnavailable(Exception):
 
 
 def _client(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=2.0,
-                                health_check_interval=10)
+    return redis.Redis.from_url(
+        url, socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=2.0, health_check_interval=10
+    )
 
 
 class RedisJobs:
@@ -59,16 +60,20 @@ class RedisJobs:
             which only enqueues.
     """
 
-    def __init__(self, url: str, *, heartbeat_timeout_s: float = 20.0,
-                 run: Callable[[str], Any] | None = None):
+    def __init__(self, url: str, *, heartbeat_timeout_s: float = 20.0, run: Callable[[str], Any] | None = None):
         self.url = url
         # Dramatiq's TimeLimit interrupts a job with an asynchronous exception, which could land
         # in the middle of storing a verdict; the judge's own limits bound a grading instead.
         middleware = [m() for m in default_middleware if m is not TimeLimit]
-        self.broker = RedisBroker(url=url, namespace=NAMESPACE, middleware=middleware,
-                                  heartbeat_timeout=int(heartbeat_timeout_s * 1000),
-                                  maintenance_chance=MAINTENANCE_PER_MILLION,
-                                  socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=2.0)
+        self.broker = RedisBroker(
+            url=url,
+            namespace=NAMESPACE,
+            middleware=middleware,
+            heartbeat_timeout=int(heartbeat_timeout_s * 1000),
+            maintenance_chance=MAINTENANCE_PER_MILLION,
+            socket_timeout=SOCKET_TIMEOUT_S,
+            socket_connect_timeout=2.0,
+        )
         self.run = run  # what a worker does with a job; None in API processes
 
         def grade_submission(submission_id: str) -> None:
@@ -88,13 +93,20 @@ class RedisJobs:
         # the infrastructure (the database away), never for a submission, and giving up would
         # strand its row "queued" (the sweeper's stale bound is the second line of defence).
         options = dict(retry_when=lambda retries, exc: True, min_backoff=1000, max_backoff=MAX_BACKOFF_MS)
-        self.actor = dramatiq.actor(grade_submission, broker=self.broker, actor_name=ACTOR_NAME,
-                                    queue_name=QUEUE_NAME, priority=10, **options)
+        self.actor = dramatiq.actor(
+            grade_submission, broker=self.broker, actor_name=ACTOR_NAME, queue_name=QUEUE_NAME, priority=10, **options
+        )
         # A job whose worker died waits behind no backlog: it has a queue of its own, which every
         # worker consumes beside the main one, and goes first in a worker's local work queue
         # (Dramatiq orders it by actor priority, lower first).
-        self.again = dramatiq.actor(grade_submission, broker=self.broker, actor_name=AGAIN_ACTOR_NAME,
-                                    queue_name=AGAIN_QUEUE_NAME, priority=0, **options)
+        self.again = dramatiq.actor(
+            grade_submission,
+            broker=self.broker,
+            actor_name=AGAIN_ACTOR_NAME,
+            queue_name=AGAIN_QUEUE_NAME,
+            priority=0,
+            **options,
+        )
         self.client = _client(url)
         self._run_id: str | None = None
 

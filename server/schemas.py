@@ -79,30 +79,46 @@ class ProblemPublished(BaseModel):
 class SubmissionCreate(BaseModel):
     """`POST /api/v1/submissions` body (and one item of a batch)."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
-        "problem": "remat_sin_sin", "source": "import jax\n\ndef remat_sin_sin(x):\n    ...\n",
-        "external_id": "course-42/student-7/attempt-3",
-        "callback_url": "https://lms.example.org/remat-judge/hooks"}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "problem": "remat_sin_sin",
+                    "source": "import jax\n\ndef remat_sin_sin(x):\n    ...\n",
+                    "external_id": "course-42/student-7/attempt-3",
+                    "callback_url": "https://lms.example.org/remat-judge/hooks",
+                }
+            ]
+        },
+    )
 
     # lengths are checked by the submission service (server/submit.py), so that one bad item of a
     # batch is refused on its own, with the same words as a single submission
     problem: str = Field(description="slug of the problem")
     source: str = Field(description="the Python source of the submission (not empty)")
-    external_id: str | None = Field(default=None,
-                                    description="your own id for it (a student or attempt id, 1 to 128 "
-                                                "characters); filter with GET /api/v1/submissions?external_id=")
-    callback_url: str | None = Field(default=None,
-                                     description="POSTed the verdict JSON when graded, signed with your callback "
-                                                 "secret (header X-Remat-Judge-Signature); must be under one of "
-                                                 "your client's allowed callback prefixes")
+    external_id: str | None = Field(
+        default=None,
+        description="your own id for it (a student or attempt id, 1 to 128 "
+        "characters); filter with GET /api/v1/submissions?external_id=",
+    )
+    callback_url: str | None = Field(
+        default=None,
+        description="POSTed the verdict JSON when graded, signed with your callback "
+        "secret (header X-Remat-Judge-Signature); must be under one of "
+        "your client's allowed callback prefixes",
+    )
 
 
 class BatchSubmissionCreate(SubmissionCreate):
     """One item of a batch: a submission, with its own idempotency key."""
 
-    idempotency_key: str | None = Field(default=None, description="as the Idempotency-Key header of a single "
-                                        "submission: a repeat of this item within 24 hours answers the "
-                                        "submission stored first")
+    idempotency_key: str | None = Field(
+        default=None,
+        description="as the Idempotency-Key header of a single "
+        "submission: a repeat of this item within 24 hours answers the "
+        "submission stored first",
+    )
 
 
 class SubmissionBatchCreate(BaseModel):
@@ -148,9 +164,12 @@ class BatchItem(BaseModel):
     status: str | None = None
     error: int | None = None
     detail: str | None = None
-    retry_after_s: int | None = Field(default=None, description="for a 429 or 503 item: seconds to wait before "
-                                                                 "sending it again (the answer's Retry-After header "
-                                                                 "is the largest of them)")
+    retry_after_s: int | None = Field(
+        default=None,
+        description="for a 429 or 503 item: seconds to wait before "
+        "sending it again (the answer's Retry-After header "
+        "is the largest of them)",
+    )
 
 
 class BatchAnswer(BaseModel):

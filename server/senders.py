@@ -63,7 +63,7 @@ class DueSender:
             try:
                 due = self.claim()
                 self._faults.recovered()
-            except Exception as exc:  # the database is away: try again later (said once per outage)
+            except Exception as exc:  # noqa: BLE001 - the database is away: try again later (said once per outage)
                 self._faults.failed(exc)
                 continue
             for row in due:

@@ -17,6 +17,7 @@ from graders.pipeline import JudgeConfig
 from graders.limits import VerifyLimits
 from sandbox.limits import JailLimits
 
+
 class Settings(BaseSettings):
     """Every setting of a deployment. Units are in the names.
 
@@ -162,8 +163,11 @@ class Settings(BaseSettings):
         return JudgeConfig(
             cache_dir=(self.data_dir / "cache").resolve(),
             seed=self.seed_bytes(),
-            jail_limits=JailLimits(wall_time_limit_s=self.wall_time_limit_s, cpu_time_limit_s=self.cpu_time_limit_s,
-                                   memory_limit_mib=self.memory_limit_mib),
+            jail_limits=JailLimits(
+                wall_time_limit_s=self.wall_time_limit_s,
+                cpu_time_limit_s=self.cpu_time_limit_s,
+                memory_limit_mib=self.memory_limit_mib,
+            ),
             verify_limits=VerifyLimits(),
             verify_time_limit_s=self.verify_time_limit_s,
             results_dir=(self.data_dir / "results").resolve(),

@@ -64,10 +64,19 @@ def request_fingerprint(*, problem: str, source: str, external_id: str | None, c
     return hashlib.sha256(body.encode("ascii")).hexdigest()
 
 
-def submit(services: Services, *, problem: str, source: str, owner_key: str,
-           user_id: int | None = None, client: ApiClientRecord | None = None, external_id: str | None = None,
-           callback_url: str | None = None, unpublished_too: bool = False,
-           idempotency_key: str | None = None) -> SubmissionRecord:
+def submit(
+    services: Services,
+    *,
+    problem: str,
+    source: str,
+    owner_key: str,
+    user_id: int | None = None,
+    client: ApiClientRecord | None = None,
+    external_id: str | None = None,
+    callback_url: str | None = None,
+    unpublished_too: bool = False,
+    idempotency_key: str | None = None,
+) -> SubmissionRecord:
     """Checks, admits, stores and enqueues one submission.
 
     With an `idempotency_key` (IETF httpapi "The Idempotency-Key HTTP Header Field" draft), a
@@ -93,23 +102,32 @@ def submit(services: Services, *, problem: str, source: str, owner_key: str,
         The stored submission (status "queued").
 
     Raises:
-        SubmitError: 422 a NUL or a lone surrogate in any text (before anything is counted), 422 empty source, 413 too large, 404 unknown (or, unless `unpublished_too`,
-            unpublished) problem, 403 a problem outside
-            the client's scope, 422 a callback URL outside the client's allowed prefixes (or
-            without a client), 422 an idempotency key reused for another request, 429 rate
-            limit, 503 queue full or unavailable. Nothing is stored then.
+        SubmitError: 422 a NUL or a lone surrogate in any text (before anything is counted),
+            422 empty source, 413 too large, 404 unknown (or, unless `unpublished_too`,
+            unpublished) problem, 403 a problem outside the client's scope, 422 a callback URL
+            outside the client's allowed prefixes (or without a client), 422 an idempotency key
+            reused for another request, 429 rate limit, 503 queue full or unavailable. Nothing is stored then.
         A database fault (`server.dbfaults.is_database_fault`) propagates: the app answers 503.
     """
     settings = services.settings
-    for field, value in (("problem", problem), ("source", source), ("external_id", external_id),
-                         ("callback_url", callback_url)):
+    for field, value in (
+        ("problem", problem),
+        ("source", source),
+        ("external_id", external_id),
+        ("callback_url", callback_url),
+    ):
         reason = unstorable_reason(value) if value is not None else None
         if reason is not None:  # checked first: no message below may quote such text, nothing is counted
             raise SubmitError(422, f"{field} contains {reason}; send UTF-8 text without it")
     idempotency = None
     if idempotency_key is not None:
-        idempotency = Idempotency(owner=owner_key[:160], key=idempotency_key, request_sha256=request_fingerprint(
-            problem=problem, source=source, external_id=external_id, callback_url=callback_url))
+        idempotency = Idempotency(
+            owner=owner_key[:160],
+            key=idempotency_key,
+            request_sha256=request_fingerprint(
+                problem=problem, source=source, external_id=external_id, callback_url=callback_url
+            ),
+        )
         stored = _replay(services, idempotency)
         if stored is not None:
             return stored
@@ -131,21 +149,31 @@ def submit(services: Services, *, problem: str, source: str, owner_key: str,
     except (KeyError, ProblemError):
         raise SubmitError(404, f"no problem {problem!r}") from None
     if client is not None and client.problem_scope is not None and problem not in client.problem_scope:
-        raise SubmitError(403, f"this API client may not submit to {problem!r} (its problems: "
-                               f"{', '.join(client.problem_scope) or 'none'})")
+        raise SubmitError(
+            403,
+            f"this API client may not submit to {problem!r} (its problems: "
+            f"{', '.join(client.problem_scope) or 'none'})",
+        )
     if callback_url is not None:
         from server.callbacks import allowed_prefix
 
         if client is None:
             raise SubmitError(422, "callback_url needs an API client (its callback secret signs the callback)")
         if allowed_prefix(callback_url, client.callback_prefixes) is None:
-            raise SubmitError(422, f"callback_url {callback_url!r} is not under this client's allowed callback "
-                                   f"prefixes ({', '.join(client.callback_prefixes) or 'none'})")
+            raise SubmitError(
+                422,
+                f"callback_url {callback_url!r} is not under this client's allowed callback "
+                f"prefixes ({', '.join(client.callback_prefixes) or 'none'})",
+            )
     try:
         services.admission.check(owner_key)
         if services.redis_jobs is not None and not services.redis_jobs.available():
-            raise Rejected(503, "the grading queue is unavailable right now; nothing was stored, try again in a "
-                                "few seconds", 5, "queue_unavailable")
+            raise Rejected(
+                503,
+                "the grading queue is unavailable right now; nothing was stored, try again in a few seconds",
+                5,
+                "queue_unavailable",
+            )
     except Rejected as rejected:
         if rejected.reason == "queue_unavailable":
             from server import metrics
@@ -161,27 +189,35 @@ def submit(services: Services, *, problem: str, source: str, owner_key: str,
         from server import metrics
 
         metrics.REJECTED.labels(reason="queue_unavailable").inc()
-        raise SubmitError(503, "the grading queue is unavailable right now; nothing was stored, try again in a "
-                               "few seconds", 5) from None
+        raise SubmitError(
+            503, "the grading queue is unavailable right now; nothing was stored, try again in a few seconds", 5
+        ) from None
     try:
-        record = services.store.create(problem=problem, source=source, user_id=user_id,
-                                       client_id=client.id if client is not None else None, external_id=external_id,
-                                       callback_url=callback_url, idempotency=idempotency)
+        record = services.store.create(
+            problem=problem,
+            source=source,
+            user_id=user_id,
+            client_id=client.id if client is not None else None,
+            external_id=external_id,
+            callback_url=callback_url,
+            idempotency=idempotency,
+        )
     except IdempotencyKeyTaken:  # a concurrent repeat stored it first
         assert idempotency is not None
         stored = _replay(services, idempotency)
         if stored is None:
-            raise SubmitError(409, "a request with this Idempotency-Key is being stored; repeat it in a moment",
-                              1) from None
+            raise SubmitError(
+                409, "a request with this Idempotency-Key is being stored; repeat it in a moment", 1
+            ) from None
         return stored
     try:
         services.jobs.put(record.id)
-    except Exception as exc:  # stored: the sweeper enqueues it when the queue is back
+    except Exception as exc:  # noqa: BLE001 - stored: the sweeper enqueues it when the queue is back
         log.warning("submission %s stored but not enqueued (%s); it will be enqueued later", record.id, exc)
         return record
     try:
         services.store.mark_enqueued(record.id)
-    except Exception as exc:  # enqueued; the sweeper may enqueue it once more, which grades it once still
+    except Exception as exc:  # noqa: BLE001 - enqueued; the sweeper may enqueue it once more, which grades it once still
         log.warning("submission %s enqueued, but recording that failed (%s)", record.id, exc)
     return record
 
@@ -197,6 +233,9 @@ def _replay(services: Services, idempotency: Idempotency) -> SubmissionRecord | 
         return None
     fingerprint, record = found
     if fingerprint != idempotency.request_sha256:
-        raise SubmitError(422, "this Idempotency-Key was used for another request (another problem, source, "
-                               "external_id or callback_url) in the last 24 hours; use a new key for a new request")
+        raise SubmitError(
+            422,
+            "this Idempotency-Key was used for another request (another problem, source, "
+            "external_id or callback_url) in the last 24 hours; use a new key for a new request",
+        )
     return record

@@ -97,15 +97,23 @@ class UploadView:
     def public(self) -> dict[str, Any]:
         """The JSON of the status endpoint: every field, the report's parts at top level."""
         report = self.report or {}
-        return {"id": self.id, "status_url": f"/api/v1/problems/uploads/{self.id}", "slug": self.slug,
-                "version": self.version, "state": self.state,
-                "publish": self.publish, "progress": {"done": self.done_files, "total": self.total_files},
-                "detail": self.detail, "rows": report.get("rows", []),
-                "reference_failures": report.get("reference_failures", []),
-                "warnings": report.get("warnings", []), "published": report.get("published", False),
-                "previous_version": report.get("previous_version"),
-                "created_at": self.created_at.isoformat(),
-                "finished_at": self.finished_at.isoformat() if self.finished_at else None}
+        return {
+            "id": self.id,
+            "status_url": f"/api/v1/problems/uploads/{self.id}",
+            "slug": self.slug,
+            "version": self.version,
+            "state": self.state,
+            "publish": self.publish,
+            "progress": {"done": self.done_files, "total": self.total_files},
+            "detail": self.detail,
+            "rows": report.get("rows", []),
+            "reference_failures": report.get("reference_failures", []),
+            "warnings": report.get("warnings", []),
+            "published": report.get("published", False),
+            "previous_version": report.get("previous_version"),
+            "created_at": self.created_at.isoformat(),
+            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+        }
 
 
 class UploadStore:
@@ -118,23 +126,43 @@ class UploadStore:
         upload_id = uuid.uuid4().hex
         now = utcnow()
         with self._sessions.begin() as session:
-            session.add(ProblemUpload(id=upload_id, slug=slug, version=version, state=UploadState.VALIDATING,
-                                      publish=publish, requested_by=requested_by[:254], done_files=0,
-                                      total_files=total_files, detail="validating through the sandbox",
-                                      created_at=now, updated_at=now))
+            session.add(
+                ProblemUpload(
+                    id=upload_id,
+                    slug=slug,
+                    version=version,
+                    state=UploadState.VALIDATING,
+                    publish=publish,
+                    requested_by=requested_by[:254],
+                    done_files=0,
+                    total_files=total_files,
+                    detail="validating through the sandbox",
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
         return upload_id
 
     def progress(self, upload_id: str, done_files: int) -> None:
         with self._sessions.begin() as session:
-            session.execute(update(ProblemUpload).where(ProblemUpload.id == upload_id).values(
-                done_files=done_files, updated_at=utcnow()).execution_options(synchronize_session=False))
+            session.execute(
+                update(ProblemUpload)
+                .where(ProblemUpload.id == upload_id)
+                .values(done_files=done_files, updated_at=utcnow())
+                .execution_options(synchronize_session=False)
+            )
 
     def finish(self, upload_id: str, *, state: UploadState, detail: str, report: dict[str, Any]) -> None:
         now = utcnow()
         with self._sessions.begin() as session:
-            session.execute(update(ProblemUpload).where(ProblemUpload.id == upload_id).values(
-                state=state, detail=detail[:2000], result_json=json.dumps(report), updated_at=now, finished_at=now)
-                .execution_options(synchronize_session=False))
+            session.execute(
+                update(ProblemUpload)
+                .where(ProblemUpload.id == upload_id)
+                .values(
+                    state=state, detail=detail[:2000], result_json=json.dumps(report), updated_at=now, finished_at=now
+                )
+                .execution_options(synchronize_session=False)
+            )
 
     def get(self, upload_id: str) -> UploadView | None:
         with self._sessions() as session:
@@ -144,10 +172,19 @@ class UploadStore:
         state, detail = row.state, row.detail
         if state == UploadState.VALIDATING and row.updated_at < utcnow() - timedelta(seconds=STALE_S):
             state, detail = UploadState.FAILED, "the server stopped while validating this package: upload it again"
-        return UploadView(id=row.id, slug=row.slug, version=row.version, state=str(state), publish=row.publish,
-                          done_files=row.done_files, total_files=row.total_files, detail=detail,
-                          report=json.loads(row.result_json) if row.result_json else None,
-                          created_at=row.created_at, finished_at=row.finished_at)
+        return UploadView(
+            id=row.id,
+            slug=row.slug,
+            version=row.version,
+            state=str(state),
+            publish=row.publish,
+            done_files=row.done_files,
+            total_files=row.total_files,
+            detail=detail,
+            report=json.loads(row.result_json) if row.result_json else None,
+            created_at=row.created_at,
+            finished_at=row.finished_at,
+        )
 
 
 def _scrub(value: Any, paths: list[str]) -> Any:
@@ -191,8 +228,11 @@ def quick_checks(data: bytes, problems_dir: Path, *, publish: bool) -> Problem:
         if errors:
             raise ProblemError("\n".join(errors))
         if publish and (left := todos(problem.root)):
-            raise UploadRefused(422, f"publish=true, but {len(left)} TODO{'s' if len(left) > 1 else ''} left (write "
-                                     f"each part, or upload without publish=true): " + "; ".join(left[:20]))
+            raise UploadRefused(
+                422,
+                f"publish=true, but {len(left)} TODO{'s' if len(left) > 1 else ''} left (write "
+                f"each part, or upload without publish=true): " + "; ".join(left[:20]),
+            )
     except ProblemError as exc:
         shutil.rmtree(staged.parent, ignore_errors=True)
         raise UploadRefused(400, f"invalid package:\n{_scrub(str(exc), [str(staged.parent)])}") from None
@@ -212,10 +252,19 @@ def start(services: Any, data: bytes, *, publish: bool, requested_by: str) -> st
     settings = services.settings
     problem = quick_checks(data, settings.problems_dir, publish=publish)
     store = UploadStore(services.engine)
-    upload_id = store.create(slug=problem.slug, version=problem.version, publish=publish,
-                             requested_by=requested_by, total_files=_files(problem))
-    thread = threading.Thread(target=_validate, args=(services, store, upload_id, problem, publish),
-                              name=f"upload-{problem.slug}", daemon=True)
+    upload_id = store.create(
+        slug=problem.slug,
+        version=problem.version,
+        publish=publish,
+        requested_by=requested_by,
+        total_files=_files(problem),
+    )
+    thread = threading.Thread(
+        target=_validate,
+        args=(services, store, upload_id, problem, publish),
+        name=f"upload-{problem.slug}",
+        daemon=True,
+    )
     thread.start()
     return upload_id
 
@@ -236,33 +285,61 @@ def _validate(services: Any, store: UploadStore, upload_id: str, problem: Proble
     try:
         report = validate_problem(problem, settings.judge_config(), on_row=on_row)
         body: dict[str, Any] = {
-            "rows": [{"file": r.file, "expected": r.expected.value, "got": r.got.value if r.got else None, "ok": r.ok,
-                      "note": r.note, "seconds": round(r.seconds, 2), "residual_bytes": r.residual_bytes,
-                      "bwd_peak_bytes": r.bwd_peak_bytes, "recompute_flops": r.recompute_flops} for r in report.rows],
+            "rows": [
+                {
+                    "file": r.file,
+                    "expected": r.expected.value,
+                    "got": r.got.value if r.got else None,
+                    "ok": r.ok,
+                    "note": r.note,
+                    "seconds": round(r.seconds, 2),
+                    "residual_bytes": r.residual_bytes,
+                    "bwd_peak_bytes": r.bwd_peak_bytes,
+                    "recompute_flops": r.recompute_flops,
+                }
+                for r in report.rows
+            ],
             "reference_failures": [{"check": c, "message": m} for c, m in report.reference_failures],
-            "warnings": report.warnings, "published": False, "previous_version": None}
+            "warnings": report.warnings,
+            "published": False,
+            "previous_version": None,
+        }
         if report.reference_failures:
             state, detail = UploadState.FAILED, "the reference failed its self-checks; no file was graded"
         elif not report.ok:
-            state, detail = UploadState.FAILED, report.error or (
-                "the package does not validate: the reference and right/ files must be ACCEPTED and every wrong/ "
-                "file must get its verdict")
+            state, detail = (
+                UploadState.FAILED,
+                report.error
+                or (
+                    "the package does not validate: the reference and right/ files must be ACCEPTED and every wrong/ "
+                    "file must get its verdict"
+                ),
+            )
         else:
             with _install_lock:
                 try:
                     body["previous_version"] = services.problems.working(problem.slug).version
                 except (KeyError, ProblemError):
                     pass
-                target = install(problem.root, settings.problems_dir, settings.data_dir / "problem-history",
-                                 publish_version=problem.version if publish else None)
+                target = install(
+                    problem.root,
+                    settings.problems_dir,
+                    settings.data_dir / "problem-history",
+                    publish_version=problem.version if publish else None,
+                )
             body["published"] = published_version(target) is not None
             state = UploadState.DONE
-            detail = f"installed version {problem.version}" + (", published" if body["published"] else
-                                                               ", unpublished (admins only)")
+            detail = f"installed version {problem.version}" + (
+                ", published" if body["published"] else ", unpublished (admins only)"
+            )
         store.finish(upload_id, state=state, detail=_scrub(detail, paths), report=_scrub(body, paths))
     except Exception as exc:  # a fault of the judge: said without a path or a traceback
         log.exception("validating upload %s failed", upload_id)
-        store.finish(upload_id, state=UploadState.FAILED, report={},
-                     detail=_scrub(f"the judge failed while validating ({type(exc).__name__}); try again", paths))
+        store.finish(
+            upload_id,
+            state=UploadState.FAILED,
+            report={},
+            detail=_scrub(f"the judge failed while validating ({type(exc).__name__}); try again", paths),
+        )
     finally:
         shutil.rmtree(problem.root.parent, ignore_errors=True)

@@ -100,7 +100,7 @@ class CompletionHub:
                 continue
             try:
                 done = await run_in_threadpool(self.finished, ids)
-            except Exception as exc:  # the database is away: the waits time out, nothing breaks
+            except Exception as exc:  # noqa: BLE001 - the database is away: the waits time out, nothing breaks
                 log.warning("polling for verdicts failed: %s", exc)
                 continue
             for submission_id in done:
@@ -123,7 +123,7 @@ class CompletionHub:
                             self.notify(data.decode("ascii", "replace"))
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # Redis is away: the poller covers it; reconnect shortly (said once)
+            except Exception as exc:  # noqa: BLE001 - Redis is away: the poller covers it; reconnect shortly (said once)
                 REDIS_LISTEN.failed(exc)
                 await asyncio.sleep(1.0)
             finally:

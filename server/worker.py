@@ -30,8 +30,14 @@ log = logging.getLogger(__name__)
 STOP_TIMEOUT_S = 120
 
 
-def run(settings: Settings, *, concurrency: int, metrics_port: int | None = None,
-        metrics_host: str = "127.0.0.1", stop: threading.Event | None = None) -> None:
+def run(
+    settings: Settings,
+    *,
+    concurrency: int,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
+    stop: threading.Event | None = None,
+) -> None:
     """Runs a worker until SIGTERM/SIGINT (or `stop` is set).
 
     Args:
@@ -61,14 +67,29 @@ def run(settings: Settings, *, concurrency: int, metrics_port: int | None = None
     config = settings.judge_config()
     worker_id = new_worker_id("worker")
     jobs = RedisJobs(settings.redis_url, heartbeat_timeout_s=settings.heartbeat_timeout_s)
-    callbacks = CallbackSender(store, ClientStore(engine), max_attempts=settings.callback_max_attempts,
-                               timeout_s=settings.callback_timeout_s)
-    grader = Grader(store=store, problems=problems, config_factory=lambda: config, worker_id=worker_id,
-                    lease_s=settings.lease_s, max_attempts=settings.max_attempts, on_finished=jobs.announce,
-                    callbacks=callbacks, grades=grade_sender(engine, settings))
+    callbacks = CallbackSender(
+        store, ClientStore(engine), max_attempts=settings.callback_max_attempts, timeout_s=settings.callback_timeout_s
+    )
+    grader = Grader(
+        store=store,
+        problems=problems,
+        config_factory=lambda: config,
+        worker_id=worker_id,
+        lease_s=settings.lease_s,
+        max_attempts=settings.max_attempts,
+        on_finished=jobs.announce,
+        callbacks=callbacks,
+        grades=grade_sender(engine, settings),
+    )
     jobs.run = grader.grade  # this process runs the jobs it is given
-    sweeper = Sweeper(store, jobs.put, interval_s=settings.sweep_interval_s, queue_restarted=jobs.restarted,
-                      held=jobs.held, put_again=lambda submission_id: jobs.put(submission_id, again=True))
+    sweeper = Sweeper(
+        store,
+        jobs.put,
+        interval_s=settings.sweep_interval_s,
+        queue_restarted=jobs.restarted,
+        held=jobs.held,
+        put_again=lambda submission_id: jobs.put(submission_id, again=True),
+    )
     removed = JailCgroup.remove_stale()
     if removed:
         log.info("removed %d stale jail cgroups", removed)

@@ -74,10 +74,12 @@ class ChaosReport:
 
     def line(self) -> str:
         seen = ", ".join(f"{s}: {n}" for s, n in sorted(self.statuses.items()))
-        return (f"chaos: {self.sent} sent, {self.accepted} accepted, {self.graded} graded, {self.lost} lost, "
-                f"{self.duplicated} duplicated, {self.wrong} wrong verdicts, {self.server_errors} 5xx other than "
-                f"503, {self.regraded} graded more than once, {self.internal_errors} INTERNAL_ERROR; "
-                f"answers {{{seen}}}; tracebacks {self.tracebacks}; {self.took_s:.0f} s")
+        return (
+            f"chaos: {self.sent} sent, {self.accepted} accepted, {self.graded} graded, {self.lost} lost, "
+            f"{self.duplicated} duplicated, {self.wrong} wrong verdicts, {self.server_errors} 5xx other than "
+            f"503, {self.regraded} graded more than once, {self.internal_errors} INTERNAL_ERROR; "
+            f"answers {{{seen}}}; tracebacks {self.tracebacks}; {self.took_s:.0f} s"
+        )
 
 
 class ChaosDeployment:
@@ -88,15 +90,23 @@ class ChaosDeployment:
 
         bin_dir, redis_binary = _postgres_bin_dir(), find_binary("redis-server")
         if isinstance(bin_dir, str) or redis_binary is None:
-            raise RuntimeError(f"needs PostgreSQL and redis-server: {bin_dir if isinstance(bin_dir, str) else 'no redis'}")
+            raise RuntimeError(
+                f"needs PostgreSQL and redis-server: {bin_dir if isinstance(bin_dir, str) else 'no redis'}"
+            )
         self.root, self.workers_n = root, workers
         self.postgres = PostgresServer(bin_dir)
         (root / "redis").mkdir(parents=True, exist_ok=True)
         self.redis = RedisServer(redis_binary, root / "redis")
-        self.env = {"REMAT_JUDGE_HIDDEN_SEED": "chaos-seed", "REMAT_JUDGE_RATE_LIMIT": "",
-                    "REMAT_JUDGE_MAX_QUEUE_DEPTH": "0", "REMAT_JUDGE_LOG_FORMAT": "json",
-                    "REMAT_JUDGE_HEARTBEAT_TIMEOUT_S": "6", "REMAT_JUDGE_LEASE_S": "6",
-                    "REMAT_JUDGE_SWEEP_INTERVAL_S": "1", **(env or {})}
+        self.env = {
+            "REMAT_JUDGE_HIDDEN_SEED": "chaos-seed",
+            "REMAT_JUDGE_RATE_LIMIT": "",
+            "REMAT_JUDGE_MAX_QUEUE_DEPTH": "0",
+            "REMAT_JUDGE_LOG_FORMAT": "json",
+            "REMAT_JUDGE_HEARTBEAT_TIMEOUT_S": "6",
+            "REMAT_JUDGE_LEASE_S": "6",
+            "REMAT_JUDGE_SWEEP_INTERVAL_S": "1",
+            **(env or {}),
+        }
         self.api: Server | None = None
         self.workers: list[Worker] = []
 
@@ -109,8 +119,9 @@ class ChaosDeployment:
         if done.returncode != 0:
             raise RuntimeError(done.stdout + done.stderr)
         self.api = Server(self.root / "api", env=self.env).start()
-        self.workers = [Worker(self.root / "worker-data", self.env, name=f"worker{i}").start()
-                        for i in range(self.workers_n)]
+        self.workers = [
+            Worker(self.root / "worker-data", self.env, name=f"worker{i}").start() for i in range(self.workers_n)
+        ]
         return self
 
     def stop(self) -> None:
@@ -158,15 +169,27 @@ class ChaosDeployment:
         import psycopg
 
         with psycopg.connect(self.database_url, connect_timeout=10) as connection:
-            return [tuple(r) for r in connection.execute(  # type: ignore[misc]
-                "SELECT id, external_id, status, verdict, attempts FROM submissions").fetchall()]
+            return [
+                tuple(r)
+                for r in connection.execute(  # type: ignore[misc]
+                    "SELECT id, external_id, status, verdict, attempts FROM submissions"
+                ).fetchall()
+            ]
 
 
 Fault = tuple[float, str, Callable[[], None]]  # (seconds after the start, name, action)
 
 
-def run(deployment: ChaosDeployment, *, submissions: int, clients: int, spread_s: float, faults: list[Fault],
-        timeout_s: float = 900, seed: int = 25) -> ChaosReport:
+def run(
+    deployment: ChaosDeployment,
+    *,
+    submissions: int,
+    clients: int,
+    spread_s: float,
+    faults: list[Fault],
+    timeout_s: float = 900,
+    seed: int = 25,
+) -> ChaosReport:
     """Sends `submissions` over about `spread_s` seconds from `clients` threads while `faults`
     happen, waits for every accepted one's verdict, and reports (`ChaosReport`)."""
     assert deployment.api is not None
@@ -246,10 +269,14 @@ def run(deployment: ChaosDeployment, *, submissions: int, clients: int, spread_s
     finished_rows = {name: [r for r in found if r[2] in ("done", "failed")] for name, found in by_name.items()}
     report.graded = sum(1 for name in accepted if finished_rows.get(name))
     report.lost = report.accepted - report.graded
-    report.wrong = sum(1 for name, expected in accepted.items()
-                       if finished_rows.get(name) and finished_rows[name][0][3] != expected)
+    report.wrong = sum(
+        1 for name, expected in accepted.items() if finished_rows.get(name) and finished_rows[name][0][3] != expected
+    )
     report.regraded = sum(1 for r in rows if r[4] > 1)
     report.internal_errors = sum(1 for r in rows if r[3] == "INTERNAL_ERROR")
-    report.tracebacks = {who: path.read_text(errors="replace").count("Traceback")
-                         for who, path in deployment.logs().items() if path.exists()}
+    report.tracebacks = {
+        who: path.read_text(errors="replace").count("Traceback")
+        for who, path in deployment.logs().items()
+        if path.exists()
+    }
     return report

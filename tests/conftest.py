@@ -8,7 +8,7 @@ import pytest
 
 from graders.pipeline import JudgeConfig
 from graders.problem import Problem, load_problem
-from tests.services import *  # noqa: F401,F403  (postgres_server, postgres_url, redis_server, redis_url, redis_factory)
+from tests.services import *  # noqa: F403  (postgres_server, postgres_url, redis_server, redis_url, redis_factory)
 from tests.support import PROBLEMS, jail_available
 
 

@@ -109,9 +109,14 @@ class Gradebook:
             keys = {k["kid"]: jwt.PyJWK(k) for k in self.jwks["keys"]}
             if header.get("alg") != "RS256" or header.get("kid") not in keys:
                 raise jwt.InvalidTokenError("unknown kid or alg")
-            claims = jwt.decode(one["client_assertion"], keys[header["kid"]].key, algorithms=["RS256"],
-                                audience=self.audience or self.token_url, issuer=self.client_id,
-                                options={"require": ["iss", "sub", "aud", "exp", "iat", "jti"]})
+            claims = jwt.decode(
+                one["client_assertion"],
+                keys[header["kid"]].key,
+                algorithms=["RS256"],
+                audience=self.audience or self.token_url,
+                issuer=self.client_id,
+                options={"require": ["iss", "sub", "aud", "exp", "iat", "jti"]},
+            )
             if claims["sub"] != self.client_id:
                 raise jwt.InvalidTokenError("sub is not the client id")
         except (jwt.InvalidTokenError, KeyError, ValueError) as exc:
@@ -127,15 +132,22 @@ class Gradebook:
                 return 400, {"error": "invalid_scope"}
             token = secrets.token_urlsafe(24)
             self._tokens[token] = (time.time() + self.expires_in, scopes)
-        return 200, {"access_token": token, "token_type": "Bearer", "expires_in": self.expires_in,
-                     "scope": " ".join(sorted(scopes))}
+        return 200, {
+            "access_token": token,
+            "token_type": "Bearer",
+            "expires_in": self.expires_in,
+            "scope": " ".join(sorted(scopes)),
+        }
 
     def _score(self, path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict]:
         auth = headers.get("authorization", "")
         with self._lock:
             live = self._tokens.get(auth.removeprefix("Bearer ")) if auth.startswith("Bearer ") else None
-        if (live is None or live[0] < time.time() or
-                "https://purl.imsglobal.org/spec/lti-ags/scope/score" not in live[1]):
+        if (
+            live is None
+            or live[0] < time.time()
+            or "https://purl.imsglobal.org/spec/lti-ags/scope/score" not in live[1]
+        ):
             return 401, {"message": "invalid or expired token"}
         if self.script:
             status = self.script.pop(0)
@@ -182,7 +194,7 @@ class Gradebook:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 parts = urlsplit(self.path)
                 headers = {k.lower(): v for k, v in self.headers.items()}

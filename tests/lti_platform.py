@@ -165,11 +165,15 @@ class Platform:
         self.registrations: list[dict[str, Any]] = []
         self.configured_issuer: str | None = None
         self.routes: dict[tuple[str, str], Callable[[BaseHTTPRequestHandler, dict[str, str]], None]] = {
-            ("GET", "/jwks"): self._jwks, ("GET", "/auth"): self._auth, ("GET", "/course"): self._course,
+            ("GET", "/jwks"): self._jwks,
+            ("GET", "/auth"): self._auth,
+            ("GET", "/course"): self._course,
             ("GET", "/storage-frame"): self._storage_frame,
             ("GET", "/.well-known/openid-configuration"): self._openid_configuration,
-            ("POST", "/register"): self._register, ("GET", "/add-tool"): self._add_tool,
-            ("POST", "/deep-link-return"): self._deep_link_return}
+            ("POST", "/register"): self._register,
+            ("GET", "/add-tool"): self._add_tool,
+            ("POST", "/deep-link-return"): self._deep_link_return,
+        }
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -188,10 +192,10 @@ class Platform:
                 else:
                     handler(self, params)
 
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            def do_GET(self) -> None:
                 self._dispatch("GET")
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 self._dispatch("POST")
 
             def log_message(self, *args: object) -> None:
@@ -210,9 +214,20 @@ class Platform:
 
     def register_args(self, *deployment_ids: str) -> list[str]:
         """The `remat-judge lti register` arguments for this platform."""
-        args = ["lti", "register", "--issuer", self.issuer, "--client-id", self.client_id,
-                "--auth-login-url", f"{self.url}/auth", "--auth-token-url", f"{self.url}/token",
-                "--keyset-url", f"{self.url}/jwks"]
+        args = [
+            "lti",
+            "register",
+            "--issuer",
+            self.issuer,
+            "--client-id",
+            self.client_id,
+            "--auth-login-url",
+            f"{self.url}/auth",
+            "--auth-token-url",
+            f"{self.url}/token",
+            "--keyset-url",
+            f"{self.url}/jwks",
+        ]
         for deployment_id in deployment_ids or ("deployment-1",):
             args += ["--deployment-id", deployment_id]
         return args
@@ -235,8 +250,13 @@ class Platform:
     def _auth(self, handler: BaseHTTPRequestHandler, params: dict[str, str]) -> None:
         """The OIDC authorization endpoint: checks the request, answers with a form_post."""
         self.auth_requests.append(params)
-        expected = {"scope": "openid", "response_type": "id_token", "response_mode": "form_post", "prompt": "none",
-                    "client_id": self.client_id}
+        expected = {
+            "scope": "openid",
+            "response_type": "id_token",
+            "response_mode": "form_post",
+            "prompt": "none",
+            "client_id": self.client_id,
+        }
         wrong = [k for k, v in expected.items() if params.get(k) != v]
         if params.get("redirect_uri") not in self.redirect_uris:
             wrong.append("redirect_uri")
@@ -254,15 +274,23 @@ class Platform:
         frame under that name (LTI Client Side postMessage Storage; Canvas names it
         post_message_forwarding), which the login URL names as its lti_storage_target."""
         storage = params.get("storage", "")
-        frame = (f'<iframe name="{html.escape(storage)}" src="/storage-frame" hidden></iframe>' if storage else "")
-        self.reply(handler, 200, f'<!doctype html><html><body><h1>JAX course</h1>{frame}'
-                                 f'<iframe id="tool" src="{html.escape(params.get("login", ""))}" '
-                                 f'width="1000" height="700"></iframe></body></html>', "text/html")
+        frame = f'<iframe name="{html.escape(storage)}" src="/storage-frame" hidden></iframe>' if storage else ""
+        self.reply(
+            handler,
+            200,
+            f"<!doctype html><html><body><h1>JAX course</h1>{frame}"
+            f'<iframe id="tool" src="{html.escape(params.get("login", ""))}" '
+            f'width="1000" height="700"></iframe></body></html>',
+            "text/html",
+        )
 
     def _storage_frame(self, handler: BaseHTTPRequestHandler, _: dict[str, str]) -> None:
         """The platform's storage frame: answers lti.put_data / lti.get_data (and lti.capabilities)
         from any origin, keeping each origin's keys apart, and answering to the sender's origin."""
-        self.reply(handler, 200, """<!doctype html><html><body><script>
+        self.reply(
+            handler,
+            200,
+            """<!doctype html><html><body><script>
 var stored = {};
 window.addEventListener("message", function (event) {
   var m = event.data || {};
@@ -279,21 +307,36 @@ window.addEventListener("message", function (event) {
   } else { return; }
   event.source.postMessage(answer, event.origin);
 });
-</script></body></html>""", "text/html")
+</script></body></html>""",
+            "text/html",
+        )
 
     def _openid_configuration(self, handler: BaseHTTPRequestHandler, _: dict[str, str]) -> None:
         """The platform's OpenID configuration (LTI Dynamic Registration 3.4)."""
-        self.reply(handler, 200, json.dumps({
-            "issuer": self.configured_issuer or self.issuer, "authorization_endpoint": f"{self.url}/auth",
-            "token_endpoint": f"{self.url}/token", "jwks_uri": f"{self.url}/jwks",
-            "registration_endpoint": f"{self.url}/register", "token_endpoint_auth_methods_supported": ["private_key_jwt"],
-            "scopes_supported": ["openid", "https://purl.imsglobal.org/spec/lti-ags/scope/score"],
-            "response_types_supported": ["id_token"], "id_token_signing_alg_values_supported": ["RS256"],
-            "claims_supported": ["sub", "iss", "name", "email"],
-            "https://purl.imsglobal.org/spec/lti-platform-configuration": {
-                "product_family_code": "simulated-lms", "version": "1.0",
-                "messages_supported": [{"type": "LtiResourceLinkRequest"}, {"type": "LtiDeepLinkingRequest"}]},
-        }), "application/json")
+        self.reply(
+            handler,
+            200,
+            json.dumps(
+                {
+                    "issuer": self.configured_issuer or self.issuer,
+                    "authorization_endpoint": f"{self.url}/auth",
+                    "token_endpoint": f"{self.url}/token",
+                    "jwks_uri": f"{self.url}/jwks",
+                    "registration_endpoint": f"{self.url}/register",
+                    "token_endpoint_auth_methods_supported": ["private_key_jwt"],
+                    "scopes_supported": ["openid", "https://purl.imsglobal.org/spec/lti-ags/scope/score"],
+                    "response_types_supported": ["id_token"],
+                    "id_token_signing_alg_values_supported": ["RS256"],
+                    "claims_supported": ["sub", "iss", "name", "email"],
+                    "https://purl.imsglobal.org/spec/lti-platform-configuration": {
+                        "product_family_code": "simulated-lms",
+                        "version": "1.0",
+                        "messages_supported": [{"type": "LtiResourceLinkRequest"}, {"type": "LtiDeepLinkingRequest"}],
+                    },
+                }
+            ),
+            "application/json",
+        )
 
     def _register(self, handler: BaseHTTPRequestHandler, _: dict[str, str]) -> None:
         """The registration endpoint: wants the registration token as bearer and a JSON client
@@ -307,32 +350,45 @@ window.addEventListener("message", function (event) {
             tool = sent["https://purl.imsglobal.org/spec/lti-tool-configuration"]
             assert sent["redirect_uris"] and sent["initiate_login_uri"] and sent["jwks_uri"] and tool["messages"]
         except (ValueError, KeyError, TypeError, AssertionError) as exc:
-            self.reply(handler, 400, json.dumps({"error": f"invalid client registration: {exc!r}"}),
-                       "application/json")
+            self.reply(handler, 400, json.dumps({"error": f"invalid client registration: {exc!r}"}), "application/json")
             return
         self.registrations.append(sent)
         self.client_id = f"dynamic-client-{len(self.registrations)}"
         self.redirect_uris = list(sent["redirect_uris"])
-        answer = {**sent, "client_id": self.client_id,
-                  "https://purl.imsglobal.org/spec/lti-tool-configuration": {**tool,
-                                                                             "deployment_id": "dynamic-deployment"}}
+        answer = {
+            **sent,
+            "client_id": self.client_id,
+            "https://purl.imsglobal.org/spec/lti-tool-configuration": {**tool, "deployment_id": "dynamic-deployment"},
+        }
         self.reply(handler, 200, json.dumps(answer), "application/json")
 
     def _add_tool(self, handler: BaseHTTPRequestHandler, params: dict[str, str]) -> None:
         """The LMS's "add a tool" dialog: opens the tool's registration URL (`?url=`) in an iframe
         with its OpenID configuration and registration token, and closes (writes "closed" into
         #status) when the tool posts org.imsglobal.lti.close."""
-        target = params.get("url", "") + "?" + urlencode({
-            "openid_configuration": f"{self.url}/.well-known/openid-configuration",
-            "registration_token": self.registration_token})
-        self.reply(handler, 200, f"""<!doctype html><html><body><p id="status">open</p>
+        target = (
+            params.get("url", "")
+            + "?"
+            + urlencode(
+                {
+                    "openid_configuration": f"{self.url}/.well-known/openid-configuration",
+                    "registration_token": self.registration_token,
+                }
+            )
+        )
+        self.reply(
+            handler,
+            200,
+            f"""<!doctype html><html><body><p id="status">open</p>
 <iframe id="registration" src="{html.escape(target)}" width="900" height="600"></iframe>
 <script>window.addEventListener("message", function (e) {{
   if (e.data && e.data.subject === "org.imsglobal.lti.close") {{
     document.getElementById("status").textContent = "closed";
     document.getElementById("registration").remove();
   }}
-}});</script></body></html>""", "text/html")
+}});</script></body></html>""",
+            "text/html",
+        )
 
     @property
     def deep_link_return_url(self) -> str:
@@ -346,8 +402,14 @@ window.addEventListener("message", function (event) {
         try:
             assert self.tool_jwks_url, "tool_jwks_url is not set"
             key = jwt.PyJWKClient(self.tool_jwks_url, cache_keys=False).get_signing_key_from_jwt(token)
-            claims = jwt.decode(token, key.key, algorithms=["RS256"], audience=self.issuer, issuer=self.client_id,
-                                options={"require": ["iss", "aud", "exp", "iat", "nonce"]})
+            claims = jwt.decode(
+                token,
+                key.key,
+                algorithms=["RS256"],
+                audience=self.issuer,
+                issuer=self.client_id,
+                options={"require": ["iss", "aud", "exp", "iat", "nonce"]},
+            )
         except Exception as exc:  # noqa: BLE001 - the test reads the reason
             self.reply(handler, 400, f"invalid deep linking response: {exc!r}")
             return
@@ -357,11 +419,13 @@ window.addEventListener("message", function (event) {
     @staticmethod
     def form_post(action: str, id_token: str, state: str) -> str:
         """The auto-submitting page of a form_post response."""
-        return (f'<!doctype html><html><body onload="document.forms[0].submit()">'
-                f'<form method="post" action="{html.escape(action)}">'
-                f'<input type="hidden" name="id_token" value="{html.escape(id_token)}">'
-                f'<input type="hidden" name="state" value="{html.escape(state)}">'
-                f'<noscript><button type="submit">Continue</button></noscript></form></body></html>')
+        return (
+            f'<!doctype html><html><body onload="document.forms[0].submit()">'
+            f'<form method="post" action="{html.escape(action)}">'
+            f'<input type="hidden" name="id_token" value="{html.escape(id_token)}">'
+            f'<input type="hidden" name="state" value="{html.escape(state)}">'
+            f'<noscript><button type="submit">Continue</button></noscript></form></body></html>'
+        )
 
     # -- tokens -------------------------------------------------------------------------------
 
@@ -370,9 +434,14 @@ window.addEventListener("message", function (event) {
         s = spec or self.launch
         now = time.time()
         claims: dict[str, Any] = {
-            "iss": self.issuer, "aud": self.client_id if s.aud is None else s.aud, "sub": s.sub,
-            "iat": int(now + s.iat_offset_s), "exp": int(now + s.exp_in_s), "nonce": s.nonce or nonce,
-            LTI + "message_type": s.message_type, LTI + "version": s.version,
+            "iss": self.issuer,
+            "aud": self.client_id if s.aud is None else s.aud,
+            "sub": s.sub,
+            "iat": int(now + s.iat_offset_s),
+            "exp": int(now + s.exp_in_s),
+            "nonce": s.nonce or nonce,
+            LTI + "message_type": s.message_type,
+            LTI + "version": s.version,
             LTI + "deployment_id": s.deployment_id,
             LTI + "target_link_uri": s.target_link_uri or target_link_uri or "http://tool.invalid/lti/launch",
             LTI + "roles": list(s.roles),
@@ -414,15 +483,25 @@ window.addEventListener("message", function (event) {
     def with_deep_linking(self, *, data: str | None = "opaque-platform-data", **changes: Any) -> LaunchSpec:
         """Sets the next launches to an instructor's `LtiDeepLinkingRequest` returning to this
         platform's deep_link_return_url (`changes` override the spec, e.g. roles or deep_linking)."""
-        settings: dict[str, Any] = {"deep_link_return_url": self.deep_link_return_url,
-                                    "accept_types": ["ltiResourceLink", "link"],
-                                    "accept_presentation_document_targets": ["iframe", "window"],
-                                    "accept_multiple": False, "auto_create": True}
+        settings: dict[str, Any] = {
+            "deep_link_return_url": self.deep_link_return_url,
+            "accept_types": ["ltiResourceLink", "link"],
+            "accept_presentation_document_targets": ["iframe", "window"],
+            "accept_multiple": False,
+            "auto_create": True,
+        }
         if data is not None:
             settings["data"] = data
-        spec = {"sub": "teacher-1", "name": "Grace Teacher", "email": "grace.teacher@lms.example",
-                "roles": list(INSTRUCTOR), "problem": None, "message_type": "LtiDeepLinkingRequest",
-                "deep_linking": settings, **changes}
+        spec = {
+            "sub": "teacher-1",
+            "name": "Grace Teacher",
+            "email": "grace.teacher@lms.example",
+            "roles": list(INSTRUCTOR),
+            "problem": None,
+            "message_type": "LtiDeepLinkingRequest",
+            "deep_linking": settings,
+            **changes,
+        }
         return self.with_launch(**spec)
 
 
@@ -446,14 +525,26 @@ class Browser:
     def close(self) -> None:
         self.client.close()
 
-    def login(self, platform: Platform, *, method: str = "GET", target_link_uri: str | None = None,
-              login_hint: str = "hint-1", deployment_id: str | None = "deployment-1",
-              message_hint: str = "msg-1", client_id: str | None = None) -> httpx.Response:
+    def login(
+        self,
+        platform: Platform,
+        *,
+        method: str = "GET",
+        target_link_uri: str | None = None,
+        login_hint: str = "hint-1",
+        deployment_id: str | None = "deployment-1",
+        message_hint: str = "msg-1",
+        client_id: str | None = None,
+    ) -> httpx.Response:
         """Starts the OIDC login at the tool as the platform would (a GET link or a POST form) and
         follows redirects up to the platform's auto-submitting page (or the tool's refusal)."""
-        params = {"iss": platform.issuer, "login_hint": login_hint, "lti_message_hint": message_hint,
-                  "target_link_uri": target_link_uri or f"{self.tool_url}/lti/launch",
-                  "client_id": platform.client_id if client_id is None else client_id}
+        params = {
+            "iss": platform.issuer,
+            "login_hint": login_hint,
+            "lti_message_hint": message_hint,
+            "target_link_uri": target_link_uri or f"{self.tool_url}/lti/launch",
+            "client_id": platform.client_id if client_id is None else client_id,
+        }
         if deployment_id is not None:
             params["lti_deployment_id"] = deployment_id
         if method == "GET":
@@ -469,8 +560,11 @@ class Browser:
         """A whole launch: login initiation, the platform's form_post, the tool's answer (redirects
         followed)."""
         page = self.login(platform, **login)
-        assert page.status_code == 200 and page.url.host == "127.0.0.1" and str(page.url).startswith(platform.url), \
-            (page.status_code, str(page.url), page.text[:500])
+        assert page.status_code == 200 and page.url.host == "127.0.0.1" and str(page.url).startswith(platform.url), (
+            page.status_code,
+            str(page.url),
+            page.text[:500],
+        )
         return self.submit_form(page)
 
     def signed_in(self) -> bool:
@@ -482,15 +576,17 @@ def random_hint() -> str:
     return secrets.token_hex(4)
 
 
-def start_tool(data_dir: "Path", platform: Platform, *, workers: int = 1,
-               env: dict[str, str] | None = None) -> "Server":
+def start_tool(
+    data_dir: "Path", platform: Platform, *, workers: int = 1, env: dict[str, str] | None = None
+) -> "Server":
     """A real judge server (`tests.support.Server`, no rate limits) that `platform` launches: the
     platform is told the tool's exact launch URL. Stop it with `.stop()`."""
     from tests.support import Server
 
     # every launch of the tests comes from 127.0.0.1: no rate limits (tests/unit/test_lti_limits.py tests them)
-    server = Server(data_dir, workers=workers, env={"REMAT_JUDGE_RATE_LIMIT": "", "REMAT_JUDGE_LTI_RATE_LIMIT": "",
-                                                    **(env or {})}).start()
+    server = Server(
+        data_dir, workers=workers, env={"REMAT_JUDGE_RATE_LIMIT": "", "REMAT_JUDGE_LTI_RATE_LIMIT": "", **(env or {})}
+    ).start()
     platform.redirect_uris = [f"{server.url}/lti/launch"]
     return server
 

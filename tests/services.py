@@ -33,8 +33,15 @@ from typing import Callable, Iterator
 
 import pytest
 
-__all__ = ["PostgresServer", "RedisServer", "postgres_server", "postgres_url", "redis_factory", "redis_server",
-           "redis_url"]
+__all__ = [
+    "PostgresServer",
+    "RedisServer",
+    "postgres_server",
+    "postgres_url",
+    "redis_factory",
+    "redis_server",
+    "redis_url",
+]
 
 START_TIMEOUT_S = 60.0
 
@@ -57,8 +64,9 @@ def find_binary(name: str) -> str | None:
     """`name` on PATH, else the newest /usr/lib/postgresql/<version>/bin/`name`."""
     found = shutil.which(name)
     if found is None:
-        candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"),
-                            key=lambda p: [int(x) for x in re.findall(r"\d+", p)])
+        candidates = sorted(
+            glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), key=lambda p: [int(x) for x in re.findall(r"\d+", p)]
+        )
         found = candidates[-1] if candidates else None
     return found
 
@@ -106,9 +114,15 @@ class PostgresServer:
 
     def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Runs a PostgreSQL program (as `postgres` when we are root); raises RuntimeError with its output."""
-        done = subprocess.run([str(self.bin_dir / args[0]), *args[1:]], capture_output=True, text=True,
-                              cwd=self.root, **self._identity(),
-                              env={**os.environ, "LC_ALL": "C"}, timeout=120)
+        done = subprocess.run(
+            [str(self.bin_dir / args[0]), *args[1:]],
+            capture_output=True,
+            text=True,
+            cwd=self.root,
+            **self._identity(),
+            env={**os.environ, "LC_ALL": "C"},
+            timeout=120,
+        )
         if done.returncode != 0:
             raise RuntimeError(f"{args[0]} failed ({done.returncode}): {done.stdout}{done.stderr}")
         return done
@@ -126,23 +140,52 @@ class PostgresServer:
             RuntimeError: initdb or pg_ctl failed, or the server did not answer in time.
         """
         if not self.data.exists():
-            self._run("initdb", "-D", str(self.data), "-U", self.SUPERUSER, "--auth=trust", "--encoding=UTF8",
-                      "--locale=C", "--no-sync")
+            self._run(
+                "initdb",
+                "-D",
+                str(self.data),
+                "-U",
+                self.SUPERUSER,
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--locale=C",
+                "--no-sync",
+            )
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", self._options, "-w", "-t", "60", "start")
-        _wait(self._answers, timeout_s=START_TIMEOUT_S, what=f"PostgreSQL on port {self.port}", log=self.log,
-              alive=lambda: True)
+        _wait(
+            self._answers,
+            timeout_s=START_TIMEOUT_S,
+            what=f"PostgreSQL on port {self.port}",
+            log=self.log,
+            alive=lambda: True,
+        )
         return self
 
     @property
     def _options(self) -> str:
-        return (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-                f"-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+        return (
+            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
+            f"-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+        )
 
     def restart(self, mode: str = "fast") -> None:
         """`pg_ctl restart -m MODE` (fast: sessions are cut, as an operator's restart does); the
         server's output goes to its log, as at start (else pg_ctl's pipe never closes)."""
-        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", self._options, "-m", mode, "-w",
-                  "-t", "60", "restart")
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log),
+            "-o",
+            self._options,
+            "-m",
+            mode,
+            "-w",
+            "-t",
+            "60",
+            "restart",
+        )
 
     def down(self, mode: str = "fast") -> None:
         """Stops the server (`pg_ctl stop -m MODE`), keeping the cluster; `start()` brings it back."""
@@ -214,11 +257,32 @@ class RedisServer:
         self.workdir.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
-                [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                 "--dir", str(self.workdir), "--daemonize", "no"],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        _wait(self.ping, timeout_s=START_TIMEOUT_S, what=f"redis-server on port {self.port}", log=self.log,
-              alive=lambda: self.running)
+                [
+                    self.binary,
+                    "--port",
+                    str(self.port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    str(self.workdir),
+                    "--daemonize",
+                    "no",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        _wait(
+            self.ping,
+            timeout_s=START_TIMEOUT_S,
+            what=f"redis-server on port {self.port}",
+            log=self.log,
+            alive=lambda: self.running,
+        )
         return self
 
     def ping(self) -> bool:
@@ -260,8 +324,10 @@ def _postgres_bin_dir() -> Path | str:
     found = {name: os.path.realpath(path) if path else None for name, path in found.items()}
     missing = [name for name, path in found.items() if path is None]
     if missing:
-        return (f"PostgreSQL is not installed ({', '.join(missing)} not on PATH nor in /usr/lib/postgresql/*/bin; "
-                f"`make test` installs it when run as root)")
+        return (
+            f"PostgreSQL is not installed ({', '.join(missing)} not on PATH nor in /usr/lib/postgresql/*/bin; "
+            f"`make test` installs it when run as root)"
+        )
     folders = {Path(path).parent for path in found.values() if path}
     if len(folders) != 1:
         return f"initdb, pg_ctl and postgres are in different folders: {sorted(map(str, folders))}"

@@ -25,12 +25,16 @@ def jail_processes() -> list[str]:
     from sandbox.jail import JAIL_UIDS
 
     out = subprocess.run(["ps", "-eo", "uid=,pid=,stat=,args="], capture_output=True, text=True, check=True).stdout
-    return [line for line in out.splitlines()
-            if line.split() and int(line.split()[0]) in JAIL_UIDS.uids and JAIL_UIDS.is_free(int(line.split()[0]))]
+    return [
+        line
+        for line in out.splitlines()
+        if line.split() and int(line.split()[0]) in JAIL_UIDS.uids and JAIL_UIDS.is_free(int(line.split()[0]))
+    ]
 
 
-def start_cli(args: list[str], env: dict[str, str], log: Path, *, ready_url: str,
-              timeout_s: float = 60, verify: bool = True) -> subprocess.Popen[bytes]:
+def start_cli(
+    args: list[str], env: dict[str, str], log: Path, *, ready_url: str, timeout_s: float = 60, verify: bool = True
+) -> subprocess.Popen[bytes]:
     """Starts `remat-judge ARGS` in a session of its own (output appended to `log`) and waits
     until `ready_url` answers 200.
 
@@ -57,8 +61,14 @@ def start_cli(args: list[str], env: dict[str, str], log: Path, *, ready_url: str
 class Server:
     """A real `remat-judge serve` process on a free loopback port, with its own data directory."""
 
-    def __init__(self, data_dir: Path, *, workers: int = 2, env: dict[str, str] | None = None,
-                 tls: tuple[Path, Path] | None = None):
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        workers: int = 2,
+        env: dict[str, str] | None = None,
+        tls: tuple[Path, Path] | None = None,
+    ):
         """`tls`: (certificate, key) PEM files: the server speaks HTTPS (`serve --ssl-certfile`)."""
         import os
         import socket
@@ -70,18 +80,38 @@ class Server:
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         # anonymous API use (the classroom demo mode) unless a test sets it "false": tests that are
         # not about API keys submit without one
-        self.env = {**os.environ, "REMAT_JUDGE_HIDDEN_SEED": "test-seed", "REMAT_JUDGE_WAIT_TIMEOUT_S": "90",
-                    "REMAT_JUDGE_ALLOW_ANONYMOUS_API": "true", "REMAT_JUDGE_PROBLEMS_DIR": str(PROBLEMS),
-                    **(env or {})}
+        self.env = {
+            **os.environ,
+            "REMAT_JUDGE_HIDDEN_SEED": "test-seed",
+            "REMAT_JUDGE_WAIT_TIMEOUT_S": "90",
+            "REMAT_JUDGE_ALLOW_ANONYMOUS_API": "true",
+            "REMAT_JUDGE_PROBLEMS_DIR": str(PROBLEMS),
+            **(env or {}),
+        }
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = data_dir / f"server-{self.port}.log"
 
     def start(self) -> "Server":
         self.data_dir.mkdir(parents=True, exist_ok=True)
         tls = ["--ssl-certfile", str(self.tls[0]), "--ssl-keyfile", str(self.tls[1])] if self.tls else []
-        self.proc = start_cli(["serve", "--host", "127.0.0.1", "--port", str(self.port), "--data-dir",
-                               str(self.data_dir), "--workers", str(self.workers), *tls], self.env, self.log,
-                              ready_url=f"{self.url}/api/v1/healthz", verify=self.tls is None)
+        self.proc = start_cli(
+            [
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--data-dir",
+                str(self.data_dir),
+                "--workers",
+                str(self.workers),
+                *tls,
+            ],
+            self.env,
+            self.log,
+            ready_url=f"{self.url}/api/v1/healthz",
+            verify=self.tls is None,
+        )
         return self
 
     def stop(self, sig: int = 15) -> None:
@@ -127,9 +157,20 @@ class Worker:
 
     def start(self) -> "Worker":
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.proc = start_cli(["worker", "--concurrency", str(self.concurrency), "--data-dir", str(self.data_dir),
-                               "--metrics-port", str(self.metrics_port)], self.env, self.log,
-                              ready_url=f"http://127.0.0.1:{self.metrics_port}/metrics")
+        self.proc = start_cli(
+            [
+                "worker",
+                "--concurrency",
+                str(self.concurrency),
+                "--data-dir",
+                str(self.data_dir),
+                "--metrics-port",
+                str(self.metrics_port),
+            ],
+            self.env,
+            self.log,
+            ready_url=f"http://127.0.0.1:{self.metrics_port}/metrics",
+        )
         return self
 
     def metrics(self) -> str:
@@ -169,20 +210,36 @@ def self_signed_certificate(folder: Path, hosts: tuple[str, ...] = ("127.0.0.1",
         except ValueError:
             names.append(x509.DNSName(host))
     now = datetime.datetime.now(datetime.timezone.utc)
-    certificate = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-                   .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
-                   .not_valid_after(now + datetime.timedelta(days=2))
-                   .add_extension(x509.SubjectAlternativeName(names), critical=False).sign(key, hashes.SHA256()))
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .sign(key, hashes.SHA256())
+    )
     folder.mkdir(parents=True, exist_ok=True)
     cert_path, key_path = folder / "judge-cert.pem", folder / "judge-key.pem"
     cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     return cert_path, key_path
 
 
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def chromium_path() -> str:

@@ -119,15 +119,25 @@ def _compare_general(g: np.ndarray, e: np.ndarray, tol: Tolerance, all_zero: boo
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = np.where(diff == 0, 0.0, diff / np.where(allowed > 0, allowed, np.nan))
     ratios = np.where(np.isnan(ratios), np.inf, ratios)
-    return Comparison(float(np.max(ratios)) if ratios.size else 0.0,
-                      float(np.max(diff)) if diff.size else 0.0, max_abs_expected, all_zero)
+    return Comparison(
+        float(np.max(ratios)) if ratios.size else 0.0,
+        float(np.max(diff)) if diff.size else 0.0,
+        max_abs_expected,
+        all_zero,
+    )
 
 
 CALIBRATION_FACTOR = 8.0  # a submission may be this many times as far from the truth as the reference
 
 
-def compare_calibrated(got: np.ndarray, reference: np.ndarray, reference_error: float | None, tol: Tolerance, *,
-                       factor: float = CALIBRATION_FACTOR) -> Comparison:
+def compare_calibrated(
+    got: np.ndarray,
+    reference: np.ndarray,
+    reference_error: float | None,
+    tol: Tolerance,
+    *,
+    factor: float = CALIBRATION_FACTOR,
+) -> Comparison:
     """`got` against the float32 reference, with a tolerance calibrated on the reference's own error.
 
     `reference_error` is max|reference - truth| for the reference evaluated in float64 on the same

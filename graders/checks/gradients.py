@@ -24,25 +24,38 @@ def check_gradients(runs: list[CaseRun], *, spec: ProblemSpec, leaf_names: list[
         bad_here: set[str] = set()
         for k, (got, want) in enumerate(zip(run.gradients, run.expected.gradients)):
             for i, (g, w) in enumerate(zip(got, want)):
-                cmp = compare_calibrated(g, w, error_of(run.expected.gradient_errors, k, i),
-                                         spec.tolerance_for(run.expected.input_avals[i].dtype))
+                cmp = compare_calibrated(
+                    g,
+                    w,
+                    error_of(run.expected.gradient_errors, k, i),
+                    spec.tolerance_for(run.expected.input_avals[i].dtype),
+                )
                 if cmp.passed:
                     continue
                 name = leaf_names[i] if i < len(leaf_names) else f"argument leaf {i}"
                 bad_here.add(name)
                 if failure is None:
-                    hint = (f" It is all zeros: is `{name}` behind `jax.lax.stop_gradient`, or cut off "
-                            f"from the output?" if cmp.all_zero else "")
-                    failure = (f"{run.label}, hidden input {k + 1} of {len(run.gradients)}: the gradient "
-                               f"with respect to `{name}` differs from the expected one by up to "
-                               f"{cmp.max_abs_diff:.4g} (largest expected magnitude "
-                               f"{cmp.max_abs_expected:.4g}).{hint}")
+                    hint = (
+                        f" It is all zeros: is `{name}` behind `jax.lax.stop_gradient`, or cut off from the output?"
+                        if cmp.all_zero
+                        else ""
+                    )
+                    failure = (
+                        f"{run.label}, hidden input {k + 1} of {len(run.gradients)}: the gradient "
+                        f"with respect to `{name}` differs from the expected one by up to "
+                        f"{cmp.max_abs_diff:.4g} (largest expected magnitude "
+                        f"{cmp.max_abs_expected:.4g}).{hint}"
+                    )
         per_case[run.expected.name] = {"wrong_gradients": sorted(bad_here)}
         wrong_leaves += [n for n in sorted(bad_here) if n not in wrong_leaves]
     if failure:
         failure += f" Wrong gradients: {', '.join(wrong_leaves)}."
-        return CheckResult(name="gradient", passed=False, message=failure, details=per_case,
-                           verdict=Verdict.WRONG_GRADIENT)
-    return CheckResult(name="gradient", passed=True,
-                       message=f"gradients with respect to {', '.join(leaf_names)} match the reference "
-                               f"for random cotangents", details=per_case)
+        return CheckResult(
+            name="gradient", passed=False, message=failure, details=per_case, verdict=Verdict.WRONG_GRADIENT
+        )
+    return CheckResult(
+        name="gradient",
+        passed=True,
+        message=f"gradients with respect to {', '.join(leaf_names)} match the reference for random cotangents",
+        details=per_case,
+    )

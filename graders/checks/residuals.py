@@ -30,8 +30,14 @@ def device_bytes(residuals: list[ResidualFact]) -> int:
     return sum(r.nbytes for r in residuals if r.on_device)
 
 
-def describe_residuals(avals: Sequence[Any], notes: Sequence[Any] | None, *, sources: Sequence[str] | None = None,
-                       hide_source: bool = False, memory_kinds: Sequence[str] | None = None) -> list[ResidualFact]:
+def describe_residuals(
+    avals: Sequence[Any],
+    notes: Sequence[Any] | None,
+    *,
+    sources: Sequence[str] | None = None,
+    hide_source: bool = False,
+    memory_kinds: Sequence[str] | None = None,
+) -> list[ResidualFact]:
     """The residuals read from an artifact, in the artifact's order, with provenance and notes.
 
     `saved_residuals` notes list the same values as the VJP's leaves, but not always in the same
@@ -49,10 +55,15 @@ def describe_residuals(avals: Sequence[Any], notes: Sequence[Any] | None, *, sou
             path or structure to students).
         memory_kinds: per residual, where the forward program leaves it (`ModuleInfo.memory_kinds`).
     """
-    facts = [ResidualFact(shape=list(a.shape), dtype=str(a.dtype),
-                          source=sources[i] if sources is not None and i < len(sources) else None,
-                          memory_kind=memory_kinds[i] if memory_kinds is not None and i < len(memory_kinds) else "device")
-             for i, a in enumerate(avals)]
+    facts = [
+        ResidualFact(
+            shape=list(a.shape),
+            dtype=str(a.dtype),
+            source=sources[i] if sources is not None and i < len(sources) else None,
+            memory_kind=memory_kinds[i] if memory_kinds is not None and i < len(memory_kinds) else "device",
+        )
+        for i, a in enumerate(avals)
+    ]
     if not notes:
         return facts
 
@@ -87,8 +98,9 @@ def describe_residuals(avals: Sequence[Any], notes: Sequence[Any] | None, *, sou
     return facts
 
 
-def format_residuals(residuals: list[ResidualFact], *, title: str,
-                     unmatched: str = "not saved by the required policy") -> str:
+def format_residuals(
+    residuals: list[ResidualFact], *, title: str, unmatched: str = "not saved by the required policy"
+) -> str:
     """A `print_saved_residuals`-style listing with a count and total bytes, where each value comes
     from, and `unmatched` beside each residual whose `matched` is False."""
     total = sum(r.nbytes for r in residuals)
@@ -107,8 +119,11 @@ def format_residuals(residuals: list[ResidualFact], *, title: str,
 def _difference(expected: list[ResidualFact], submitted: list[ResidualFact]) -> str:
     want, got = signature(expected), signature(submitted)
     missing, extra = want - got, got - want
-    short = lambda key: ResidualFact(shape=list(key[0]), dtype=key[1]).short() + (  # noqa: E731
-        "" if key[2] == "device" else f" on {key[2]}")
+
+    def short(key: tuple[tuple[int, ...], str, str]) -> str:
+        place = "" if key[2] == "device" else f" on {key[2]}"
+        return ResidualFact(shape=list(key[0]), dtype=key[1]).short() + place
+
     parts = []
     if missing:
         parts.append("not saved by yours: " + ", ".join(f"{short(k)} x{n}" for k, n in sorted(missing.items())))
@@ -150,9 +165,13 @@ def match_residuals(run: CaseRun, *, spec: ProblemSpec) -> list[int | None]:
     n_sub, n_ref = len(run.residuals), len(exp.residuals)
     candidates: list[list[int]] = []
     for i, fact in enumerate(run.residuals):
-        same_aval = [j for j in range(n_ref)
-                     if exp.residuals[j].shape == fact.shape and exp.residuals[j].dtype == fact.dtype
-                     and exp.residuals[j].memory_kind == fact.memory_kind]
+        same_aval = [
+            j
+            for j in range(n_ref)
+            if exp.residuals[j].shape == fact.shape
+            and exp.residuals[j].dtype == fact.dtype
+            and exp.residuals[j].memory_kind == fact.memory_kind
+        ]
         candidates.append(sorted(same_aval, key=lambda j: (j != i, j)))  # try the same position first
     cache: dict[tuple[int, int], bool] = {}
 
@@ -161,7 +180,8 @@ def match_residuals(run: CaseRun, *, spec: ProblemSpec) -> list[int | None]:
             tol = spec.tolerance_for(run.residuals[i].dtype)
             cache[(i, j)] = all(
                 residuals_equal(sub_values[k][i], ref_values[k][j], error_of(exp.residual_errors, k, j), tol)
-                for k in range(min(len(sub_values), len(ref_values))))
+                for k in range(min(len(sub_values), len(ref_values)))
+            )
         return cache[(i, j)]
 
     owner: dict[int, int] = {}  # reference index -> submitted index
@@ -208,11 +228,15 @@ def _recompute_text(run: CaseRun) -> str:
         return ""
     extra = run.bwd_flops - exp.bwd_flops
     if extra > 0:
-        return (f" Your backward pass does {extra:,} more FLOPs than the required policy's ({run.bwd_flops:,} "
-                f"against {exp.bwd_flops:,}): work it recomputes instead of saving.")
+        return (
+            f" Your backward pass does {extra:,} more FLOPs than the required policy's ({run.bwd_flops:,} "
+            f"against {exp.bwd_flops:,}): work it recomputes instead of saving."
+        )
     if extra < 0:
-        return (f" Your backward pass does {-extra:,} fewer FLOPs than the required policy's ({run.bwd_flops:,} "
-                f"against {exp.bwd_flops:,}): it keeps work the policy recomputes.")
+        return (
+            f" Your backward pass does {-extra:,} fewer FLOPs than the required policy's ({run.bwd_flops:,} "
+            f"against {exp.bwd_flops:,}): it keeps work the policy recomputes."
+        )
     return ""
 
 
@@ -239,12 +263,16 @@ def check_residuals(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
         expected, submitted = run.expected.residuals, run.residuals
         exp_bytes, sub_bytes = sum(r.nbytes for r in expected), sum(r.nbytes for r in submitted)
         exp_device, sub_device = device_bytes(expected), device_bytes(submitted)
-        details[run.expected.name] = {"expected_count": len(expected), "submitted_count": len(submitted),
-                                      "expected_bytes": exp_bytes, "submitted_bytes": sub_bytes,
-                                      "expected_host_bytes": exp_bytes - exp_device,
-                                      "submitted_host_bytes": sub_bytes - sub_device,
-                                      "expected_bwd_flops": run.expected.bwd_flops,
-                                      "submitted_bwd_flops": run.bwd_flops}
+        details[run.expected.name] = {
+            "expected_count": len(expected),
+            "submitted_count": len(submitted),
+            "expected_bytes": exp_bytes,
+            "submitted_bytes": sub_bytes,
+            "expected_host_bytes": exp_bytes - exp_device,
+            "submitted_host_bytes": sub_bytes - sub_device,
+            "expected_bwd_flops": run.expected.bwd_flops,
+            "submitted_bwd_flops": run.bwd_flops,
+        }
         why = ""
         if rule.rule == "exact" or rule.match == "values":
             matching = match_residuals(run, spec=spec)
@@ -256,44 +284,63 @@ def check_residuals(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
         if rule.rule == "exact":
             if signature(expected) != signature(submitted):
                 diff = _difference(expected, submitted)
-                why = ("saves different residuals than the required checkpoint policy"
-                       + (f" ({diff})" if diff else ""))
+                why = "saves different residuals than the required checkpoint policy" + (f" ({diff})" if diff else "")
             elif rule.match == "values" and not all(f.matched for f in submitted):
                 yours = [f for f in submitted if not f.matched]
                 theirs = [expected[j] for j, m in enumerate(run.expected_matched) if not m]
-                why = (f"saves residuals of the right shapes, but {_count(len(yours), 'value')} "
-                       f"{'is' if len(yours) == 1 else 'are'} not one the required policy saves: you save "
-                       + ", ".join(f.described() for f in yours) + " where the policy saves "
-                       + ", ".join(f.described() for f in theirs))
+                why = (
+                    f"saves residuals of the right shapes, but {_count(len(yours), 'value')} "
+                    f"{'is' if len(yours) == 1 else 'are'} not one the required policy saves: you save "
+                    + ", ".join(f.described() for f in yours)
+                    + " where the policy saves "
+                    + ", ".join(f.described() for f in theirs)
+                )
         elif sub_device > exp_device + rule.slack_bytes:
-            why = (f"keeps {sub_device:,} bytes of residuals on the device, more than the "
-                   f"{exp_device + rule.slack_bytes:,} allowed")
+            why = (
+                f"keeps {sub_device:,} bytes of residuals on the device, more than the "
+                f"{exp_device + rule.slack_bytes:,} allowed"
+            )
         if why:
-            failures.append((max(exp_bytes, sub_bytes), f"{run.label}: your function {why}.{_recompute_text(run)}\n"
-                             + format_residuals(_with_matches(expected, run.expected_matched),
-                                                title="the required policy saves", unmatched="not saved by yours")
-                             + "\n"
-                             + format_residuals(submitted, title="yours saves") + "\n"
-                             + f"backward pass peak live bytes: yours {run.bwd_peak_bytes:,}, "
-                               f"reference {run.expected.bwd_peak_bytes:,}"))
+            failures.append(
+                (
+                    max(exp_bytes, sub_bytes),
+                    f"{run.label}: your function {why}.{_recompute_text(run)}\n"
+                    + format_residuals(
+                        _with_matches(expected, run.expected_matched),
+                        title="the required policy saves",
+                        unmatched="not saved by yours",
+                    )
+                    + "\n"
+                    + format_residuals(submitted, title="yours saves")
+                    + "\n"
+                    + f"backward pass peak live bytes: yours {run.bwd_peak_bytes:,}, "
+                    f"reference {run.expected.bwd_peak_bytes:,}",
+                )
+            )
     # the case with the most bytes at stake, as in the residual report beside the verdict
     failure = max(failures, key=lambda f: f[0])[1] if failures else None
     if failure:
-        return CheckResult(name="residuals", passed=False, message=failure, details=details,
-                           verdict=Verdict.WRONG_POLICY)
+        return CheckResult(
+            name="residuals", passed=False, message=failure, details=details, verdict=Verdict.WRONG_POLICY
+        )
     if rule.rule == "exact":
-        kind = ("the same values as" if rule.match == "values" else "residuals of the same shapes and dtypes as")
+        kind = "the same values as" if rule.match == "values" else "residuals of the same shapes and dtypes as"
     else:
         kind = "no more residual bytes than"
-    return CheckResult(name="residuals", passed=True, message=f"saves {kind} the reference on every case",
-                       details=details)
+    return CheckResult(
+        name="residuals", passed=True, message=f"saves {kind} the reference on every case", details=details
+    )
 
 
 def _same_values(run: CaseRun) -> bool:
     """Whether the submission saves exactly the reference's residuals, as values (every one of
     either side matched one to one by the residuals check)."""
-    return (run.expected_matched is not None and all(run.expected_matched)
-            and all(f.matched for f in run.residuals) and len(run.residuals) == len(run.expected.residuals))
+    return (
+        run.expected_matched is not None
+        and all(run.expected_matched)
+        and all(f.matched for f in run.residuals)
+        and len(run.residuals) == len(run.expected.residuals)
+    )
 
 
 def peak_slack(run: CaseRun, rule: MemoryRule) -> tuple[int, str]:
@@ -324,29 +371,49 @@ def check_peak_memory(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
     for run in runs:
         exp_peak, sub_peak = run.expected.bwd_peak_bytes, run.bwd_peak_bytes
         slack, why = peak_slack(run, rule)
-        details[run.expected.name] = {"expected_bwd_peak_bytes": exp_peak, "submitted_bwd_peak_bytes": sub_peak,
-                                      "expected_fwd_peak_bytes": run.expected.fwd_peak_bytes,
-                                      "submitted_fwd_peak_bytes": run.fwd_peak_bytes, "slack_bytes": slack}
+        details[run.expected.name] = {
+            "expected_bwd_peak_bytes": exp_peak,
+            "submitted_bwd_peak_bytes": sub_peak,
+            "expected_fwd_peak_bytes": run.expected.fwd_peak_bytes,
+            "submitted_fwd_peak_bytes": run.fwd_peak_bytes,
+            "slack_bytes": slack,
+        }
         if rule.bounds_peak and sub_peak > exp_peak + slack and failure is None:
-            failure = (f"{run.label}: your backward pass holds up to {sub_peak:,} bytes live at once (measured "
-                       f"statically, ops in program order), more than the reference's {exp_peak:,} bytes plus "
-                       f"{slack:,} ({why}).")
+            failure = (
+                f"{run.label}: your backward pass holds up to {sub_peak:,} bytes live at once (measured "
+                f"statically, ops in program order), more than the reference's {exp_peak:,} bytes plus "
+                f"{slack:,} ({why})."
+            )
             if not _same_values(run):
-                failure += (" Saving few residuals is not enough if the backward pass then recomputes a whole "
-                            "chain and keeps it all at once: checkpoint in smaller pieces.")
+                failure += (
+                    " Saving few residuals is not enough if the backward pass then recomputes a whole "
+                    "chain and keeps it all at once: checkpoint in smaller pieces."
+                )
     if failure:
-        return CheckResult(name="peak_memory", passed=False, message=failure, details=details,
-                           verdict=Verdict.WRONG_POLICY)
+        return CheckResult(
+            name="peak_memory", passed=False, message=failure, details=details, verdict=Verdict.WRONG_POLICY
+        )
     last = runs[-1] if runs else None
-    summary = (f"; {last.label}: backward pass peak {last.bwd_peak_bytes:,} bytes, reference "
-               f"{last.expected.bwd_peak_bytes:,} bytes" if last else "")
+    summary = (
+        f"; {last.label}: backward pass peak {last.bwd_peak_bytes:,} bytes, reference "
+        f"{last.expected.bwd_peak_bytes:,} bytes"
+        if last
+        else ""
+    )
     if not rule.bounds_peak:
-        return CheckResult(name="peak_memory", passed=True, judged=False,
-                           message="reported only (this problem's rule is an exact residual signature)" + summary,
-                           details=details)
-    return CheckResult(name="peak_memory", passed=True,
-                       message="backward pass peak live bytes within the reference's on every case" + summary,
-                       details=details)
+        return CheckResult(
+            name="peak_memory",
+            passed=True,
+            judged=False,
+            message="reported only (this problem's rule is an exact residual signature)" + summary,
+            details=details,
+        )
+    return CheckResult(
+        name="peak_memory",
+        passed=True,
+        message="backward pass peak live bytes within the reference's on every case" + summary,
+        details=details,
+    )
 
 
 WRITING_PASSES = 2  # elementwise passes over the largest backward value a correct rewrite may add
@@ -359,9 +426,10 @@ def check_recompute(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
     times the reference's backward FLOPs, plus `WRITING_PASSES` elementwise passes over the largest
     value of the reference's backward program (how a derivative is written moves the count by a
     pass or two: measured, a correct static_branch_remat solution spends one more 1M-element pass,
-    27% more FLOPs), fails with WRONG_POLICY, saying how much forward work it redoes: a policy saves values so they need not be recomputed, and a solution that saves the
-    right values and recomputes everything anyway (measured: 180 times the reference's
-    recomputation in checkpoint_stages) does not follow it. Not judged (reported only) under
+    27% more FLOPs), fails with WRONG_POLICY, saying how much forward work it redoes: a policy
+    saves values so they need not be recomputed, and a solution that saves the right values and
+    recomputes everything anyway (measured: 180 times the reference's recomputation in
+    checkpoint_stages) does not follow it. Not judged (reported only) under
     `at_most` (saving less and recomputing more is allowed there), without a slack, or when a
     loop's trip count could not be read on either side (the figure is then inexact).
     """
@@ -375,27 +443,46 @@ def check_recompute(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
             continue
         exact = run.bwd_flops_exact and exp.bwd_flops_exact
         inexact = inexact or not exact
-        details[exp.name] = {"expected_bwd_flops": exp.bwd_flops, "submitted_bwd_flops": run.bwd_flops,
-                             "expected_recompute_flops": exp.recompute_flops(exp.bwd_flops),
-                             "submitted_recompute_flops": exp.recompute_flops(run.bwd_flops), "exact": exact}
+        details[exp.name] = {
+            "expected_bwd_flops": exp.bwd_flops,
+            "submitted_bwd_flops": run.bwd_flops,
+            "expected_recompute_flops": exp.recompute_flops(exp.bwd_flops),
+            "submitted_recompute_flops": exp.recompute_flops(run.bwd_flops),
+            "exact": exact,
+        }
         if not (judged and exact) or failure is not None:
             continue
         allowed = exp.bwd_flops * (1 + (rule.recompute_slack or 0.0)) + WRITING_PASSES * exp.bwd_largest_value_elements
         if run.bwd_flops > allowed:
             theirs, yours = exp.recompute_flops(exp.bwd_flops), exp.recompute_flops(run.bwd_flops)
-            redo = (f" It recomputes {yours:,} FLOPs of forward work where the required policy recomputes "
-                    f"{theirs:,}." if yours is not None and theirs is not None else "")
-            failure = (f"{run.label}: your backward pass spends {run.bwd_flops:,} FLOPs, "
-                       f"{run.bwd_flops / max(1, exp.bwd_flops):.1f} times the required policy's {exp.bwd_flops:,} "
-                       f"(at most {allowed:,.0f} allowed).{redo} Save the values the policy saves and use them, "
-                       f"instead of recomputing what they hold.")
+            redo = (
+                f" It recomputes {yours:,} FLOPs of forward work where the required policy recomputes {theirs:,}."
+                if yours is not None and theirs is not None
+                else ""
+            )
+            failure = (
+                f"{run.label}: your backward pass spends {run.bwd_flops:,} FLOPs, "
+                f"{run.bwd_flops / max(1, exp.bwd_flops):.1f} times the required policy's {exp.bwd_flops:,} "
+                f"(at most {allowed:,.0f} allowed).{redo} Save the values the policy saves and use them, "
+                f"instead of recomputing what they hold."
+            )
     if failure:
-        return CheckResult(name="recompute", passed=False, message=failure, details=details,
-                           verdict=Verdict.WRONG_POLICY)
+        return CheckResult(
+            name="recompute", passed=False, message=failure, details=details, verdict=Verdict.WRONG_POLICY
+        )
     note = " (a loop's trip count could not be read: the FLOPs are a lower bound)" if inexact else ""
     if not judged or inexact:
-        return CheckResult(name="recompute", passed=True, judged=False, details=details,
-                           message=("reported only" if not judged else "not judged") + note)
-    return CheckResult(name="recompute", passed=True, details=details,
-                       message=f"the backward pass recomputes no more than the required policy "
-                               f"(+{rule.recompute_slack:.0%} allowed) on every case")
+        return CheckResult(
+            name="recompute",
+            passed=True,
+            judged=False,
+            details=details,
+            message=("reported only" if not judged else "not judged") + note,
+        )
+    return CheckResult(
+        name="recompute",
+        passed=True,
+        details=details,
+        message=f"the backward pass recomputes no more than the required policy "
+        f"(+{rule.recompute_slack:.0%} allowed) on every case",
+    )

@@ -28,22 +28,27 @@ def check_values(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
         for k, (got, want) in enumerate(zip(run.outputs, run.expected.outputs)):
             for i, (g, w) in enumerate(zip(got, want)):
                 avals = run.expected.output_avals[i]
-                cmp = compare_calibrated(g, w, error_of(run.expected.output_errors, k, i),
-                                         spec.tolerance_for(avals.dtype))
+                cmp = compare_calibrated(
+                    g, w, error_of(run.expected.output_errors, k, i), spec.tolerance_for(avals.dtype)
+                )
                 worst = max(worst, cmp.ratio)
                 if not cmp.passed and failure is None:
                     rel = cmp.max_abs_diff / cmp.max_abs_expected if cmp.max_abs_expected else float("inf")
                     which = f"output {i} " if len(got) > 1 else "the output "
-                    failure = (f"{run.label}, hidden input {k + 1} of {len(run.outputs)}: {which}differs from "
-                               f"the expected value by up to {cmp.max_abs_diff:.4g} "
-                               f"({rel:.2%} of its largest magnitude), {cmp.ratio:.3g} times the tolerance, "
-                               f"which allows for float32 rounding in any summation order. Check the "
-                               f"formula against the statement.")
+                    failure = (
+                        f"{run.label}, hidden input {k + 1} of {len(run.outputs)}: {which}differs from "
+                        f"the expected value by up to {cmp.max_abs_diff:.4g} "
+                        f"({rel:.2%} of its largest magnitude), {cmp.ratio:.3g} times the tolerance, "
+                        f"which allows for float32 rounding in any summation order. Check the "
+                        f"formula against the statement."
+                    )
         per_case[run.expected.name] = {"worst_error_to_tolerance": worst}
     if failure:
-        return CheckResult(name="value", passed=False, message=failure, details=per_case,
-                           verdict=Verdict.WRONG_ANSWER)
+        return CheckResult(name="value", passed=False, message=failure, details=per_case, verdict=Verdict.WRONG_ANSWER)
     n = sum(len(r.outputs) for r in runs)
-    return CheckResult(name="value", passed=True,
-                       message=f"outputs match the reference on {n} hidden inputs across {len(runs)} cases",
-                       details=per_case)
+    return CheckResult(
+        name="value",
+        passed=True,
+        message=f"outputs match the reference on {n} hidden inputs across {len(runs)} cases",
+        details=per_case,
+    )

@@ -22,8 +22,12 @@ from server.api.deps import Services, client_key, get_services
 from server.authz import ADMIN_TOKEN, ANONYMOUS, Action, Principal, SubmissionTarget, api_client, decide
 from server.db import ApiClientRecord, SubmissionRecord
 
-bearer = HTTPBearer(auto_error=False, scheme_name="APIKey",
-                    description="An API client's key (`remat-judge clients create NAME`), or the admin token (REMAT_JUDGE_INSTRUCTOR_TOKEN)")
+bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="APIKey",
+    description="An API client's key (`remat-judge clients create NAME`), "
+    "or the admin token (REMAT_JUDGE_INSTRUCTOR_TOKEN)",
+)
 
 
 @dataclass(frozen=True)
@@ -56,8 +60,11 @@ def _unauthorized(message: str) -> HTTPException:
     return HTTPException(status.HTTP_401_UNAUTHORIZED, message, headers={"WWW-Authenticate": "Bearer"})
 
 
-async def api_caller(request: Request, services: Annotated[Services, Depends(get_services)],
-                     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Caller:
+async def api_caller(
+    request: Request,
+    services: Annotated[Services, Depends(get_services)],
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Caller:
     """FastAPI dependency: the caller, from its bearer token.
 
     Raises:
@@ -66,8 +73,10 @@ async def api_caller(request: Request, services: Annotated[Services, Depends(get
     """
     if credentials is None:
         if not services.settings.allow_anonymous_api:
-            raise _unauthorized("an API key is required: send `Authorization: Bearer <api key>` (an instructor "
-                                "creates one with `remat-judge clients create NAME`)")
+            raise _unauthorized(
+                "an API key is required: send `Authorization: Bearer <api key>` (an instructor "
+                "creates one with `remat-judge clients create NAME`)"
+            )
         return Caller(client=None, admin=False, rate_key=client_key(request))
     token = credentials.credentials
     instructor_token = services.settings.instructor_token

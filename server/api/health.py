@@ -23,9 +23,14 @@ async def healthz(services: ServicesDep) -> Health:
     with the grading threads of this process and the requests waiting for verdicts."""
     from importlib.metadata import version
 
-    return Health(status="ok", jax_version=version("jax"), mode="distributed" if services.settings.scaled else "embedded",
-                  workers=services.pool.workers if services.pool is not None else 0,
-                  waiting_requests=services.hub.waiting, problems=len(services.problems.slugs()))
+    return Health(
+        status="ok",
+        jax_version=version("jax"),
+        mode="distributed" if services.settings.scaled else "embedded",
+        workers=services.pool.workers if services.pool is not None else 0,
+        waiting_requests=services.hub.waiting,
+        problems=len(services.problems.slugs()),
+    )
 
 
 @router.get("/readyz", responses={503: {"description": "the database or Redis is unreachable"}})
@@ -45,8 +50,9 @@ async def readyz(services: ServicesDep) -> JSONResponse:
         ok = await run_in_threadpool(services.redis_jobs.available)
         checks["redis"] = "ok" if ok else "unavailable"
     ready = all(v == "ok" for v in checks.values())
-    return JSONResponse({"status": "ready" if ready else "unavailable", "checks": checks, **body},
-                        status_code=200 if ready else 503)
+    return JSONResponse(
+        {"status": "ready" if ready else "unavailable", "checks": checks, **body}, status_code=200 if ready else 503
+    )
 
 
 @router.get("/metrics", include_in_schema=False)
@@ -56,10 +62,16 @@ def prometheus_metrics(services: ServicesDep, authorization: Annotated[str | Non
     configured, 404: the metrics are then served only on `serve --metrics-port`."""
     expected = services.settings.metrics_token
     if not expected:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "metrics are not served on this port: set "
-                            "REMAT_JUDGE_METRICS_TOKEN, or run `remat-judge serve --metrics-port PORT`")
+        raise HTTPException(
+            status.HTTP_404_NOT_FOUND,
+            "metrics are not served on this port: set "
+            "REMAT_JUDGE_METRICS_TOKEN, or run `remat-judge serve --metrics-port PORT`",
+        )
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not secrets.compare_digest(token.encode(), expected.encode()):
-        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "send Authorization: Bearer <metrics token>",
-                            headers={"WWW-Authenticate": "Bearer"})
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            "send Authorization: Bearer <metrics token>",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
     return Response(metrics.render(services.store.queue_depth), media_type=metrics.CONTENT_TYPE)

@@ -21,8 +21,14 @@ ServicesDep = Annotated[Services, Depends(get_services)]
 
 def summary(problem: Problem, *, published: bool) -> ProblemSummary:
     spec = problem.spec
-    return ProblemSummary(slug=spec.slug, title=spec.title, difficulty=spec.difficulty, tags=list(spec.tags),
-                          version=problem.version, published=published)
+    return ProblemSummary(
+        slug=spec.slug,
+        title=spec.title,
+        difficulty=spec.difficulty,
+        tags=list(spec.tags),
+        version=problem.version,
+        published=published,
+    )
 
 
 def token_principal(services: Services, authorization: str | None) -> Principal:
@@ -61,8 +67,10 @@ def list_problems(services: ServicesDep, authorization: AuthorizationHeader = No
     """Every published problem: slug, title, difficulty, tags, version (with the admin token,
     the unpublished ones too)."""
     repo = services.problems
-    return [summary(p, published=repo.is_published(p.slug))
-            for p in repo.all(published_only=not sees_unpublished(services, authorization))]
+    return [
+        summary(p, published=repo.is_published(p.slug))
+        for p in repo.all(published_only=not sees_unpublished(services, authorization))
+    ]
 
 
 @router.get("/{slug}", response_model=ProblemDetail, responses={404: {"description": "unknown problem"}})
@@ -76,44 +84,73 @@ def get_problem(slug: str, services: ServicesDep, authorization: AuthorizationHe
         if isinstance(a, ArrayArg):
             arguments.append(ArgumentPublic(name=a.name, kind="array", shape=list(a.shape), dtype=a.dtype))
         elif isinstance(a, ListArg):
-            arguments.append(ArgumentPublic(name=a.name, kind="list", items=[
-                ArgumentPublic(name=f"{a.name}[{i}]", kind="array", shape=list(it.shape), dtype=it.dtype)
-                for i, it in enumerate(a.items)]))
+            arguments.append(
+                ArgumentPublic(
+                    name=a.name,
+                    kind="list",
+                    items=[
+                        ArgumentPublic(name=f"{a.name}[{i}]", kind="array", shape=list(it.shape), dtype=it.dtype)
+                        for i, it in enumerate(a.items)
+                    ],
+                )
+            )
         else:
             arguments.append(ArgumentPublic(name=a.name, kind="static"))
     return ProblemDetail(
-        **summary(problem, published=services.problems.is_published(slug)).model_dump(), entry_point=spec.entry_point,
-        signature=f"{spec.entry_point}({', '.join(a.name for a in spec.args)})", arguments=arguments,
+        **summary(problem, published=services.problems.is_published(slug)).model_dump(),
+        entry_point=spec.entry_point,
+        signature=f"{spec.entry_point}({', '.join(a.name for a in spec.args)})",
+        arguments=arguments,
         cases=[CasePublic(name=c.name, dims=dict(c.dims), static=dict(c.static)) for c in spec.cases],
-        memory_rule=spec.memory.rule, statement=problem.statement, starter=problem.starter)
+        memory_rule=spec.memory.rule,
+        statement=problem.statement,
+        starter=problem.starter,
+    )
 
 
-def require_instructor(services: ServicesDep,
-                       authorization: Annotated[str | None, Header(description="Bearer <admin token>")] = None,
-                       ) -> None:
+def require_instructor(
+    services: ServicesDep,
+    authorization: Annotated[str | None, Header(description="Bearer <admin token>")] = None,
+) -> None:
     """Dependency: the request carries the admin token (401), and uploads are enabled (403)."""
     expected = services.settings.instructor_token
     if not expected:
-        raise HTTPException(status.HTTP_403_FORBIDDEN,
-                            "problem uploads are disabled: the server has no REMAT_JUDGE_INSTRUCTOR_TOKEN")
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN, "problem uploads are disabled: the server has no REMAT_JUDGE_INSTRUCTOR_TOKEN"
+        )
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not secrets.compare_digest(token.encode(), expected.encode()):
-        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "the admin token (REMAT_JUDGE_INSTRUCTOR_TOKEN) is required: "
-                            "Authorization: Bearer <token>", headers={"WWW-Authenticate": "Bearer"})
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            "the admin token (REMAT_JUDGE_INSTRUCTOR_TOKEN) is required: Authorization: Bearer <token>",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
 
 
-@router.post("", status_code=status.HTTP_202_ACCEPTED,
-             dependencies=[Depends(require_instructor)],
-             responses={202: {"description": "the archive passed the quick checks; poll `status_url` for the "
-                                             "validation through the sandbox"},
-                        400: {"description": "not a valid package archive, or an invalid package (every "
-                                             "problem.toml and `# expect:` error at once)"},
-                        401: {"description": "missing or wrong admin token"},
-                        403: {"description": "uploads disabled"},
-                        422: {"description": "publish=true and a TODO is left"}},
-             openapi_extra={"requestBody": {"content": {"application/gzip": {"schema": {"type": "string",
-                                                                                        "format": "binary"}}},
-                                            "required": True}})
+@router.post(
+    "",
+    status_code=status.HTTP_202_ACCEPTED,
+    dependencies=[Depends(require_instructor)],
+    responses={
+        202: {
+            "description": "the archive passed the quick checks; poll `status_url` for the "
+            "validation through the sandbox"
+        },
+        400: {
+            "description": "not a valid package archive, or an invalid package (every "
+            "problem.toml and `# expect:` error at once)"
+        },
+        401: {"description": "missing or wrong admin token"},
+        403: {"description": "uploads disabled"},
+        422: {"description": "publish=true and a TODO is left"},
+    },
+    openapi_extra={
+        "requestBody": {
+            "content": {"application/gzip": {"schema": {"type": "string", "format": "binary"}}},
+            "required": True,
+        }
+    },
+)
 async def upload_problem(request: Request, services: ServicesDep, publish: bool = False) -> JSONResponse:
     """Uploads a problem package (a tar.gz of its folder; `remat-judge problems add --server` makes
     one). What can be said at once is answered at once (400/422: an unsafe archive, every
@@ -137,8 +174,11 @@ async def upload_problem(request: Request, services: ServicesDep, publish: bool 
     return JSONResponse(status_code=status.HTTP_202_ACCEPTED, headers={"Location": url}, content=view.public())
 
 
-@router.get("/uploads/{upload_id}", dependencies=[Depends(require_instructor)],
-            responses={404: {"description": "no such upload"}})
+@router.get(
+    "/uploads/{upload_id}",
+    dependencies=[Depends(require_instructor)],
+    responses={404: {"description": "no such upload"}},
+)
 def upload_status(upload_id: str, services: ServicesDep) -> JSONResponse:
     """An upload's state (`validating`, `done`, `failed`), progress (files graded of the package's
     reference, right/ and wrong/), and once finished its report: the reference's failed

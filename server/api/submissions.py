@@ -25,11 +25,14 @@ from server.submit import SubmitError, idempotency_key_of, submit
 router = APIRouter(prefix="/submissions", tags=["submissions"])
 ServicesDep = Annotated[Services, Depends(get_services)]
 PUBLIC_FIELDS = tuple(SubmissionPublic.model_fields)
-FieldsQuery = Annotated[str | None, Query(description="comma-separated fields to return (default: all): "
-                                                      + ", ".join(PUBLIC_FIELDS),
-                                          examples=["id,status,verdict,score"])]
-AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
-    401: {"description": "no API key, or not a valid one"}}
+FieldsQuery = Annotated[
+    str | None,
+    Query(
+        description="comma-separated fields to return (default: all): " + ", ".join(PUBLIC_FIELDS),
+        examples=["id,status,verdict,score"],
+    ),
+]
+AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {401: {"description": "no API key, or not a valid one"}}
 
 
 def _fields(fields: str | None) -> list[str] | None:
@@ -38,8 +41,10 @@ def _fields(fields: str | None) -> list[str] | None:
     wanted = [f.strip() for f in fields.split(",") if f.strip()]
     unknown = [f for f in wanted if f not in PUBLIC_FIELDS]
     if unknown or not wanted:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT,
-                            f"unknown fields {', '.join(unknown) or '(none given)'}; choose from {', '.join(PUBLIC_FIELDS)}")
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            f"unknown fields {', '.join(unknown) or '(none given)'}; choose from {', '.join(PUBLIC_FIELDS)}",
+        )
     return wanted
 
 
@@ -54,32 +59,57 @@ def submit_error(exc: SubmitError) -> HTTPException:
     return HTTPException(exc.status_code, exc.message, headers=headers)
 
 
-def _submit(services: Services, caller: Caller, body: SubmissionCreate, idempotency_key: str | None) -> SubmissionRecord:
-    return submit(services, problem=body.problem, source=body.source, owner_key=caller.rate_key,
-                  client=caller.client, external_id=body.external_id, callback_url=body.callback_url,
-                  unpublished_too=decide(caller.principal, Action.PROBLEMS_MANAGE),
-                  idempotency_key=idempotency_key_of(idempotency_key))
+def _submit(
+    services: Services, caller: Caller, body: SubmissionCreate, idempotency_key: str | None
+) -> SubmissionRecord:
+    return submit(
+        services,
+        problem=body.problem,
+        source=body.source,
+        owner_key=caller.rate_key,
+        client=caller.client,
+        external_id=body.external_id,
+        callback_url=body.callback_url,
+        unpublished_too=decide(caller.principal, Action.PROBLEMS_MANAGE),
+        idempotency_key=idempotency_key_of(idempotency_key),
+    )
 
 
-@router.post("", response_model=SubmissionPublic, status_code=status.HTTP_202_ACCEPTED,
-             responses={**AUTH_RESPONSES, 200: {"description": "graded within the wait time (with wait=true)"},
-                        403: {"description": "a problem outside this client's scope"},
-                        404: {"description": "unknown problem"}, 413: {"description": "source too large"},
-                        422: {"description": "empty source, malformed body, or a callback URL not allowed"},
-                        409: {"description": "a request with the same Idempotency-Key is being stored (Retry-After)"},
-                        429: {"description": "too many submissions from this client (Retry-After)"},
-                        503: {"description": "the queue is full, or the queue or database unavailable; nothing "
-                                           "stored (Retry-After)"}})
-async def create_submission(body: SubmissionCreate, caller: CallerDep, services: ServicesDep, response: Response,
-                            wait: Annotated[bool, Query(description="wait for the verdict (up to the server's "
-                                                                    "wait timeout) instead of answering 202 at "
-                                                                    "once")] = False,
-                            idempotency_key: Annotated[str | None, Header(
-                                description="a unique key of this request (a UUID): repeating the request with "
-                                            "it within 24 hours answers the submission stored first, so a retry "
-                                            "after a time-out or a 5xx never stores a second one; the same key "
-                                            "with another body is a 422")] = None,
-                            ) -> SubmissionPublic:
+@router.post(
+    "",
+    response_model=SubmissionPublic,
+    status_code=status.HTTP_202_ACCEPTED,
+    responses={
+        **AUTH_RESPONSES,
+        200: {"description": "graded within the wait time (with wait=true)"},
+        403: {"description": "a problem outside this client's scope"},
+        404: {"description": "unknown problem"},
+        413: {"description": "source too large"},
+        422: {"description": "empty source, malformed body, or a callback URL not allowed"},
+        409: {"description": "a request with the same Idempotency-Key is being stored (Retry-After)"},
+        429: {"description": "too many submissions from this client (Retry-After)"},
+        503: {"description": "the queue is full, or the queue or database unavailable; nothing stored (Retry-After)"},
+    },
+)
+async def create_submission(
+    body: SubmissionCreate,
+    caller: CallerDep,
+    services: ServicesDep,
+    response: Response,
+    wait: Annotated[
+        bool,
+        Query(description="wait for the verdict (up to the server's wait timeout) instead of answering 202 at once"),
+    ] = False,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            description="a unique key of this request (a UUID): repeating the request with "
+            "it within 24 hours answers the submission stored first, so a retry "
+            "after a time-out or a 5xx never stores a second one; the same key "
+            "with another body is a 422"
+        ),
+    ] = None,
+) -> SubmissionPublic:
     """Stores and queues a submission. 202 with its id; with `wait=true`, 200 with the verdict
     when grading finishes within the wait timeout (else still 202). Waiting holds no server
     thread: any number of clients may wait at once. Once stored, the answer is that submission
@@ -101,9 +131,15 @@ async def create_submission(body: SubmissionCreate, caller: CallerDep, services:
     return public_submission(current or record)
 
 
-@router.post("/batch", response_model=BatchAnswer, status_code=status.HTTP_202_ACCEPTED,
-             responses={**AUTH_RESPONSES, 422: {"description": "not a list of 1 to 20 submissions"}})
-def create_batch(body: SubmissionBatchCreate, caller: CallerDep, services: ServicesDep, response: Response) -> BatchAnswer:
+@router.post(
+    "/batch",
+    response_model=BatchAnswer,
+    status_code=status.HTTP_202_ACCEPTED,
+    responses={**AUTH_RESPONSES, 422: {"description": "not a list of 1 to 20 submissions"}},
+)
+def create_batch(
+    body: SubmissionBatchCreate, caller: CallerDep, services: ServicesDep, response: Response
+) -> BatchAnswer:
     """Up to 20 submissions at once. Each is checked, admitted and stored on its own: the answer
     lists, in order, an id for each accepted one and the error (HTTP status and detail) of each
     refused one; a 429 or 503 item carries `retry_after_s`, and the answer then has a
@@ -114,8 +150,9 @@ def create_batch(body: SubmissionBatchCreate, caller: CallerDep, services: Servi
             record = _submit(services, caller, item, item.idempotency_key)
             items.append(BatchItem(index=index, id=record.id, status=str(record.status)))
         except SubmitError as exc:
-            items.append(BatchItem(index=index, error=exc.status_code, detail=exc.message,
-                                   retry_after_s=exc.retry_after_s))
+            items.append(
+                BatchItem(index=index, error=exc.status_code, detail=exc.message, retry_after_s=exc.retry_after_s)
+            )
         except Exception as exc:  # the database went away: this item is not stored, those before it are
             if not is_database_fault(exc):
                 raise
@@ -128,9 +165,12 @@ def create_batch(body: SubmissionBatchCreate, caller: CallerDep, services: Servi
 
 
 @router.get("/batch", responses={**AUTH_RESPONSES, 422: {"description": "no ids, more than 20, or unknown fields"}})
-def read_batch(caller: CallerDep, services: ServicesDep,
-               ids: Annotated[str, Query(description="comma-separated submission ids (up to 20)")],
-               fields: FieldsQuery = None) -> JSONResponse:
+def read_batch(
+    caller: CallerDep,
+    services: ServicesDep,
+    ids: Annotated[str, Query(description="comma-separated submission ids (up to 20)")],
+    fields: FieldsQuery = None,
+) -> JSONResponse:
     """Several submissions by id, in the order asked: `{"submissions": [...]}`, with
     `{"id": ..., "error": 404}` for an id that is unknown or not the caller's."""
     wanted = [i.strip() for i in ids.split(",") if i.strip()]
@@ -141,15 +181,22 @@ def read_batch(caller: CallerDep, services: ServicesDep,
     out = []
     for submission_id in wanted:
         record = found.get(submission_id)
-        out.append(_shown(record, chosen) if record is not None and can_read(caller, record)
-                   else {"id": submission_id, "error": 404, "detail": "no such submission"})
+        out.append(
+            _shown(record, chosen)
+            if record is not None and can_read(caller, record)
+            else {"id": submission_id, "error": 404, "detail": "no such submission"}
+        )
     return JSONResponse({"submissions": out})
 
 
 @router.get("", responses=AUTH_RESPONSES)
-def list_submissions(caller: CallerDep, services: ServicesDep,
-                     external_id: Annotated[str | None, Query(description="only those with this external_id")] = None,
-                     limit: Annotated[int, Query(ge=1, le=500)] = 100, fields: FieldsQuery = None) -> JSONResponse:
+def list_submissions(
+    caller: CallerDep,
+    services: ServicesDep,
+    external_id: Annotated[str | None, Query(description="only those with this external_id")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    fields: FieldsQuery = None,
+) -> JSONResponse:
     """The calling client's submissions, newest first: `{"submissions": [...]}` (filter by your
     `external_id`). Instructors and anonymous callers have no list here (the web pages list them)."""
     chosen = _fields(fields)
@@ -159,10 +206,12 @@ def list_submissions(caller: CallerDep, services: ServicesDep,
     return JSONResponse({"submissions": [_shown(r, chosen) for r in records]})
 
 
-@router.get("/{submission_id}", response_model=SubmissionPublic,
-            responses={**AUTH_RESPONSES, 404: {"description": "unknown id, or another owner's submission"}})
-def get_submission(submission_id: str, caller: CallerDep, services: ServicesDep,
-                   fields: FieldsQuery = None) -> Any:
+@router.get(
+    "/{submission_id}",
+    response_model=SubmissionPublic,
+    responses={**AUTH_RESPONSES, 404: {"description": "unknown id, or another owner's submission"}},
+)
+def get_submission(submission_id: str, caller: CallerDep, services: ServicesDep, fields: FieldsQuery = None) -> Any:
     """A submission's status and, once graded, its verdict JSON (only the fields asked for)."""
     chosen = _fields(fields)
     record = services.store.get(submission_id) if SUBMISSION_ID.match(submission_id) else None

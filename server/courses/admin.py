@@ -36,8 +36,9 @@ def parse_time(text: str | None, what: str) -> datetime | None:
     try:
         value = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise CourseError(f"{what}: {text!r} is not a time (ISO 8601, e.g. 2026-12-01T23:59, UTC unless an "
-                          f"offset is given)") from None
+        raise CourseError(
+            f"{what}: {text!r} is not a time (ISO 8601, e.g. 2026-12-01T23:59, UTC unless an offset is given)"
+        ) from None
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
@@ -47,13 +48,21 @@ def _link_ids(engine: Engine, course: Course, problem: str) -> list[int]:
         return []
     link = LtiResourceLink
     with Session(engine) as session:
-        return list(session.execute(select(link.id).where(
-            link.platform_id == course.platform_id, link.deployment_id == course.deployment_id,
-            link.context_id == course.context_id, link.problem == problem)).scalars())
+        return list(
+            session.execute(
+                select(link.id).where(
+                    link.platform_id == course.platform_id,
+                    link.deployment_id == course.deployment_id,
+                    link.context_id == course.context_id,
+                    link.problem == problem,
+                )
+            ).scalars()
+        )
 
 
-def change_assignment(engine: Engine, course: Course, problem: str, policy: Policy,
-                      problems: ProblemRepository) -> Assignment:
+def change_assignment(
+    engine: Engine, course: Course, problem: str, policy: Policy, problems: ProblemRepository
+) -> Assignment:
     """Makes or changes `course`'s assignment of `problem`, then re-sends changed LMS grades.
 
     Raises:

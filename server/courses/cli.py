@@ -18,8 +18,11 @@ from server.console import make_console
 from server.courses.models import Course, CourseError
 from server.courses.rules import GradeRule, LateRule, Policy
 
-courses_app = typer.Typer(help="Courses: assignments with deadlines and late rules, enrollments, extensions, "
-                               "gradebooks (LTI courses are made by launches).", no_args_is_help=True)
+courses_app = typer.Typer(
+    help="Courses: assignments with deadlines and late rules, enrollments, extensions, "
+    "gradebooks (LTI courses are made by launches).",
+    no_args_is_help=True,
+)
 console = make_console()
 err = make_console(stderr=True)
 EXIT_USAGE = 2
@@ -54,9 +57,11 @@ def _problems(problems_dir: Optional[Path]):  # type: ignore[no-untyped-def]
 
 
 @courses_app.command("create")
-def create(key: Annotated[str, typer.Argument(help="short name: lower-case letters, digits, - and _")],
-           title: Annotated[str, typer.Option(help="the course's title")] = "",
-           data_dir: DataDir = None) -> None:
+def create(
+    key: Annotated[str, typer.Argument(help="short name: lower-case letters, digits, - and _")],
+    title: Annotated[str, typer.Option(help="the course's title")] = "",
+    data_dir: DataDir = None,
+) -> None:
     """Create a course."""
     from server.courses.models import CourseStore
 
@@ -78,50 +83,72 @@ def list_courses(data_dir: DataDir = None) -> None:
     for column in ("key", "title", "LMS context", "assignments", "students", "staff", "solutions after deadline"):
         table.add_column(column, overflow="fold")
     for course in store.all():
-        table.add_row(escape(course.key), escape(course.title), escape(course.context_id or "-"),
-                      str(len(store.assignments(course.id))), str(len(store.members(course.id, CourseRole.STUDENT))),
-                      str(len(store.members(course.id, CourseRole.STAFF))),
-                      "yes" if course.solutions_after_deadline else "no")
+        table.add_row(
+            escape(course.key),
+            escape(course.title),
+            escape(course.context_id or "-"),
+            str(len(store.assignments(course.id))),
+            str(len(store.members(course.id, CourseRole.STUDENT))),
+            str(len(store.members(course.id, CourseRole.STAFF))),
+            "yes" if course.solutions_after_deadline else "no",
+        )
     console.print(table)
 
 
 @courses_app.command("assign")
-def assign(key: Annotated[str, typer.Argument(help="the course")],
-           problem: Annotated[str, typer.Argument(help="the problem's slug")],
-           opens: Annotated[str, typer.Option(help="opening time (ISO 8601; empty: open now)")] = "",
-           due: Annotated[str, typer.Option(help="deadline (ISO 8601; empty: none)")] = "",
-           late: Annotated[LateRule, typer.Option(help="after the deadline: none (no credit) or penalty")] =
-           LateRule.PENALTY,
-           penalty_per_day: Annotated[float, typer.Option(help="fraction lost per started day late, 0-1")] = 0.0,
-           penalty_cap: Annotated[float, typer.Option(help="the most that can be lost, 0-1")] = 1.0,
-           grace_minutes: Annotated[int, typer.Option(help="minutes after the deadline still on time (0-1440)")] = 0,
-           rule: Annotated[GradeRule, typer.Option(help="which attempt gives the grade: best or last")] =
-           GradeRule.BEST,
-           data_dir: DataDir = None,
-           problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None) -> None:
+def assign(
+    key: Annotated[str, typer.Argument(help="the course")],
+    problem: Annotated[str, typer.Argument(help="the problem's slug")],
+    opens: Annotated[str, typer.Option(help="opening time (ISO 8601; empty: open now)")] = "",
+    due: Annotated[str, typer.Option(help="deadline (ISO 8601; empty: none)")] = "",
+    late: Annotated[LateRule, typer.Option(help="after the deadline: none (no credit) or penalty")] = LateRule.PENALTY,
+    penalty_per_day: Annotated[float, typer.Option(help="fraction lost per started day late, 0-1")] = 0.0,
+    penalty_cap: Annotated[float, typer.Option(help="the most that can be lost, 0-1")] = 1.0,
+    grace_minutes: Annotated[int, typer.Option(help="minutes after the deadline still on time (0-1440)")] = 0,
+    rule: Annotated[GradeRule, typer.Option(help="which attempt gives the grade: best or last")] = GradeRule.BEST,
+    data_dir: DataDir = None,
+    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+) -> None:
     """Add a problem to a course, or change its dates and rules (LMS grades that change are sent)."""
     from server.courses import admin
 
     engine = _engine(data_dir)
     course = _course(engine, key)
     try:
-        policy = Policy(opens_at=admin.parse_time(opens, "--opens"), due_at=admin.parse_time(due, "--due"),
-                        late_rule=late, penalty_per_day=penalty_per_day, penalty_cap=penalty_cap, grade_rule=rule,
-                        grace_minutes=grace_minutes)
+        policy = Policy(
+            opens_at=admin.parse_time(opens, "--opens"),
+            due_at=admin.parse_time(due, "--due"),
+            late_rule=late,
+            penalty_per_day=penalty_per_day,
+            penalty_cap=penalty_cap,
+            grade_rule=rule,
+            grace_minutes=grace_minutes,
+        )
         admin.change_assignment(engine, course, problem, policy, _problems(problems_dir))
     except (CourseError, ValueError) as exc:
         raise _fail(str(exc)) from None
-    console.print(f"{escape(course.key)}: {escape(problem)} opens {opens or 'now'}, due {due or 'never'}, "
-                  f"late {late.value}" + (f" after {grace_minutes} min of grace" if grace_minutes and due else "") + (f" (-{penalty_per_day:g}/day, at most -{penalty_cap:g})"
-                                          if late == LateRule.PENALTY and due else "") + f", grade {rule.value}")
+    console.print(
+        f"{escape(course.key)}: {escape(problem)} opens {opens or 'now'}, due {due or 'never'}, "
+        f"late {late.value}"
+        + (f" after {grace_minutes} min of grace" if grace_minutes and due else "")
+        + (f" (-{penalty_per_day:g}/day, at most -{penalty_cap:g})" if late == LateRule.PENALTY and due else "")
+        + f", grade {rule.value}"
+    )
 
 
 @courses_app.command("enroll")
-def enroll(key: Annotated[str, typer.Argument(help="the course")],
-           emails: Annotated[list[str], typer.Argument(help="accounts' emails")],
-           role: Annotated[str, typer.Option(help="the course role: student or staff (staff see and manage this "
-                                                  "course's students, gradebook and assignments)")] = "student",
-           data_dir: DataDir = None) -> None:
+def enroll(
+    key: Annotated[str, typer.Argument(help="the course")],
+    emails: Annotated[list[str], typer.Argument(help="accounts' emails")],
+    role: Annotated[
+        str,
+        typer.Option(
+            help="the course role: student or staff (staff see and manage this "
+            "course's students, gradebook and assignments)"
+        ),
+    ] = "student",
+    data_dir: DataDir = None,
+) -> None:
     """Enroll accounts in a course (LTI launches enroll their users by themselves, with the role
     the LMS gives them in that course)."""
     from server.courses import admin
@@ -137,11 +164,18 @@ def enroll(key: Annotated[str, typer.Argument(help="the course")],
 
 
 @courses_app.command("solutions")
-def solutions(key: Annotated[str, typer.Argument(help="the course")],
-              after_deadline: Annotated[str, typer.Argument(help="on: students see the reference solution once "
-                                                                     "their deadline has passed; off: only after "
-                                                                     "their first ACCEPTED")],
-              data_dir: DataDir = None) -> None:
+def solutions(
+    key: Annotated[str, typer.Argument(help="the course")],
+    after_deadline: Annotated[
+        str,
+        typer.Argument(
+            help="on: students see the reference solution once "
+            "their deadline has passed; off: only after "
+            "their first ACCEPTED"
+        ),
+    ],
+    data_dir: DataDir = None,
+) -> None:
     """Whether a course's students see reference solutions after their deadline (on by default
     for courses made here, off for LMS courses: anyone who can make an LMS course is its staff)."""
     from server.courses.models import CourseStore
@@ -151,16 +185,25 @@ def solutions(key: Annotated[str, typer.Argument(help="the course")],
     engine = _engine(data_dir)
     course = _course(engine, key)
     CourseStore(engine).set_solutions_after_deadline(course.id, after_deadline == "on")
-    console.print(f"{escape(course.key)}: reference solutions open "
-                  + ("after the deadline or a first ACCEPTED" if after_deadline == "on" else "after a first ACCEPTED"))
+    console.print(
+        f"{escape(course.key)}: reference solutions open "
+        + ("after the deadline or a first ACCEPTED" if after_deadline == "on" else "after a first ACCEPTED")
+    )
 
 
 @courses_app.command("peers")
-def peers(key: Annotated[str, typer.Argument(help="the course")],
-          show: Annotated[str, typer.Argument(help="on: a student's verdict panel says how many others in the "
-                                                   "course made the same policy mistake and later fixed it; off "
-                                                   "(the default): it does not")],
-          data_dir: DataDir = None) -> None:
+def peers(
+    key: Annotated[str, typer.Argument(help="the course")],
+    show: Annotated[
+        str,
+        typer.Argument(
+            help="on: a student's verdict panel says how many others in the "
+            "course made the same policy mistake and later fixed it; off "
+            "(the default): it does not"
+        ),
+    ],
+    data_dir: DataDir = None,
+) -> None:
     """Whether students see that others in their course made the same mistake and fixed it."""
     from server.courses.models import CourseStore
 
@@ -169,16 +212,20 @@ def peers(key: Annotated[str, typer.Argument(help="the course")],
     engine = _engine(data_dir)
     course = _course(engine, key)
     CourseStore(engine).set_peer_insight(course.id, show == "on")
-    console.print(f"{escape(course.key)}: students {'see' if show == 'on' else 'do not see'} how many others made "
-                  f"the same mistake and fixed it")
+    console.print(
+        f"{escape(course.key)}: students {'see' if show == 'on' else 'do not see'} how many others made "
+        f"the same mistake and fixed it"
+    )
 
 
 @courses_app.command("extend")
-def extend(key: Annotated[str, typer.Argument(help="the course")],
-           problem: Annotated[str, typer.Argument(help="the assignment's problem")],
-           email: Annotated[str, typer.Argument(help="the student's email")],
-           due: Annotated[str, typer.Option(help="their deadline (ISO 8601)")],
-           data_dir: DataDir = None) -> None:
+def extend(
+    key: Annotated[str, typer.Argument(help="the course")],
+    problem: Annotated[str, typer.Argument(help="the assignment's problem")],
+    email: Annotated[str, typer.Argument(help="the student's email")],
+    due: Annotated[str, typer.Option(help="their deadline (ISO 8601)")],
+    data_dir: DataDir = None,
+) -> None:
     """Give one student their own deadline on one assignment."""
     from server.courses import admin
 
@@ -195,10 +242,11 @@ def extend(key: Annotated[str, typer.Argument(help="the course")],
 
 
 @courses_app.command("gradebook")
-def gradebook(key: Annotated[str, typer.Argument(help="the course")],
-              csv_path: Annotated[Optional[Path], typer.Option("--csv", help="write CSV to this file (- : stdout)")]
-              = None,
-              data_dir: DataDir = None) -> None:
+def gradebook(
+    key: Annotated[str, typer.Argument(help="the course")],
+    csv_path: Annotated[Optional[Path], typer.Option("--csv", help="write CSV to this file (- : stdout)")] = None,
+    data_dir: DataDir = None,
+) -> None:
     """Students x assignments: score, attempts, solved time, late."""
     from server.courses.models import CourseStore
 
@@ -210,8 +258,9 @@ def gradebook(key: Annotated[str, typer.Argument(help="the course")],
             print(text, end="")
         else:
             csv_path.write_text(text, encoding="utf-8")
-            console.print(f"wrote {len(book.students)} students x {len(book.assignments)} assignments to "
-                          f"{escape(str(csv_path))}")
+            console.print(
+                f"wrote {len(book.students)} students x {len(book.assignments)} assignments to {escape(str(csv_path))}"
+            )
         return
     table = Table(title=escape(book.course.title), show_header=True, header_style="bold")
     table.add_column("student", overflow="fold")
@@ -223,16 +272,21 @@ def gradebook(key: Annotated[str, typer.Argument(help="the course")],
         for assignment in book.assignments:
             s = book.cells[(student.id, assignment.id)].standing
             cells.append("-" if s.score is None else f"{s.score:.2f} ({s.attempts})" + (" late" if s.late else ""))
-        table.add_row(escape(f"{student.display_name} <{student.email}>"), *cells,
-                      f"{book.solved(student.id)} of {len(book.assignments)}")
+        table.add_row(
+            escape(f"{student.display_name} <{student.email}>"),
+            *cells,
+            f"{book.solved(student.id)} of {len(book.assignments)}",
+        )
     console.print(table)
 
 
-def regrade(slug: Annotated[str, typer.Argument(help="the problem whose submissions to grade again")],
-            wait: Annotated[bool, typer.Option(help="wait for the new verdicts and list those that changed")] = True,
-            timeout: Annotated[float, typer.Option(help="seconds to wait at most")] = 1800.0,
-            data_dir: DataDir = None,
-            problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None) -> None:
+def regrade(
+    slug: Annotated[str, typer.Argument(help="the problem whose submissions to grade again")],
+    wait: Annotated[bool, typer.Option(help="wait for the new verdicts and list those that changed")] = True,
+    timeout: Annotated[float, typer.Option(help="seconds to wait at most")] = 1800.0,
+    data_dir: DataDir = None,
+    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+) -> None:
     """Grade every finished submission of a problem again with its published version (after a new
     version is published; the working folder counts once published): old verdicts are kept,
     changed ones are listed, changed LMS grades are sent. The running judge (server or workers)
@@ -245,8 +299,10 @@ def regrade(slug: Annotated[str, typer.Argument(help="the problem whose submissi
         started = admin.start_regrade(engine, _problems(problems_dir), slug, requested_by="cli")
     except CourseError as exc:
         raise _fail(str(exc)) from None
-    console.print(f"regrade #{started.id}: {started.submissions} submissions of {escape(slug)} queued again "
-                  f"(version {started.problem_version})")
+    console.print(
+        f"regrade #{started.id}: {started.submissions} submissions of {escape(slug)} queued again "
+        f"(version {started.problem_version})"
+    )
     store = RegradeStore(engine)
     deadline = time.monotonic() + timeout
     progress = store.progress(started.id)
@@ -257,13 +313,17 @@ def regrade(slug: Annotated[str, typer.Argument(help="the problem whose submissi
         assert progress is not None
     print_progress(progress)
     if wait and not progress.done:
-        err.print(f"[yellow]{progress.total - progress.finished} still waiting after {timeout:g} s: is the judge "
-                  f"running? `remat-judge problems regrades {started.id}` shows it later[/]")
+        err.print(
+            f"[yellow]{progress.total - progress.finished} still waiting after {timeout:g} s: is the judge "
+            f"running? `remat-judge problems regrades {started.id}` shows it later[/]"
+        )
         raise typer.Exit(1)
 
 
-def regrades(regrade_id: Annotated[Optional[int], typer.Argument(help="one regrade (default: list recent ones)")]
-             = None, data_dir: DataDir = None) -> None:
+def regrades(
+    regrade_id: Annotated[Optional[int], typer.Argument(help="one regrade (default: list recent ones)")] = None,
+    data_dir: DataDir = None,
+) -> None:
     """Recent regrades, or one regrade's progress and changed verdicts."""
     from server.courses.regrade import RegradeStore
 
@@ -273,8 +333,14 @@ def regrades(regrade_id: Annotated[Optional[int], typer.Argument(help="one regra
         for column in ("id", "problem", "version", "submissions", "by", "started (UTC)"):
             table.add_column(column)
         for r in store.recent():
-            table.add_row(str(r.id), escape(r.problem), r.problem_version or "-", str(r.submissions),
-                          escape(r.requested_by), r.created_at.strftime("%Y-%m-%d %H:%M:%S"))
+            table.add_row(
+                str(r.id),
+                escape(r.problem),
+                r.problem_version or "-",
+                str(r.submissions),
+                escape(r.requested_by),
+                r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            )
         console.print(table)
         return
     progress = store.progress(regrade_id)
@@ -292,8 +358,13 @@ def print_progress(progress) -> None:  # type: ignore[no-untyped-def]
     for column in ("by", "submitted (UTC)", "before", "after"):
         table.add_column(column, overflow="fold")
     for c in progress.changes:
-        table.add_row(c.submission_id, escape(c.owner), c.submitted_at.strftime("%Y-%m-%d %H:%M:%S"),
-                      f"{c.old_verdict} ({_score(c.old_score)})", f"{c.new_verdict} ({_score(c.new_score)})")
+        table.add_row(
+            c.submission_id,
+            escape(c.owner),
+            c.submitted_at.strftime("%Y-%m-%d %H:%M:%S"),
+            f"{c.old_verdict} ({_score(c.old_score)})",
+            f"{c.new_verdict} ({_score(c.new_score)})",
+        )
     console.print(table)
 
 

@@ -68,8 +68,9 @@ class Course(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     key: Mapped[str] = mapped_column(String(64), unique=True)
     title: Mapped[str] = mapped_column(String(255))
-    platform_id: Mapped[int | None] = mapped_column(Integer, ForeignKey(
-        "lti_platforms.id", name="fk_courses_platform", ondelete="SET NULL"), nullable=True)
+    platform_id: Mapped[int | None] = mapped_column(
+        Integer, ForeignKey("lti_platforms.id", name="fk_courses_platform", ondelete="SET NULL"), nullable=True
+    )
     deployment_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
     context_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
@@ -90,8 +91,9 @@ class Assignment(Base):
     __tablename__ = "assignments"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    course_id: Mapped[int] = mapped_column(Integer, ForeignKey("courses.id", name="fk_assignments_course",
-                                                               ondelete="CASCADE"))
+    course_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("courses.id", name="fk_assignments_course", ondelete="CASCADE")
+    )
     problem: Mapped[str] = mapped_column(String(64))
     opens_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     due_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
@@ -106,9 +108,15 @@ class Assignment(Base):
     __table_args__ = (UniqueConstraint("course_id", "problem", name="uq_assignments_course_problem"),)
 
     def policy(self) -> Policy:
-        return Policy(opens_at=self.opens_at, due_at=self.due_at, late_rule=LateRule(self.late_rule),
-                      penalty_per_day=self.penalty_per_day, penalty_cap=self.penalty_cap,
-                      grade_rule=GradeRule(self.grade_rule), grace_minutes=self.grace_minutes or 0)
+        return Policy(
+            opens_at=self.opens_at,
+            due_at=self.due_at,
+            late_rule=LateRule(self.late_rule),
+            penalty_per_day=self.penalty_per_day,
+            penalty_cap=self.penalty_cap,
+            grade_rule=GradeRule(self.grade_rule),
+            grace_minutes=self.grace_minutes or 0,
+        )
 
 
 class Enrollment(Base):
@@ -117,8 +125,9 @@ class Enrollment(Base):
     __tablename__ = "enrollments"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    course_id: Mapped[int] = mapped_column(Integer, ForeignKey("courses.id", name="fk_enrollments_course",
-                                                               ondelete="CASCADE"))
+    course_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("courses.id", name="fk_enrollments_course", ondelete="CASCADE")
+    )
     user_id: Mapped[int] = mapped_column(Integer, ForeignKey("users.id", name="fk_enrollments_user"), index=True)
     role: Mapped[CourseRole] = mapped_column(_enum(CourseRole, "enrollment_role"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
@@ -132,8 +141,9 @@ class Extension(Base):
     __tablename__ = "extensions"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    assignment_id: Mapped[int] = mapped_column(Integer, ForeignKey("assignments.id", name="fk_extensions_assignment",
-                                                                   ondelete="CASCADE"))
+    assignment_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("assignments.id", name="fk_extensions_assignment", ondelete="CASCADE")
+    )
     user_id: Mapped[int] = mapped_column(Integer, ForeignKey("users.id", name="fk_extensions_user"))
     due_at: Mapped[datetime] = mapped_column(UTCDateTime())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
@@ -180,11 +190,21 @@ class Gradebook:
             for assignment in self.assignments:
                 cell = self.cells[(student.id, assignment.id)]
                 s = cell.standing
-                writer.writerow([_cell_text(v) for v in (
-                    student.contact_email or student.email, student.display_name, assignment.problem,
-                    "" if s.score is None else f"{s.score:.4f}", s.attempts,
-                    s.solved_at.isoformat() if s.solved_at else "", "yes" if s.late else "no",
-                    cell.extension_due_at.isoformat() if cell.extension_due_at else "")])
+                writer.writerow(
+                    [
+                        _cell_text(v)
+                        for v in (
+                            student.contact_email or student.email,
+                            student.display_name,
+                            assignment.problem,
+                            "" if s.score is None else f"{s.score:.4f}",
+                            s.attempts,
+                            s.solved_at.isoformat() if s.solved_at else "",
+                            "yes" if s.late else "no",
+                            cell.extension_due_at.isoformat() if cell.extension_due_at else "",
+                        )
+                    ]
+                )
         return out.getvalue()
 
 
@@ -216,8 +236,9 @@ class CourseStore:
             CourseError: a bad key (lower-case letters, digits, - and _, 1-64) or one in use.
         """
         if not COURSE_KEY.match(key):
-            raise CourseError("a course key is 1-64 lower-case letters, digits, - or _, starting with a letter or "
-                              "digit")
+            raise CourseError(
+                "a course key is 1-64 lower-case letters, digits, - or _, starting with a letter or digit"
+            )
         title = title.strip()[:255] or key
         try:
             with self._sessions.begin() as session:
@@ -230,8 +251,11 @@ class CourseStore:
     def for_context(self, *, platform_id: int, deployment_id: str, context_id: str, title: str | None) -> Course:
         """The course of an LMS context, made at its first launch (key `context_key`); its
         title follows the platform's."""
-        key = (Course.platform_id == platform_id, Course.deployment_id == deployment_id,
-               Course.context_id == context_id)
+        key = (
+            Course.platform_id == platform_id,
+            Course.deployment_id == deployment_id,
+            Course.context_id == context_id,
+        )
         for _ in range(3):
             with self._sessions.begin() as session:
                 course = session.execute(select(Course).where(*key)).scalar_one_or_none()
@@ -241,10 +265,15 @@ class CourseStore:
                     return course
             try:
                 with self._sessions.begin() as session:
-                    course = Course(key=context_key(platform_id, deployment_id, context_id),
-                                    title=(title or context_id)[:255], platform_id=platform_id,
-                                    deployment_id=deployment_id, context_id=context_id,
-                                    solutions_after_deadline=False, created_at=utcnow())
+                    course = Course(
+                        key=context_key(platform_id, deployment_id, context_id),
+                        title=(title or context_id)[:255],
+                        platform_id=platform_id,
+                        deployment_id=deployment_id,
+                        context_id=context_id,
+                        solutions_after_deadline=False,
+                        created_at=utcnow(),
+                    )
                     session.add(course)
                 return course
             except IntegrityError:  # a concurrent first launch made it
@@ -262,37 +291,63 @@ class CourseStore:
     def staffed_by(self, user_id: int) -> list[Course]:
         """The courses `user_id` is staff of."""
         with self._sessions() as session:
-            return list(session.execute(select(Course).join(Enrollment, Enrollment.course_id == Course.id).where(
-                Enrollment.user_id == user_id, Enrollment.role == CourseRole.STAFF)
-                .order_by(Course.title, Course.id)).scalars())
+            return list(
+                session.execute(
+                    select(Course)
+                    .join(Enrollment, Enrollment.course_id == Course.id)
+                    .where(Enrollment.user_id == user_id, Enrollment.role == CourseRole.STAFF)
+                    .order_by(Course.title, Course.id)
+                ).scalars()
+            )
 
     def peer_insight_courses(self, user_id: int, problem: str) -> list[int]:
         """Ids of the courses where `user_id` is a student, `problem` an assignment, and the
         staff turned peer insight on."""
         with self._sessions() as session:
-            return list(session.execute(select(Course.id).join(Enrollment, Enrollment.course_id == Course.id)
-                                        .join(Assignment, Assignment.course_id == Course.id).where(
-                Enrollment.user_id == user_id, Enrollment.role == CourseRole.STUDENT, Course.peer_insight.is_(True),
-                Assignment.problem == problem)).scalars())
+            return list(
+                session.execute(
+                    select(Course.id)
+                    .join(Enrollment, Enrollment.course_id == Course.id)
+                    .join(Assignment, Assignment.course_id == Course.id)
+                    .where(
+                        Enrollment.user_id == user_id,
+                        Enrollment.role == CourseRole.STUDENT,
+                        Course.peer_insight.is_(True),
+                        Assignment.problem == problem,
+                    )
+                ).scalars()
+            )
 
     def set_peer_insight(self, course_id: int, value: bool) -> None:
         """Turns the "others made the same mistake and fixed it" line on or off for a course."""
         with self._sessions.begin() as session:
-            session.execute(update(Course).where(Course.id == course_id).values(peer_insight=value)
-                            .execution_options(synchronize_session=False))
+            session.execute(
+                update(Course)
+                .where(Course.id == course_id)
+                .values(peer_insight=value)
+                .execution_options(synchronize_session=False)
+            )
 
     def set_solutions_after_deadline(self, course_id: int, value: bool) -> None:
         with self._sessions.begin() as session:
-            session.execute(update(Course).where(Course.id == course_id).values(solutions_after_deadline=value)
-                            .execution_options(synchronize_session=False))
+            session.execute(
+                update(Course)
+                .where(Course.id == course_id)
+                .values(solutions_after_deadline=value)
+                .execution_options(synchronize_session=False)
+            )
 
     def course_of_link(self, *, platform_id: int, deployment_id: str, context_id: str | None) -> Course | None:
         if context_id is None:
             return None
         with self._sessions() as session:
-            return session.execute(select(Course).where(
-                Course.platform_id == platform_id, Course.deployment_id == deployment_id,
-                Course.context_id == context_id)).scalar_one_or_none()
+            return session.execute(
+                select(Course).where(
+                    Course.platform_id == platform_id,
+                    Course.deployment_id == deployment_id,
+                    Course.context_id == context_id,
+                )
+            ).scalar_one_or_none()
 
     # -- enrollments ------------------------------------------------------------------------------
 
@@ -306,8 +361,9 @@ class CourseStore:
         conditions = [getattr(table, name) == value for name, value in key.items()]
         for _ in range(2):
             with self._sessions.begin() as session:
-                if session.execute(update(table).where(*conditions).values(**values)
-                                   .execution_options(synchronize_session=False)).rowcount:
+                if session.execute(
+                    update(table).where(*conditions).values(**values).execution_options(synchronize_session=False)
+                ).rowcount:
                     return
             try:
                 with self._sessions.begin() as session:
@@ -318,8 +374,12 @@ class CourseStore:
         raise RuntimeError(f"could not store the {table.__tablename__} row")
 
     def members(self, course_id: int, role: CourseRole | None = None) -> list[UserRecord]:
-        query = (select(UserRecord).join(Enrollment, Enrollment.user_id == UserRecord.id)
-                 .where(Enrollment.course_id == course_id).order_by(UserRecord.display_name, UserRecord.id))
+        query = (
+            select(UserRecord)
+            .join(Enrollment, Enrollment.user_id == UserRecord.id)
+            .where(Enrollment.course_id == course_id)
+            .order_by(UserRecord.display_name, UserRecord.id)
+        )
         if role is not None:
             query = query.where(Enrollment.role == role)
         with self._sessions() as session:
@@ -329,9 +389,11 @@ class CourseStore:
         """The course's member whose sign-in email or LMS contact email is `email` (case
         ignored); None when nobody or more than one member matches."""
         email = email.strip().lower()
-        query = (select(UserRecord).join(Enrollment, Enrollment.user_id == UserRecord.id)
-                 .where(Enrollment.course_id == course_id,
-                        or_(UserRecord.email == email, UserRecord.contact_email == email)))
+        query = (
+            select(UserRecord)
+            .join(Enrollment, Enrollment.user_id == UserRecord.id)
+            .where(Enrollment.course_id == course_id, or_(UserRecord.email == email, UserRecord.contact_email == email))
+        )
         with self._sessions() as session:
             found = list(session.execute(query.limit(2)).scalars())
         return found[0] if len(found) == 1 else None
@@ -340,13 +402,17 @@ class CourseStore:
 
     def assignments(self, course_id: int) -> list[Assignment]:
         with self._sessions() as session:
-            return list(session.execute(select(Assignment).where(Assignment.course_id == course_id)
-                                        .order_by(Assignment.problem)).scalars())
+            return list(
+                session.execute(
+                    select(Assignment).where(Assignment.course_id == course_id).order_by(Assignment.problem)
+                ).scalars()
+            )
 
     def assignment(self, course_id: int, problem: str) -> Assignment | None:
         with self._sessions() as session:
-            return session.execute(select(Assignment).where(Assignment.course_id == course_id,
-                                                            Assignment.problem == problem)).scalar_one_or_none()
+            return session.execute(
+                select(Assignment).where(Assignment.course_id == course_id, Assignment.problem == problem)
+            ).scalar_one_or_none()
 
     def ensure_assignment(self, course_id: int, problem: str) -> Assignment:
         """The course's assignment of `problem`, made with the default rules (open now and
@@ -358,10 +424,17 @@ class CourseStore:
             try:
                 with self._sessions.begin() as session:
                     now = utcnow()
-                    made = Assignment(course_id=course_id, problem=problem, late_rule=LateRule.PENALTY,
-                                      penalty_per_day=0.0, penalty_cap=1.0, grade_rule=GradeRule.BEST,
-                                      grace_minutes=0,
-                                      created_at=now, updated_at=now)
+                    made = Assignment(
+                        course_id=course_id,
+                        problem=problem,
+                        late_rule=LateRule.PENALTY,
+                        penalty_per_day=0.0,
+                        penalty_cap=1.0,
+                        grade_rule=GradeRule.BEST,
+                        grace_minutes=0,
+                        created_at=now,
+                        updated_at=now,
+                    )
                     session.add(made)
                 return made
             except IntegrityError:
@@ -373,8 +446,9 @@ class CourseStore:
         `Policy` itself: penalties in [0, 1], the deadline not before the opening)."""
         self.ensure_assignment(course_id, problem)
         with self._sessions.begin() as session:
-            assignment = session.execute(select(Assignment).where(
-                Assignment.course_id == course_id, Assignment.problem == problem)).scalar_one()
+            assignment = session.execute(
+                select(Assignment).where(Assignment.course_id == course_id, Assignment.problem == problem)
+            ).scalar_one()
             assignment.opens_at, assignment.due_at = policy.opens_at, policy.due_at
             assignment.late_rule, assignment.grade_rule = policy.late_rule, policy.grade_rule
             assignment.penalty_per_day, assignment.penalty_cap = policy.penalty_per_day, policy.penalty_cap
@@ -390,8 +464,9 @@ class CourseStore:
 
     def extension(self, assignment_id: int, user_id: int) -> datetime | None:
         with self._sessions() as session:
-            return session.execute(select(Extension.due_at).where(Extension.assignment_id == assignment_id,
-                                                                  Extension.user_id == user_id)).scalar_one_or_none()
+            return session.execute(
+                select(Extension.due_at).where(Extension.assignment_id == assignment_id, Extension.user_id == user_id)
+            ).scalar_one_or_none()
 
     def due_dates_for(self, user_id: int, problem: str) -> list[tuple[Course, Assignment, datetime | None]]:
         """The assignments of `problem` in the courses `user_id` is a student of, each with the
@@ -403,7 +478,8 @@ class CourseStore:
                 .join(Enrollment, (Enrollment.course_id == Course.id) & (Enrollment.user_id == user_id))
                 .outerjoin(Extension, (Extension.assignment_id == Assignment.id) & (Extension.user_id == user_id))
                 .where(Assignment.problem == problem, Enrollment.role == CourseRole.STUDENT)
-                .order_by(Course.title)).all()
+                .order_by(Course.title)
+            ).all()
         return [(course, assignment, extension) for course, assignment, extension in rows]
 
     # -- standings --------------------------------------------------------------------------------
@@ -413,11 +489,16 @@ class CourseStore:
         if not user_ids or not problems:
             return found
         with self._sessions() as session:
-            rows = session.execute(select(SubmissionRecord.id, SubmissionRecord.user_id, SubmissionRecord.problem,
-                                          SubmissionRecord.created_at, SubmissionRecord.verdict,
-                                          SubmissionRecord.score)
-                                   .where(SubmissionRecord.user_id.in_(user_ids),
-                                          SubmissionRecord.problem.in_(problems))).all()
+            rows = session.execute(
+                select(
+                    SubmissionRecord.id,
+                    SubmissionRecord.user_id,
+                    SubmissionRecord.problem,
+                    SubmissionRecord.created_at,
+                    SubmissionRecord.verdict,
+                    SubmissionRecord.score,
+                ).where(SubmissionRecord.user_id.in_(user_ids), SubmissionRecord.problem.in_(problems))
+            ).all()
         for sid, uid, problem, created_at, verdict, score in rows:
             found.setdefault((uid, problem), []).append(Attempt(sid, created_at, verdict, score))
         return found
@@ -437,13 +518,22 @@ class CourseStore:
         ids = [s.id for s in students]
         attempts = self._attempts(ids, [a.problem for a in assignments])
         with self._sessions() as session:
-            extensions = {(e.user_id, e.assignment_id): e.due_at for e in session.execute(
-                select(Extension).where(Extension.assignment_id.in_([a.id for a in assignments]))).scalars()}
+            extensions = {
+                (e.user_id, e.assignment_id): e.due_at
+                for e in session.execute(
+                    select(Extension).where(Extension.assignment_id.in_([a.id for a in assignments]))
+                ).scalars()
+            }
         cells = {}
         for student in students:
             for assignment in assignments:
                 extension = extensions.get((student.id, assignment.id))
                 cells[(student.id, assignment.id)] = Cell(
-                    standing(attempts.get((student.id, assignment.problem), []), assignment.policy(),
-                             extension_due_at=extension), extension)
+                    standing(
+                        attempts.get((student.id, assignment.problem), []),
+                        assignment.policy(),
+                        extension_due_at=extension,
+                    ),
+                    extension,
+                )
         return Gradebook(course=course, assignments=assignments, students=students, cells=cells)

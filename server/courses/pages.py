@@ -45,9 +45,18 @@ ServicesDep = Annotated[Services, Depends(get_services)]
 
 
 def _render(request: Request, name: str, user: UserRecord, status_code: int = 200, **context: Any) -> HTMLResponse:
-    response = templates.TemplateResponse(request, name, {
-        "user": user, "principal": request.scope.get("remat_principal", ANONYMOUS), "csrf": csrf_token(request),
-        "bundle": (WEB_DIR / "static" / "dist" / "app.js").exists(), **context}, status_code=status_code)
+    response = templates.TemplateResponse(
+        request,
+        name,
+        {
+            "user": user,
+            "principal": request.scope.get("remat_principal", ANONYMOUS),
+            "csrf": csrf_token(request),
+            "bundle": (WEB_DIR / "static" / "dist" / "app.js").exists(),
+            **context,
+        },
+        status_code=status_code,
+    )
     response.headers["Cache-Control"] = "no-store"
     return response
 
@@ -65,14 +74,25 @@ def _course(services: Services, key: str, principal: Principal, action: Action =
     if target is None or not decide(principal, Action.COURSE_VIEW, target):
         raise HTTPException(status.HTTP_404_NOT_FOUND, "no such course")
     if not decide(principal, action, target):
-        raise HTTPException(status.HTTP_403_FORBIDDEN, "your role in this course does not allow that"
-                            + (": an LMS course's students come from the LMS" if action == Action.COURSE_ENROLL
-                               else ""))
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN,
+            "your role in this course does not allow that"
+            + (": an LMS course's students come from the LMS" if action == Action.COURSE_ENROLL else ""),
+        )
     return course
 
 
-def _course_page(request: Request, services: Services, user: UserRecord, principal: Principal, course: Course, *,
-                 status_code: int = 200, error: str | None = None, notice: str | None = None) -> HTMLResponse:
+def _course_page(
+    request: Request,
+    services: Services,
+    user: UserRecord,
+    principal: Principal,
+    course: Course,
+    *,
+    status_code: int = 200,
+    error: str | None = None,
+    notice: str | None = None,
+) -> HTMLResponse:
     store = CourseStore(_engine(services))
     book = store.gradebook(course)
     assigned = {a.problem for a in book.assignments}
@@ -81,19 +101,30 @@ def _course_page(request: Request, services: Services, user: UserRecord, princip
         from server.lti.passback import PassbackStore  # LTI courses only
 
         undelivered = PassbackStore(_engine(services)).undelivered_in_course(
-            platform_id=course.platform_id, deployment_id=course.deployment_id, context_id=course.context_id)
+            platform_id=course.platform_id, deployment_id=course.deployment_id, context_id=course.context_id
+        )
     target = CourseTarget.of(course)
     published_only = not decide(principal, Action.PROBLEMS_MANAGE)
-    return _render(request, "course.html", user, status_code=status_code, course=course, book=book,
-                   unassigned=[p for p in services.problems.all(published_only=published_only)
-                               if p.slug not in assigned],
-                   instructors=store.members(course.id, role=None), error=error, notice=notice,
-                   unpublished={a.problem for a in book.assignments if not services.problems.is_published(a.problem)},
-                   late_rules=list(LateRule), grade_rules=list(GradeRule),
-                   may_enroll=decide(principal, Action.COURSE_ENROLL, target),
-                   may_configure=decide(principal, Action.COURSE_SETTINGS, target),
-                   course_roles=list(CourseRole), undelivered=undelivered,
-                   undelivered_reasons=sorted({reason for _, reason in undelivered.values()}))
+    return _render(
+        request,
+        "course.html",
+        user,
+        status_code=status_code,
+        course=course,
+        book=book,
+        unassigned=[p for p in services.problems.all(published_only=published_only) if p.slug not in assigned],
+        instructors=store.members(course.id, role=None),
+        error=error,
+        notice=notice,
+        unpublished={a.problem for a in book.assignments if not services.problems.is_published(a.problem)},
+        late_rules=list(LateRule),
+        grade_rules=list(GradeRule),
+        may_enroll=decide(principal, Action.COURSE_ENROLL, target),
+        may_configure=decide(principal, Action.COURSE_SETTINGS, target),
+        course_roles=list(CourseRole),
+        undelivered=undelivered,
+        undelivered_reasons=sorted({reason for _, reason in undelivered.values()}),
+    )
 
 
 @router.get("/instructor/courses", response_class=HTMLResponse)
@@ -101,49 +132,85 @@ def courses(request: Request, services: ServicesDep, user: OptionalUser, princip
     """The courses this user teaches (every course, for an admin)."""
     user = require_teacher(user, principal, request)
     store = CourseStore(_engine(services))
-    return _render(request, "courses.html", user, courses=store.all() if principal.admin else store.staffed_by(user.id),
-                   may_create=decide(principal, Action.COURSES_CREATE))
+    return _render(
+        request,
+        "courses.html",
+        user,
+        courses=store.all() if principal.admin else store.staffed_by(user.id),
+        may_create=decide(principal, Action.COURSES_CREATE),
+    )
 
 
 @router.post("/instructor/courses", response_class=HTMLResponse)
-def create_course(request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep,
-                  key: Annotated[str, Form()] = "", title: Annotated[str, Form()] = "",
-                  csrf_token: Annotated[str, Form()] = "") -> Response:
+def create_course(
+    request: Request,
+    services: ServicesDep,
+    user: OptionalUser,
+    principal: PrincipalDep,
+    key: Annotated[str, Form()] = "",
+    title: Annotated[str, Form()] = "",
+    csrf_token: Annotated[str, Form()] = "",
+) -> Response:
     user = require_action(user, principal, request, Action.COURSES_CREATE)
     check_csrf(request, csrf_token)
     store = CourseStore(_engine(services))
     try:
         course = store.create(key.strip(), title)
     except CourseError as exc:
-        return _render(request, "courses.html", user, courses=store.all(), error=str(exc), may_create=True,
-                       status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
+        return _render(
+            request,
+            "courses.html",
+            user,
+            courses=store.all(),
+            error=str(exc),
+            may_create=True,
+            status_code=status.HTTP_422_UNPROCESSABLE_CONTENT,
+        )
     return RedirectResponse(f"/instructor/courses/{course.key}", status_code=status.HTTP_303_SEE_OTHER)
 
 
 @router.get("/instructor/courses/{key}", response_class=HTMLResponse)
-def course_page(key: str, request: Request, services: ServicesDep, user: OptionalUser,
-                principal: PrincipalDep) -> HTMLResponse:
+def course_page(
+    key: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep
+) -> HTMLResponse:
     user = require_teacher(user, principal, request)
     return _course_page(request, services, user, principal, _course(services, key, principal))
 
 
 @router.get("/instructor/courses/{key}/gradebook.csv")
-def gradebook_csv(key: str, request: Request, services: ServicesDep, user: OptionalUser,
-                  principal: PrincipalDep) -> Response:
+def gradebook_csv(
+    key: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep
+) -> Response:
     require_teacher(user, principal, request)
     course = _course(services, key, principal)
     text = CourseStore(_engine(services)).gradebook(course).csv()
-    return Response(text, media_type="text/csv; charset=utf-8", headers={
-        "Content-Disposition": f'attachment; filename="{course.key}-gradebook.csv"', "Cache-Control": "no-store"})
+    return Response(
+        text,
+        media_type="text/csv; charset=utf-8",
+        headers={
+            "Content-Disposition": f'attachment; filename="{course.key}-gradebook.csv"',
+            "Cache-Control": "no-store",
+        },
+    )
 
 
 @router.post("/instructor/courses/{key}/assignments", response_class=HTMLResponse)
-def set_assignment(key: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep,
-                   problem: Annotated[str, Form()] = "", opens_at: Annotated[str, Form()] = "",
-                   due_at: Annotated[str, Form()] = "", late_rule: Annotated[str, Form()] = "penalty",
-                   penalty_per_day: Annotated[str, Form()] = "0", penalty_cap: Annotated[str, Form()] = "1",
-                   grade_rule: Annotated[str, Form()] = "best", grace_minutes: Annotated[str, Form()] = "0",
-                   csrf_token: Annotated[str, Form()] = "") -> Response:
+def set_assignment(
+    key: str,
+    request: Request,
+    services: ServicesDep,
+    user: OptionalUser,
+    principal: PrincipalDep,
+    problem: Annotated[str, Form()] = "",
+    opens_at: Annotated[str, Form()] = "",
+    due_at: Annotated[str, Form()] = "",
+    late_rule: Annotated[str, Form()] = "penalty",
+    penalty_per_day: Annotated[str, Form()] = "0",
+    penalty_cap: Annotated[str, Form()] = "1",
+    grade_rule: Annotated[str, Form()] = "best",
+    grace_minutes: Annotated[str, Form()] = "0",
+    csrf_token: Annotated[str, Form()] = "",
+) -> Response:
     """Adds or changes an assignment. Penalties are entered in percent (10 = 10% per day), the
     grace period in whole minutes."""
     user = require_teacher(user, principal, request)
@@ -164,20 +231,41 @@ def set_assignment(key: str, request: Request, services: ServicesDep, user: Opti
             late, rule = LateRule(late_rule), GradeRule(grade_rule)
         except ValueError:
             raise CourseError("late rule: none or penalty; grade rule: best or last") from None
-        policy = Policy(opens_at=admin.parse_time(opens_at, "opening time"), due_at=admin.parse_time(due_at, "deadline"),
-                        late_rule=late, penalty_per_day=per_day, penalty_cap=cap, grade_rule=rule,
-                        grace_minutes=grace)
+        policy = Policy(
+            opens_at=admin.parse_time(opens_at, "opening time"),
+            due_at=admin.parse_time(due_at, "deadline"),
+            late_rule=late,
+            penalty_per_day=per_day,
+            penalty_cap=cap,
+            grade_rule=rule,
+            grace_minutes=grace,
+        )
         admin.change_assignment(_engine(services), course, problem, policy, services.problems)
     except (CourseError, ValueError) as exc:
-        return _course_page(request, services, user, principal, course, error=str(exc),
-                            status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
+        return _course_page(
+            request,
+            services,
+            user,
+            principal,
+            course,
+            error=str(exc),
+            status_code=status.HTTP_422_UNPROCESSABLE_CONTENT,
+        )
     return RedirectResponse(f"/instructor/courses/{course.key}", status_code=status.HTTP_303_SEE_OTHER)
 
 
 @router.post("/instructor/courses/{key}/extensions", response_class=HTMLResponse)
-def add_extension(key: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep,
-                  problem: Annotated[str, Form()] = "", email: Annotated[str, Form()] = "",
-                  due_at: Annotated[str, Form()] = "", csrf_token: Annotated[str, Form()] = "") -> Response:
+def add_extension(
+    key: str,
+    request: Request,
+    services: ServicesDep,
+    user: OptionalUser,
+    principal: PrincipalDep,
+    problem: Annotated[str, Form()] = "",
+    email: Annotated[str, Form()] = "",
+    due_at: Annotated[str, Form()] = "",
+    csrf_token: Annotated[str, Form()] = "",
+) -> Response:
     user = require_teacher(user, principal, request)
     check_csrf(request, csrf_token)
     course = _course(services, key, principal, Action.COURSE_EDIT)
@@ -187,15 +275,29 @@ def add_extension(key: str, request: Request, services: ServicesDep, user: Optio
             raise CourseError("give the student's deadline")
         admin.extend(_engine(services), course, problem, email.strip(), when)
     except CourseError as exc:
-        return _course_page(request, services, user, principal, course, error=str(exc),
-                            status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
+        return _course_page(
+            request,
+            services,
+            user,
+            principal,
+            course,
+            error=str(exc),
+            status_code=status.HTTP_422_UNPROCESSABLE_CONTENT,
+        )
     return RedirectResponse(f"/instructor/courses/{course.key}", status_code=status.HTTP_303_SEE_OTHER)
 
 
 @router.post("/instructor/courses/{key}/enrollments", response_class=HTMLResponse)
-def add_enrollment(key: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep,
-                   email: Annotated[str, Form()] = "", role: Annotated[str, Form()] = "student",
-                   csrf_token: Annotated[str, Form()] = "") -> Response:
+def add_enrollment(
+    key: str,
+    request: Request,
+    services: ServicesDep,
+    user: OptionalUser,
+    principal: PrincipalDep,
+    email: Annotated[str, Form()] = "",
+    role: Annotated[str, Form()] = "student",
+    csrf_token: Annotated[str, Form()] = "",
+) -> Response:
     """Enrolls an account by email: admins, and the staff of a course an admin made (an LMS
     course's roster comes from its launches)."""
     user = require_teacher(user, principal, request)
@@ -204,15 +306,28 @@ def add_enrollment(key: str, request: Request, services: ServicesDep, user: Opti
     try:
         admin.enroll(_engine(services), course, email.strip(), role)
     except CourseError as exc:
-        return _course_page(request, services, user, principal, course, error=str(exc),
-                            status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
+        return _course_page(
+            request,
+            services,
+            user,
+            principal,
+            course,
+            error=str(exc),
+            status_code=status.HTTP_422_UNPROCESSABLE_CONTENT,
+        )
     return RedirectResponse(f"/instructor/courses/{course.key}", status_code=status.HTTP_303_SEE_OTHER)
 
 
 @router.post("/instructor/courses/{key}/settings", response_class=HTMLResponse)
-def course_settings(key: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep,
-                    solutions_after_deadline: Annotated[str, Form()] = "",
-                    csrf_token: Annotated[str, Form()] = "") -> Response:
+def course_settings(
+    key: str,
+    request: Request,
+    services: ServicesDep,
+    user: OptionalUser,
+    principal: PrincipalDep,
+    solutions_after_deadline: Annotated[str, Form()] = "",
+    csrf_token: Annotated[str, Form()] = "",
+) -> Response:
     """Whether the course's students see the reference solution once their deadline has passed
     (admins only: see `Course.solutions_after_deadline`)."""
     require_teacher(user, principal, request)
@@ -223,8 +338,15 @@ def course_settings(key: str, request: Request, services: ServicesDep, user: Opt
 
 
 @router.post("/instructor/courses/{key}/peers", response_class=HTMLResponse)
-def course_peers(key: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep,
-                 peer_insight: Annotated[str, Form()] = "", csrf_token: Annotated[str, Form()] = "") -> Response:
+def course_peers(
+    key: str,
+    request: Request,
+    services: ServicesDep,
+    user: OptionalUser,
+    principal: PrincipalDep,
+    peer_insight: Annotated[str, Form()] = "",
+    csrf_token: Annotated[str, Form()] = "",
+) -> Response:
     """Whether the course's students see how many others made the same mistake and fixed it
     (the course's staff decide: `Course.peer_insight`)."""
     require_teacher(user, principal, request)
@@ -234,8 +356,9 @@ def course_peers(key: str, request: Request, services: ServicesDep, user: Option
     return RedirectResponse(f"/instructor/courses/{course.key}", status_code=status.HTTP_303_SEE_OTHER)
 
 
-def _insight_page(request: Request, services: Services, user: UserRecord, slug: str, version: str | None,
-                  course: Course | None) -> HTMLResponse:
+def _insight_page(
+    request: Request, services: Services, user: UserRecord, slug: str, version: str | None, course: Course | None
+) -> HTMLResponse:
     from server.insight import insight, versions
 
     known = versions(_engine(services), slug)
@@ -252,8 +375,15 @@ def _insight_page(request: Request, services: Services, user: UserRecord, slug: 
 
 
 @router.get("/instructor/courses/{key}/insight/{slug}", response_class=HTMLResponse)
-def course_insight(key: str, slug: str, request: Request, services: ServicesDep, user: OptionalUser,
-                   principal: PrincipalDep, version: str | None = None) -> HTMLResponse:
+def course_insight(
+    key: str,
+    slug: str,
+    request: Request,
+    services: ServicesDep,
+    user: OptionalUser,
+    principal: PrincipalDep,
+    version: str | None = None,
+) -> HTMLResponse:
     """For the course's staff: the policies the course's students made on one of its problems,
     and identical programs among them (`server.insight`)."""
     user = require_teacher(user, principal, request)
@@ -264,16 +394,28 @@ def course_insight(key: str, slug: str, request: Request, services: ServicesDep,
 
 
 @router.get("/instructor/problems/{slug}/insight", response_class=HTMLResponse)
-def problem_insight(slug: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep,
-                    version: str | None = None) -> HTMLResponse:
+def problem_insight(
+    slug: str,
+    request: Request,
+    services: ServicesDep,
+    user: OptionalUser,
+    principal: PrincipalDep,
+    version: str | None = None,
+) -> HTMLResponse:
     """For admins: the policies every submitter made on a problem, and identical programs."""
     user = require_action(user, principal, request, Action.SUBMISSIONS_ALL)
     return _insight_page(request, services, user, slug, version, None)
 
 
 @router.post("/instructor/problems/{slug}/regrade")
-def start_regrade(slug: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep,
-                  csrf_token: Annotated[str, Form()] = "") -> Response:
+def start_regrade(
+    slug: str,
+    request: Request,
+    services: ServicesDep,
+    user: OptionalUser,
+    principal: PrincipalDep,
+    csrf_token: Annotated[str, Form()] = "",
+) -> Response:
     user = require_action(user, principal, request, Action.PROBLEMS_REGRADE)
     check_csrf(request, csrf_token)
     try:
@@ -286,8 +428,13 @@ def start_regrade(slug: str, request: Request, services: ServicesDep, user: Opti
 
 
 @router.get("/instructor/regrades/{regrade_id}", response_class=HTMLResponse)
-def regrade_page(request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep,
-                 regrade_id: Annotated[int, PathParam(ge=1, le=2**31 - 1)]) -> HTMLResponse:
+def regrade_page(
+    request: Request,
+    services: ServicesDep,
+    user: OptionalUser,
+    principal: PrincipalDep,
+    regrade_id: Annotated[int, PathParam(ge=1, le=2**31 - 1)],
+) -> HTMLResponse:
     user = require_action(user, principal, request, Action.PROBLEMS_REGRADE)
     progress = RegradeStore(_engine(services)).progress(regrade_id)
     if progress is None:

@@ -24,8 +24,16 @@ from sqlalchemy import ForeignKey, Float, Integer, String, Text, UniqueConstrain
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
-from server.db import (FINISHED, Base, CallbackStatus, SubmissionRecord, SubmissionStatus, UserRecord, UTCDateTime,
-                       utcnow)
+from server.db import (
+    FINISHED,
+    Base,
+    CallbackStatus,
+    SubmissionRecord,
+    SubmissionStatus,
+    UserRecord,
+    UTCDateTime,
+    utcnow,
+)
 
 
 class Regrade(Base):
@@ -47,11 +55,12 @@ class RegradedVerdict(Base):
     __tablename__ = "regraded_verdicts"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    regrade_id: Mapped[int] = mapped_column(Integer, ForeignKey("regrades.id", name="fk_regraded_verdicts_regrade",
-                                                                ondelete="CASCADE"), index=True)
-    submission_id: Mapped[str] = mapped_column(String(32), ForeignKey("submissions.id",
-                                                                      name="fk_regraded_verdicts_submission"),
-                                               index=True)
+    regrade_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("regrades.id", name="fk_regraded_verdicts_regrade", ondelete="CASCADE"), index=True
+    )
+    submission_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("submissions.id", name="fk_regraded_verdicts_submission"), index=True
+    )
     status: Mapped[str] = mapped_column(String(16))
     verdict: Mapped[str | None] = mapped_column(String(32), nullable=True)
     score: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -110,28 +119,73 @@ class RegradeStore:
         now = utcnow()
         s = SubmissionRecord
         with self._sessions.begin() as session:
-            regrade = Regrade(problem=problem, problem_version=problem_version, requested_by=requested_by[:254],
-                              submissions=0, created_at=now)
+            regrade = Regrade(
+                problem=problem,
+                problem_version=problem_version,
+                requested_by=requested_by[:254],
+                submissions=0,
+                created_at=now,
+            )
             session.add(regrade)
             session.flush()
             finished = (s.problem == problem) & s.status.in_((*FINISHED, SubmissionStatus.RUNNING))
             ids = list(session.execute(select(s.id).where(finished).with_for_update()).scalars())
             if ids:
-                session.execute(insert(RegradedVerdict).from_select(
-                    ["regrade_id", "submission_id", "status", "verdict", "score", "problem_version", "result_json",
-                     "finished_at"],
-                    select(literal(regrade.id, Integer), s.id, s.status, s.verdict, s.score, s.problem_version,
-                           s.result_json, s.finished_at).where(s.id.in_(ids))))
+                session.execute(
+                    insert(RegradedVerdict).from_select(
+                        [
+                            "regrade_id",
+                            "submission_id",
+                            "status",
+                            "verdict",
+                            "score",
+                            "problem_version",
+                            "result_json",
+                            "finished_at",
+                        ],
+                        select(
+                            literal(regrade.id, Integer),
+                            s.id,
+                            s.status,
+                            s.verdict,
+                            s.score,
+                            s.problem_version,
+                            s.result_json,
+                            s.finished_at,
+                        ).where(s.id.in_(ids)),
+                    )
+                )
                 for chunk in range(0, len(ids), 500):
-                    part = ids[chunk:chunk + 500]
-                    session.execute(update(s).where(s.id.in_(part)).values(
-                        status=SubmissionStatus.QUEUED, verdict=None, score=None, result_json=None,
-                        finished_at=None, started_at=None, attempts=0, worker_id=None, lease_expires_at=None,
-                        enqueued_at=None).execution_options(synchronize_session=False))
-                    session.execute(update(s).where(s.id.in_(part), s.callback_url.is_not(None)).values(
-                        callback_status=CallbackStatus.PENDING, callback_attempts=0, callback_next_at=None,
-                        callback_last_code=None, callback_last_error=None)
-                        .execution_options(synchronize_session=False))
+                    part = ids[chunk : chunk + 500]
+                    session.execute(
+                        update(s)
+                        .where(s.id.in_(part))
+                        .values(
+                            status=SubmissionStatus.QUEUED,
+                            verdict=None,
+                            score=None,
+                            result_json=None,
+                            finished_at=None,
+                            started_at=None,
+                            attempts=0,
+                            worker_id=None,
+                            lease_expires_at=None,
+                            enqueued_at=None,
+                        )
+                        .execution_options(synchronize_session=False)
+                    )
+                    session.execute(
+                        update(s)
+                        .where(s.id.in_(part), s.callback_url.is_not(None))
+                        .values(
+                            callback_status=CallbackStatus.PENDING,
+                            callback_attempts=0,
+                            callback_next_at=None,
+                            callback_last_code=None,
+                            callback_last_error=None,
+                        )
+                        .execution_options(synchronize_session=False)
+                    )
             regrade.submissions = len(ids)
         return regrade
 
@@ -155,8 +209,11 @@ class RegradeStore:
                 return None
             rows = session.execute(
                 select(old, s.status, s.verdict, s.score, s.created_at, UserRecord.email, s.client_id)
-                .join(s, s.id == old.submission_id).outerjoin(UserRecord, UserRecord.id == s.user_id)
-                .where(old.regrade_id == regrade_id).order_by(s.created_at)).all()
+                .join(s, s.id == old.submission_id)
+                .outerjoin(UserRecord, UserRecord.id == s.user_id)
+                .where(old.regrade_id == regrade_id)
+                .order_by(s.created_at)
+            ).all()
         finished, changes = 0, []
         for before, status, verdict, score, created_at, email, client_id in rows:
             if status not in FINISHED:
@@ -164,13 +221,26 @@ class RegradeStore:
             finished += 1
             if before.verdict is not None and (verdict != before.verdict or score != before.score):
                 owner = email or (f"API client #{client_id}" if client_id is not None else "anonymous")
-                changes.append(Change(submission_id=before.submission_id, owner=owner, submitted_at=created_at,
-                                      old_verdict=before.verdict, old_score=before.score, new_verdict=verdict,
-                                      new_score=score))
+                changes.append(
+                    Change(
+                        submission_id=before.submission_id,
+                        owner=owner,
+                        submitted_at=created_at,
+                        old_verdict=before.verdict,
+                        old_score=before.score,
+                        new_verdict=verdict,
+                        new_score=score,
+                    )
+                )
         return Progress(regrade=regrade, total=len(rows), finished=finished, changes=changes)
 
     def history(self, submission_id: str) -> list[RegradedVerdict]:
         """The verdicts a submission had before each regrade, oldest first."""
         with self._sessions() as session:
-            return list(session.execute(select(RegradedVerdict).where(RegradedVerdict.submission_id == submission_id)
-                                        .order_by(RegradedVerdict.id)).scalars())
+            return list(
+                session.execute(
+                    select(RegradedVerdict)
+                    .where(RegradedVerdict.submission_id == submission_id)
+                    .order_by(RegradedVerdict.id)
+                ).scalars()
+            )

@@ -163,5 +163,11 @@ def standing(attempts: Iterable[Attempt], policy: Policy, *, extension_due_at: d
     else:  # the earliest of the best: max keeps the first maximum
         scoring, score = max(counted, key=lambda pair: pair[1])
     solved = next((a.submitted_at for a, _ in counted if a.verdict == "ACCEPTED"), None)
-    return Standing(score=round(score, 6), attempts=len(counted), solved_at=solved,
-                    late=days_late(scoring.submitted_at, due_at, policy.grace_minutes) > 0, scoring=scoring, early=early)
+    return Standing(
+        score=round(score, 6),
+        attempts=len(counted),
+        solved_at=solved,
+        late=days_late(scoring.submitted_at, due_at, policy.grace_minutes) > 0,
+        scoring=scoring,
+        early=early,
+    )

@@ -45,8 +45,7 @@ from urllib.parse import urlencode
 
 import httpx
 
-from server.callbacks import (CallbackRefused, _default_ssl_context, _describe, _excerpt, _parse, lookup,
-                              special_address)
+from server.callbacks import CallbackRefused, _default_ssl_context, _describe, _excerpt, _parse, lookup, special_address
 from server.lti.keys import ToolKey
 
 SCOPE_SCORE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
@@ -122,6 +121,7 @@ class Delivery:
 
 
 # --- pure rules ------------------------------------------------------------------------------
+
 
 def iso_ms(moment: datetime) -> str:
     """ISO 8601 in UTC with milliseconds and an explicit zone: 2026-11-23T21:30:00.123+00:00.
@@ -204,17 +204,20 @@ def score_body(score: Score) -> dict:
 def client_assertion(platform: Platform, key: ToolKey, *, now: float | None = None) -> str:
     """The RFC 7523 client assertion for `platform`'s token endpoint (Security Framework 4.1)."""
     issued = int(time.time() if now is None else now)
-    return key.sign({
-        "iss": platform.client_id,
-        "sub": platform.client_id,
-        "aud": platform.token_audience or platform.auth_token_url,
-        "iat": issued,
-        "exp": issued + ASSERTION_TTL_S,
-        "jti": secrets.token_urlsafe(24),
-    })
+    return key.sign(
+        {
+            "iss": platform.client_id,
+            "sub": platform.client_id,
+            "aud": platform.token_audience or platform.auth_token_url,
+            "iat": issued,
+            "exp": issued + ASSERTION_TTL_S,
+            "jti": secrets.token_urlsafe(24),
+        }
+    )
 
 
 # --- HTTP ------------------------------------------------------------------------------------
+
 
 @dataclass
 class _Answer:
@@ -249,8 +252,14 @@ class AgsClient:
             its lifetime).
     """
 
-    def __init__(self, *, timeout_s: float = 10.0, allow_networks: Iterable[str] = (),
-                 ssl_context: ssl.SSLContext | None = None, token_margin_s: float = 60.0):
+    def __init__(
+        self,
+        *,
+        timeout_s: float = 10.0,
+        allow_networks: Iterable[str] = (),
+        ssl_context: ssl.SSLContext | None = None,
+        token_margin_s: float = 60.0,
+    ):
         self.timeout_s = timeout_s
         self.allow_networks = [ipaddress.ip_network(n, strict=False) for n in allow_networks]
         self.ssl_context = ssl_context
@@ -285,17 +294,23 @@ class AgsClient:
         except CallbackRefused as exc:
             raise AgsRefused(str(exc)) from None
         addresses = self._addresses(parsed.host, parsed.port)
-        headers = {"Host": parsed.url.netloc.decode("ascii"), "User-Agent": USER_AGENT,
-                   "Accept-Encoding": "identity", **headers}
+        headers = {
+            "Host": parsed.url.netloc.decode("ascii"),
+            "User-Agent": USER_AGENT,
+            "Accept-Encoding": "identity",
+            **headers,
+        }
         extensions = {"sni_hostname": parsed.host} if parsed.scheme == "https" else {}
         verify = self.ssl_context if self.ssl_context is not None else _default_ssl_context()
         started = time.monotonic()
         last: Exception | None = None
-        with httpx.Client(trust_env=False, follow_redirects=False, timeout=httpx.Timeout(self.timeout_s),
-                          verify=verify) as client:
+        with httpx.Client(
+            trust_env=False, follow_redirects=False, timeout=httpx.Timeout(self.timeout_s), verify=verify
+        ) as client:
             for address in addresses:
-                request = client.build_request(method, parsed.url.copy_with(host=address), content=content,
-                                               headers=headers, extensions=extensions)
+                request = client.build_request(
+                    method, parsed.url.copy_with(host=address), content=content, headers=headers, extensions=extensions
+                )
                 try:
                     response = client.send(request, stream=True)
                 except httpx.ConnectError as exc:
@@ -329,8 +344,13 @@ class AgsClient:
 
     @staticmethod
     def _cache_key(platform: Platform, scopes: Iterable[str]) -> tuple:
-        return (platform.issuer, platform.client_id, platform.auth_token_url, platform.token_audience,
-                tuple(sorted(set(scopes))))
+        return (
+            platform.issuer,
+            platform.client_id,
+            platform.auth_token_url,
+            platform.token_audience,
+            tuple(sorted(set(scopes))),
+        )
 
     def access_token(self, platform: Platform, key: ToolKey, scopes: Iterable[str]) -> str:
         """A bearer token for `scopes` on `platform`, cached until shortly before it expires.
@@ -344,12 +364,20 @@ class AgsClient:
             cached = self._tokens.get(cache_key)
             if cached is not None and cached[1] > time.monotonic():
                 return cached[0]
-        form = {"grant_type": "client_credentials", "client_assertion_type": CLIENT_ASSERTION_TYPE,
-                "client_assertion": client_assertion(platform, key), "scope": " ".join(scopes)}
+        form = {
+            "grant_type": "client_credentials",
+            "client_assertion_type": CLIENT_ASSERTION_TYPE,
+            "client_assertion": client_assertion(platform, key),
+            "scope": " ".join(scopes),
+        }
         content = urlencode(form).encode("ascii")
         try:
-            answer = self._request("POST", platform.auth_token_url, content=content, headers={
-                "Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"})
+            answer = self._request(
+                "POST",
+                platform.auth_token_url,
+                content=content,
+                headers={"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"},
+            )
         except AgsRefused as exc:
             raise TokenError(f"token URL refused: {exc}", retry=False) from None
         except socket.gaierror as exc:
@@ -362,8 +390,9 @@ class AgsClient:
         code = answer.status_code
         if not 200 <= code < 300:
             retry = code >= 500 or code in (408, 429)
-            raise TokenError(f"the token endpoint answered {code}: {_message(answer.body)}", retry=retry,
-                             status_code=code)
+            raise TokenError(
+                f"the token endpoint answered {code}: {_message(answer.body)}", retry=retry, status_code=code
+            )
         try:
             data = json.loads(answer.body)
             token = data["access_token"]
@@ -371,8 +400,9 @@ class AgsClient:
                 raise ValueError
             expires_in = float(data.get("expires_in", 3600))
         except (ValueError, KeyError, TypeError):
-            raise TokenError("the token endpoint's answer holds no access_token", retry=False,
-                             status_code=code) from None
+            raise TokenError(
+                "the token endpoint's answer holds no access_token", retry=False, status_code=code
+            ) from None
         lifetime = max(0.0, expires_in - min(self.token_margin_s, expires_in / 2))
         with self._lock:
             self._tokens[cache_key] = (token, time.monotonic() + lifetime)
@@ -393,8 +423,12 @@ class AgsClient:
         platform does (see `Delivery`)."""
         body = json.dumps(score_body(score)).encode("utf-8")
         try:
-            answer = self._request("POST", scores_url(lineitem_url), content=body, headers={
-                "Content-Type": SCORE_CONTENT_TYPE, "Authorization": f"Bearer {token}"})
+            answer = self._request(
+                "POST",
+                scores_url(lineitem_url),
+                content=body,
+                headers={"Content-Type": SCORE_CONTENT_TYPE, "Authorization": f"Bearer {token}"},
+            )
         except AgsRefused as exc:
             return Delivery(None, False, False, f"line item URL refused: {exc}")
         except socket.gaierror as exc:
@@ -417,12 +451,19 @@ class AgsClient:
         retry = code >= 500 or code in (408, 429)
         return Delivery(code, False, retry, f"the platform answered {code}{said}")
 
-    def send_score(self, platform: Platform, key: ToolKey, lineitem_url: str, score: Score, *,
-                   scopes: Iterable[str] = (SCOPE_SCORE,)) -> Delivery:
+    def send_score(
+        self,
+        platform: Platform,
+        key: ToolKey,
+        lineitem_url: str,
+        score: Score,
+        *,
+        scopes: Iterable[str] = (SCOPE_SCORE,),
+    ) -> Delivery:
         """Token, then `post_score`; after a 401, forgets the token, fetches a new one and posts
         once more. A token failure is a `Delivery` without status (retry as the token error says)."""
         scopes = tuple(scopes)
-        for attempt in range(2):
+        for _attempt in range(2):
             try:
                 token = self.access_token(platform, key, scopes)
             except TokenError as exc:
@@ -435,9 +476,19 @@ class AgsClient:
 
 
 # Where a special address usually sits, so advice names a network an operator recognises.
-_SUGGESTED_NETWORKS = [ipaddress.ip_network(n) for n in (
-    "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
-    "fc00::/7", "fe80::/10")]
+_SUGGESTED_NETWORKS = [
+    ipaddress.ip_network(n)
+    for n in (
+        "10.0.0.0/8",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "100.64.0.0/10",
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "fc00::/7",
+        "fe80::/10",
+    )
+]
 
 
 def network_advice(url: str, allow_networks: Iterable[str]) -> str | None:
@@ -476,7 +527,7 @@ def network_advice(url: str, allow_networks: Iterable[str]) -> str | None:
 
 
 def _network_refusal(host: str, ip: ipaddress.IPv4Address | ipaddress.IPv6Address, kind: str) -> str:
-    """"10.0.0.5 is a private address: add 10.0.0.0/8 to REMAT_JUDGE_LTI_ALLOW_NETWORKS" (the
+    """ "10.0.0.5 is a private address: add 10.0.0.0/8 to REMAT_JUDGE_LTI_ALLOW_NETWORKS" (the
     usual block of a special address, or the address alone)."""
     network = next((n for n in _SUGGESTED_NETWORKS if ip in n), ipaddress.ip_network(ip))
     what = f"{ip} is a {kind} address" if host == str(ip) else f"{host} resolves to {ip}, a {kind} address"

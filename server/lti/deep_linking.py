@@ -57,12 +57,12 @@ CLAIM_CONTENT_ITEMS = "https://purl.imsglobal.org/spec/lti-dl/claim/content_item
 CLAIM_DATA = "https://purl.imsglobal.org/spec/lti-dl/claim/data"
 CLAIM_MSG = "https://purl.imsglobal.org/spec/lti-dl/claim/msg"
 LTI_RESOURCE_LINK = "ltiResourceLink"
-RESPONSE_TTL_S = 300          # the response JWT's lifetime (exp - iat)
-CONTEXT_TTL_S = 600           # how long the instructor has to pick a problem
+RESPONSE_TTL_S = 300  # the response JWT's lifetime (exp - iat)
+CONTEXT_TTL_S = 600  # how long the instructor has to pick a problem
 CONTEXT_AUDIENCE = "remat-judge:deep-linking-context"
 COOKIE_PREFIX = "remat_lti_dl_"
 COOKIE_PATH = "/lti/deep-linking"
-SCORE_MAXIMUM = 1             # the judge's score is 0..1; LMSs scale the line item as they are set
+SCORE_MAXIMUM = 1  # the judge's score is 0..1; LMSs scale the line item as they are set
 
 
 @dataclass(frozen=True)
@@ -89,8 +89,11 @@ def settings_of(claims: dict[str, Any]) -> DeepLinkingSettings:
         raise LaunchError(400, "The deep linking request names no deep_link_return_url.")
     accept = settings.get("accept_types")
     if not isinstance(accept, list) or LTI_RESOURCE_LINK not in accept:
-        raise LaunchError(400, "The platform does not accept LTI resource links (accept_types lacks "
-                               "ltiResourceLink) here: the judge has nothing else to offer.")
+        raise LaunchError(
+            400,
+            "The platform does not accept LTI resource links (accept_types lacks "
+            "ltiResourceLink) here: the judge has nothing else to offer.",
+        )
     data = settings.get("data")
     if data is not None and not isinstance(data, str):
         raise LaunchError(400, "The deep linking request's data is not a string.")
@@ -107,21 +110,30 @@ def cookie_name(csrf: str) -> str:
     return COOKIE_PREFIX + binding_of(csrf)[:16]
 
 
-def make_context(key: ToolKey, *, platform_id: int, deployment_id: str, settings: DeepLinkingSettings,
-                 user_id: int, csrf: str) -> str:
+def make_context(
+    key: ToolKey, *, platform_id: int, deployment_id: str, settings: DeepLinkingSettings, user_id: int, csrf: str
+) -> str:
     """The signed, short-lived context the picker form carries (see the module docstring)."""
     now = int(time.time())
     claims: dict[str, Any] = {
-        "aud": CONTEXT_AUDIENCE, "iat": now, "exp": now + CONTEXT_TTL_S, "jti": secrets.token_urlsafe(24),
-        "platform": platform_id, "deployment": deployment_id, "return_url": settings.return_url,
-        "uid": user_id, "bind": binding_of(csrf)}
+        "aud": CONTEXT_AUDIENCE,
+        "iat": now,
+        "exp": now + CONTEXT_TTL_S,
+        "jti": secrets.token_urlsafe(24),
+        "platform": platform_id,
+        "deployment": deployment_id,
+        "return_url": settings.return_url,
+        "uid": user_id,
+        "bind": binding_of(csrf),
+    }
     if settings.data is not None:
         claims["data"] = settings.data
     return key.sign(claims)
 
 
-def read_context(key: ToolKey, context: str, *, csrf: str, cookie: str | None,
-                 same_origin: bool = False) -> dict[str, Any]:
+def read_context(
+    key: ToolKey, context: str, *, csrf: str, cookie: str | None, same_origin: bool = False
+) -> dict[str, Any]:
     """The claims of a picker form's context, checked: the form's CSRF token equals the
     context's binding and the browser's binding cookie (or, when the browser kept no cookie in
     the LMS's iframe, the form was posted from the judge's own page: `same_origin`, from the
@@ -131,34 +143,59 @@ def read_context(key: ToolKey, context: str, *, csrf: str, cookie: str | None,
         LaunchError(403): any check fails.
     """
     try:
-        claims = jwt.decode(context, key.private_key.public_key(), algorithms=["RS256"], audience=CONTEXT_AUDIENCE,
-                            options={"require": ["exp", "iat", "jti", "aud"]})
+        claims = jwt.decode(
+            context,
+            key.private_key.public_key(),
+            algorithms=["RS256"],
+            audience=CONTEXT_AUDIENCE,
+            options={"require": ["exp", "iat", "jti", "aud"]},
+        )
     except jwt.ExpiredSignatureError:
-        raise LaunchError(403, "The problem list has expired; open the deep linking dialog again from the course.") \
-            from None
+        raise LaunchError(
+            403, "The problem list has expired; open the deep linking dialog again from the course."
+        ) from None
     except jwt.InvalidTokenError:
         raise LaunchError(403, "The problem list's form is not valid; open the deep linking dialog again.") from None
     bound = (cookie is not None and secrets.compare_digest(cookie, csrf)) or (cookie is None and same_origin)
     if not csrf or not bound or not secrets.compare_digest(str(claims.get("bind", "")), binding_of(csrf)):
-        raise LaunchError(403, "This problem list was opened in another browser session (or this browser blocks "
-                               "the judge's cookies); open the deep linking dialog again from the course.")
+        raise LaunchError(
+            403,
+            "This problem list was opened in another browser session (or this browser blocks "
+            "the judge's cookies); open the deep linking dialog again from the course.",
+        )
     return claims
 
 
-def response_jwt(key: ToolKey, *, client_id: str, issuer: str, deployment_id: str, data: str | None,
-                 title: str, slug: str, base_url: str) -> str:
+def response_jwt(
+    key: ToolKey,
+    *,
+    client_id: str,
+    issuer: str,
+    deployment_id: str,
+    data: str | None,
+    title: str,
+    slug: str,
+    base_url: str,
+) -> str:
     """The `LtiDeepLinkingResponse` JWT with one ltiResourceLink to the problem `slug`."""
     now = int(time.time())
     item = {
-        "type": LTI_RESOURCE_LINK, "title": title,
+        "type": LTI_RESOURCE_LINK,
+        "title": title,
         "url": f"{base_url}/lti/launch?{urlencode({'problem': slug})}",
         "custom": {"problem": slug},
         "lineItem": {"scoreMaximum": SCORE_MAXIMUM, "label": title, "resourceId": slug},
     }
     claims: dict[str, Any] = {
-        "iss": client_id, "aud": issuer, "iat": now, "exp": now + RESPONSE_TTL_S, "nonce": secrets.token_urlsafe(24),
-        LTI + "message_type": DEEP_LINKING_RESPONSE, LTI + "version": LTI_VERSION,
-        CLAIM_DEPLOYMENT_ID: deployment_id, CLAIM_CONTENT_ITEMS: [item],
+        "iss": client_id,
+        "aud": issuer,
+        "iat": now,
+        "exp": now + RESPONSE_TTL_S,
+        "nonce": secrets.token_urlsafe(24),
+        LTI + "message_type": DEEP_LINKING_RESPONSE,
+        LTI + "version": LTI_VERSION,
+        CLAIM_DEPLOYMENT_ID: deployment_id,
+        CLAIM_CONTENT_ITEMS: [item],
         CLAIM_MSG: f"Added {title}",
     }
     if data is not None:

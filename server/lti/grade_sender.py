@@ -54,8 +54,9 @@ class Scorer:
     def __call__(self, due: DueScore) -> Standing:
         link = due.link
         assert link is not None
-        course = self.courses.course_of_link(platform_id=link.platform_id, deployment_id=link.deployment_id,
-                                             context_id=link.context_id)
+        course = self.courses.course_of_link(
+            platform_id=link.platform_id, deployment_id=link.deployment_id, context_id=link.context_id
+        )
         assignment = self.courses.assignment(course.id, link.problem) if course is not None else None
         return self.courses.standing_of(due.user_id, link.problem, assignment)
 
@@ -74,9 +75,17 @@ class LtiGradeSender(DueSender):
         threads: sends in flight at once.
     """
 
-    def __init__(self, store: PassbackStore, scorer: Callable[[DueScore], Standing],
-                 key: ToolKey | Callable[[], ToolKey], client: AgsClient, *,
-                 max_attempts: int = 6, poll_s: float = 1.0, threads: int = 4):
+    def __init__(
+        self,
+        store: PassbackStore,
+        scorer: Callable[[DueScore], Standing],
+        key: ToolKey | Callable[[], ToolKey],
+        client: AgsClient,
+        *,
+        max_attempts: int = 6,
+        poll_s: float = 1.0,
+        threads: int = 4,
+    ):
         super().__init__(name="remat-lti-grades", poll_s=poll_s, threads=threads)
         self.store, self.scorer, self.client = store, scorer, client
         self._key, self._key_lock = key, threading.Lock()
@@ -109,22 +118,44 @@ class LtiGradeSender(DueSender):
     def send(self, due: DueScore) -> bool:
         """One send of `due` (claimed), recorded. Returns True when a newer verdict is waiting."""
         if due.platform is None or due.link is None or not due.lineitem or not due.sub or due.verdict_at is None:
-            return self.store.record(due, status=PassbackStatus.REFUSED, code=None, next_at=None, counted=False,
-                                     error="the platform's registration or the line item is gone")
+            return self.store.record(
+                due,
+                status=PassbackStatus.REFUSED,
+                code=None,
+                next_at=None,
+                counted=False,
+                error="the platform's registration or the line item is gone",
+            )
         standing = self.scorer(due)
-        computed = dict(score=standing.score, submission_id=standing.scoring.submission_id if standing.scoring else None,
-                        submitted_at=standing.scoring.submitted_at if standing.scoring else None)
+        computed = dict(
+            score=standing.score,
+            submission_id=standing.scoring.submission_id if standing.scoring else None,
+            submitted_at=standing.scoring.submitted_at if standing.scoring else None,
+        )
         if standing.score is None:  # no attempt counts yet (none graded, or all before the opening)
-            return self.store.record(due, status=PassbackStatus.IDLE, code=due.last_code, error=None, next_at=None,
-                                     counted=False)
+            return self.store.record(
+                due, status=PassbackStatus.IDLE, code=due.last_code, error=None, next_at=None, counted=False
+            )
         if due.last_sent_score is not None and standing.score == due.last_sent_score:
-            return self.store.record(due, status=PassbackStatus.DELIVERED, code=due.last_code, error=None,
-                                     next_at=None, counted=False, **computed)
+            return self.store.record(
+                due,
+                status=PassbackStatus.DELIVERED,
+                code=due.last_code,
+                error=None,
+                next_at=None,
+                counted=False,
+                **computed,
+            )
         floor = max((t for t in (due.last_sent_timestamp, due.reserved_timestamp) if t is not None), default=None)
         timestamp = next_timestamp(due.verdict_at, floor)
         self.store.reserve(due.id, timestamp)
-        score = Score(user_id=due.sub, score_given=standing.score * SCORE_MAXIMUM, score_maximum=SCORE_MAXIMUM,
-                      timestamp=timestamp, submitted_at=computed["submitted_at"])
+        score = Score(
+            user_id=due.sub,
+            score_given=standing.score * SCORE_MAXIMUM,
+            score_maximum=SCORE_MAXIMUM,
+            timestamp=timestamp,
+            submitted_at=computed["submitted_at"],
+        )
         delivery = self.client.send_score(due.platform, self.key(), due.lineitem, score)
         number = due.attempts + 1
         if delivery.delivered:
@@ -137,11 +168,25 @@ class LtiGradeSender(DueSender):
             outcome, next_at = PassbackStatus.REFUSED, None
         else:
             outcome, next_at = PassbackStatus.FAILED, None
-        log.info("LTI score %.3f for %s on %s (attempt %d): %s (%s)", standing.score, due.sub, due.lineitem, number,
-                 outcome.value, delivery.status_code if delivery.status_code is not None else delivery.error)
-        return self.store.record(due, status=outcome, code=delivery.status_code, error=delivery.error,
-                                 next_at=next_at, sent_score=standing.score if delivery.delivered else None,
-                                 sent_timestamp=timestamp if delivery.delivered else None, **computed)
+        log.info(
+            "LTI score %.3f for %s on %s (attempt %d): %s (%s)",
+            standing.score,
+            due.sub,
+            due.lineitem,
+            number,
+            outcome.value,
+            delivery.status_code if delivery.status_code is not None else delivery.error,
+        )
+        return self.store.record(
+            due,
+            status=outcome,
+            code=delivery.status_code,
+            error=delivery.error,
+            next_at=next_at,
+            sent_score=standing.score if delivery.delivered else None,
+            sent_timestamp=timestamp if delivery.delivered else None,
+            **computed,
+        )
 
 
 def grade_sender(engine: Engine, settings: Settings) -> LtiGradeSender:
@@ -150,6 +195,10 @@ def grade_sender(engine: Engine, settings: Settings) -> LtiGradeSender:
     (`REMAT_JUDGE_CALLBACK_MAX_ATTEMPTS`, `REMAT_JUDGE_CALLBACK_TIMEOUT_S`)."""
     from server.lti.keys import load_or_create
 
-    return LtiGradeSender(PassbackStore(engine), Scorer(CourseStore(engine)), lambda: load_or_create(settings.data_dir),
-                          AgsClient(timeout_s=settings.callback_timeout_s, allow_networks=settings.lti_allow_networks),
-                          max_attempts=settings.callback_max_attempts)
+    return LtiGradeSender(
+        PassbackStore(engine),
+        Scorer(CourseStore(engine)),
+        lambda: load_or_create(settings.data_dir),
+        AgsClient(timeout_s=settings.callback_timeout_s, allow_networks=settings.lti_allow_networks),
+        max_attempts=settings.callback_max_attempts,
+    )

@@ -50,8 +50,11 @@ class ToolKey:
 
     def public_pem(self) -> str:
         """The public key as PEM (SubjectPublicKeyInfo), for LMSs that take a key instead of a JWKS URL."""
-        return self.private_key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode("ascii")
+        return (
+            self.private_key.public_key()
+            .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+            .decode("ascii")
+        )
 
     def sign(self, claims: dict, *, headers: dict | None = None) -> str:
         """A JWT of `claims` signed RS256 with this key, `kid` in its header."""
@@ -67,8 +70,9 @@ def thumbprint(public_key: rsa.RSAPublicKey) -> str:
 
 
 def _pem(private_key: rsa.RSAPrivateKey) -> bytes:
-    return private_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                     serialization.NoEncryption())
+    return private_key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def load_or_create(data_dir: Path) -> ToolKey:

@@ -31,11 +31,11 @@ CLAIM_CONTEXT = LTI + "context"
 CLAIM_CUSTOM = LTI + "custom"
 CLAIM_AGS_ENDPOINT = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
 RESOURCE_LINK_REQUEST = "LtiResourceLinkRequest"
-DEEP_LINKING_REQUEST = "LtiDeepLinkingRequest"   # Deep Linking 2.0, 4.4
+DEEP_LINKING_REQUEST = "LtiDeepLinkingRequest"  # Deep Linking 2.0, 4.4
 CLAIM_DEEP_LINKING_SETTINGS = "https://purl.imsglobal.org/spec/lti-dl/claim/deep_linking_settings"
 LTI_VERSION = "1.3.0"
-ALGORITHM = "RS256"      # the only algorithm accepted (Security Framework 5.1.3 step 6; 6.1)
-LEEWAY_S = 30            # clock skew allowed on exp and iat, seconds
+ALGORITHM = "RS256"  # the only algorithm accepted (Security Framework 5.1.3 step 6; 6.1)
+LEEWAY_S = 30  # clock skew allowed on exp and iat, seconds
 PROBLEM_SLUG = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,63}$")
 
 LIS = "http://purl.imsglobal.org/vocab/lis/v2/"
@@ -104,7 +104,7 @@ def role_for(roles: list[Any]) -> CourseRole:
         if role in _INSTRUCTOR_ROLE_URIS or role in _INSTRUCTOR_CONTEXT_ROLES:
             return CourseRole.STAFF
         if role.startswith(LIS + "membership"):
-            rest = role[len(LIS + "membership"):]  # "#Instructor" or "/Instructor#TeachingAssistant"
+            rest = role[len(LIS + "membership") :]  # "#Instructor" or "/Instructor#TeachingAssistant"
             principal, _, sub_role = rest.lstrip("#/").partition("#")
             if principal in _INSTRUCTOR_CONTEXT_ROLES or sub_role in _INSTRUCTOR_CONTEXT_ROLES:
                 return CourseRole.STAFF
@@ -125,8 +125,11 @@ def problem_of(claims: dict[str, Any]) -> str:
         if isinstance(target, str):
             slug = (parse_qs(urlsplit(target).query).get("problem") or [None])[0]
     if not isinstance(slug, str) or not PROBLEM_SLUG.match(slug):
-        raise LaunchError(400, "This link does not name a problem: set the custom parameter problem=<slug> "
-                               "or end the link with /lti/launch?problem=<slug>.")
+        raise LaunchError(
+            400,
+            "This link does not name a problem: set the custom parameter problem=<slug> "
+            "or end the link with /lti/launch?problem=<slug>.",
+        )
     return slug
 
 
@@ -161,8 +164,13 @@ class JwksCache:
             client = self._clients.get(keyset_url)
             if client is None:
                 client = self._clients[keyset_url] = jwt.PyJWKClient(
-                    keyset_url, cache_keys=False, cache_jwk_set=True, lifespan=self.lifespan_s,
-                    timeout=self.timeout_s, cooldown_duration=self.refetch_cooldown_s)
+                    keyset_url,
+                    cache_keys=False,
+                    cache_jwk_set=True,
+                    lifespan=self.lifespan_s,
+                    timeout=self.timeout_s,
+                    cooldown_duration=self.refetch_cooldown_s,
+                )
         try:
             signing_key = client.get_signing_key(kid)
         except jwt.PyJWKClientConnectionError:
@@ -174,9 +182,17 @@ class JwksCache:
         return signing_key.key
 
 
-def verify_id_token(id_token: str, *, issuer: str, client_id: str, deployment_ids: tuple[str, ...],
-                    expected_nonce: str, key_for: Callable[[str], Any], leeway_s: float = LEEWAY_S,
-                    message_types: tuple[str, ...] = (RESOURCE_LINK_REQUEST,)) -> dict[str, Any]:
+def verify_id_token(
+    id_token: str,
+    *,
+    issuer: str,
+    client_id: str,
+    deployment_ids: tuple[str, ...],
+    expected_nonce: str,
+    key_for: Callable[[str], Any],
+    leeway_s: float = LEEWAY_S,
+    message_types: tuple[str, ...] = (RESOURCE_LINK_REQUEST,),
+) -> dict[str, Any]:
     """Verifies a launch's id_token (Security Framework 5.1.3) and returns its claims.
 
     Args:
@@ -203,13 +219,20 @@ def verify_id_token(id_token: str, *, issuer: str, client_id: str, deployment_id
     key = key_for(kid)
     try:
         claims = jwt.decode(  # step 1 signature; 2 iss; 3 aud; 7 exp; 8 iat
-            id_token, key, algorithms=[ALGORITHM], audience=client_id, issuer=issuer, leeway=leeway_s,
-            options={"require": ["iss", "aud", "exp", "iat", "sub", "nonce"], "verify_iat": True})
+            id_token,
+            key,
+            algorithms=[ALGORITHM],
+            audience=client_id,
+            issuer=issuer,
+            leeway=leeway_s,
+            options={"require": ["iss", "aud", "exp", "iat", "sub", "nonce"], "verify_iat": True},
+        )
     except jwt.ExpiredSignatureError:
         raise LaunchError(403, "The launch has expired; launch the activity again from the course.") from None
     except jwt.InvalidAudienceError:
-        raise LaunchError(403, "The launch was meant for another tool (its audience is not this judge's client id).") \
-            from None
+        raise LaunchError(
+            403, "The launch was meant for another tool (its audience is not this judge's client id)."
+        ) from None
     except jwt.InvalidIssuerError:
         raise LaunchError(403, "The launch came from another issuer than the login started with.") from None
     except jwt.InvalidSignatureError:
@@ -235,13 +258,15 @@ def verify_id_token(id_token: str, *, issuer: str, client_id: str, deployment_id
         raise LaunchError(403, f"The launch is LTI version {claims.get(CLAIM_VERSION)!r}; this judge speaks 1.3.0.")
     message_type = claims.get(CLAIM_MESSAGE_TYPE)
     if message_type not in message_types:  # LTI 1.3 Core 5.3.1
-        raise LaunchError(403, f"The launch is a {message_type!r} message; this judge accepts "
-                               f"{' and '.join(message_types)} only.")
+        raise LaunchError(
+            403, f"The launch is a {message_type!r} message; this judge accepts {' and '.join(message_types)} only."
+        )
     if claims.get(CLAIM_DEPLOYMENT_ID) not in deployment_ids:  # LTI 1.3 Core 5.3.3
         raise LaunchError(403, "The launch came from a deployment of the tool that is not registered with this judge.")
     link = claims.get(CLAIM_RESOURCE_LINK)
     if message_type == RESOURCE_LINK_REQUEST and (  # Core 5.3.5
-            not isinstance(link, dict) or not isinstance(link.get("id"), str) or not link["id"]):
+        not isinstance(link, dict) or not isinstance(link.get("id"), str) or not link["id"]
+    ):
         raise LaunchError(403, "The launch names no resource link.")
     if not isinstance(claims.get(CLAIM_ROLES), list):  # Core 5.3.7 (may be empty)
         raise LaunchError(403, "The launch carries no roles claim.")
@@ -274,13 +299,21 @@ def launch_of(claims: dict[str, Any]) -> Launch:
     link, context = claims[CLAIM_RESOURCE_LINK], claims.get(CLAIM_CONTEXT)
     ags = claims.get(CLAIM_AGS_ENDPOINT)
     context_id = context.get("id") if isinstance(context, dict) else None
-    return Launch(claims=claims, issuer=identifier(claims["iss"], "issuer"), sub=identifier(claims["sub"], "user (sub)"),
-                  deployment_id=identifier(claims[CLAIM_DEPLOYMENT_ID], "deployment id"),
-                  resource_link_id=identifier(link["id"], "resource link id"), problem=problem_of(claims),
-                  role=role_for(claims[CLAIM_ROLES]), name=person_name(claims), email=person_email(claims),
-                  context_id=identifier(context_id, "context id") if context_id is not None else None,
-                  context_title=_text(context, "title") or _text(context, "label"),
-                  title=display_text(link.get("title")), ags=_ags_endpoint(ags))
+    return Launch(
+        claims=claims,
+        issuer=identifier(claims["iss"], "issuer"),
+        sub=identifier(claims["sub"], "user (sub)"),
+        deployment_id=identifier(claims[CLAIM_DEPLOYMENT_ID], "deployment id"),
+        resource_link_id=identifier(link["id"], "resource link id"),
+        problem=problem_of(claims),
+        role=role_for(claims[CLAIM_ROLES]),
+        name=person_name(claims),
+        email=person_email(claims),
+        context_id=identifier(context_id, "context id") if context_id is not None else None,
+        context_title=_text(context, "title") or _text(context, "label"),
+        title=display_text(link.get("title")),
+        ags=_ags_endpoint(ags),
+    )
 
 
 def _ags_endpoint(claim: Any) -> dict[str, Any] | None:
@@ -288,8 +321,11 @@ def _ags_endpoint(claim: Any) -> dict[str, Any] | None:
     they are storable strings, `scope` as its storable strings; None when it is not an object."""
     if not isinstance(claim, dict):
         return None
-    kept: dict[str, Any] = {k: claim[k] for k in ("lineitem", "lineitems")
-                            if isinstance(claim.get(k), str) and storable(claim[k]) and len(claim[k]) <= 2000}
+    kept: dict[str, Any] = {
+        k: claim[k]
+        for k in ("lineitem", "lineitems")
+        if isinstance(claim.get(k), str) and storable(claim[k]) and len(claim[k]) <= 2000
+    }
     scope = claim.get("scope")
     kept["scope"] = [s for s in scope if isinstance(s, str) and storable(s)] if isinstance(scope, list) else []
     return kept

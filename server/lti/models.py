@@ -32,7 +32,7 @@ from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 from server.courses.models import CourseRole
 from server.db import Base, UserRecord, UserStore, UTCDateTime, utcnow
 
-LOGIN_TTL_S = 300        # a login initiation's state and nonce live 5 minutes
+LOGIN_TTL_S = 300  # a login initiation's state and nonce live 5 minutes
 LAUNCH_TOKEN_TTL_S = 120  # a one-time launch token lives 2 minutes
 
 
@@ -74,8 +74,9 @@ class LtiDeployment(Base):
     __tablename__ = "lti_deployments"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    platform_id: Mapped[int] = mapped_column(Integer, ForeignKey("lti_platforms.id", name="fk_lti_deployments_platform",
-                                                                 ondelete="CASCADE"))
+    platform_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("lti_platforms.id", name="fk_lti_deployments_platform", ondelete="CASCADE")
+    )
     deployment_id: Mapped[str] = mapped_column(String(255))
 
     __table_args__ = (UniqueConstraint("platform_id", "deployment_id", name="uq_lti_deployments_platform_deployment"),)
@@ -97,8 +98,9 @@ class LtiLogin(Base):
 
     state_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
     nonce: Mapped[str] = mapped_column(String(64))
-    platform_id: Mapped[int] = mapped_column(Integer, ForeignKey("lti_platforms.id", name="fk_lti_logins_platform",
-                                                                 ondelete="CASCADE"))
+    platform_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("lti_platforms.id", name="fk_lti_logins_platform", ondelete="CASCADE")
+    )
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
     storage_target: Mapped[str | None] = mapped_column(String(255), nullable=True)
@@ -155,9 +157,9 @@ class LtiResourceLink(Base):
     __tablename__ = "lti_resource_links"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    platform_id: Mapped[int] = mapped_column(Integer, ForeignKey("lti_platforms.id",
-                                                                 name="fk_lti_resource_links_platform",
-                                                                 ondelete="CASCADE"))
+    platform_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("lti_platforms.id", name="fk_lti_resource_links_platform", ondelete="CASCADE")
+    )
     deployment_id: Mapped[str] = mapped_column(String(255))
     resource_link_id: Mapped[str] = mapped_column(String(255))
     context_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
@@ -169,8 +171,9 @@ class LtiResourceLink(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
-    __table_args__ = (UniqueConstraint("platform_id", "deployment_id", "resource_link_id",
-                                       name="uq_lti_resource_links_link"),)
+    __table_args__ = (
+        UniqueConstraint("platform_id", "deployment_id", "resource_link_id", name="uq_lti_resource_links_link"),
+    )
 
 
 class LtiLaunchToken(Base):
@@ -222,13 +225,21 @@ class PendingLogin:
             relaunch = json.loads(login.relaunch_json) if login.relaunch_json else {}
         except ValueError:
             relaunch = {}
-        return cls(platform_id=login.platform_id, nonce=login.nonce, storage_target=login.storage_target,
-                   binding_hash=login.binding_hash, relaunch=relaunch if isinstance(relaunch, dict) else {})
+        return cls(
+            platform_id=login.platform_id,
+            nonce=login.nonce,
+            storage_target=login.storage_target,
+            binding_hash=login.binding_hash,
+            relaunch=relaunch if isinstance(relaunch, dict) else {},
+        )
 
     def binding_matches(self, value: str) -> bool:
         """Whether `value` (read back from the platform's storage) is this login's binding."""
-        return self.binding_hash is not None and bool(value) and \
-            secrets.compare_digest(self.binding_hash, sha256_hex(value))
+        return (
+            self.binding_hash is not None
+            and bool(value)
+            and secrets.compare_digest(self.binding_hash, sha256_hex(value))
+        )
 
 
 class LtiStore:
@@ -241,21 +252,34 @@ class LtiStore:
 
     # -- platforms ------------------------------------------------------------------------------
 
-    def register(self, *, issuer: str, client_id: str, deployment_ids: list[str], auth_login_url: str,
-                 auth_token_url: str, keyset_url: str, token_audience: str | None = None) -> PlatformView:
+    def register(
+        self,
+        *,
+        issuer: str,
+        client_id: str,
+        deployment_ids: list[str],
+        auth_login_url: str,
+        auth_token_url: str,
+        keyset_url: str,
+        token_audience: str | None = None,
+    ) -> PlatformView:
         """Registers a platform, or updates the one with this (issuer, client_id): its URLs are
         replaced and `deployment_ids` are added to its deployments."""
         with self._sessions.begin() as session:
-            platform = session.execute(select(LtiPlatform).where(
-                LtiPlatform.issuer == issuer, LtiPlatform.client_id == client_id)).scalar_one_or_none()
+            platform = session.execute(
+                select(LtiPlatform).where(LtiPlatform.issuer == issuer, LtiPlatform.client_id == client_id)
+            ).scalar_one_or_none()
             if platform is None:
                 platform = LtiPlatform(issuer=issuer, client_id=client_id, created_at=utcnow())
                 session.add(platform)
             platform.auth_login_url, platform.auth_token_url = auth_login_url, auth_token_url
             platform.keyset_url, platform.token_audience = keyset_url, token_audience
             session.flush()
-            known = set(session.execute(select(LtiDeployment.deployment_id).where(
-                LtiDeployment.platform_id == platform.id)).scalars())
+            known = set(
+                session.execute(
+                    select(LtiDeployment.deployment_id).where(LtiDeployment.platform_id == platform.id)
+                ).scalars()
+            )
             for deployment_id in dict.fromkeys(deployment_ids):
                 if deployment_id not in known:
                     session.add(LtiDeployment(platform_id=platform.id, deployment_id=deployment_id))
@@ -265,12 +289,22 @@ class LtiStore:
         return found
 
     def _view(self, session, platform: LtiPlatform) -> PlatformView:  # type: ignore[no-untyped-def]
-        deployments = session.execute(select(LtiDeployment.deployment_id).where(
-            LtiDeployment.platform_id == platform.id).order_by(LtiDeployment.id)).scalars()
-        return PlatformView(id=platform.id, issuer=platform.issuer, client_id=platform.client_id,
-                            auth_login_url=platform.auth_login_url, auth_token_url=platform.auth_token_url,
-                            keyset_url=platform.keyset_url, token_audience=platform.token_audience,
-                            deployment_ids=tuple(deployments), created_at=platform.created_at)
+        deployments = session.execute(
+            select(LtiDeployment.deployment_id)
+            .where(LtiDeployment.platform_id == platform.id)
+            .order_by(LtiDeployment.id)
+        ).scalars()
+        return PlatformView(
+            id=platform.id,
+            issuer=platform.issuer,
+            client_id=platform.client_id,
+            auth_login_url=platform.auth_login_url,
+            auth_token_url=platform.auth_token_url,
+            keyset_url=platform.keyset_url,
+            token_audience=platform.token_audience,
+            deployment_ids=tuple(deployments),
+            created_at=platform.created_at,
+        )
 
     def platform_by_id(self, platform_id: int) -> PlatformView | None:
         with self._sessions() as session:
@@ -287,15 +321,17 @@ class LtiStore:
 
     def platforms(self) -> list[PlatformView]:
         with self._sessions() as session:
-            return [self._view(session, p) for p in
-                    session.execute(select(LtiPlatform).order_by(LtiPlatform.id)).scalars()]
+            return [
+                self._view(session, p) for p in session.execute(select(LtiPlatform).order_by(LtiPlatform.id)).scalars()
+            ]
 
     def remove(self, issuer: str, client_id: str) -> bool:
         """Removes a platform, its deployments, pending logins and resource links; False when
         there is none. Accounts made by its launches stay (their submissions are theirs)."""
         with self._sessions.begin() as session:
-            platform = session.execute(select(LtiPlatform).where(
-                LtiPlatform.issuer == issuer, LtiPlatform.client_id == client_id)).scalar_one_or_none()
+            platform = session.execute(
+                select(LtiPlatform).where(LtiPlatform.issuer == issuer, LtiPlatform.client_id == client_id)
+            ).scalar_one_or_none()
             if platform is None:
                 return False
             for table in (LtiDeployment, LtiLogin, LtiResourceLink):
@@ -305,8 +341,14 @@ class LtiStore:
 
     # -- login initiation and launch ---------------------------------------------------------------
 
-    def start_login(self, platform_id: int, *, ttl_s: float = LOGIN_TTL_S, storage_target: str | None = None,
-                    relaunch: dict[str, str] | None = None) -> tuple[str, str, str | None]:
+    def start_login(
+        self,
+        platform_id: int,
+        *,
+        ttl_s: float = LOGIN_TTL_S,
+        storage_target: str | None = None,
+        relaunch: dict[str, str] | None = None,
+    ) -> tuple[str, str, str | None]:
         """Makes a state and a nonce (256 random bits each) for a login initiation, stores them
         (the state as SHA-256) for `ttl_s` seconds, and returns (state, nonce, binding). Drops
         expired ones.
@@ -321,10 +363,18 @@ class LtiStore:
         now = utcnow()
         with self._sessions.begin() as session:
             session.execute(delete(LtiLogin).where(LtiLogin.expires_at < now))
-            session.add(LtiLogin(state_hash=sha256_hex(state), nonce=nonce, platform_id=platform_id, created_at=now,
-                                 expires_at=now + timedelta(seconds=ttl_s), storage_target=storage_target,
-                                 binding_hash=sha256_hex(binding) if binding else None,
-                                 relaunch_json=json.dumps(relaunch) if relaunch else None))
+            session.add(
+                LtiLogin(
+                    state_hash=sha256_hex(state),
+                    nonce=nonce,
+                    platform_id=platform_id,
+                    created_at=now,
+                    expires_at=now + timedelta(seconds=ttl_s),
+                    storage_target=storage_target,
+                    binding_hash=sha256_hex(binding) if binding else None,
+                    relaunch_json=json.dumps(relaunch) if relaunch else None,
+                )
+            )
         return state, nonce, binding
 
     def peek_login(self, state: str) -> "PendingLogin | None":
@@ -344,8 +394,9 @@ class LtiStore:
             if login is None:
                 return None
             pending, expires_at = PendingLogin.of(login), login.expires_at
-            taken = session.execute(delete(LtiLogin).where(LtiLogin.state_hash == state_hash)
-                                    .execution_options(synchronize_session=False))
+            taken = session.execute(
+                delete(LtiLogin).where(LtiLogin.state_hash == state_hash).execution_options(synchronize_session=False)
+            )
             if taken.rowcount != 1 or expires_at <= utcnow():
                 return None
             return pending
@@ -361,8 +412,9 @@ class LtiStore:
             return False
         return True
 
-    def account_for(self, *, issuer: str, sub: str, name: str | None, email: str | None,
-                    role: CourseRole) -> UserRecord:
+    def account_for(
+        self, *, issuer: str, sub: str, name: str | None, email: str | None, role: CourseRole
+    ) -> UserRecord:
         """The judge account of the platform user (issuer, sub), made on their first launch.
 
         The account is keyed by (issuer, sub) alone: its sign-in email is always the synthetic
@@ -375,8 +427,9 @@ class LtiStore:
         """
         now = utcnow()
         with self._sessions.begin() as session:
-            link = session.execute(select(LtiUser).where(LtiUser.issuer == issuer, LtiUser.sub == sub)
-                                   ).scalar_one_or_none()
+            link = session.execute(
+                select(LtiUser).where(LtiUser.issuer == issuer, LtiUser.sub == sub)
+            ).scalar_one_or_none()
             if link is not None:
                 link.name, link.email, link.role, link.last_launch_at = name, email, role.value, now
                 user = session.get(UserRecord, link.user_id)
@@ -395,32 +448,58 @@ class LtiStore:
         synthetic = lti_email(issuer, sub)
         display = (name or (email or "").split("@")[0] or "LTI user")[:80]
         user = self.users.by_email(synthetic) or self.users.create(
-            email=synthetic, display_name=display, password_hash=unusable, contact_email=email)
+            email=synthetic, display_name=display, password_hash=unusable, contact_email=email
+        )
         try:
             with self._sessions.begin() as session:
-                session.add(LtiUser(issuer=issuer, sub=sub, user_id=user.id, name=name, email=email, role=role.value,
-                                    created_at=now, last_launch_at=now))
+                session.add(
+                    LtiUser(
+                        issuer=issuer,
+                        sub=sub,
+                        user_id=user.id,
+                        name=name,
+                        email=email,
+                        role=role.value,
+                        created_at=now,
+                        last_launch_at=now,
+                    )
+                )
         except IntegrityError:  # a concurrent first launch of the same user won: use its account
             return self.account_for(issuer=issuer, sub=sub, name=name, email=email, role=role)
         return user
 
     def lti_user(self, issuer: str, sub: str) -> LtiUser | None:
         with self._sessions() as session:
-            return session.execute(select(LtiUser).where(LtiUser.issuer == issuer, LtiUser.sub == sub)
-                                   ).scalar_one_or_none()
+            return session.execute(
+                select(LtiUser).where(LtiUser.issuer == issuer, LtiUser.sub == sub)
+            ).scalar_one_or_none()
 
-    def save_resource_link(self, *, platform_id: int, deployment_id: str, resource_link_id: str,
-                           context_id: str | None, title: str | None, problem: str,
-                           ags: dict | None) -> LtiResourceLink:
+    def save_resource_link(
+        self,
+        *,
+        platform_id: int,
+        deployment_id: str,
+        resource_link_id: str,
+        context_id: str | None,
+        title: str | None,
+        problem: str,
+        ags: dict | None,
+    ) -> LtiResourceLink:
         """Stores or updates a resource link with the AGS endpoint claim of this launch (kept as it
         was when a launch carries none)."""
         now = utcnow()
         values = dict(context_id=context_id, title=(title or None) and title[:255], problem=problem, updated_at=now)
         if ags:
-            values.update(ags_lineitem=ags.get("lineitem"), ags_lineitems=ags.get("lineitems"),
-                          ags_scope=json.dumps(list(ags.get("scope") or [])))
-        key = (LtiResourceLink.platform_id == platform_id, LtiResourceLink.deployment_id == deployment_id,
-               LtiResourceLink.resource_link_id == resource_link_id)
+            values.update(
+                ags_lineitem=ags.get("lineitem"),
+                ags_lineitems=ags.get("lineitems"),
+                ags_scope=json.dumps(list(ags.get("scope") or [])),
+            )
+        key = (
+            LtiResourceLink.platform_id == platform_id,
+            LtiResourceLink.deployment_id == deployment_id,
+            LtiResourceLink.resource_link_id == resource_link_id,
+        )
         for _ in range(2):
             with self._sessions.begin() as session:
                 link = session.execute(select(LtiResourceLink).where(*key)).scalar_one_or_none()
@@ -429,8 +508,13 @@ class LtiStore:
                     return session.get(LtiResourceLink, link.id)  # type: ignore[return-value]
             try:
                 with self._sessions.begin() as session:
-                    link = LtiResourceLink(platform_id=platform_id, deployment_id=deployment_id,
-                                           resource_link_id=resource_link_id, created_at=now, **values)
+                    link = LtiResourceLink(
+                        platform_id=platform_id,
+                        deployment_id=deployment_id,
+                        resource_link_id=resource_link_id,
+                        created_at=now,
+                        **values,
+                    )
                     session.add(link)
                 return link
             except IntegrityError:  # made by a concurrent launch: update it
@@ -453,8 +537,14 @@ class LtiStore:
         now = utcnow()
         with self._sessions.begin() as session:
             session.execute(delete(LtiLaunchToken).where(LtiLaunchToken.expires_at < now))
-            session.add(LtiLaunchToken(token_hash=sha256_hex(token), user_id=user_id, target=target,
-                                       expires_at=now + timedelta(seconds=ttl_s)))
+            session.add(
+                LtiLaunchToken(
+                    token_hash=sha256_hex(token),
+                    user_id=user_id,
+                    target=target,
+                    expires_at=now + timedelta(seconds=ttl_s),
+                )
+            )
         return token
 
     def peek_launch_token(self, token: str) -> tuple[int, str] | None:
@@ -473,8 +563,11 @@ class LtiStore:
             if row is None:
                 return None
             found = row.user_id, row.target, row.expires_at
-            taken = session.execute(delete(LtiLaunchToken).where(LtiLaunchToken.token_hash == token_hash)
-                                    .execution_options(synchronize_session=False))
+            taken = session.execute(
+                delete(LtiLaunchToken)
+                .where(LtiLaunchToken.token_hash == token_hash)
+                .execution_options(synchronize_session=False)
+            )
             if taken.rowcount != 1 or found[2] <= utcnow():
                 return None
             return found[0], found[1]

@@ -52,12 +52,15 @@ class LtiGradePassback(Base):
     __tablename__ = "lti_grade_passbacks"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    resource_link_id: Mapped[int] = mapped_column(Integer, ForeignKey(
-        "lti_resource_links.id", name="fk_lti_grade_passbacks_link", ondelete="CASCADE"))
-    lti_user_id: Mapped[int] = mapped_column(Integer, ForeignKey("lti_users.id",
-                                                                 name="fk_lti_grade_passbacks_lti_user"))
-    user_id: Mapped[int] = mapped_column(Integer, ForeignKey("users.id", name="fk_lti_grade_passbacks_user"),
-                                         index=True)
+    resource_link_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("lti_resource_links.id", name="fk_lti_grade_passbacks_link", ondelete="CASCADE")
+    )
+    lti_user_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("lti_users.id", name="fk_lti_grade_passbacks_lti_user")
+    )
+    user_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("users.id", name="fk_lti_grade_passbacks_user"), index=True
+    )
     best_score: Mapped[float | None] = mapped_column(Float, nullable=True)
     pending_score: Mapped[float | None] = mapped_column(Float, nullable=True)
     pending_verdict_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
@@ -127,19 +130,33 @@ class PassbackStore:
         """Makes (or keeps) the row of a student's launch on a resource link with a line item."""
         now = utcnow()
         with self._sessions() as session:
-            lti_user_id = session.execute(select(LtiUser.id).where(LtiUser.issuer == issuer, LtiUser.sub == sub)
-                                          ).scalar_one()
+            lti_user_id = session.execute(
+                select(LtiUser.id).where(LtiUser.issuer == issuer, LtiUser.sub == sub)
+            ).scalar_one()
         key = (LtiGradePassback.resource_link_id == resource_link_id, LtiGradePassback.lti_user_id == lti_user_id)
         for _ in range(2):
             with self._sessions.begin() as session:
-                if session.execute(update(LtiGradePassback).where(*key).values(user_id=user_id, updated_at=now)
-                                   .execution_options(synchronize_session=False)).rowcount:
+                if session.execute(
+                    update(LtiGradePassback)
+                    .where(*key)
+                    .values(user_id=user_id, updated_at=now)
+                    .execution_options(synchronize_session=False)
+                ).rowcount:
                     return
             try:
                 with self._sessions.begin() as session:
-                    session.add(LtiGradePassback(resource_link_id=resource_link_id, lti_user_id=lti_user_id,
-                                                 user_id=user_id, status=PassbackStatus.IDLE, pending_seq=0,
-                                                 attempts=0, created_at=now, updated_at=now))
+                    session.add(
+                        LtiGradePassback(
+                            resource_link_id=resource_link_id,
+                            lti_user_id=lti_user_id,
+                            user_id=user_id,
+                            status=PassbackStatus.IDLE,
+                            pending_seq=0,
+                            attempts=0,
+                            created_at=now,
+                            updated_at=now,
+                        )
+                    )
                 return
             except IntegrityError:  # a concurrent launch made it: update it
                 continue
@@ -184,11 +201,19 @@ class PassbackStore:
         now = utcnow()
         t = LtiGradePassback
         with self._sessions.begin() as session:
-            return session.execute(update(t).where(*conditions).values(
-                pending_verdict_at=now, pending_seq=t.pending_seq + 1, attempts=0,
-                next_at=case((and_(t.status == PassbackStatus.PENDING, t.next_at > now), t.next_at), else_=now),
-                status=PassbackStatus.PENDING, updated_at=now)
-                .execution_options(synchronize_session=False)).rowcount
+            return session.execute(
+                update(t)
+                .where(*conditions)
+                .values(
+                    pending_verdict_at=now,
+                    pending_seq=t.pending_seq + 1,
+                    attempts=0,
+                    next_at=case((and_(t.status == PassbackStatus.PENDING, t.next_at > now), t.next_at), else_=now),
+                    status=PassbackStatus.PENDING,
+                    updated_at=now,
+                )
+                .execution_options(synchronize_session=False)
+            ).rowcount
 
     def claim_due(self, *, lease_s: float, limit: int = 20) -> list[DueScore]:
         """Pending rows whose time has come, each claimed by one conditional UPDATE that moves its
@@ -196,16 +221,23 @@ class PassbackStore:
         now = utcnow()
         t = LtiGradePassback
         with self._sessions() as session:
-            due = list(session.execute(select(t.id, t.next_at).where(t.status == PassbackStatus.PENDING,
-                                                                     t.next_at <= now)
-                                       .order_by(t.next_at).limit(limit)).all())
+            due = list(
+                session.execute(
+                    select(t.id, t.next_at)
+                    .where(t.status == PassbackStatus.PENDING, t.next_at <= now)
+                    .order_by(t.next_at)
+                    .limit(limit)
+                ).all()
+            )
         claimed = []
         for row_id, next_at in due:
             with self._sessions.begin() as session:
-                taken = session.execute(update(t).where(t.id == row_id, t.status == PassbackStatus.PENDING,
-                                                        t.next_at == next_at)
-                                        .values(next_at=now + timedelta(seconds=lease_s))
-                                        .execution_options(synchronize_session=False))
+                taken = session.execute(
+                    update(t)
+                    .where(t.id == row_id, t.status == PassbackStatus.PENDING, t.next_at == next_at)
+                    .values(next_at=now + timedelta(seconds=lease_s))
+                    .execution_options(synchronize_session=False)
+                )
                 if taken.rowcount != 1:
                     continue
                 row = session.get(t, row_id)
@@ -213,25 +245,51 @@ class PassbackStore:
                 link = session.get(LtiResourceLink, row.resource_link_id)
                 lti_user = session.get(LtiUser, row.lti_user_id)
                 platform = session.get(LtiPlatform, link.platform_id) if link is not None else None
-                claimed.append(DueScore(
-                    id=row.id, seq=row.pending_seq, user_id=row.user_id, link=link,
-                    verdict_at=row.pending_verdict_at, last_sent_score=row.last_sent_score,
-                    last_sent_timestamp=row.last_sent_timestamp, reserved_timestamp=row.reserved_timestamp,
-                    attempts=row.attempts, last_code=row.last_code, sub=lti_user.sub if lti_user else None,
-                    lineitem=link.ags_lineitem if link else None, platform=platform))
+                claimed.append(
+                    DueScore(
+                        id=row.id,
+                        seq=row.pending_seq,
+                        user_id=row.user_id,
+                        link=link,
+                        verdict_at=row.pending_verdict_at,
+                        last_sent_score=row.last_sent_score,
+                        last_sent_timestamp=row.last_sent_timestamp,
+                        reserved_timestamp=row.reserved_timestamp,
+                        attempts=row.attempts,
+                        last_code=row.last_code,
+                        sub=lti_user.sub if lti_user else None,
+                        lineitem=link.ags_lineitem if link else None,
+                        platform=platform,
+                    )
+                )
         return claimed
 
     def reserve(self, row_id: int, timestamp: datetime) -> None:
         """Writes the timestamp of the POST about to be made (before it is made: if this sender
         dies after the platform stored it, the next one sends a newer timestamp)."""
         with self._sessions.begin() as session:
-            session.execute(update(LtiGradePassback).where(LtiGradePassback.id == row_id)
-                            .values(reserved_timestamp=timestamp).execution_options(synchronize_session=False))
+            session.execute(
+                update(LtiGradePassback)
+                .where(LtiGradePassback.id == row_id)
+                .values(reserved_timestamp=timestamp)
+                .execution_options(synchronize_session=False)
+            )
 
-    def record(self, due: DueScore, *, status: PassbackStatus, code: int | None, error: str | None,
-               next_at: datetime | None, sent_score: float | None = None, sent_timestamp: datetime | None = None,
-               counted: bool = True, score: float | None = None, submission_id: str | None = None,
-               submitted_at: datetime | None = None) -> bool:
+    def record(
+        self,
+        due: DueScore,
+        *,
+        status: PassbackStatus,
+        code: int | None,
+        error: str | None,
+        next_at: datetime | None,
+        sent_score: float | None = None,
+        sent_timestamp: datetime | None = None,
+        counted: bool = True,
+        score: float | None = None,
+        submission_id: str | None = None,
+        submitted_at: datetime | None = None,
+    ) -> bool:
         """Records the outcome of sending `due` (claimed). When a verdict came meanwhile
         (`pending_seq` moved on), the row stays pending and due now (at `next_at` when that is a
         retry), so the newer score is sent next.
@@ -245,51 +303,85 @@ class PassbackStore:
         if counted:
             values["attempts"] = t.attempts + 1
         if score is not None:  # the standing computed for this send
-            values.update(best_score=score, pending_score=score, pending_submission_id=submission_id,
-                          pending_submitted_at=submitted_at)
+            values.update(
+                best_score=score,
+                pending_score=score,
+                pending_submission_id=submission_id,
+                pending_submitted_at=submitted_at,
+            )
         if sent_timestamp is not None:
             values.update(last_sent_score=sent_score, last_sent_timestamp=sent_timestamp, attempts=0)
         with self._sessions.begin() as session:
-            same = session.execute(update(t).where(t.id == due.id, t.pending_seq == due.seq)
-                                   .values(status=status, next_at=next_at, **values)
-                                   .execution_options(synchronize_session=False)).rowcount
+            same = session.execute(
+                update(t)
+                .where(t.id == due.id, t.pending_seq == due.seq)
+                .values(status=status, next_at=next_at, **values)
+                .execution_options(synchronize_session=False)
+            ).rowcount
             if same:
                 return False
             later = next_at if status == PassbackStatus.PENDING and next_at is not None else now
-            session.execute(update(t).where(t.id == due.id)
-                            .values(status=PassbackStatus.PENDING, next_at=later, **values)
-                            .execution_options(synchronize_session=False))
+            session.execute(
+                update(t)
+                .where(t.id == due.id)
+                .values(status=PassbackStatus.PENDING, next_at=later, **values)
+                .execution_options(synchronize_session=False)
+            )
             return True
 
-    def undelivered_in_course(self, *, platform_id: int, deployment_id: str, context_id: str
-                              ) -> dict[tuple[int, str], tuple[str, str]]:
+    def undelivered_in_course(
+        self, *, platform_id: int, deployment_id: str, context_id: str
+    ) -> dict[tuple[int, str], tuple[str, str]]:
         """The course's grades that did not reach the LMS: {(user id, problem): (status, the
         platform's or the judge's reason)} for rows `failed` or `refused` on the course's links
         (an LMS context: platform, deployment, context id). Shown to the course's staff on the
         gradebook, so a grade that never arrives is seen where grades are looked at."""
         t = LtiGradePassback
-        query = (select(t.user_id, LtiResourceLink.problem, t.status, t.last_error)
-                 .join(LtiResourceLink, LtiResourceLink.id == t.resource_link_id)
-                 .where(LtiResourceLink.platform_id == platform_id, LtiResourceLink.deployment_id == deployment_id,
-                        LtiResourceLink.context_id == context_id,
-                        t.status.in_([PassbackStatus.FAILED, PassbackStatus.REFUSED]))
-                 .order_by(t.updated_at))
+        query = (
+            select(t.user_id, LtiResourceLink.problem, t.status, t.last_error)
+            .join(LtiResourceLink, LtiResourceLink.id == t.resource_link_id)
+            .where(
+                LtiResourceLink.platform_id == platform_id,
+                LtiResourceLink.deployment_id == deployment_id,
+                LtiResourceLink.context_id == context_id,
+                t.status.in_([PassbackStatus.FAILED, PassbackStatus.REFUSED]),
+            )
+            .order_by(t.updated_at)
+        )
         with self._sessions() as session:
-            return {(user_id, problem): (str(status), error or "no reason given")
-                    for user_id, problem, status, error in session.execute(query).all()}
+            return {
+                (user_id, problem): (str(status), error or "no reason given")
+                for user_id, problem, status, error in session.execute(query).all()
+            }
 
     def rows(self, limit: int = 500) -> list[PassbackView]:
         """Every row (newest change first), for instructors."""
         t = LtiGradePassback
-        query = (select(t, LtiResourceLink, LtiUser, LtiPlatform.issuer)
-                 .join(LtiResourceLink, LtiResourceLink.id == t.resource_link_id)
-                 .join(LtiUser, LtiUser.id == t.lti_user_id)
-                 .join(LtiPlatform, LtiPlatform.id == LtiResourceLink.platform_id)
-                 .order_by(t.updated_at.desc(), t.id.desc()).limit(limit))
+        query = (
+            select(t, LtiResourceLink, LtiUser, LtiPlatform.issuer)
+            .join(LtiResourceLink, LtiResourceLink.id == t.resource_link_id)
+            .join(LtiUser, LtiUser.id == t.lti_user_id)
+            .join(LtiPlatform, LtiPlatform.id == LtiResourceLink.platform_id)
+            .order_by(t.updated_at.desc(), t.id.desc())
+            .limit(limit)
+        )
         with self._sessions() as session:
-            return [PassbackView(issuer=issuer, context_id=link.context_id, link_title=link.title,
-                                 problem=link.problem, sub=user.sub, name=user.name, best_score=row.best_score,
-                                 last_sent_score=row.last_sent_score, last_sent_timestamp=row.last_sent_timestamp,
-                                 status=str(row.status), attempts=row.attempts, last_code=row.last_code,
-                                 last_error=row.last_error, updated_at=row.updated_at)
-                    for row, link, user, issuer in session.execute(query).all()]
+            return [
+                PassbackView(
+                    issuer=issuer,
+                    context_id=link.context_id,
+                    link_title=link.title,
+                    problem=link.problem,
+                    sub=user.sub,
+                    name=user.name,
+                    best_score=row.best_score,
+                    last_sent_score=row.last_sent_score,
+                    last_sent_timestamp=row.last_sent_timestamp,
+                    status=str(row.status),
+                    attempts=row.attempts,
+                    last_code=row.last_code,
+                    last_error=row.last_error,
+                    updated_at=row.updated_at,
+                )
+                for row, link, user, issuer in session.execute(query).all()
+            ]

@@ -85,8 +85,14 @@ class RegistrationStore:
         token = secrets.token_urlsafe(32)
         now = utcnow()
         with self._sessions.begin() as session:
-            session.add(RegistrationUrl(token_hash=_hash(token), created_by=created_by[:254], created_at=now,
-                                        expires_at=now + timedelta(minutes=expires_minutes)))
+            session.add(
+                RegistrationUrl(
+                    token_hash=_hash(token),
+                    created_by=created_by[:254],
+                    created_at=now,
+                    expires_at=now + timedelta(minutes=expires_minutes),
+                )
+            )
         return token
 
     def usable(self, token: str) -> bool:
@@ -100,23 +106,37 @@ class RegistrationStore:
         cannot both register); False when it is unknown, used or expired."""
         now = utcnow()
         with self._sessions.begin() as session:
-            done = session.execute(update(RegistrationUrl).where(
-                RegistrationUrl.token_hash == _hash(token), RegistrationUrl.used_at.is_(None),
-                RegistrationUrl.expires_at > now).values(used_at=now).execution_options(synchronize_session=False))
+            done = session.execute(
+                update(RegistrationUrl)
+                .where(
+                    RegistrationUrl.token_hash == _hash(token),
+                    RegistrationUrl.used_at.is_(None),
+                    RegistrationUrl.expires_at > now,
+                )
+                .values(used_at=now)
+                .execution_options(synchronize_session=False)
+            )
             return done.rowcount == 1
 
     def unspend(self, token: str) -> None:
         """Makes a spent token usable again when its registration failed before anything was
         stored (the administrator fixes the cause, e.g. an allowed network, and retries)."""
         with self._sessions.begin() as session:
-            session.execute(update(RegistrationUrl).where(RegistrationUrl.token_hash == _hash(token),
-                                                          RegistrationUrl.platform_id.is_(None))
-                            .values(used_at=None).execution_options(synchronize_session=False))
+            session.execute(
+                update(RegistrationUrl)
+                .where(RegistrationUrl.token_hash == _hash(token), RegistrationUrl.platform_id.is_(None))
+                .values(used_at=None)
+                .execution_options(synchronize_session=False)
+            )
 
     def record_platform(self, token: str, platform_id: int) -> None:
         with self._sessions.begin() as session:
-            session.execute(update(RegistrationUrl).where(RegistrationUrl.token_hash == _hash(token))
-                            .values(platform_id=platform_id).execution_options(synchronize_session=False))
+            session.execute(
+                update(RegistrationUrl)
+                .where(RegistrationUrl.token_hash == _hash(token))
+                .values(platform_id=platform_id)
+                .execution_options(synchronize_session=False)
+            )
 
 
 @dataclass(frozen=True)
@@ -166,8 +186,10 @@ def fetch_configuration(client: AgsClient, url: str) -> PlatformConfiguration:
         raise RegistrationError("the platform's configuration names no issuer")
     given, fetched = urlsplit(issuer), urlsplit(url)
     if (given.scheme, given.hostname, given.port) != (fetched.scheme, fetched.hostname, fetched.port):
-        raise RegistrationError(f"the configuration's issuer {issuer!r} is not the site it was fetched from "
-                                f"({fetched.scheme}://{fetched.netloc})")
+        raise RegistrationError(
+            f"the configuration's issuer {issuer!r} is not the site it was fetched from "
+            f"({fetched.scheme}://{fetched.netloc})"
+        )
     fields = {}
     for name in ("authorization_endpoint", "token_endpoint", "jwks_uri", "registration_endpoint"):
         value = data.get(name)
@@ -201,16 +223,20 @@ def tool_configuration(base_url: str) -> dict[str, Any]:
             "claims": ["iss", "sub", "name", "given_name", "family_name", "email"],
             "messages": [
                 {"type": "LtiResourceLinkRequest", "target_link_uri": f"{base_url}/lti/launch"},
-                {"type": "LtiDeepLinkingRequest", "target_link_uri": f"{base_url}/lti/launch",
-                 "label": "remat-judge problems",
-                 "placements": ["ContentArea", "link_selection", "assignment_selection"]},
+                {
+                    "type": "LtiDeepLinkingRequest",
+                    "target_link_uri": f"{base_url}/lti/launch",
+                    "label": "remat-judge problems",
+                    "placements": ["ContentArea", "link_selection", "assignment_selection"],
+                },
             ],
         },
     }
 
 
-def register_with(client: AgsClient, configuration: PlatformConfiguration, base_url: str,
-                  registration_token: str | None) -> tuple[str, str | None]:
+def register_with(
+    client: AgsClient, configuration: PlatformConfiguration, base_url: str, registration_token: str | None
+) -> tuple[str, str | None]:
     """POSTs the tool configuration to the platform's registration endpoint.
 
     Returns:
@@ -255,13 +281,28 @@ def canvas_configuration(base_url: str) -> dict[str, Any]:
         "target_link_uri": f"{base_url}/lti/launch",
         "public_jwk_url": f"{base_url}/lti/jwks",
         "scopes": [SCOPE_SCORE, SCOPE_LINEITEM, SCOPE_RESULT_READONLY],
-        "extensions": [{
-            "domain": host, "tool_id": TOOL_NAME, "platform": "canvas.instructure.com", "privacy_level": "public",
-            "settings": {"text": TOOL_NAME, "placements": [
-                {"placement": "link_selection", "message_type": "LtiDeepLinkingRequest",
-                 "target_link_uri": f"{base_url}/lti/launch"},
-                {"placement": "assignment_selection", "message_type": "LtiDeepLinkingRequest",
-                 "target_link_uri": f"{base_url}/lti/launch"}]},
-        }],
+        "extensions": [
+            {
+                "domain": host,
+                "tool_id": TOOL_NAME,
+                "platform": "canvas.instructure.com",
+                "privacy_level": "public",
+                "settings": {
+                    "text": TOOL_NAME,
+                    "placements": [
+                        {
+                            "placement": "link_selection",
+                            "message_type": "LtiDeepLinkingRequest",
+                            "target_link_uri": f"{base_url}/lti/launch",
+                        },
+                        {
+                            "placement": "assignment_selection",
+                            "message_type": "LtiDeepLinkingRequest",
+                            "target_link_uri": f"{base_url}/lti/launch",
+                        },
+                    ],
+                },
+            }
+        ],
         "custom_fields": {},
     }

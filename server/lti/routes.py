@@ -66,9 +66,21 @@ from server.courses.models import CourseRole, CourseStore
 from server.lti import deep_linking
 from server.lti.ags import SCOPE_SCORE, AgsClient
 from server.lti.keys import ToolKey, load_or_create
-from server.lti.launch import (CLAIM_MESSAGE_TYPE, CLAIM_ROLES, DEEP_LINKING_REQUEST, LEEWAY_S,
-                               RESOURCE_LINK_REQUEST, JwksCache, LaunchError, identifier, launch_of, person_email,
-                               person_name, role_for, verify_id_token)
+from server.lti.launch import (
+    CLAIM_MESSAGE_TYPE,
+    CLAIM_ROLES,
+    DEEP_LINKING_REQUEST,
+    LEEWAY_S,
+    RESOURCE_LINK_REQUEST,
+    JwksCache,
+    LaunchError,
+    identifier,
+    launch_of,
+    person_email,
+    person_name,
+    role_for,
+    verify_id_token,
+)
 from server.lti.models import LAUNCH_TOKEN_TTL_S, LOGIN_TTL_S, LtiStore, PendingLogin, PlatformView, sha256_hex
 from server.lti.passback import PassbackStore
 from server.lti.registration import RegistrationStore
@@ -131,15 +143,21 @@ class LtiService:
         """The service of a deployment: creates the tool's key on first start."""
         public = settings.public_url or None
         cooldown_s = settings.lti_jwks_refetch_cooldown_s
-        return cls(store=LtiStore(engine), key=load_or_create(settings.data_dir),
-                   jwks=JwksCache(refetch_cooldown_s=cooldown_s),
-                   public_url=public.rstrip("/") if public else None, cookie_secure=settings.cookie_secure,
-                   passbacks=PassbackStore(engine), courses=CourseStore(engine),
-                   limit=LtiRateLimit.start(settings.lti_rate_limit, settings.lti_platform_rate_limit,
-                                            settings.redis_url or "memory://"),
-                   allow_http=settings.lti_allow_http,
-                   client=AgsClient(timeout_s=settings.callback_timeout_s, allow_networks=settings.lti_allow_networks),
-                   registrations=RegistrationStore(engine))
+        return cls(
+            store=LtiStore(engine),
+            key=load_or_create(settings.data_dir),
+            jwks=JwksCache(refetch_cooldown_s=cooldown_s),
+            public_url=public.rstrip("/") if public else None,
+            cookie_secure=settings.cookie_secure,
+            passbacks=PassbackStore(engine),
+            courses=CourseStore(engine),
+            limit=LtiRateLimit.start(
+                settings.lti_rate_limit, settings.lti_platform_rate_limit, settings.redis_url or "memory://"
+            ),
+            allow_http=settings.lti_allow_http,
+            client=AgsClient(timeout_s=settings.callback_timeout_s, allow_networks=settings.lti_allow_networks),
+            registrations=RegistrationStore(engine),
+        )
 
     def base_url(self, request: Request) -> str:
         return self.public_url or str(request.base_url).rstrip("/")
@@ -155,9 +173,12 @@ class LtiService:
         base = urlsplit(self.base_url(request))
         if base.scheme == "https" or self.allow_http or (base.hostname or "") in LOOPBACK_HOSTS:
             return None
-        return LaunchError(503, "This judge is set up for LTI over plain HTTP, which LMSs refuse. Its operator "
-                                "sets REMAT_JUDGE_PUBLIC_URL=https://<its address> (behind a TLS proxy whose headers "
-                                "it trusts), or REMAT_JUDGE_LTI_ALLOW_HTTP=true for a local test.")
+        return LaunchError(
+            503,
+            "This judge is set up for LTI over plain HTTP, which LMSs refuse. Its operator "
+            "sets REMAT_JUDGE_PUBLIC_URL=https://<its address> (behind a TLS proxy whose headers "
+            "it trusts), or REMAT_JUDGE_LTI_ALLOW_HTTP=true for a local test.",
+        )
 
 
 class LtiRateLimit:
@@ -213,8 +234,11 @@ def _count_launch(request: Request, service: LtiService, platform: str | None = 
         return
     wait_s = service.limit.retry_after_s(request.client.host if request.client else "unknown", platform)
     if wait_s is not None:
-        raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, "too many LTI launches from this address or "
-                            "platform; try again in a moment", headers={"Retry-After": str(wait_s)})
+        raise HTTPException(
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            "too many LTI launches from this address or platform; try again in a moment",
+            headers={"Retry-After": str(wait_s)},
+        )
 
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
@@ -222,17 +246,24 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 def _page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
     """An LTI page; it shows the user this request has signed in (if any: looked up by the route)."""
-    response = templates.TemplateResponse(request, template, {
-        "user": request.scope.get("remat_user"), "principal": request.scope.get("remat_principal", ANONYMOUS),
-        "csrf": csrf_token(request), "bundle": (WEB_DIR / "static" / "dist" / "app.js").exists(), **context},
-        status_code=status_code)
+    response = templates.TemplateResponse(
+        request,
+        template,
+        {
+            "user": request.scope.get("remat_user"),
+            "principal": request.scope.get("remat_principal", ANONYMOUS),
+            "csrf": csrf_token(request),
+            "bundle": (WEB_DIR / "static" / "dist" / "app.js").exists(),
+            **context,
+        },
+        status_code=status_code,
+    )
     response.headers.update(NO_STORE)
     return response
 
 
 def _refused(request: Request, error: LaunchError) -> HTMLResponse:
-    return _page(request, "lti_error.html", status_code=error.status_code, code=error.status_code,
-                 detail=error.message)
+    return _page(request, "lti_error.html", status_code=error.status_code, code=error.status_code, detail=error.message)
 
 
 def state_cookie_name(state: str) -> str:
@@ -249,6 +280,7 @@ def _with_query(url: str, params: dict[str, str]) -> str:
 
 
 # --- the tool's keys --------------------------------------------------------------------------------
+
 
 @router.get("/jwks")
 def jwks(request: Request) -> JSONResponse:
@@ -267,6 +299,7 @@ def _admin_only(request: Request, services: Services, path: str) -> Response | N
 
 # --- login initiation ------------------------------------------------------------------------------
 
+
 def _platform_for(service: LtiService, iss: str, client_id: str) -> PlatformView:
     """The registered platform a login names.
 
@@ -278,15 +311,25 @@ def _platform_for(service: LtiService, iss: str, client_id: str) -> PlatformView
         raise LaunchError(400, "The login initiation names no platform (iss).")
     found = service.store.platforms_for(iss, client_id or None)
     if not found:
-        raise LaunchError(400, "This platform is not registered with the judge (an administrator registers it: "
-                               "/lti/setup).")
+        raise LaunchError(
+            400, "This platform is not registered with the judge (an administrator registers it: /lti/setup)."
+        )
     if len(found) > 1:
         raise LaunchError(400, "This platform has several registrations: the login must name its client_id.")
     return found[0]
 
 
-def _login(request: Request, *, iss: str, login_hint: str, target_link_uri: str, lti_message_hint: str,
-           client_id: str, lti_deployment_id: str, lti_storage_target: str = "") -> Response:
+def _login(
+    request: Request,
+    *,
+    iss: str,
+    login_hint: str,
+    target_link_uri: str,
+    lti_message_hint: str,
+    client_id: str,
+    lti_deployment_id: str,
+    lti_storage_target: str = "",
+) -> Response:
     service = _service(request)
     try:
         refusal = service.https_refusal(request)
@@ -304,29 +347,67 @@ def _login(request: Request, *, iss: str, login_hint: str, target_link_uri: str,
         return _refused(request, error)
     target = lti_storage_target if STORAGE_TARGET.fullmatch(lti_storage_target) else None
     platform_origin = _origin(platform.auth_login_url)
-    relaunch = {name: value for name, value in (
-        ("iss", iss), ("login_hint", login_hint), ("lti_message_hint", lti_message_hint),
-        ("target_link_uri", target_link_uri), ("client_id", client_id or platform.client_id),
-        ("lti_deployment_id", lti_deployment_id)) if value}
-    state, nonce, binding = service.store.start_login(platform.id, storage_target=target if platform_origin else None,
-                                                      relaunch=relaunch)
-    params = {"scope": "openid", "response_type": "id_token", "response_mode": "form_post", "prompt": "none",
-              "client_id": platform.client_id, "redirect_uri": service.base_url(request) + "/lti/launch",
-              "login_hint": login_hint, "state": state, "nonce": nonce}
+    relaunch = {
+        name: value
+        for name, value in (
+            ("iss", iss),
+            ("login_hint", login_hint),
+            ("lti_message_hint", lti_message_hint),
+            ("target_link_uri", target_link_uri),
+            ("client_id", client_id or platform.client_id),
+            ("lti_deployment_id", lti_deployment_id),
+        )
+        if value
+    }
+    state, nonce, binding = service.store.start_login(
+        platform.id, storage_target=target if platform_origin else None, relaunch=relaunch
+    )
+    params = {
+        "scope": "openid",
+        "response_type": "id_token",
+        "response_mode": "form_post",
+        "prompt": "none",
+        "client_id": platform.client_id,
+        "redirect_uri": service.base_url(request) + "/lti/launch",
+        "login_hint": login_hint,
+        "state": state,
+        "nonce": nonce,
+    }
     if lti_message_hint:
         params["lti_message_hint"] = lti_message_hint
     auth_url = _with_query(platform.auth_login_url, params)
     if binding is not None:  # the platform keeps the binding for us (postMessage storage), then we go on
-        response: Response = _page(request, "lti_storage.html", mode="put", target=target, origin=platform_origin,
-                                   key=storage_key(state), value=binding, next_url=auth_url)
+        response: Response = _page(
+            request,
+            "lti_storage.html",
+            mode="put",
+            target=target,
+            origin=platform_origin,
+            key=storage_key(state),
+            value=binding,
+            next_url=auth_url,
+        )
     else:
         response = RedirectResponse(auth_url, status_code=302, headers=NO_STORE)
     if service.secure(request):  # cross-site launch POST: only a SameSite=None cookie comes back with it
-        response.set_cookie(state_cookie_name(state), sha256_hex(state), max_age=LOGIN_TTL_S, path="/lti/launch",
-                            httponly=True, secure=True, samesite="none")
+        response.set_cookie(
+            state_cookie_name(state),
+            sha256_hex(state),
+            max_age=LOGIN_TTL_S,
+            path="/lti/launch",
+            httponly=True,
+            secure=True,
+            samesite="none",
+        )
     else:  # plain HTTP: browsers drop SameSite=None without Secure (see the module's docstring)
-        response.set_cookie(state_cookie_name(state), sha256_hex(state), max_age=LOGIN_TTL_S, path="/lti/launch",
-                            httponly=True, samesite="lax")
+        response.set_cookie(
+            state_cookie_name(state),
+            sha256_hex(state),
+            max_age=LOGIN_TTL_S,
+            path="/lti/launch",
+            httponly=True,
+            samesite="lax",
+        )
     return response
 
 
@@ -345,31 +426,60 @@ def storage_key(state: str) -> str:
 
 
 @router.get("/login")
-def login_get(request: Request, iss: str = "", login_hint: str = "", target_link_uri: str = "",
-              lti_message_hint: str = "", client_id: str = "", lti_deployment_id: str = "",
-              lti_storage_target: str = "") -> Response:
+def login_get(
+    request: Request,
+    iss: str = "",
+    login_hint: str = "",
+    target_link_uri: str = "",
+    lti_message_hint: str = "",
+    client_id: str = "",
+    lti_deployment_id: str = "",
+    lti_storage_target: str = "",
+) -> Response:
     """OIDC third-party initiated login (Security Framework 5.1.1.1), by GET."""
-    return _login(request, iss=iss, login_hint=login_hint, target_link_uri=target_link_uri,
-                  lti_message_hint=lti_message_hint, client_id=client_id, lti_deployment_id=lti_deployment_id,
-                  lti_storage_target=lti_storage_target)
+    return _login(
+        request,
+        iss=iss,
+        login_hint=login_hint,
+        target_link_uri=target_link_uri,
+        lti_message_hint=lti_message_hint,
+        client_id=client_id,
+        lti_deployment_id=lti_deployment_id,
+        lti_storage_target=lti_storage_target,
+    )
 
 
 @router.post("/login")
-def login_post(request: Request, iss: Annotated[str, Form()] = "", login_hint: Annotated[str, Form()] = "",
-               target_link_uri: Annotated[str, Form()] = "", lti_message_hint: Annotated[str, Form()] = "",
-               client_id: Annotated[str, Form()] = "", lti_deployment_id: Annotated[str, Form()] = "",
-               lti_storage_target: Annotated[str, Form()] = "") -> Response:
+def login_post(
+    request: Request,
+    iss: Annotated[str, Form()] = "",
+    login_hint: Annotated[str, Form()] = "",
+    target_link_uri: Annotated[str, Form()] = "",
+    lti_message_hint: Annotated[str, Form()] = "",
+    client_id: Annotated[str, Form()] = "",
+    lti_deployment_id: Annotated[str, Form()] = "",
+    lti_storage_target: Annotated[str, Form()] = "",
+) -> Response:
     """OIDC third-party initiated login (Security Framework 5.1.1.1), by POST."""
-    return _login(request, iss=iss, login_hint=login_hint, target_link_uri=target_link_uri,
-                  lti_message_hint=lti_message_hint, client_id=client_id, lti_deployment_id=lti_deployment_id,
-                  lti_storage_target=lti_storage_target)
+    return _login(
+        request,
+        iss=iss,
+        login_hint=login_hint,
+        target_link_uri=target_link_uri,
+        lti_message_hint=lti_message_hint,
+        client_id=client_id,
+        lti_deployment_id=lti_deployment_id,
+        lti_storage_target=lti_storage_target,
+    )
 
 
 # --- launch ---------------------------------------------------------------------------------------
 
+
 @router.post("/launch")
-def launch(request: Request, services: ServicesDep, id_token: Annotated[str, Form()] = "",
-           state: Annotated[str, Form()] = "") -> Response:
+def launch(
+    request: Request, services: ServicesDep, id_token: Annotated[str, Form()] = "", state: Annotated[str, Form()] = ""
+) -> Response:
     """The authentication response (Security Framework 5.1.1.3): a resource link launch.
 
     Answers 303 to `/lti/landing?token=...` with the user signed in, or a 4xx page that signs
@@ -403,20 +513,33 @@ def launch(request: Request, services: ServicesDep, id_token: Annotated[str, For
                 platform = service.store.platform_by_id(pending.platform_id)
                 origin = _origin(platform.auth_login_url) if platform is not None else None
                 if origin is not None:  # read the binding back from the platform's storage, then go on
-                    page = _page(request, "lti_storage.html", mode="get", target=pending.storage_target,
-                                 origin=origin, key=storage_key(state), id_token=id_token, state=state)
+                    page = _page(
+                        request,
+                        "lti_storage.html",
+                        mode="get",
+                        target=pending.storage_target,
+                        origin=origin,
+                        key=storage_key(state),
+                        id_token=id_token,
+                        state=state,
+                    )
                     # a browser sends "Origin: null" with a POST from a no-referrer page, and
                     # `launch_from_storage` needs the judge's own origin there
                     page.headers["Referrer-Policy"] = "same-origin"
                     return page
         login = service.store.consume_login(state)  # used once, whatever follows
         if login is None:
-            raise LaunchError(403, "The launch's state is unknown, expired or already used; launch again from the "
-                                   "course.")
+            raise LaunchError(
+                403, "The launch's state is unknown, expired or already used; launch again from the course."
+            )
         if cookie is None and service.secure(request):
-            return _relaunch(request, login, "Your browser did not send the judge's cookie with this launch (it "
-                                             "blocks cookies inside the course page), and your course does not "
-                                             "offer another way to tie the launch to your browser.")
+            return _relaunch(
+                request,
+                login,
+                "Your browser did not send the judge's cookie with this launch (it "
+                "blocks cookies inside the course page), and your course does not "
+                "offer another way to tie the launch to your browser.",
+            )
         # No cookie over plain HTTP (a local test: `https_refusal` refuses it elsewhere): a Lax
         # cookie never comes with a cross-site POST, so the server-side state alone is checked
         # (256 random bits, used once, 5 minutes, its nonce in the id_token). That stops replays
@@ -430,8 +553,13 @@ def launch(request: Request, services: ServicesDep, id_token: Annotated[str, For
 
 
 @router.post("/launch/storage")
-def launch_from_storage(request: Request, services: ServicesDep, id_token: Annotated[str, Form()] = "",
-                        state: Annotated[str, Form()] = "", binding: Annotated[str, Form()] = "") -> Response:
+def launch_from_storage(
+    request: Request,
+    services: ServicesDep,
+    id_token: Annotated[str, Form()] = "",
+    state: Annotated[str, Form()] = "",
+    binding: Annotated[str, Form()] = "",
+) -> Response:
     """The second half of a cookie-less launch through the platform's postMessage storage: the
     judge's own launch page (never another site: the Origin header must be the judge's, and
     Sec-Fetch-Site same-origin when sent) posts the id_token and state back with the binding it
@@ -445,11 +573,16 @@ def launch_from_storage(request: Request, services: ServicesDep, id_token: Annot
             raise LaunchError(403, "This form is posted by the judge's own launch page only.")
         login = service.store.consume_login(state)
         if login is None:
-            raise LaunchError(403, "The launch's state is unknown, expired or already used; launch again from the "
-                                   "course.")
+            raise LaunchError(
+                403, "The launch's state is unknown, expired or already used; launch again from the course."
+            )
         if not login.binding_matches(binding):
-            return _relaunch(request, login, "The course page could not confirm that this launch started in your "
-                                             "browser (its storage did not answer, or holds another launch).")
+            return _relaunch(
+                request,
+                login,
+                "The course page could not confirm that this launch started in your "
+                "browser (its storage did not answer, or holds another launch).",
+            )
         return _verified_launch(request, services, service, state, id_token, login)
     except LaunchError as error:
         return _refused(request, error)
@@ -459,20 +592,26 @@ def _same_origin(request: Request, service: LtiService) -> bool:
     """Whether a POST came from a page of the judge itself: its Origin is the judge's (browsers
     send Origin with every POST and a site cannot forge it) and Sec-Fetch-Site, when sent, says
     same-origin."""
-    return request.headers.get("origin") == _origin(service.base_url(request)) and \
-        request.headers.get("sec-fetch-site", "same-origin") == "same-origin"
+    return (
+        request.headers.get("origin") == _origin(service.base_url(request))
+        and request.headers.get("sec-fetch-site", "same-origin") == "same-origin"
+    )
 
 
 def _relaunch(request: Request, login: PendingLogin, why: str) -> HTMLResponse:
     """A 403 that signs nobody in and offers the same login again in a new, first-party window,
     where the judge's state cookie comes back with the launch."""
-    url = f"/lti/login?{urlencode(login.relaunch)}" if login.relaunch.get("iss") and \
-        login.relaunch.get("login_hint") else None
+    url = (
+        f"/lti/login?{urlencode(login.relaunch)}"
+        if login.relaunch.get("iss") and login.relaunch.get("login_hint")
+        else None
+    )
     return _page(request, "lti_relaunch.html", status_code=403, code=403, detail=why, relaunch_url=url)
 
 
-def _verified_launch(request: Request, services: Services, service: LtiService, state: str, id_token: str,
-                     login: PendingLogin) -> Response:
+def _verified_launch(
+    request: Request, services: Services, service: LtiService, state: str, id_token: str, login: PendingLogin
+) -> Response:
     """The launch once its state is bound to this browser: verifies the id_token and signs in.
 
     Raises:
@@ -482,10 +621,15 @@ def _verified_launch(request: Request, services: Services, service: LtiService, 
     platform = service.store.platform_by_id(platform_id)
     if platform is None:
         raise LaunchError(403, "This platform's registration was removed.")
-    claims = verify_id_token(id_token, issuer=platform.issuer, client_id=platform.client_id,
-                             deployment_ids=platform.deployment_ids, expected_nonce=nonce,
-                             key_for=lambda kid: service.jwks.key(platform.keyset_url, kid),
-                             message_types=(RESOURCE_LINK_REQUEST, DEEP_LINKING_REQUEST))
+    claims = verify_id_token(
+        id_token,
+        issuer=platform.issuer,
+        client_id=platform.client_id,
+        deployment_ids=platform.deployment_ids,
+        expected_nonce=nonce,
+        key_for=lambda kid: service.jwks.key(platform.keyset_url, kid),
+        message_types=(RESOURCE_LINK_REQUEST, DEEP_LINKING_REQUEST),
+    )
     until = datetime.fromtimestamp(int(claims["exp"]), timezone.utc) + timedelta(seconds=LEEWAY_S)
     if not service.store.use_nonce(platform.issuer, claims["nonce"], until=until):
         raise LaunchError(403, "This launch was used already (its nonce was seen before).")
@@ -497,27 +641,37 @@ def _verified_launch(request: Request, services: Services, service: LtiService, 
     try:
         services.problems.get(verified.problem)
     except (KeyError, ProblemError):
-        raise LaunchError(404, f"The course links to a problem the judge does not have: {verified.problem!r}.") \
-            from None
+        raise LaunchError(
+            404, f"The course links to a problem the judge does not have: {verified.problem!r}."
+        ) from None
     if not services.problems.is_published(verified.problem) and not _launches_an_admin(services, verified):
         who = "an admin of the judge publishes it" if verified.role == CourseRole.STAFF else "ask your instructor"
         raise LaunchError(404, f"The problem {verified.problem!r} is not published yet; {who}.")
-    user = service.store.account_for(issuer=verified.issuer, sub=verified.sub, name=verified.name,
-                                     email=verified.email, role=verified.role)  # never a site role
-    link = service.store.save_resource_link(platform_id=platform.id, deployment_id=verified.deployment_id,
-                                            resource_link_id=verified.resource_link_id,
-                                            context_id=verified.context_id, title=verified.title,
-                                            problem=verified.problem, ags=verified.ags)
+    user = service.store.account_for(
+        issuer=verified.issuer, sub=verified.sub, name=verified.name, email=verified.email, role=verified.role
+    )  # never a site role
+    link = service.store.save_resource_link(
+        platform_id=platform.id,
+        deployment_id=verified.deployment_id,
+        resource_link_id=verified.resource_link_id,
+        context_id=verified.context_id,
+        title=verified.title,
+        problem=verified.problem,
+        ags=verified.ags,
+    )
     if verified.context_id is not None:  # the LMS course: enrollment, and the link's problem as an assignment
-        course = service.courses.for_context(platform_id=platform.id, deployment_id=verified.deployment_id,
-                                             context_id=verified.context_id, title=verified.context_title)
+        course = service.courses.for_context(
+            platform_id=platform.id,
+            deployment_id=verified.deployment_id,
+            context_id=verified.context_id,
+            title=verified.context_title,
+        )
         service.courses.enroll(course.id, user.id, verified.role)
         service.courses.ensure_assignment(course.id, verified.problem)
     if verified.role == CourseRole.STUDENT and link.ags_lineitem and SCOPE_SCORE in json.loads(link.ags_scope or "[]"):
         # grade passback: this student's verdicts on the problem go to the link's line item, those
         # made before this launch too (the sender computes the standing; nothing is sent without one)
-        service.passbacks.launched(resource_link_id=link.id, issuer=verified.issuer, sub=verified.sub,
-                                   user_id=user.id)
+        service.passbacks.launched(resource_link_id=link.id, issuer=verified.issuer, sub=verified.sub, user_id=user.id)
         service.passbacks.verdict_stored(user_id=user.id, problem=verified.problem)  # senders poll each second
     sign_in(request, services, user)
     token = service.store.make_launch_token(user.id, f"/problems/{verified.problem}")
@@ -544,15 +698,24 @@ def landing(request: Request, services: ServicesDep, token: str = "") -> Respons
     service = _service(request)
     found = service.store.peek_launch_token(token) if token else None
     if found is None:
-        return _refused(request, LaunchError(400, "This launch link has expired or was used already; open the "
-                                                  "activity again from the course."))
+        return _refused(
+            request,
+            LaunchError(
+                400, "This launch link has expired or was used already; open the activity again from the course."
+            ),
+        )
     user_id, target = found
     me = user_of(request, services)  # the session cookie came back and its server-side session is live
     if me is not None and me.id == user_id and service.store.use_launch_token(token) is not None:
         return RedirectResponse(target, status_code=303, headers=NO_STORE)
     user = service.store.users.get(user_id)
-    return _page(request, "lti_landing.html", open_url=f"/lti/open?{urlencode({'token': token})}",
-                 name=user.display_name if user else "", ttl_s=LAUNCH_TOKEN_TTL_S)
+    return _page(
+        request,
+        "lti_landing.html",
+        open_url=f"/lti/open?{urlencode({'token': token})}",
+        name=user.display_name if user else "",
+        ttl_s=LAUNCH_TOKEN_TTL_S,
+    )
 
 
 @router.get("/open")
@@ -563,16 +726,22 @@ def open_in_window(request: Request, services: ServicesDep, token: str = "") -> 
     found = service.store.use_launch_token(token) if token else None
     user = service.store.users.get(found[0]) if found else None
     if found is None or user is None:
-        return _refused(request, LaunchError(400, "This launch link has expired or was used already; open the "
-                                                  "activity again from the course."))
+        return _refused(
+            request,
+            LaunchError(
+                400, "This launch link has expired or was used already; open the activity again from the course."
+            ),
+        )
     sign_in(request, services, user)
     return RedirectResponse(found[1], status_code=303, headers=NO_STORE)
 
 
 # --- deep linking (Deep Linking 2.0; see server/lti/deep_linking.py) -------------------------------
 
-def _deep_linking_request(request: Request, services: Services, service: LtiService, platform: PlatformView,
-                          claims: dict[str, Any]) -> Response:
+
+def _deep_linking_request(
+    request: Request, services: Services, service: LtiService, platform: PlatformView, claims: dict[str, Any]
+) -> Response:
     """A verified `LtiDeepLinkingRequest`: an LMS instructor (staff of the LMS context: this
     gives them no role on the judge) is signed in and sees the published problems.
 
@@ -583,26 +752,46 @@ def _deep_linking_request(request: Request, services: Services, service: LtiServ
     settings = deep_linking.settings_of(claims)
     if role_for(claims[CLAIM_ROLES]) != CourseRole.STAFF:
         raise LaunchError(403, "Only instructors can add the judge's problems to a course.")
-    user = service.store.account_for(issuer=identifier(claims["iss"], "issuer"),
-                                     sub=identifier(claims["sub"], "user (sub)"), name=person_name(claims),
-                                     email=person_email(claims), role=CourseRole.STAFF)
+    user = service.store.account_for(
+        issuer=identifier(claims["iss"], "issuer"),
+        sub=identifier(claims["sub"], "user (sub)"),
+        name=person_name(claims),
+        email=person_email(claims),
+        role=CourseRole.STAFF,
+    )
     sign_in(request, services, user)
     form_csrf = secrets.token_urlsafe(32)
-    context = deep_linking.make_context(service.key, platform_id=platform.id,
-                                        deployment_id=claims[deep_linking.CLAIM_DEPLOYMENT_ID], settings=settings,
-                                        user_id=user.id, csrf=form_csrf)
+    context = deep_linking.make_context(
+        service.key,
+        platform_id=platform.id,
+        deployment_id=claims[deep_linking.CLAIM_DEPLOYMENT_ID],
+        settings=settings,
+        user_id=user.id,
+        csrf=form_csrf,
+    )
     problems = sorted(services.problems.all(published_only=True), key=lambda p: (p.spec.title, p.spec.slug))
     response = _page(request, "lti_deep_linking.html", problems=problems, context=context, form_csrf=form_csrf)
     response.headers["Referrer-Policy"] = "same-origin"  # the pick's POST then carries the judge's Origin
-    response.set_cookie(deep_linking.cookie_name(form_csrf), form_csrf, max_age=deep_linking.CONTEXT_TTL_S,
-                        path=deep_linking.COOKIE_PATH, httponly=True, secure=service.secure(request),
-                        samesite="none" if service.secure(request) else "lax")
+    response.set_cookie(
+        deep_linking.cookie_name(form_csrf),
+        form_csrf,
+        max_age=deep_linking.CONTEXT_TTL_S,
+        path=deep_linking.COOKIE_PATH,
+        httponly=True,
+        secure=service.secure(request),
+        samesite="none" if service.secure(request) else "lax",
+    )
     return response
 
 
 @router.post("/deep-linking")
-def deep_linking_pick(request: Request, services: ServicesDep, context: Annotated[str, Form()] = "",
-                      csrf: Annotated[str, Form()] = "", problem: Annotated[str, Form()] = "") -> Response:
+def deep_linking_pick(
+    request: Request,
+    services: ServicesDep,
+    context: Annotated[str, Form()] = "",
+    csrf: Annotated[str, Form()] = "",
+    problem: Annotated[str, Form()] = "",
+) -> Response:
     """The instructor's pick: answers the platform with an auto-submitting form POST of the
     `LtiDeepLinkingResponse` JWT to its deep_link_return_url. 403 for a wrong CSRF token, a
     context of another session or user, expired or used already; 404 for an unknown problem."""
@@ -610,11 +799,18 @@ def deep_linking_pick(request: Request, services: ServicesDep, context: Annotate
     _count_launch(request, service)
     try:
         if not csrf:
-            raise LaunchError(403, "The form did not come from the judge's problem list; open the deep linking "
-                                   "dialog again from the course.")
-        claims = deep_linking.read_context(service.key, context, csrf=csrf,
-                                           cookie=request.cookies.get(deep_linking.cookie_name(csrf)),
-                                           same_origin=_same_origin(request, service))
+            raise LaunchError(
+                403,
+                "The form did not come from the judge's problem list; open the deep linking "
+                "dialog again from the course.",
+            )
+        claims = deep_linking.read_context(
+            service.key,
+            context,
+            csrf=csrf,
+            cookie=request.cookies.get(deep_linking.cookie_name(csrf)),
+            same_origin=_same_origin(request, service),
+        )
         # the context is signed by the judge and made only for a verified launch of an LMS
         # instructor (`_deep_linking_request`): that launch's role, not a site role, allows the pick
         user = service.store.users.get(int(claims["uid"]))
@@ -631,16 +827,26 @@ def deep_linking_pick(request: Request, services: ServicesDep, context: Annotate
             found = services.problems.get(problem)
         except (KeyError, ProblemError):
             raise LaunchError(404, "The judge has no such published problem.") from None
-        if not service.store.use_nonce(platform.issuer, "deep-linking:" + str(claims["jti"]),
-                                       until=deep_linking.spend_until(claims)):
-            raise LaunchError(403, "This problem list was used already; open the deep linking dialog again from "
-                                   "the course.")
+        if not service.store.use_nonce(
+            platform.issuer, "deep-linking:" + str(claims["jti"]), until=deep_linking.spend_until(claims)
+        ):
+            raise LaunchError(
+                403, "This problem list was used already; open the deep linking dialog again from the course."
+            )
     except LaunchError as error:
         return _refused(request, error)
-    token = deep_linking.response_jwt(service.key, client_id=platform.client_id, issuer=platform.issuer,
-                                      deployment_id=claims["deployment"], data=claims.get("data"),
-                                      title=found.spec.title, slug=found.spec.slug, base_url=service.base_url(request))
-    response = _page(request, "lti_deep_linking.html", return_url=claims["return_url"], jwt=token,
-                     title=found.spec.title)
+    token = deep_linking.response_jwt(
+        service.key,
+        client_id=platform.client_id,
+        issuer=platform.issuer,
+        deployment_id=claims["deployment"],
+        data=claims.get("data"),
+        title=found.spec.title,
+        slug=found.spec.slug,
+        base_url=service.base_url(request),
+    )
+    response = _page(
+        request, "lti_deep_linking.html", return_url=claims["return_url"], jwt=token, title=found.spec.title
+    )
     response.delete_cookie(deep_linking.cookie_name(csrf), path=deep_linking.COOKIE_PATH)
     return response

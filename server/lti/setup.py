@@ -26,8 +26,13 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from server.api.deps import Services, get_services
 from server.lti.ags import SCOPE_SCORE, AgsClient, TokenError
 from server.lti.models import PlatformView
-from server.lti.registration import (CLOSE_MESSAGE, RegistrationError, canvas_configuration, fetch_configuration,
-                                     register_with)
+from server.lti.registration import (
+    CLOSE_MESSAGE,
+    RegistrationError,
+    canvas_configuration,
+    fetch_configuration,
+    register_with,
+)
 from server.lti.routes import LtiService, _admin_only, _page, _service
 from server.web.auth import check_csrf, user_of
 
@@ -43,11 +48,17 @@ def platform_advice(service: LtiService, platform: PlatformView) -> str | None:
 
 def _setup_page(request: Request, service: LtiService, **context: object) -> HTMLResponse:
     platforms = service.store.platforms()
-    return _page(request, "lti_setup.html", base=service.base_url(request), kid=service.key.kid,
-                 pem=service.key.public_pem(), jwk=json.dumps(service.key.public_jwk(), indent=2),
-                 platforms=[(p, platform_advice(service, p)) for p in platforms],
-                 undelivered=sum(1 for row in service.passbacks.rows() if row.status in ("failed", "refused")),
-                 **context)
+    return _page(
+        request,
+        "lti_setup.html",
+        base=service.base_url(request),
+        kid=service.key.kid,
+        pem=service.key.public_pem(),
+        jwk=json.dumps(service.key.public_jwk(), indent=2),
+        platforms=[(p, platform_advice(service, p)) for p in platforms],
+        undelivered=sum(1 for row in service.passbacks.rows() if row.status in ("failed", "refused")),
+        **context,
+    )
 
 
 @router.get("/setup", response_class=HTMLResponse)
@@ -61,8 +72,12 @@ def setup(request: Request, services: ServicesDep) -> Response:
 
 
 @router.post("/setup/registration-url", response_class=HTMLResponse)
-def make_registration_url(request: Request, services: ServicesDep, csrf_token: Annotated[str, Form()] = "",
-                          expires_minutes: Annotated[int, Form(ge=1, le=7 * 24 * 60)] = 60) -> Response:
+def make_registration_url(
+    request: Request,
+    services: ServicesDep,
+    csrf_token: Annotated[str, Form()] = "",
+    expires_minutes: Annotated[int, Form(ge=1, le=7 * 24 * 60)] = 60,
+) -> Response:
     """Admins only: a new one-time dynamic registration URL, shown once on the set-up page."""
     refused = _admin_only(request, services, "/lti/setup")
     if refused is not None:
@@ -72,13 +87,21 @@ def make_registration_url(request: Request, services: ServicesDep, csrf_token: A
     assert service.registrations is not None
     user = user_of(request, services)
     token = service.registrations.issue(created_by=user.email if user else "admin", expires_minutes=expires_minutes)
-    return _setup_page(request, service, registration_url=f"{service.base_url(request)}/lti/dynamic-registration/"
-                                                          f"{token}", registration_minutes=expires_minutes)
+    return _setup_page(
+        request,
+        service,
+        registration_url=f"{service.base_url(request)}/lti/dynamic-registration/{token}",
+        registration_minutes=expires_minutes,
+    )
 
 
 @router.post("/setup/test", response_class=HTMLResponse)
-def test_connection(request: Request, services: ServicesDep, platform_id: Annotated[int, Form()] = 0,
-                    csrf_token: Annotated[str, Form()] = "") -> Response:
+def test_connection(
+    request: Request,
+    services: ServicesDep,
+    platform_id: Annotated[int, Form()] = 0,
+    csrf_token: Annotated[str, Form()] = "",
+) -> Response:
     """Admins only: fetches the platform's keyset (as a launch does) and an access token for
     scores (as grade passback does), and shows each outcome on the set-up page."""
     refused = _admin_only(request, services, "/lti/setup")
@@ -97,8 +120,10 @@ def test_connection(request: Request, services: ServicesDep, platform_id: Annota
         checks.append(("keyset", False, f"{platform.keyset_url}: {str(exc)[:200]}"))
     advice = platform_advice(service, platform)
     try:
-        fresh = AgsClient(timeout_s=service.client.timeout_s,  # no cached token: ask the platform now
-                          allow_networks=[str(n) for n in service.client.allow_networks])
+        fresh = AgsClient(
+            timeout_s=service.client.timeout_s,  # no cached token: ask the platform now
+            allow_networks=[str(n) for n in service.client.allow_networks],
+        )
         fresh.access_token(platform, service.key, [SCOPE_SCORE])
         checks.append(("access token", True, f"the token URL {platform.auth_token_url} gave a token for scores"))
     except TokenError as exc:
@@ -125,20 +150,26 @@ def resend(request: Request, services: ServicesDep, csrf_token: Annotated[str, F
     check_csrf(request, csrf_token)
     service = _service(request)
     count = service.passbacks.send_undelivered_again()
-    return _page(request, "lti_grades.html", rows=service.passbacks.rows(),
-                 notice=f"{count} grade{'s' if count != 1 else ''} will be sent again.")
+    return _page(
+        request,
+        "lti_grades.html",
+        rows=service.passbacks.rows(),
+        notice=f"{count} grade{'s' if count != 1 else ''} will be sent again.",
+    )
 
 
 @router.get("/canvas.json")
 def canvas_json(request: Request) -> JSONResponse:
     """Canvas's developer key JSON configuration ("LTI key", method "Enter URL")."""
-    return JSONResponse(canvas_configuration(_service(request).base_url(request)),
-                        headers={"Cache-Control": "no-store"})
+    return JSONResponse(
+        canvas_configuration(_service(request).base_url(request)), headers={"Cache-Control": "no-store"}
+    )
 
 
 @router.get("/dynamic-registration/{token}", response_class=HTMLResponse)
-def dynamic_registration(request: Request, token: str, openid_configuration: str = "",
-                         registration_token: str = "") -> Response:
+def dynamic_registration(
+    request: Request, token: str, openid_configuration: str = "", registration_token: str = ""
+) -> Response:
     """LTI Dynamic Registration 1.0, the tool's side: the platform opens the one-time URL with
     its OpenID configuration URL (and a registration token). The judge fetches it, registers
     itself, stores the platform and answers a page that tells the platform to close the dialog.
@@ -149,15 +180,26 @@ def dynamic_registration(request: Request, token: str, openid_configuration: str
     store = service.registrations
     assert store is not None
     if len(token) > 100 or not store.usable(token):
-        return _page(request, "lti_registered.html", status_code=410, ok=False,
-                     detail="This registration URL was used already or has expired: ask the judge's administrator "
-                            "for a new one (remat-judge lti registration-url, or /lti/setup).")
+        return _page(
+            request,
+            "lti_registered.html",
+            status_code=410,
+            ok=False,
+            detail="This registration URL was used already or has expired: ask the judge's administrator "
+            "for a new one (remat-judge lti registration-url, or /lti/setup).",
+        )
     if not openid_configuration:
-        return _page(request, "lti_registered.html", status_code=400, ok=False,
-                     detail="Open this URL from the LMS's tool registration (it adds openid_configuration).")
+        return _page(
+            request,
+            "lti_registered.html",
+            status_code=400,
+            ok=False,
+            detail="Open this URL from the LMS's tool registration (it adds openid_configuration).",
+        )
     if not store.spend(token):  # used once: a second platform racing with the same URL registers nothing
-        return _page(request, "lti_registered.html", status_code=410, ok=False,
-                     detail="This registration URL was used already.")
+        return _page(
+            request, "lti_registered.html", status_code=410, ok=False, detail="This registration URL was used already."
+        )
     base = service.base_url(request)
     try:
         configuration = fetch_configuration(service.client, openid_configuration)
@@ -165,12 +207,22 @@ def dynamic_registration(request: Request, token: str, openid_configuration: str
     except RegistrationError as exc:
         store.unspend(token)  # nothing was registered: the administrator may fix the cause and retry
         return _page(request, "lti_registered.html", status_code=502, ok=False, detail=str(exc))
-    platform = service.store.register(issuer=configuration.issuer, client_id=client_id,
-                                      deployment_ids=[deployment_id] if deployment_id else [],
-                                      auth_login_url=configuration.authorization_endpoint,
-                                      auth_token_url=configuration.token_endpoint,
-                                      keyset_url=configuration.jwks_uri)
+    platform = service.store.register(
+        issuer=configuration.issuer,
+        client_id=client_id,
+        deployment_ids=[deployment_id] if deployment_id else [],
+        auth_login_url=configuration.authorization_endpoint,
+        auth_token_url=configuration.token_endpoint,
+        keyset_url=configuration.jwks_uri,
+    )
     store.record_platform(token, platform.id)
-    return _page(request, "lti_registered.html", ok=True, platform=platform, close=json.dumps(CLOSE_MESSAGE),
-                 advice=platform_advice(service, platform), product=configuration.product,
-                 host=urlsplit(configuration.issuer).hostname or configuration.issuer)
+    return _page(
+        request,
+        "lti_registered.html",
+        ok=True,
+        platform=platform,
+        close=json.dumps(CLOSE_MESSAGE),
+        advice=platform_advice(service, platform),
+        product=configuration.product,
+        host=urlsplit(configuration.issuer).hostname or configuration.issuer,
+    )

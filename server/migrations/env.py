@@ -13,14 +13,14 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from server.db import Base, make_engine
-import server.lti.models  # noqa: E402,F401 - LTI tables in the metadata (issue 12)
-import server.lti.passback  # noqa: E402,F401 - LTI grade passback (issue 12)
-import server.courses.models  # noqa: E402,F401 - courses and assignments (issue 12)
-import server.courses.regrade  # noqa: E402,F401 - regrades (issue 12)
-import server.web.hints  # noqa: E402,F401 - hints opened one at a time (issue 13)
-import server.web.sessions  # noqa: E402,F401 - server-side web sessions (issue 13)
-import server.uploads  # noqa: E402,F401 - problem uploads that report (issue 20)
-import server.lti.registration  # noqa: E402,F401 - one-time dynamic registration URLs (issue 24)
+import server.lti.models
+import server.lti.passback
+import server.courses.models
+import server.courses.regrade
+import server.web.hints
+import server.web.sessions
+import server.uploads
+import server.lti.registration  # noqa: F401 - one-time dynamic registration URLs (issue 24)
 
 config = context.config
 target_metadata = Base.metadata
@@ -34,15 +34,24 @@ def _url() -> str:
 
 
 def _configure(connection: Connection) -> None:
-    context.configure(connection=connection, target_metadata=target_metadata, compare_type=True,
-                      render_as_batch=connection.dialect.name == "sqlite")
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        compare_type=True,
+        render_as_batch=connection.dialect.name == "sqlite",
+    )
 
 
 def run_migrations_offline() -> None:
     """`--sql` mode: writes the DDL instead of running it."""
     url = _url()
-    context.configure(url=url, target_metadata=target_metadata, literal_binds=True,
-                      render_as_batch=url.startswith("sqlite"), dialect_opts={"paramstyle": "named"})
+    context.configure(
+        url=url,
+        target_metadata=target_metadata,
+        literal_binds=True,
+        render_as_batch=url.startswith("sqlite"),
+        dialect_opts={"paramstyle": "named"},
+    )
     with context.begin_transaction():
         context.run_migrations()
 

@@ -25,7 +25,7 @@ SHOTS = REPO / "test-artifacts" / "browser"
 PASSWORD = "correct horse battery"
 SEEN: dict[str, str] = {}  # facts one test leaves for the next (they run in file order)
 
-NO_POLICY = '''import jax
+NO_POLICY = """import jax
 import jax.numpy as jnp
 
 
@@ -34,9 +34,11 @@ def checkpoint_dot_policy(w1, w2, x):
         return jnp.sum((jax.nn.relu(x @ w1) @ w2) ** 2)
 
     return jax.checkpoint(pipeline)(w1, w2, x)
-'''
-WITH_POLICY = NO_POLICY.replace("jax.checkpoint(pipeline)",
-                                "jax.checkpoint(pipeline, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)")
+"""
+WITH_POLICY = NO_POLICY.replace(
+    "jax.checkpoint(pipeline)",
+    "jax.checkpoint(pipeline, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)",
+)
 
 
 @pytest.fixture(scope="module")
@@ -137,8 +139,9 @@ def test_a_new_user_solves_a_problem_and_understands_why_an_attempt_was_wrong(br
     assert submit_and_wait(page) == "ACCEPTED"
     assert page.locator("#residual-table tr.differs").count() == 0
     assert page.locator("#verdict-panel .verdict-panel.accepted").count() == 1
-    assert_panel_shows_the_report(page, server, page.locator("#verdict-panel a.permalink").get_attribute("href")
-                                  .rsplit("/", 1)[-1])
+    assert_panel_shows_the_report(
+        page, server, page.locator("#verdict-panel a.permalink").get_attribute("href").rsplit("/", 1)[-1]
+    )
     shot(page, "05-accepted")
     page.locator("#verdict-panel .verdict-panel").screenshot(path=str(SHOTS / "05b-accepted-panel.png"))
 
@@ -152,8 +155,10 @@ def test_a_new_user_solves_a_problem_and_understands_why_an_attempt_was_wrong(br
     page.wait_for_function("window.rematEditor.state.doc.toString().includes('jax.checkpoint(pipeline)(w1')")
     page.keyboard.press("Control+Z")
     assert "dots_with_no_batch_dims_saveable" in page.evaluate("window.rematEditor.state.doc.toString()")
-    assert "ago" in page.locator("#history time").first.inner_text() or "now" in \
-        page.locator("#history time").first.inner_text()
+    assert (
+        "ago" in page.locator("#history time").first.inner_text()
+        or "now" in page.locator("#history time").first.inner_text()
+    )
     page.click("#hints a[href='/problems/checkpoint_dot_policy/solution']")
     solution = page.locator("#reference-solution").inner_text()
     assert "dots_with_no_batch_dims_saveable" in solution and "Never served" not in solution
@@ -190,10 +195,12 @@ def assert_panel_shows_the_report(page: object, server: Server, submission_id: s
         if state == "reported":
             assert "✓" not in item.inner_text()
     res = report["residuals"]
-    drawn = {"yours": ("submitted_bytes", "submitted_recompute_flops"),
-             "reference": ("expected_bytes", "expected_recompute_flops"),
-             "plain": ("no_checkpoint_bytes", "no_checkpoint_bytes"),
-             "remat": ("full_remat_bytes", "full_remat_recompute_flops")}
+    drawn = {
+        "yours": ("submitted_bytes", "submitted_recompute_flops"),
+        "reference": ("expected_bytes", "expected_recompute_flops"),
+        "plain": ("no_checkpoint_bytes", "no_checkpoint_bytes"),
+        "remat": ("full_remat_bytes", "full_remat_recompute_flops"),
+    }
     expected = {k for k, fields in drawn.items() if all(res.get(f) is not None for f in fields)}
     shown = set(panel.locator("#plane-chart [data-point]").evaluate_all("els => els.map(e => e.dataset.point)"))
     assert shown == (expected if len(expected) >= 2 else set())
@@ -221,12 +228,20 @@ def test_the_panel_plots_memory_against_recomputation_on_desktop_and_phone(chrom
         record = store.create(problem="remat_sin_sin", source="# canned\n", user_id=ada.id)
         # stored as a worker stores a verdict: claimed first (so the server's grading threads leave it)
         assert store.claim(record.id, worker_id="canned", lease_s=600, max_attempts=1).record is not None
-        assert store.finish(record.id, verdict=report["verdict"], score=report["score"], worker_id="canned",
-                            problem_version=report["problem_version"], result_json=json.dumps(report))
+        assert store.finish(
+            record.id,
+            verdict=report["verdict"],
+            score=report["score"],
+            worker_id="canned",
+            problem_version=report["problem_version"],
+            result_json=json.dumps(report),
+        )
         ids[name] = record.id
-    for label, options in (("desktop", {"viewport": {"width": 1280, "height": 900}}),
-                           ("phone", {"viewport": {"width": 390, "height": 844}, "is_mobile": True}),
-                           ("no-js", {"viewport": {"width": 390, "height": 844}, "java_script_enabled": False})):
+    for label, options in (
+        ("desktop", {"viewport": {"width": 1280, "height": 900}}),
+        ("phone", {"viewport": {"width": 390, "height": 844}, "is_mobile": True}),
+        ("no-js", {"viewport": {"width": 390, "height": 844}, "java_script_enabled": False}),
+    ):
         context = chromium.new_context(**options)  # type: ignore[attr-defined]
         page = context.new_page()
         _sign_in(page, server, "ada@example.org")
@@ -244,7 +259,8 @@ def test_the_panel_plots_memory_against_recomputation_on_desktop_and_phone(chrom
                     assert word in labels, (word, labels)
                 assert "bytes" in chart.inner_text() and "FLOPs" in chart.inner_text()
                 sizes = chart.locator("svg.plane-svg text").evaluate_all(
-                    "els => els.map(e => parseFloat(getComputedStyle(e).fontSize))")
+                    "els => els.map(e => parseFloat(getComputedStyle(e).fontSize))"
+                )
                 assert min(sizes) >= 11, sizes
                 box = chart.locator("svg.plane-svg").bounding_box()
                 assert box["width"] > 150 and box["x"] >= 0, box
@@ -299,8 +315,12 @@ def test_locked_until_solved_and_private_to_the_author(browser: object, server: 
 
 def test_instructor_sees_every_submission_and_verdict_counts(browser: object, server: Server) -> None:
     cli = str(Path(sys.executable).parent / "remat-judge")
-    promoted = subprocess.run([cli, "users", "role", "ada@example.org", "admin", "--data-dir", str(server.data_dir)],
-                              capture_output=True, text=True, env=server.env)
+    promoted = subprocess.run(
+        [cli, "users", "role", "ada@example.org", "admin", "--data-dir", str(server.data_dir)],
+        capture_output=True,
+        text=True,
+        env=server.env,
+    )
     assert promoted.returncode == 0, promoted.stderr
     page = browser.new_page()  # type: ignore[attr-defined]
     _sign_in(page, server, "ada@example.org")
@@ -332,16 +352,20 @@ def test_instructor_makes_an_api_client_sees_its_key_once_and_revokes_it(browser
     row = page.locator("table.clients tr", has_text="course-lms")
     assert "remat_sin_sin" in row.inner_text() and created["api_key"] not in page.locator("table.clients").inner_text()
     headers = {"Authorization": f"Bearer {created['api_key']}"}
-    scoped = httpx.post(server.url + "/api/v1/submissions", headers=headers,
-                        json={"problem": "checkpoint_dot_policy", "source": "x = 1\n"})
+    scoped = httpx.post(
+        server.url + "/api/v1/submissions",
+        headers=headers,
+        json={"problem": "checkpoint_dot_policy", "source": "x = 1\n"},
+    )
     assert scoped.status_code == 403
     page.goto(server.url + "/instructor/clients")  # a reload shows the key no more
     assert page.locator("#created-client-json").count() == 0
     page.locator("table.clients tr", has_text="course-lms").locator("button", has_text="Revoke").click()
     page.wait_for_url(server.url + "/instructor/clients")
     assert "revoked" in page.locator("table.clients tr", has_text="course-lms").inner_text()
-    revoked = httpx.post(server.url + "/api/v1/submissions", headers=headers,
-                         json={"problem": "remat_sin_sin", "source": "x = 1\n"})
+    revoked = httpx.post(
+        server.url + "/api/v1/submissions", headers=headers, json={"problem": "remat_sin_sin", "source": "x = 1\n"}
+    )
     assert revoked.status_code == 401
     shot(page, "10-api-client-revoked")
     page.close()
@@ -352,8 +376,10 @@ def test_instructor_runs_a_course_with_a_gradebook_and_regrades_a_problem(chromi
     WRONG_POLICY): a course with a deadline, her own enrollment as a student, the gradebook and its
     CSV at 1280 px and 390 px, then a regrade of the problem from its page, with nothing changed."""
     for width, height in ((1280, 900), (390, 844)):
-        context = chromium.new_context(viewport={"width": width, "height": height},  # type: ignore[attr-defined]
-                                       accept_downloads=True)
+        context = chromium.new_context(
+            viewport={"width": width, "height": height},  # type: ignore[attr-defined]
+            accept_downloads=True,
+        )
         page = context.new_page()
         _sign_in(page, server, "ada@example.org")
         page.goto(server.url + "/instructor")
@@ -391,8 +417,11 @@ def test_instructor_runs_a_course_with_a_gradebook_and_regrades_a_problem(chromi
     page.goto(server.url + "/instructor/problems/checkpoint_dot_policy")
     page.click("form.regrade-form button[type=submit]")
     page.wait_for_url(re.compile(r".*/instructor/regrades/\d+$"))
-    page.wait_for_function(r"/(\d+) of \1 submissions graded again/.test("
-                           "document.querySelector('#regrade-progress').textContent)", timeout=180_000)
+    page.wait_for_function(
+        r"/(\d+) of \1 submissions graded again/.test("
+        "document.querySelector('#regrade-progress').textContent)",
+        timeout=180_000,
+    )
     assert "0 changed" in page.inner_text("#regrade-progress")
     shot(page, "13-regrade-done")
     page.close()
@@ -405,7 +434,8 @@ def axe_violations(page: object) -> list[str]:
     """Serious and critical axe-core violations on the page as it is (WCAG 2.1 A and AA rules)."""
     page.add_script_tag(path=str(AXE))  # type: ignore[attr-defined]
     found = page.evaluate("""async () => {  // type: ignore
-        const r = await axe.run(document, {runOnly: {type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]}});
+        const tags = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"];
+        const r = await axe.run(document, {runOnly: {type: "tag", values: tags}});
         return r.violations.filter(v => v.impact === "serious" || v.impact === "critical")
             .map(v => v.id + ": " + v.help + " at " + v.nodes.slice(0, 3).map(n => n.target.join(" ")).join(", "));
     }""")  # type: ignore[attr-defined]
@@ -428,8 +458,16 @@ def test_axe_finds_no_serious_violations_on_the_main_pages(chromium: object, ser
             if violations := axe_violations(page):
                 found[f"{path} at {width}px (signed out)"] = violations
         _sign_in(page, server, "ada@example.org")
-        for path in ("/", "/problems/checkpoint_dot_policy", SEEN["ada_submission"], "/me", "/account/sessions",
-                     "/instructor", "/instructor/problems/checkpoint_dot_policy", f"/instructor/courses/rm-{width}"):
+        for path in (
+            "/",
+            "/problems/checkpoint_dot_policy",
+            SEEN["ada_submission"],
+            "/me",
+            "/account/sessions",
+            "/instructor",
+            "/instructor/problems/checkpoint_dot_policy",
+            f"/instructor/courses/rm-{width}",
+        ):
             page.goto(server.url + path)
             page.wait_for_load_state("networkidle")
             if violations := axe_violations(page):
@@ -448,8 +486,13 @@ def test_phone_sized_screen_and_no_javascript(chromium: object, server: Server) 
     page.goto(server.url + "/problems/checkpoint_dot_policy")
     shot(page, "09-phone")
     _sign_in(page, server, "ada@example.org")  # signed in: hints, history, the verdict page, sessions
-    for path in ("/problems/checkpoint_dot_policy", SEEN["ada_submission"], "/account/sessions", "/me",
-                 "/instructor/problems/checkpoint_dot_policy"):
+    for path in (
+        "/problems/checkpoint_dot_policy",
+        SEEN["ada_submission"],
+        "/account/sessions",
+        "/me",
+        "/instructor/problems/checkpoint_dot_policy",
+    ):
         page.goto(server.url + path)
         overflow = page.evaluate("document.scrollingElement.scrollWidth - window.innerWidth")
         assert overflow <= 1, f"{path} scrolls sideways by {overflow}px on a phone (signed in)"
@@ -473,8 +516,10 @@ def test_phone_sized_screen_and_no_javascript(chromium: object, server: Server) 
 def test_forms_need_the_csrf_token(browser: object, server: Server) -> None:
     page = browser.new_page()  # type: ignore[attr-defined]
     _sign_in(page, server, "ada@example.org")
-    forged = page.context.request.post(server.url + "/problems/checkpoint_dot_policy/submit",
-                                       form={"source": WITH_POLICY, "csrf_token": "not-the-token"})
+    forged = page.context.request.post(
+        server.url + "/problems/checkpoint_dot_policy/submit",
+        form={"source": WITH_POLICY, "csrf_token": "not-the-token"},
+    )
     assert forged.status == 403
     cookie = next(c for c in page.context.cookies() if c["name"] == "remat_session")
     assert cookie["httpOnly"] and cookie["sameSite"] == "Lax"

@@ -8,7 +8,6 @@ import os
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Iterator
 
 import httpx
@@ -32,7 +31,7 @@ class Listener:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
                 owner.received.append((dict(self.headers), body))
                 self.send_response(owner.statuses.pop(0) if owner.statuses else 200)
@@ -58,8 +57,10 @@ def listener() -> Iterator[Listener]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, judge_config: JudgeConfig) -> Iterator[Server]:
-    srv = Server(tmp_path_factory.mktemp("clients-data"),
-                 env={"REMAT_JUDGE_ALLOW_ANONYMOUS_API": "false", "REMAT_JUDGE_RATE_LIMIT": ""}).start()
+    srv = Server(
+        tmp_path_factory.mktemp("clients-data"),
+        env={"REMAT_JUDGE_ALLOW_ANONYMOUS_API": "false", "REMAT_JUDGE_RATE_LIMIT": ""},
+    ).start()
     yield srv
     srv.stop()
 
@@ -96,14 +97,19 @@ def test_keys_scope_and_ownership(server: Server) -> None:
     with client_for(server, "rjk_not-a-key") as forged:
         assert forged.get("/api/v1/submissions/0123").status_code == 401
     with client_for(server, lms["api_key"]) as mine, client_for(server, scoped["api_key"]) as theirs:
-        body = mine.post("/api/v1/submissions", params={"wait": "true"},
-                         json={"problem": "remat_sin_sin", "source": SIN, "external_id": "student-7/1"}).json()
+        body = mine.post(
+            "/api/v1/submissions",
+            params={"wait": "true"},
+            json={"problem": "remat_sin_sin", "source": SIN, "external_id": "student-7/1"},
+        ).json()
         assert body["verdict"] == "ACCEPTED" and body["external_id"] == "student-7/1"
         assert theirs.get(f"/api/v1/submissions/{body['id']}").status_code == 404  # another client's
         out_of_scope = theirs.post("/api/v1/submissions", json={"problem": "checkpoint_dot_policy", "source": SIN})
         assert out_of_scope.status_code == 403 and "remat_sin_sin" in out_of_scope.json()["detail"]
-        assert mine.get(f"/api/v1/submissions/{body['id']}", params={"fields": "id,verdict"}).json() == \
-            {"id": body["id"], "verdict": "ACCEPTED"}
+        assert mine.get(f"/api/v1/submissions/{body['id']}", params={"fields": "id,verdict"}).json() == {
+            "id": body["id"],
+            "verdict": "ACCEPTED",
+        }
         assert mine.get(f"/api/v1/submissions/{body['id']}", params={"fields": "id,source"}).status_code == 422
         listed = mine.get("/api/v1/submissions", params={"external_id": "student-7/1"}).json()["submissions"]
         assert [s["id"] for s in listed] == [body["id"]]
@@ -116,31 +122,42 @@ def test_keys_scope_and_ownership(server: Server) -> None:
 
 def test_a_batch_accepts_and_refuses_items_on_their_own(server: Server) -> None:
     key = create_client(server, "batcher")["api_key"]
-    items = [{"problem": "remat_sin_sin", "source": SIN, "external_id": "b-1"},
-             {"problem": "remat_sin_sin", "source": "   "},
-             {"problem": "no_such_problem", "source": SIN},
-             {"problem": "remat_sin_sin", "source": "x" * 70_000},
-             {"problem": "remat_sin_sin", "source": "\n" + SIN, "external_id": "b-2"},
-             {"problem": "remat_sin_sin", "source": ""},
-             {"problem": "remat_sin_sin", "source": SIN, "external_id": "x" * 129}]
+    items = [
+        {"problem": "remat_sin_sin", "source": SIN, "external_id": "b-1"},
+        {"problem": "remat_sin_sin", "source": "   "},
+        {"problem": "no_such_problem", "source": SIN},
+        {"problem": "remat_sin_sin", "source": "x" * 70_000},
+        {"problem": "remat_sin_sin", "source": "\n" + SIN, "external_id": "b-2"},
+        {"problem": "remat_sin_sin", "source": ""},
+        {"problem": "remat_sin_sin", "source": SIN, "external_id": "x" * 129},
+    ]
     with client_for(server, key) as client:
         answer = client.post("/api/v1/submissions/batch", json={"submissions": items})
         assert answer.status_code == 202, answer.text
         got = answer.json()["items"]
-        assert [(i["index"], i["error"]) for i in got] == [(0, None), (1, 422), (2, 404), (3, 413), (4, None),
-                                                           (5, 422), (6, 422)]
+        assert [(i["index"], i["error"]) for i in got] == [
+            (0, None),
+            (1, 422),
+            (2, 404),
+            (3, 413),
+            (4, None),
+            (5, 422),
+            (6, 422),
+        ]
         assert got[1]["detail"] == got[5]["detail"] == "the source is empty"
         assert "external_id" in got[6]["detail"]
         ids = [got[0]["id"], got[4]["id"]]
         for submission_id in ids:
             wait_done(client, submission_id)
-        read = client.get("/api/v1/submissions/batch",
-                          params={"ids": ",".join([*ids, "0" * 32]), "fields": "id,verdict,external_id"}).json()
-        assert read["submissions"] == [{"id": ids[0], "verdict": "ACCEPTED", "external_id": "b-1"},
-                                       {"id": ids[1], "verdict": "ACCEPTED", "external_id": "b-2"},
-                                       {"id": "0" * 32, "error": 404, "detail": "no such submission"}]
-        assert client.post("/api/v1/submissions/batch",
-                           json={"submissions": [items[0]] * 21}).status_code == 422
+        read = client.get(
+            "/api/v1/submissions/batch", params={"ids": ",".join([*ids, "0" * 32]), "fields": "id,verdict,external_id"}
+        ).json()
+        assert read["submissions"] == [
+            {"id": ids[0], "verdict": "ACCEPTED", "external_id": "b-1"},
+            {"id": ids[1], "verdict": "ACCEPTED", "external_id": "b-2"},
+            {"id": "0" * 32, "error": 404, "detail": "no such submission"},
+        ]
+        assert client.post("/api/v1/submissions/batch", json={"submissions": [items[0]] * 21}).status_code == 422
 
 
 def test_callbacks_are_signed_retried_and_confined_to_the_allowlist(server: Server) -> None:
@@ -149,12 +166,19 @@ def test_callbacks_are_signed_retried_and_confined_to_the_allowlist(server: Serv
         lms = create_client(server, "hooked", "--callback-allow", receiver.url)
         with client_for(server, lms["api_key"]) as client:
             elsewhere = f"http://127.0.0.1:{free_port()}/hooks"
-            refused = client.post("/api/v1/submissions",
-                                  json={"problem": "remat_sin_sin", "source": SIN, "callback_url": elsewhere})
+            refused = client.post(
+                "/api/v1/submissions", json={"problem": "remat_sin_sin", "source": SIN, "callback_url": elsewhere}
+            )
             assert refused.status_code == 422 and "allowed callback prefixes" in refused.json()["detail"]
-            submission_id = client.post("/api/v1/submissions", json={
-                "problem": "remat_sin_sin", "source": SIN, "external_id": "cb-1",
-                "callback_url": receiver.url + "remat"}).json()["id"]
+            submission_id = client.post(
+                "/api/v1/submissions",
+                json={
+                    "problem": "remat_sin_sin",
+                    "source": SIN,
+                    "external_id": "cb-1",
+                    "callback_url": receiver.url + "remat",
+                },
+            ).json()["id"]
             deadline = time.monotonic() + 90
             while time.monotonic() < deadline and len(receiver.received) < 3:
                 time.sleep(0.2)
@@ -172,8 +196,13 @@ def test_callbacks_are_signed_retried_and_confined_to_the_allowlist(server: Serv
     assert verify(signature, body, lms["callback_secret"])
     assert not verify(signature, body, "rjs_another-secret")
     assert not verify(signature, body.replace(b"ACCEPTED", b"REJECTED"), lms["callback_secret"])
-    assert state["callback"] == {"url": receiver.url + "remat", "status": "delivered", "attempts": 3,
-                                 "last_status_code": 200, "last_error": None}
+    assert state["callback"] == {
+        "url": receiver.url + "remat",
+        "status": "delivered",
+        "attempts": 3,
+        "last_status_code": 200,
+        "last_error": None,
+    }
 
 
 def test_the_web_and_the_api_refuse_the_same_inputs_with_the_same_words(server: Server) -> None:
@@ -184,11 +213,16 @@ def test_the_web_and_the_api_refuse_the_same_inputs_with_the_same_words(server: 
     with httpx.Client(base_url=server.url, timeout=30, follow_redirects=True) as browser:
         page = browser.get("/signup")
         token = page.text.split('name="csrf_token" value="')[1].split('"')[0]
-        browser.post("/signup", data={"email": "w@example.org", "display_name": "W", "password": "correct horse 1",
-                                      "csrf_token": token})
+        browser.post(
+            "/signup",
+            data={"email": "w@example.org", "display_name": "W", "password": "correct horse 1", "csrf_token": token},
+        )
         token = browser.get("/problems/remat_sin_sin").text.split('name="csrf_token" value="')[1].split('"')[0]
-        web = browser.post("/problems/remat_sin_sin/submit", data={"source": " \n ", "csrf_token": token},
-                           headers={"accept": "application/json"})
+        web = browser.post(
+            "/problems/remat_sin_sin/submit",
+            data={"source": " \n ", "csrf_token": token},
+            headers={"accept": "application/json"},
+        )
     assert web.status_code == api.status_code and web.json()["detail"] == api.json()["detail"]
 
 

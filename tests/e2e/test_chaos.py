@@ -26,9 +26,17 @@ def test_a_postgres_restart_and_outage_mid_burst_lose_double_and_fail_nothing(tm
         _unavailable(missing if isinstance(missing, str) else "redis-server is not installed")
     deployment = ChaosDeployment(tmp_path).start()
     try:
-        report = run(deployment, submissions=36, clients=6, spread_s=24, timeout_s=600, faults=[
-            (6.0, "pg_ctl restart -m fast", deployment.postgres_restart),
-            (12.0, "PostgreSQL down 4 s", lambda: deployment.postgres_down(4))])
+        report = run(
+            deployment,
+            submissions=36,
+            clients=6,
+            spread_s=24,
+            timeout_s=600,
+            faults=[
+                (6.0, "pg_ctl restart -m fast", deployment.postgres_restart),
+                (12.0, "PostgreSQL down 4 s", lambda: deployment.postgres_down(4)),
+            ],
+        )
     finally:
         deployment.stop()
     print(report.line(), report.events)

@@ -31,8 +31,14 @@ def _compose(*args: str, seed: str | None = "a-test-seed") -> subprocess.Complet
     env = {k: v for k, v in os.environ.items() if not k.startswith("REMAT_JUDGE_")}
     if seed is not None:
         env["REMAT_JUDGE_HIDDEN_SEED"] = seed
-    return subprocess.run([_docker_compose(), "-f", str(COMPOSE_FILE), *args], capture_output=True, text=True,
-                          cwd=REPO, env=env, timeout=60)
+    return subprocess.run(
+        [_docker_compose(), "-f", str(COMPOSE_FILE), *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=60,
+    )
 
 
 def _parsed_config() -> dict[str, Any]:
@@ -47,8 +53,9 @@ def _parsed_config() -> dict[str, Any]:
     assert shebang.startswith("#!") and "python" in shebang, f"cannot read docker-compose's YAML ({shebang!r})"
     python = shebang[2:].split()  # e.g. ["/usr/bin/python3"] or ["/usr/bin/env", "python3"]
     to_json = "import json, sys, yaml; json.dump(yaml.safe_load(sys.stdin), sys.stdout)"
-    converted = subprocess.run([*python, "-c", to_json], input=as_yaml.stdout, capture_output=True, text=True,
-                               timeout=60, check=True)
+    converted = subprocess.run(
+        [*python, "-c", to_json], input=as_yaml.stdout, capture_output=True, text=True, timeout=60, check=True
+    )
     return json.loads(converted.stdout)
 
 
@@ -72,9 +79,12 @@ def test_compose_describes_the_scaled_deployment() -> None:
     for name, service in services.items():
         depends = service.get("depends_on", {})
         assert isinstance(depends, dict), f"{name}: depends_on needs conditions"
-        assert "healthcheck" in service or (depends and all(
-            d.get("condition") in ("service_healthy", "service_completed_successfully") for d in depends.values())), \
-            f"{name} has no health check and does not wait for healthy services"
+        assert "healthcheck" in service or (
+            depends
+            and all(
+                d.get("condition") in ("service_healthy", "service_completed_successfully") for d in depends.values()
+            )
+        ), f"{name} has no health check and does not wait for healthy services"
         for needed, condition in depends.items():
             if "healthcheck" in services[needed]:
                 assert condition["condition"] == "service_healthy", f"{name} must wait for {needed} to be healthy"

@@ -40,10 +40,23 @@ def server(tmp_path_factory: pytest.TempPathFactory, platform: Platform) -> Iter
     srv.stop()
 
 
-def launch(server: Server, platform: Platform, *, sub: str, context: str, roles: list[str] | None = None,
-           email: str | None = None) -> Browser:
+def launch(
+    server: Server,
+    platform: Platform,
+    *,
+    sub: str,
+    context: str,
+    roles: list[str] | None = None,
+    email: str | None = None,
+) -> Browser:
     browser = Browser(server.url)
-    spec = {"sub": sub, "name": sub.title(), "email": email, "context_id": context, "resource_link_id": f"link-{context}"}
+    spec = {
+        "sub": sub,
+        "name": sub.title(),
+        "email": email,
+        "context_id": context,
+        "resource_link_id": f"link-{context}",
+    }
     platform.with_launch(**spec, **({"roles": roles} if roles else {}))
     answer = browser.launch(platform).response
     assert answer.status_code == 200 and answer.url.path == f"/problems/{SLUG}", (answer.status_code, answer.text[:300])
@@ -82,17 +95,27 @@ def test_an_lms_instructor_is_staff_of_their_course_only(server: Server, platfor
     assert users.by_email("grace@uni.example") is None
 
     m = mallory.client
-    for path in (f"/instructor/courses/{course_a}", f"/instructor/courses/{course_a}/gradebook.csv",
-                 f"/submissions/{ada_sub}", f"/submissions/{ada_sub}/source.py", f"/submissions/{ada_sub}/status",
-                 f"/instructor/submissions/{ada_sub}/source"):
+    for path in (
+        f"/instructor/courses/{course_a}",
+        f"/instructor/courses/{course_a}/gradebook.csv",
+        f"/submissions/{ada_sub}",
+        f"/submissions/{ada_sub}/source.py",
+        f"/submissions/{ada_sub}/status",
+        f"/instructor/submissions/{ada_sub}/source",
+    ):
         assert status(m, base + path) == 404, path
     for path in ("/instructor/clients", "/lti/setup", "/lti/grades", "/instructor/regrades/1"):
         assert status(m, base + path) == 403, path
     token = csrf(m, base)
-    for path, form in ((f"/instructor/problems/{SLUG}/regrade", {}), ("/instructor/courses", {"key": "mine"}),
-                       (f"/instructor/courses/{course_a}/extensions", {"problem": SLUG, "email": "ada@uni.example",
-                                                                       "due_at": "2030-01-01T00:00"}),
-                       (f"/instructor/courses/{course_b}/enrollments", {"email": lti_email(issuer, "ada")})):
+    for path, form in (
+        (f"/instructor/problems/{SLUG}/regrade", {}),
+        ("/instructor/courses", {"key": "mine"}),
+        (
+            f"/instructor/courses/{course_a}/extensions",
+            {"problem": SLUG, "email": "ada@uni.example", "due_at": "2030-01-01T00:00"},
+        ),
+        (f"/instructor/courses/{course_b}/enrollments", {"email": lti_email(issuer, "ada")}),
+    ):
         answer = m.post(base + path, data={**form, "csrf_token": token}, follow_redirects=False)
         assert answer.status_code in (403, 404), (path, answer.status_code)
     home = m.get(f"{base}/instructor").text
@@ -112,8 +135,9 @@ def test_an_lms_instructor_is_staff_of_their_course_only(server: Server, platfor
     assert status(bo.client, f"{base}/instructor") == 403
 
     # an admin is made by the CLI only, and then sees both courses at the next request
-    done = remat_judge("users", "role", lti_email(issuer, "grace"), "admin", "--data-dir", str(server.data_dir),
-                       env=dict(os.environ))
+    done = remat_judge(
+        "users", "role", lti_email(issuer, "grace"), "admin", "--data-dir", str(server.data_dir), env=dict(os.environ)
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert status(g, f"{base}/submissions/{bo_sub}/source.py") == 200
     assert status(g, f"{base}/lti/setup") == 200 and status(g, f"{base}/instructor/courses/{course_b}") == 200

@@ -47,24 +47,38 @@ def csrf_of(page: str) -> str:
 
 def account(server: Server, email: str, name: str) -> httpx.Client:
     client = httpx.Client(base_url=server.url, timeout=120, follow_redirects=True)
-    client.post("/signup", data={"email": email, "display_name": name, "password": PASSWORD,
-                                 "csrf_token": csrf_of(client.get("/signup").text)})
-    client.post("/signin", data={"email": email, "password": PASSWORD, "csrf_token": csrf_of(client.get("/signin").text)})
+    client.post(
+        "/signup",
+        data={
+            "email": email,
+            "display_name": name,
+            "password": PASSWORD,
+            "csrf_token": csrf_of(client.get("/signup").text),
+        },
+    )
+    client.post(
+        "/signin", data={"email": email, "password": PASSWORD, "csrf_token": csrf_of(client.get("/signin").text)}
+    )
     assert client.get("/me", follow_redirects=False).status_code == 200
     return client
 
 
 def submit_web(client: httpx.Client, source: str) -> str:
     token = csrf_of(client.get(f"/problems/{SLUG}").text)
-    answer = client.post(f"/problems/{SLUG}/submit", data={"source": source, "csrf_token": token},
-                         headers={"accept": "application/json"})
+    answer = client.post(
+        f"/problems/{SLUG}/submit", data={"source": source, "csrf_token": token}, headers={"accept": "application/json"}
+    )
     assert answer.status_code == 201, answer.text
     return answer.json()["id"]
 
 
 def submit_api(server: Server, key: str, source: str) -> str:
-    answer = httpx.post(f"{server.url}/api/v1/submissions", json={"problem": SLUG, "source": source},
-                        headers={"Authorization": f"Bearer {key}"}, timeout=60)
+    answer = httpx.post(
+        f"{server.url}/api/v1/submissions",
+        json={"problem": SLUG, "source": source},
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=60,
+    )
     assert answer.status_code == 202, answer.text
     return answer.json()["id"]
 
@@ -93,31 +107,46 @@ def test_clusters_identical_programs_and_peer_insight(server: Server) -> None:
 
     ids = {"ada wrong": submit_web(ada, NO_POLICY)}
     time.sleep(1.1)  # ada's ACCEPTED comes after her mistake
-    ids |= {"ada right": submit_web(ada, REFERENCE), "bob wrong": submit_web(bob, NO_POLICY_RENAMED),
-            "cai everything": submit_web(cai, EVERYTHING), "client a wrong": submit_api(server, key_a, NO_POLICY_DECORATED),
-            "client b copy": submit_api(server, key_b, RENAMED_COPY)}
+    ids |= {
+        "ada right": submit_web(ada, REFERENCE),
+        "bob wrong": submit_web(bob, NO_POLICY_RENAMED),
+        "cai everything": submit_web(cai, EVERYTHING),
+        "client a wrong": submit_api(server, key_a, NO_POLICY_DECORATED),
+        "client b copy": submit_api(server, key_b, RENAMED_COPY),
+    }
     wait_graded(server, list(ids.values()))
 
     everyone = json.loads(cli(server, "problems", "insight", SLUG, "--json"))
-    clusters = {c["verdict"] + (" everything" if c["example"] == ids["cai everything"] else ""): c
-                for c in everyone["clusters"]}
+    clusters = {
+        c["verdict"] + (" everything" if c["example"] == ids["cai everything"] else ""): c for c in everyone["clusters"]
+    }
     assert set(clusters) == {"WRONG_POLICY", "WRONG_POLICY everything", "ACCEPTED"}, everyone
     mistake = clusters["WRONG_POLICY"]
     assert (mistake["students"], mistake["submissions"], mistake["later_accepted"]) == (3, 3, 1)
-    assert mistake["example"] == ids["ada wrong"] and "does not save 2 x f32[1024,256] from `dot_general`" in mistake["summary"]
+    assert (
+        mistake["example"] == ids["ada wrong"]
+        and "does not save 2 x f32[1024,256] from `dot_general`" in mistake["summary"]
+    )
     assert (clusters["ACCEPTED"]["students"], clusters["ACCEPTED"]["submissions"]) == (2, 2)
     assert clusters["ACCEPTED"]["summary"] == "saves what the reference saves"
     groups = sorted((sorted(g["submissions"]), g["students"]) for g in everyone["identical_groups"])
-    assert groups == sorted([(sorted([ids["ada wrong"], ids["bob wrong"], ids["client a wrong"]]), 3),
-                             (sorted([ids["ada right"], ids["client b copy"]]), 2)])
+    assert groups == sorted(
+        [
+            (sorted([ids["ada wrong"], ids["bob wrong"], ids["client a wrong"]]), 3),
+            (sorted([ids["ada right"], ids["client b copy"]]), 2),
+        ]
+    )
     table = cli(server, "problems", "insight", SLUG)
     assert "identical programs" in table and "1 of 3" in table
 
     course = json.loads(cli(server, "problems", "insight", SLUG, "--course", "rm-1", "--json"))
     assert {(c["verdict"], c["students"], c["later_accepted"]) for c in course["clusters"]} == {
-        ("WRONG_POLICY", 2, 1), ("ACCEPTED", 1, 0)}
+        ("WRONG_POLICY", 2, 1),
+        ("ACCEPTED", 1, 0),
+    }
     assert [(sorted(g["submissions"]), g["students"]) for g in course["identical_groups"]] == [
-        (sorted([ids["ada wrong"], ids["bob wrong"]]), 2)]
+        (sorted([ids["ada wrong"], ids["bob wrong"]]), 2)
+    ]
 
     page = tess.get(f"/instructor/courses/rm-1/insight/{SLUG}")
     assert page.status_code == 200 and "does not save" in page.text
@@ -128,8 +157,12 @@ def test_clusters_identical_programs_and_peer_insight(server: Server) -> None:
 
     assert "same mistake" not in bob.get(f"/submissions/{ids['bob wrong']}").text  # off by default
     course_page = tess.get("/instructor/courses/rm-1").text
-    assert tess.post("/instructor/courses/rm-1/peers", data={"peer_insight": "on",
-                                                              "csrf_token": csrf_of(course_page)}).status_code == 200
+    assert (
+        tess.post(
+            "/instructor/courses/rm-1/peers", data={"peer_insight": "on", "csrf_token": csrf_of(course_page)}
+        ).status_code
+        == 200
+    )
     said = re.sub(r"\s+", " ", bob.get(f"/submissions/{ids['bob wrong']}").text)
     assert "1 other in your course made the same mistake and later got ACCEPTED" in said
     assert "same mistake" not in ada.get(f"/submissions/{ids['ada right']}").text  # not on an ACCEPTED

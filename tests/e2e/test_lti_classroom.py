@@ -43,9 +43,19 @@ def launch_as(server: Server, platform: Platform, student: int, address: str) ->
     """One student's whole launch (login, the platform's form post, landing) from `address`; the
     status of the first answer that is not a redirect, or of the refusal."""
     with httpx.Client(timeout=30, headers={"X-Forwarded-For": address}) as client:
-        login = client.get(f"{server.url}/lti/login?" + urlencode({
-            "iss": platform.issuer, "login_hint": f"s{student}", "target_link_uri": f"{server.url}/lti/launch",
-            "client_id": platform.client_id, "lti_deployment_id": "deployment-1"}), follow_redirects=False)
+        login = client.get(
+            f"{server.url}/lti/login?"
+            + urlencode(
+                {
+                    "iss": platform.issuer,
+                    "login_hint": f"s{student}",
+                    "target_link_uri": f"{server.url}/lti/launch",
+                    "client_id": platform.client_id,
+                    "lti_deployment_id": "deployment-1",
+                }
+            ),
+            follow_redirects=False,
+        )
         if login.status_code != 302:
             return login.status_code
         page = client.get(login.headers["location"])
@@ -68,9 +78,19 @@ def test_a_lab_of_300_behind_one_address_launches_in_a_minute(server: Server, pl
 
     # the rest of the address's 600 launches a minute (logins are what is counted), then a refusal
     with httpx.Client(timeout=30, headers={"X-Forwarded-For": LAB}) as client:
-        logins = [client.get(f"{server.url}/lti/login", params={
-            "iss": platform.issuer, "login_hint": f"x{i}", "target_link_uri": f"{server.url}/lti/launch",
-            "client_id": platform.client_id}, follow_redirects=False) for i in range(301)]
+        logins = [
+            client.get(
+                f"{server.url}/lti/login",
+                params={
+                    "iss": platform.issuer,
+                    "login_hint": f"x{i}",
+                    "target_link_uri": f"{server.url}/lti/launch",
+                    "client_id": platform.client_id,
+                },
+                follow_redirects=False,
+            )
+            for i in range(301)
+        ]
     assert [r.status_code for r in logins[:300]] == [302] * 300
     assert logins[300].status_code == 429 and 1 <= int(logins[300].headers["retry-after"]) <= 60
     assert "too many LTI launches" in logins[300].text

@@ -16,8 +16,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.e2e.test_lti_grade_passback import (RIGHT, SCORE_SCOPE, SLUG, submit_on_the_web, wait_for_verdict,
-                                               wait_until)
+from tests.e2e.test_lti_grade_passback import RIGHT, SCORE_SCOPE, SLUG, submit_on_the_web, wait_for_verdict, wait_until
 from tests.lti_gradebook import Gradebook
 from tests.lti_platform import Browser, Platform, start_gradebook, start_tool
 from tests.support import PROBLEMS, Server, remat_judge
@@ -43,9 +42,12 @@ def platform() -> Iterator[Platform]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, platform: Platform, problems_dir: Path) -> Iterator[Server]:
-    srv = start_tool(tmp_path_factory.mktemp("lti-courses"), platform, workers=1,
-                     env={"REMAT_JUDGE_LTI_ALLOW_NETWORKS": '["127.0.0.0/8"]',
-                          "REMAT_JUDGE_PROBLEMS_DIR": str(problems_dir)})
+    srv = start_tool(
+        tmp_path_factory.mktemp("lti-courses"),
+        platform,
+        workers=1,
+        env={"REMAT_JUDGE_LTI_ALLOW_NETWORKS": '["127.0.0.0/8"]', "REMAT_JUDGE_PROBLEMS_DIR": str(problems_dir)},
+    )
     yield srv
     srv.stop()
 
@@ -57,11 +59,16 @@ def book(server: Server, platform: Platform) -> Iterator[Gradebook]:
     gradebook.stop()
 
 
-def test_deadline_change_and_regrade_reach_the_lms_gradebook(server: Server, platform: Platform, book: Gradebook,
-                                                             problems_dir: Path) -> None:
+def test_deadline_change_and_regrade_reach_the_lms_gradebook(
+    server: Server, platform: Platform, book: Gradebook, problems_dir: Path
+) -> None:
     sub = "student-courses-1"
-    platform.with_launch(sub=sub, name="Grace Student", email="grace@uni.example",
-                         ags={"scope": [SCORE_SCOPE], "lineitem": book.lineitem_url("9")})
+    platform.with_launch(
+        sub=sub,
+        name="Grace Student",
+        email="grace@uni.example",
+        ags={"scope": [SCORE_SCOPE], "lineitem": book.lineitem_url("9")},
+    )
     browser = Browser(server.url)
     try:
         assert browser.launch(platform).response.status_code == 200
@@ -79,8 +86,21 @@ def test_deadline_change_and_regrade_reach_the_lms_gradebook(server: Server, pla
 
     # a deadline two hours ago with 50% off per started day: the accepted attempt is late now
     due = (datetime.now(timezone.utc) - timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%S")
-    assigned = remat_judge("courses", "assign", key, SLUG, "--due", due, "--penalty-per-day", "0.5",
-                           "--data-dir", str(server.data_dir), "--problems-dir", str(problems_dir), env=env)
+    assigned = remat_judge(
+        "courses",
+        "assign",
+        key,
+        SLUG,
+        "--due",
+        due,
+        "--penalty-per-day",
+        "0.5",
+        "--data-dir",
+        str(server.data_dir),
+        "--problems-dir",
+        str(problems_dir),
+        env=env,
+    )
     assert assigned.returncode == 0, assigned.stdout + assigned.stderr
     wait_until(lambda: [s["scoreGiven"] for s in book.accepted("9", sub)] == [1.0, 0.5])
     exported = remat_judge("courses", "gradebook", key, "--csv", "-", "--data-dir", str(server.data_dir), env=env)
@@ -93,14 +113,43 @@ def test_deadline_change_and_regrade_reach_the_lms_gradebook(server: Server, pla
     reference.write_text(reference.read_text().replace("jnp.sin(jnp.sin(v))", "jnp.sin(jnp.sin(v)) + 1.0"))
     for folder in ("right", "wrong"):  # written for the old version
         shutil.rmtree(problems_dir / SLUG / folder)
-    unpublished = remat_judge("problems", "regrade", SLUG, "--timeout", "240", "--data-dir", str(server.data_dir),
-                              "--problems-dir", str(problems_dir), env=env)
+    unpublished = remat_judge(
+        "problems",
+        "regrade",
+        SLUG,
+        "--timeout",
+        "240",
+        "--data-dir",
+        str(server.data_dir),
+        "--problems-dir",
+        str(problems_dir),
+        env=env,
+    )
     assert unpublished.returncode == 0 and "1 of 1 graded again; 0 changed" in unpublished.stdout
-    published = remat_judge("problems", "publish", SLUG, "--data-dir", str(server.data_dir),
-                            "--problems-dir", str(problems_dir), env=env, timeout_s=600)
+    published = remat_judge(
+        "problems",
+        "publish",
+        SLUG,
+        "--data-dir",
+        str(server.data_dir),
+        "--problems-dir",
+        str(problems_dir),
+        env=env,
+        timeout_s=600,
+    )
     assert published.returncode == 0, published.stdout + published.stderr
-    regraded = remat_judge("problems", "regrade", SLUG, "--timeout", "240", "--data-dir", str(server.data_dir),
-                           "--problems-dir", str(problems_dir), env=env)
+    regraded = remat_judge(
+        "problems",
+        "regrade",
+        SLUG,
+        "--timeout",
+        "240",
+        "--data-dir",
+        str(server.data_dir),
+        "--problems-dir",
+        str(problems_dir),
+        env=env,
+    )
     assert regraded.returncode == 0, regraded.stdout + regraded.stderr
     assert "1 of 1 graded again; 1 changed" in regraded.stdout and right_id in regraded.stdout
     assert "ACCEPTED" in regraded.stdout and "WRONG" in regraded.stdout

@@ -35,11 +35,11 @@ def platform() -> Iterator[Platform]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, platform: Platform) -> Iterator[Server]:
-    srv = start_tool(tmp_path_factory.mktemp("lti-dl-data"), platform,
-                     env={"REMAT_JUDGE_LTI_JWKS_REFETCH_COOLDOWN_S": "1"})
+    srv = start_tool(
+        tmp_path_factory.mktemp("lti-dl-data"), platform, env={"REMAT_JUDGE_LTI_JWKS_REFETCH_COOLDOWN_S": "1"}
+    )
     platform.tool_jwks_url = f"{srv.url}/lti/jwks"
-    done = remat_judge(*platform.register_args("deployment-1"), "--data-dir", str(srv.data_dir),
-                       env=dict(os.environ))
+    done = remat_judge(*platform.register_args("deployment-1"), "--data-dir", str(srv.data_dir), env=dict(os.environ))
     assert done.returncode == 0, done.stdout + done.stderr
     yield srv
     srv.stop()
@@ -63,13 +63,17 @@ def open_picker(browser: Browser, platform: Platform) -> Outcome:
 def pick(browser: Browser, page_text: str, slug: str) -> tuple[str, dict[str, str], object]:
     """Submits the picker form choosing `slug`: (action, fields, the tool's answer)."""
     action, fields = parse_form(page_text, PICK_FORM)
-    answer = browser.client.post(browser.tool_url + action if action.startswith("/") else action,
-                                 data={**fields, "problem": slug}, headers={"accept": "text/html"})
+    answer = browser.client.post(
+        browser.tool_url + action if action.startswith("/") else action,
+        data={**fields, "problem": slug},
+        headers={"accept": "text/html"},
+    )
     return action, fields, answer
 
 
 def test_an_instructor_picks_a_problem_and_the_platform_gets_a_signed_deep_linking_response(
-        server: Server, platform: Platform, browser: Browser) -> None:
+    server: Server, platform: Platform, browser: Browser
+) -> None:
     outcome = open_picker(browser, platform)
     page = outcome.response
     assert "x-frame-options" not in page.headers and "content-security-policy" not in page.headers
@@ -115,7 +119,8 @@ def test_an_instructor_picks_a_problem_and_the_platform_gets_a_signed_deep_linki
 
 
 def test_the_returned_link_launched_by_a_student_lands_on_its_problem(
-        server: Server, platform: Platform, browser: Browser) -> None:
+    server: Server, platform: Platform, browser: Browser
+) -> None:
     outcome = open_picker(browser, platform)
     _, _, answer = pick(browser, outcome.response.text, "remat_sin_sin")
     action, fields = parse_form(answer.text, RETURN_FORM)  # type: ignore[attr-defined]
@@ -125,16 +130,27 @@ def test_the_returned_link_launched_by_a_student_lands_on_its_problem(
     # the LMS now launches the link it stored: target_link_uri = the item's url, its custom claim
     student = Browser(server.url)
     try:
-        platform.with_launch(sub="student-9", name="Sam Student", email="sam@lms.example", roles=list(STUDENT),
-                             problem=item["custom"]["problem"], target_link_uri=item["url"],
-                             resource_link_id="link-from-deep-linking")
+        platform.with_launch(
+            sub="student-9",
+            name="Sam Student",
+            email="sam@lms.example",
+            roles=list(STUDENT),
+            problem=item["custom"]["problem"],
+            target_link_uri=item["url"],
+            resource_link_id="link-from-deep-linking",
+        )
         landed = student.launch(platform, target_link_uri=item["url"])
         assert landed.response.status_code == 200, landed.response.text[:1000]
         assert urlsplit(str(landed.response.url)).path == "/problems/remat_sin_sin"
         assert student.signed_in()
         # the url alone (no custom claim) names the same problem
-        platform.with_launch(sub="student-9", roles=list(STUDENT), problem=None, target_link_uri=item["url"],
-                             resource_link_id="link-from-deep-linking")
+        platform.with_launch(
+            sub="student-9",
+            roles=list(STUDENT),
+            problem=None,
+            target_link_uri=item["url"],
+            resource_link_id="link-from-deep-linking",
+        )
         assert parse_qs(urlsplit(item["url"]).query) == {"problem": ["remat_sin_sin"]}
         landed = student.launch(platform, target_link_uri=item["url"])
         assert urlsplit(str(landed.response.url)).path == "/problems/remat_sin_sin"
@@ -150,21 +166,22 @@ def test_a_student_cannot_deep_link(server: Server, platform: Platform, browser:
     assert not browser.signed_in()
 
 
-def test_a_deep_linking_request_without_settings_is_refused(server: Server, platform: Platform,
-                                                            browser: Browser) -> None:
+def test_a_deep_linking_request_without_settings_is_refused(
+    server: Server, platform: Platform, browser: Browser
+) -> None:
     platform.with_deep_linking(deep_linking=None)
     outcome = browser.launch(platform)
     assert outcome.response.status_code == 400 and "deep_linking_settings" in outcome.response.text
     assert not browser.signed_in()
     # settings that do not accept resource links
-    platform.with_deep_linking(deep_linking={"deep_link_return_url": platform.deep_link_return_url,
-                                             "accept_types": ["file"]})
+    platform.with_deep_linking(
+        deep_linking={"deep_link_return_url": platform.deep_link_return_url, "accept_types": ["file"]}
+    )
     outcome = browser.launch(platform)
     assert outcome.response.status_code == 400 and "ltiResourceLink" in outcome.response.text
 
 
-def test_a_deep_linking_request_gets_every_launch_check(server: Server, platform: Platform,
-                                                        browser: Browser) -> None:
+def test_a_deep_linking_request_gets_every_launch_check(server: Server, platform: Platform, browser: Browser) -> None:
     platform.with_deep_linking(key="other")
     assert browser.launch(platform).response.status_code == 403
     platform.with_deep_linking(aud="another-tool")
@@ -189,8 +206,9 @@ def test_a_replayed_picker_form_is_refused(server: Server, platform: Platform, b
     assert first.status_code == 200 and RETURN_FORM in first.text  # type: ignore[attr-defined]
     # the same request again, binding cookie included (the tool deleted it from the browser)
     with httpx.Client(timeout=60) as replayer:
-        again = replayer.post(server.url + action, data={**fields, "problem": "remat_sin_sin"},
-                              headers={"cookie": cookie_header})
+        again = replayer.post(
+            server.url + action, data={**fields, "problem": "remat_sin_sin"}, headers={"cookie": cookie_header}
+        )
     assert again.status_code == 403 and "used already" in again.text
     assert RETURN_FORM not in again.text
     # and from the instructor's browser, whose binding cookie is gone
@@ -199,8 +217,9 @@ def test_a_replayed_picker_form_is_refused(server: Server, platform: Platform, b
     assert len(platform.deep_link_responses) == before  # nothing was sent by the tool itself
 
 
-def test_the_picker_form_is_bound_to_the_instructors_session(server: Server, platform: Platform,
-                                                             browser: Browser) -> None:
+def test_the_picker_form_is_bound_to_the_instructors_session(
+    server: Server, platform: Platform, browser: Browser
+) -> None:
     outcome = open_picker(browser, platform)
     action, fields = parse_form(outcome.response.text, PICK_FORM)
     # another browser (no session, or its own session) posting the same form
@@ -212,8 +231,9 @@ def test_the_picker_form_is_bound_to_the_instructors_session(server: Server, pla
         own = open_picker(other, platform)
         _, own_fields = parse_form(own.response.text, PICK_FORM)
         # its own CSRF token with the first instructor's context
-        answer = other.client.post(server.url + action, data={**fields, "csrf": own_fields["csrf"],
-                                                              "problem": "remat_sin_sin"})
+        answer = other.client.post(
+            server.url + action, data={**fields, "csrf": own_fields["csrf"], "problem": "remat_sin_sin"}
+        )
         assert answer.status_code == 403 and "another browser session" in answer.text
     finally:
         other.close()

@@ -26,8 +26,9 @@ pytestmark = [pytest.mark.e2e]
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     # the simulated platforms listen on 127.0.0.1, a loopback address the judge calls only when allowed
-    srv = start_tool(tmp_path_factory.mktemp("lti-dynreg"), Platform(),
-                     env={"REMAT_JUDGE_LTI_ALLOW_NETWORKS": '["127.0.0.0/8"]'})
+    srv = start_tool(
+        tmp_path_factory.mktemp("lti-dynreg"), Platform(), env={"REMAT_JUDGE_LTI_ALLOW_NETWORKS": '["127.0.0.0/8"]'}
+    )
     yield srv
     srv.stop()
 
@@ -46,8 +47,10 @@ def registration_url(server: Server, minutes: int = 60) -> str:
 
 
 def open_as_platform(url: str, platform: Platform, token: str | None = None) -> httpx.Response:
-    params = {"openid_configuration": f"{platform.url}/.well-known/openid-configuration",
-              "registration_token": token or platform.registration_token}
+    params = {
+        "openid_configuration": f"{platform.url}/.well-known/openid-configuration",
+        "registration_token": token or platform.registration_token,
+    }
     return httpx.get(url, params=params, timeout=60)
 
 
@@ -69,9 +72,10 @@ def test_a_one_time_url_registers_the_platform_and_its_launches_work(server: Ser
         assert {m["type"] for m in tool["messages"]} == {"LtiResourceLinkRequest", "LtiDeepLinkingRequest"}
         assert "https://purl.imsglobal.org/spec/lti-ags/scope/score" in sent["scope"].split()
         registered = [p for p in platforms(server) if p["issuer"] == lms.issuer]
-        assert [(p["client_id"], p["deployment_ids"], p["auth_login_url"], p["auth_token_url"], p["keyset_url"])
-                for p in registered] == [("dynamic-client-1", ["dynamic-deployment"], f"{lms.url}/auth",
-                                          f"{lms.url}/token", f"{lms.url}/jwks")]
+        assert [
+            (p["client_id"], p["deployment_ids"], p["auth_login_url"], p["auth_token_url"], p["keyset_url"])
+            for p in registered
+        ] == [("dynamic-client-1", ["dynamic-deployment"], f"{lms.url}/auth", f"{lms.url}/token", f"{lms.url}/jwks")]
         lms.with_launch(sub="dynamic-student", name="Dyna Student", deployment_id="dynamic-deployment")
         browser = Browser(server.url)
         landed = browser.launch(lms, deployment_id="dynamic-deployment")

@@ -38,8 +38,12 @@ def platform() -> Iterator[Platform]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, platform: Platform) -> Iterator[Server]:
-    srv = start_tool(tmp_path_factory.mktemp("lti-grades"), platform, workers=2,
-                     env={"REMAT_JUDGE_LTI_ALLOW_NETWORKS": '["127.0.0.0/8"]'})
+    srv = start_tool(
+        tmp_path_factory.mktemp("lti-grades"),
+        platform,
+        workers=2,
+        env={"REMAT_JUDGE_LTI_ALLOW_NETWORKS": '["127.0.0.0/8"]'},
+    )
     yield srv
     srv.stop()
 
@@ -62,8 +66,11 @@ def _csrf(page: str) -> str:
 def submit_on_the_web(client: httpx.Client, base: str, source: str) -> str:
     """Submits `source` with the problem page's form (session cookie and CSRF token); its id."""
     token = _csrf(client.get(f"{base}/problems/{SLUG}").text)
-    answer = client.post(f"{base}/problems/{SLUG}/submit", data={"source": source, "csrf_token": token},
-                         headers={"accept": "application/json"})
+    answer = client.post(
+        f"{base}/problems/{SLUG}/submit",
+        data={"source": source, "csrf_token": token},
+        headers={"accept": "application/json"},
+    )
     assert answer.status_code == 201, answer.text
     return answer.json()["id"]
 
@@ -87,12 +94,16 @@ def wait_until(condition, timeout_s: float = 30) -> None:  # type: ignore[no-unt
         time.sleep(0.1)
 
 
-def test_a_launched_students_verdicts_reach_the_gradebook_in_order(server: Server, platform: Platform,
-                                                                   book: Gradebook) -> None:
+def test_a_launched_students_verdicts_reach_the_gradebook_in_order(
+    server: Server, platform: Platform, book: Gradebook
+) -> None:
     lineitem = book.lineitem_url("7", "?type_id=3")  # Moodle's line items carry a query string
-    platform.with_launch(sub="student-grades-1", name="Ada Student", email=None,
-                         ags={"scope": [SCORE_SCOPE], "lineitem": lineitem,
-                              "lineitems": f"{book.base_url}/lineitems"})
+    platform.with_launch(
+        sub="student-grades-1",
+        name="Ada Student",
+        email=None,
+        ags={"scope": [SCORE_SCOPE], "lineitem": lineitem, "lineitems": f"{book.base_url}/lineitems"},
+    )
     browser = Browser(server.url)
     try:
         landed = browser.launch(platform).response
@@ -122,8 +133,12 @@ def test_a_launched_students_verdicts_reach_the_gradebook_in_order(server: Serve
         worse_id = submit_on_the_web(browser.client, server.url, WRONG)
         wait_for_verdict(server, worse_id)
         passbacks = PassbackStore(make_engine(_db(server)))
-        wait_until(lambda: [(r.status, r.best_score) for r in passbacks.rows()
-                            if r.sub == "student-grades-1"] == [("delivered", 1.0)])
+        wait_until(
+            lambda: (
+                [(r.status, r.best_score) for r in passbacks.rows() if r.sub == "student-grades-1"]
+                == [("delivered", 1.0)]
+            )
+        )
         time.sleep(1.5)
         assert len([r for r in book.requests if r.path == "/lineitems/7/lineitem/scores"]) == 2
         assert [s["scoreGiven"] for s in book.accepted("7", "student-grades-1")] == [wrong_score, 1.0]
@@ -136,8 +151,15 @@ def test_a_launched_students_verdicts_reach_the_gradebook_in_order(server: Serve
         platform.with_launch(sub="teacher-grades", roles=INSTRUCTOR, email=None)
         assert teacher.launch(platform).response.status_code == 200
         assert teacher.client.get(f"{server.url}/lti/grades").status_code == 403
-        done = remat_judge("users", "role", lti_email(platform.issuer, "teacher-grades"), "admin",
-                           "--data-dir", str(server.data_dir), env=dict(os.environ))
+        done = remat_judge(
+            "users",
+            "role",
+            lti_email(platform.issuer, "teacher-grades"),
+            "admin",
+            "--data-dir",
+            str(server.data_dir),
+            env=dict(os.environ),
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         page = teacher.client.get(f"{server.url}/lti/grades")
         assert page.status_code == 200 and "student-grades-1" in page.text and "delivered" in page.text
@@ -150,8 +172,15 @@ def test_a_web_user_without_a_launch_sends_nothing(server: Server, book: Gradebo
     before = (len(book.requests), len(book.token_requests))
     with httpx.Client(base_url=server.url, timeout=60, follow_redirects=True) as browser:
         token = _csrf(browser.get("/signup").text)
-        browser.post("/signup", data={"email": "web-only@example.org", "display_name": "Web Only",
-                                      "password": "correct horse 1", "csrf_token": token})
+        browser.post(
+            "/signup",
+            data={
+                "email": "web-only@example.org",
+                "display_name": "Web Only",
+                "password": "correct horse 1",
+                "csrf_token": token,
+            },
+        )
         assert browser.get("/lti/grades", follow_redirects=False).status_code == 403  # not an instructor
         submission_id = submit_on_the_web(browser, server.url, RIGHT)
     assert wait_for_verdict(server, submission_id) == ("ACCEPTED", 1.0)

@@ -15,7 +15,7 @@ import pytest
 from server.db import make_engine
 from server.lti.models import lti_email
 from server.lti.passback import PassbackStore
-from tests.e2e.test_lti_grade_passback import RIGHT, SCORE_SCOPE, SLUG, submit_on_the_web, wait_for_verdict, wait_until
+from tests.e2e.test_lti_grade_passback import RIGHT, SCORE_SCOPE, submit_on_the_web, wait_for_verdict, wait_until
 from tests.lti_gradebook import Gradebook
 from tests.lti_platform import INSTRUCTOR, Browser, Platform, start_tool
 from tests.support import Server, remat_judge
@@ -42,8 +42,9 @@ def server(tmp_path_factory: pytest.TempPathFactory, platform: Platform) -> Iter
 def book(server: Server, platform: Platform) -> Iterator[Gradebook]:
     import httpx
 
-    gradebook = Gradebook(jwks=httpx.get(f"{server.url}/lti/jwks", timeout=10).json(),
-                          client_id=platform.client_id).start()
+    gradebook = Gradebook(
+        jwks=httpx.get(f"{server.url}/lti/jwks", timeout=10).json(), client_id=platform.client_id
+    ).start()
     args = platform.register_args("deployment-1")
     args[args.index("--auth-token-url") + 1] = gradebook.token_url
     done = remat_judge(*args, "--data-dir", str(server.data_dir), env=dict(os.environ))
@@ -57,9 +58,11 @@ def csrf(page: str) -> str:
 
 
 def test_a_refused_score_is_said_at_registration_on_setup_and_on_the_staffs_gradebook(
-        server: Server, platform: Platform, book: Gradebook) -> None:
-    platform.with_launch(sub="advice-student", name="Ada Advice", ags={"scope": [SCORE_SCOPE],
-                                                                       "lineitem": book.lineitem_url("5")})
+    server: Server, platform: Platform, book: Gradebook
+) -> None:
+    platform.with_launch(
+        sub="advice-student", name="Ada Advice", ags={"scope": [SCORE_SCOPE], "lineitem": book.lineitem_url("5")}
+    )
     student = Browser(server.url)
     assert student.launch(platform).response.status_code == 200
     assert wait_for_verdict(server, submit_on_the_web(student.client, server.url, RIGHT)) == ("ACCEPTED", 1.0)
@@ -72,21 +75,33 @@ def test_a_refused_score_is_said_at_registration_on_setup_and_on_the_staffs_grad
     platform.with_launch(sub="advice-teacher", name="Tess Teacher", roles=INSTRUCTOR)
     assert teacher.launch(platform).response.status_code == 200
     courses = teacher.client.get(f"{server.url}/instructor/courses").text
-    key = re.search(r'/instructor/courses/(lti-[\w-]+)', courses).group(1)  # type: ignore[union-attr]
+    key = re.search(r"/instructor/courses/(lti-[\w-]+)", courses).group(1)  # type: ignore[union-attr]
     page = re.sub(r"\s+", " ", teacher.client.get(f"{server.url}/instructor/courses/{key}").text)
     assert "1 grade did not reach the LMS gradebook" in page and ADVICE in page
     cell = page.split('data-problem="remat_sin_sin"')[1].split("</td>")[0]
     assert "1.00 (1)" in cell and "not in LMS (refused)" in cell
     assert teacher.client.get(f"{server.url}/lti/setup").status_code == 403
 
-    done = remat_judge("users", "role", lti_email(platform.issuer, "advice-teacher"), "admin",
-                       "--data-dir", str(server.data_dir), env=dict(os.environ))
+    done = remat_judge(
+        "users",
+        "role",
+        lti_email(platform.issuer, "advice-teacher"),
+        "admin",
+        "--data-dir",
+        str(server.data_dir),
+        env=dict(os.environ),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     setup = teacher.client.get(f"{server.url}/lti/setup").text
     assert ADVICE in re.sub(r"\s+", " ", setup) and "1 not delivered" in setup
     platform_id = re.search(r'name="platform_id" value="(\d+)"', setup).group(1)  # type: ignore[union-attr]
-    tested = re.sub(r"\s+", " ", teacher.client.post(f"{server.url}/lti/setup/test", data={
-        "platform_id": platform_id, "csrf_token": csrf(setup)}).text)
+    tested = re.sub(
+        r"\s+",
+        " ",
+        teacher.client.post(
+            f"{server.url}/lti/setup/test", data={"platform_id": platform_id, "csrf_token": csrf(setup)}
+        ).text,
+    )
     assert re.search(r'data-check="keyset"><strong>keyset: works</strong>: 1 key\(s\)', tested), tested[-3000:]
     assert re.search(r'data-check="access token"><strong>access token: fails</strong>: token URL refused', tested)
     assert ADVICE in tested
@@ -97,8 +112,9 @@ def test_a_refused_score_is_said_at_registration_on_setup_and_on_the_staffs_grad
     wait_until(lambda: [r.status for r in passbacks.rows() if r.sub == "advice-student"] == ["refused"])
 
     # an admin makes a one-time registration URL from the set-up page (shown once)
-    made = teacher.client.post(f"{server.url}/lti/setup/registration-url",
-                               data={"csrf_token": csrf(setup), "expires_minutes": "30"})
+    made = teacher.client.post(
+        f"{server.url}/lti/setup/registration-url", data={"csrf_token": csrf(setup), "expires_minutes": "30"}
+    )
     url = re.search(r'<pre id="registration-url">([^<]+)</pre>', made.text).group(1)  # type: ignore[union-attr]
     assert url.startswith(f"{server.url}/lti/dynamic-registration/") and "30 minutes" in made.text
     opened = teacher.client.get(url)

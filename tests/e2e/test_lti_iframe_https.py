@@ -39,8 +39,12 @@ def platform() -> Iterator[Platform]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, platform: Platform) -> Iterator[Server]:
     data = tmp_path_factory.mktemp("lti-https")
-    srv = Server(data, workers=1, tls=self_signed_certificate(data / "tls"),
-                 env={"REMAT_JUDGE_RATE_LIMIT": "", "REMAT_JUDGE_LTI_RATE_LIMIT": ""})
+    srv = Server(
+        data,
+        workers=1,
+        tls=self_signed_certificate(data / "tls"),
+        env={"REMAT_JUDGE_RATE_LIMIT": "", "REMAT_JUDGE_LTI_RATE_LIMIT": ""},
+    )
     srv.env["REMAT_JUDGE_PUBLIC_URL"] = srv.url  # the one setting an administrator makes
     srv.start()
     platform.redirect_uris = [f"{srv.url}/lti/launch"]
@@ -51,8 +55,13 @@ def server(tmp_path_factory: pytest.TempPathFactory, platform: Platform) -> Iter
 
 
 def course_url(server: Server, platform: Platform, storage: str | None = None) -> str:
-    params = {"iss": platform.issuer, "login_hint": "h", "target_link_uri": f"{server.url}/lti/launch",
-              "client_id": platform.client_id, "lti_deployment_id": "deployment-1"}
+    params = {
+        "iss": platform.issuer,
+        "login_hint": "h",
+        "target_link_uri": f"{server.url}/lti/launch",
+        "client_id": platform.client_id,
+        "lti_deployment_id": "deployment-1",
+    }
     if storage:
         params["lti_storage_target"] = storage
     course = {"login": f"{server.url}/lti/login?{urlencode(params)}", **({"storage": storage} if storage else {})}
@@ -65,15 +74,21 @@ def browser_context(p, *, third_party_cookies: bool):  # type: ignore[no-untyped
     profile = tempfile.mkdtemp(prefix="chromium-profile-")
     if third_party_cookies:
         os.makedirs(f"{profile}/Default")
-        Path(f"{profile}/Default/Preferences").write_text(json.dumps(
-            {"profile": {"cookie_controls_mode": 0, "block_third_party_cookies": False}}))
+        Path(f"{profile}/Default/Preferences").write_text(
+            json.dumps({"profile": {"cookie_controls_mode": 0, "block_third_party_cookies": False}})
+        )
     return p.chromium.launch_persistent_context(
-        profile, executable_path=chromium_path(), headless=True, ignore_https_errors=True,
-        args=[*CHROMIUM_ARGS, "--ignore-certificate-errors"])
+        profile,
+        executable_path=chromium_path(),
+        headless=True,
+        ignore_https_errors=True,
+        args=[*CHROMIUM_ARGS, "--ignore-certificate-errors"],
+    )
 
 
-def test_in_an_iframe_over_https_the_cookies_come_back_and_the_problem_opens_there(server: Server,
-                                                                                   platform: Platform) -> None:
+def test_in_an_iframe_over_https_the_cookies_come_back_and_the_problem_opens_there(
+    server: Server, platform: Platform
+) -> None:
     from playwright.sync_api import sync_playwright
 
     platform.with_launch(sub="iframe-https", name="Hattie Https")
@@ -89,8 +104,9 @@ def test_in_an_iframe_over_https_the_cookies_come_back_and_the_problem_opens_the
         context.close()
 
 
-def test_with_third_party_cookies_blocked_the_platforms_storage_binds_the_launch(server: Server,
-                                                                                 platform: Platform) -> None:
+def test_with_third_party_cookies_blocked_the_platforms_storage_binds_the_launch(
+    server: Server, platform: Platform
+) -> None:
     from playwright.sync_api import sync_playwright
 
     platform.with_launch(sub="storage-https", name="Stella Storage")
@@ -112,7 +128,8 @@ def test_with_third_party_cookies_blocked_the_platforms_storage_binds_the_launch
 
 
 def test_with_third_party_cookies_blocked_and_no_storage_the_launch_relaunches_first_party(
-        server: Server, platform: Platform) -> None:
+    server: Server, platform: Platform
+) -> None:
     from playwright.sync_api import sync_playwright
 
     platform.with_launch(sub="relaunch-https", name="Rene Relaunch")

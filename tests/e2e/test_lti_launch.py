@@ -34,8 +34,9 @@ def platform() -> Iterator[Platform]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, platform: Platform) -> Iterator[Server]:
-    srv = start_tool(tmp_path_factory.mktemp("lti-data"), platform,
-                     env={"REMAT_JUDGE_LTI_JWKS_REFETCH_COOLDOWN_S": "1"})
+    srv = start_tool(
+        tmp_path_factory.mktemp("lti-data"), platform, env={"REMAT_JUDGE_LTI_JWKS_REFETCH_COOLDOWN_S": "1"}
+    )
     yield srv
     srv.stop()
 
@@ -79,8 +80,9 @@ def test_the_jwks_serves_the_key_that_verifies_the_tools_jwts(server: Server) ->
     assert len(keys) == 1 and keys[0]["kty"] == "RSA" and keys[0]["alg"] == "RS256" and "d" not in keys[0]
     kid = keys[0]["kid"]
     assert kid == thumbprint(private.public_key())  # type: ignore[arg-type]
-    token = jwt.encode({"iss": "judge", "aud": "lms", "exp": 2_000_000_000}, private, algorithm="RS256",
-                       headers={"kid": kid})
+    token = jwt.encode(
+        {"iss": "judge", "aud": "lms", "exp": 2_000_000_000}, private, algorithm="RS256", headers={"kid": kid}
+    )
     signing_key = jwt.PyJWKClient(f"{server.url}/lti/jwks").get_signing_key_from_jwt(token)
     assert jwt.decode(token, signing_key.key, algorithms=["RS256"], audience="lms")["iss"] == "judge"
 
@@ -95,30 +97,57 @@ def test_registration_is_listed_and_seen_by_the_running_server(server: Server, r
 
     listed = json.loads(cli(server, "lti", "list", "--json"))
     assert [(p["issuer"], p["client_id"], p["deployment_ids"]) for p in listed] == [
-        (registered.issuer, registered.client_id, ["deployment-1", "deployment-2"])]
+        (registered.issuer, registered.client_id, ["deployment-1", "deployment-2"])
+    ]
     assert listed[0]["keyset_url"] == f"{registered.url}/jwks" and listed[0]["token_audience"] is None
 
 
-def test_login_redirects_to_the_platform_with_every_parameter(server: Server, registered: Platform,
-                                                              browser: Browser) -> None:
+def test_login_redirects_to_the_platform_with_every_parameter(
+    server: Server, registered: Platform, browser: Browser
+) -> None:
     for method in ("GET", "POST"):
-        page = browser.login(registered, method=method, login_hint="hint-7", message_hint="msg-7",
-                             target_link_uri=f"{server.url}/lti/launch?problem=remat_sin_sin")
+        page = browser.login(
+            registered,
+            method=method,
+            login_hint="hint-7",
+            message_hint="msg-7",
+            target_link_uri=f"{server.url}/lti/launch?problem=remat_sin_sin",
+        )
         assert page.status_code == 200, page.text
         sent = registered.auth_requests[-1]
-        assert {k: sent[k] for k in ("scope", "response_type", "response_mode", "prompt", "client_id",
-                                     "login_hint", "lti_message_hint", "redirect_uri")} == {
-            "scope": "openid", "response_type": "id_token", "response_mode": "form_post", "prompt": "none",
-            "client_id": registered.client_id, "login_hint": "hint-7", "lti_message_hint": "msg-7",
-            "redirect_uri": f"{server.url}/lti/launch"}  # exactly: never with the problem appended
+        assert {
+            k: sent[k]
+            for k in (
+                "scope",
+                "response_type",
+                "response_mode",
+                "prompt",
+                "client_id",
+                "login_hint",
+                "lti_message_hint",
+                "redirect_uri",
+            )
+        } == {
+            "scope": "openid",
+            "response_type": "id_token",
+            "response_mode": "form_post",
+            "prompt": "none",
+            "client_id": registered.client_id,
+            "login_hint": "hint-7",
+            "lti_message_hint": "msg-7",
+            "redirect_uri": f"{server.url}/lti/launch",
+        }  # exactly: never with the problem appended
         assert len(sent["state"]) >= 40 and len(sent["nonce"]) >= 40 and sent["state"] != sent["nonce"]
 
 
-def test_a_students_launch_lands_signed_in_on_the_problem(server: Server, registered: Platform,
-                                                          browser: Browser) -> None:
-    ags = {"scope": ["https://purl.imsglobal.org/spec/lti-ags/scope/score"],
-           "lineitems": f"{registered.url}/course/42/lineitems",
-           "lineitem": f"{registered.url}/course/42/lineitems/7?type_id=3"}
+def test_a_students_launch_lands_signed_in_on_the_problem(
+    server: Server, registered: Platform, browser: Browser
+) -> None:
+    ags = {
+        "scope": ["https://purl.imsglobal.org/spec/lti-ags/scope/score"],
+        "lineitems": f"{registered.url}/course/42/lineitems",
+        "lineitem": f"{registered.url}/course/42/lineitems/7?type_id=3",
+    }
     registered.with_launch(sub="student-1", name="Ada Student", email="ada.student@lms.example", ags=ags)
     assert not browser.signed_in()
     outcome = browser.launch(registered)
@@ -146,17 +175,18 @@ def test_a_students_launch_lands_signed_in_on_the_problem(server: Server, regist
     again.close()
 
 
-def test_the_problem_can_come_from_the_target_link_uri(server: Server, registered: Platform,
-                                                       browser: Browser) -> None:
-    registered.with_launch(sub="student-2", problem=None,
-                           target_link_uri=f"{server.url}/lti/launch?problem=checkpoint_dot_policy")
+def test_the_problem_can_come_from_the_target_link_uri(server: Server, registered: Platform, browser: Browser) -> None:
+    registered.with_launch(
+        sub="student-2", problem=None, target_link_uri=f"{server.url}/lti/launch?problem=checkpoint_dot_policy"
+    )
     answer = browser.launch(registered).response
     assert answer.status_code == 200 and urlsplit(str(answer.url)).path == "/problems/checkpoint_dot_policy"
 
 
 @pytest.mark.parametrize("roles", [INSTRUCTOR, TEACHING_ASSISTANT], ids=["instructor", "teaching-assistant"])
-def test_instructors_launch_as_instructors(server: Server, registered: Platform, browser: Browser,
-                                           roles: list[str]) -> None:
+def test_instructors_launch_as_instructors(
+    server: Server, registered: Platform, browser: Browser, roles: list[str]
+) -> None:
     registered.with_launch(sub=f"teacher-{len(roles[0])}", name="Grace Teacher", email=None, roles=roles)
     assert browser.launch(registered).response.status_code == 200
     # staff of the launch's course (the instructor pages show it), never a role on the whole judge
@@ -194,8 +224,9 @@ REFUSALS = {
 
 
 @pytest.mark.parametrize("name", list(REFUSALS))
-def test_bad_launches_are_refused_and_sign_nobody_in(server: Server, registered: Platform, browser: Browser,
-                                                     name: str) -> None:
+def test_bad_launches_are_refused_and_sign_nobody_in(
+    server: Server, registered: Platform, browser: Browser, name: str
+) -> None:
     changes, code, words = REFUSALS[name]
     registered.with_launch(sub=f"refused-{name}", **changes)
     answer = browser.launch(registered).response
@@ -216,9 +247,11 @@ def test_a_replayed_launch_is_refused(server: Server, registered: Platform, brow
         assert again.status_code == 403 and "already used" in again.text
     # the same id_token with a fresh state of a new login: its nonce is not this login's
     page = browser.login(registered)
-    replay = browser.client.post(first.action, data={"id_token": first.form["id_token"],
-                                                     "state": registered.auth_requests[-1]["state"]},
-                                 headers={"accept": "text/html"})
+    replay = browser.client.post(
+        first.action,
+        data={"id_token": first.form["id_token"], "state": registered.auth_requests[-1]["state"]},
+        headers={"accept": "text/html"},
+    )
     assert replay.status_code == 403 and "nonce" in replay.text
     assert page.status_code == 200
 
@@ -229,8 +262,9 @@ def test_a_missing_or_forged_state_is_refused(server: Server, registered: Platfo
     action = f"{server.url}/lti/launch"
     missing = browser.client.post(action, data={"id_token": token}, headers={"accept": "text/html"})
     assert missing.status_code == 400 and "no state" in missing.text
-    forged = browser.client.post(action, data={"id_token": token, "state": "forged-state"},
-                                 headers={"accept": "text/html"})
+    forged = browser.client.post(
+        action, data={"id_token": token, "state": "forged-state"}, headers={"accept": "text/html"}
+    )
     assert forged.status_code == 403 and "state" in forged.text
     assert not browser.signed_in()
 
@@ -250,8 +284,9 @@ def test_a_state_started_in_another_browser_is_refused(server: Server, registere
     victim.close()
 
 
-def test_without_cookies_in_the_iframe_the_launch_opens_in_a_new_window(server: Server, registered: Platform,
-                                                                        browser: Browser) -> None:
+def test_without_cookies_in_the_iframe_the_launch_opens_in_a_new_window(
+    server: Server, registered: Platform, browser: Browser
+) -> None:
     registered.with_launch(sub="iframe-user", name="Iris Frame")
     page = browser.login(registered)
     action, fields = parse_form(page.text)
@@ -291,8 +326,9 @@ def test_a_removed_platform_is_refused_at_once(server: Server, tmp_path: Path) -
         other.close()
 
 
-def test_a_rotated_platform_key_is_fetched_and_an_unpublished_kid_refused(server: Server, registered: Platform,
-                                                                          browser: Browser) -> None:
+def test_a_rotated_platform_key_is_fetched_and_an_unpublished_kid_refused(
+    server: Server, registered: Platform, browser: Browser
+) -> None:
     from tests.lti_platform import new_key
 
     old_key, old_kid = registered.key, registered.kid
@@ -317,8 +353,9 @@ def test_a_rotated_platform_key_is_fetched_and_an_unpublished_kid_refused(server
         time.sleep(1.2)  # so the next launch may fetch the restored key (past the cooldown)
 
 
-def test_the_setup_page_shows_instructors_what_to_paste_into_the_lms(server: Server, registered: Platform,
-                                                                     browser: Browser) -> None:
+def test_the_setup_page_shows_instructors_what_to_paste_into_the_lms(
+    server: Server, registered: Platform, browser: Browser
+) -> None:
     setup = f"{server.url}/lti/setup"
     assert browser.client.get(setup, follow_redirects=False).status_code == 303  # not signed in
     registered.with_launch(sub="setup-student")
@@ -333,8 +370,15 @@ def test_the_setup_page_shows_instructors_what_to_paste_into_the_lms(server: Ser
     page = teacher.client.get(setup)
     kid = browser_get(server, "/lti/jwks").json()["keys"][0]["kid"]
     assert page.status_code == 200
-    for text in (f"{server.url}/lti/login", f"{server.url}/lti/launch", f"{server.url}/lti/jwks", kid,
-                 "BEGIN PUBLIC KEY", registered.issuer, "deployment-2"):
+    for text in (
+        f"{server.url}/lti/login",
+        f"{server.url}/lti/launch",
+        f"{server.url}/lti/jwks",
+        kid,
+        "BEGIN PUBLIC KEY",
+        registered.issuer,
+        "deployment-2",
+    ):
         assert text in page.text
     teacher.close()
 
@@ -351,9 +395,15 @@ def test_in_chromium_a_cross_site_iframe_launch_offers_a_new_window(server: Serv
     from playwright.sync_api import sync_playwright
 
     registered.with_launch(sub="chromium-student", name="Chromium Student")
-    login = f"{server.url}/lti/login?" + urlencode({
-        "iss": registered.issuer, "login_hint": "h", "target_link_uri": f"{server.url}/lti/launch",
-        "client_id": registered.client_id, "lti_deployment_id": "deployment-1"})
+    login = f"{server.url}/lti/login?" + urlencode(
+        {
+            "iss": registered.issuer,
+            "login_hint": "h",
+            "target_link_uri": f"{server.url}/lti/launch",
+            "client_id": registered.client_id,
+            "lti_deployment_id": "deployment-1",
+        }
+    )
     course = registered.url.replace("127.0.0.1", "localhost") + "/course?" + urlencode({"login": login})
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
@@ -390,9 +440,15 @@ def test_in_chromium_a_top_level_cross_site_launch_lands_signed_in(server: Serve
         lms.redirect_uris = [f"{server.url}/lti/launch"]
         cli(server, *lms.register_args("deployment-1"))
         lms.with_launch(sub="top-level-student", name="Topsy Level")
-        login = f"{server.url}/lti/login?" + urlencode({
-            "iss": lms.issuer, "login_hint": "h", "target_link_uri": f"{server.url}/lti/launch",
-            "client_id": lms.client_id, "lti_deployment_id": "deployment-1"})
+        login = f"{server.url}/lti/login?" + urlencode(
+            {
+                "iss": lms.issuer,
+                "login_hint": "h",
+                "target_link_uri": f"{server.url}/lti/launch",
+                "client_id": lms.client_id,
+                "lti_deployment_id": "deployment-1",
+            }
+        )
         with sync_playwright() as p:
             chromium = p.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
             context = chromium.new_context()

@@ -33,8 +33,14 @@ def site(tmp_path_factory: pytest.TempPathFactory, judge_config: JudgeConfig) ->
     problems, data = root / "problems", root / "data"
     problems.mkdir()
     shutil.copytree(PROBLEMS / "checkpoint_dot_policy", problems / "checkpoint_dot_policy")
-    server = Server(data, env={"REMAT_JUDGE_INSTRUCTOR_TOKEN": TOKEN, "REMAT_JUDGE_PROBLEMS_DIR": str(problems),
-                               "REMAT_JUDGE_HIDDEN_SEED": "upload-seed"}).start()
+    server = Server(
+        data,
+        env={
+            "REMAT_JUDGE_INSTRUCTOR_TOKEN": TOKEN,
+            "REMAT_JUDGE_PROBLEMS_DIR": str(problems),
+            "REMAT_JUDGE_HIDDEN_SEED": "upload-seed",
+        },
+    ).start()
     yield server.url, problems, root
     server.stop()
 
@@ -65,8 +71,13 @@ def upload(url: str, data: bytes, token: str | None = TOKEN, *, publish: bool = 
     headers = {"Content-Type": "application/gzip"}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
-    started = httpx.post(f"{url}/api/v1/problems", content=data, headers=headers, timeout=60,
-                         params={"publish": "true"} if publish else None)
+    started = httpx.post(
+        f"{url}/api/v1/problems",
+        content=data,
+        headers=headers,
+        timeout=60,
+        params={"publish": "true"} if publish else None,
+    )
     if started.status_code != 202:
         return Finished(started.status_code, started.json() if started.content else {})
     body = started.json()
@@ -95,8 +106,9 @@ def test_upload_needs_the_instructor_token(site: tuple[str, Path, Path], tmp_pat
     assert not (problems / "token_check").exists()
 
 
-def test_a_valid_upload_is_served_at_once_and_a_change_makes_a_new_version(site: tuple[str, Path, Path],
-                                                                          tmp_path: Path) -> None:
+def test_a_valid_upload_is_served_at_once_and_a_change_makes_a_new_version(
+    site: tuple[str, Path, Path], tmp_path: Path
+) -> None:
     url, problems, root = site
     folder = new_package(tmp_path, "uploaded_sin")
     first = upload(url, pack(folder))
@@ -104,8 +116,10 @@ def test_a_valid_upload_is_served_at_once_and_a_change_makes_a_new_version(site:
     body = first.json()
     assert body["slug"] == "uploaded_sin" and body["previous_version"] is None and body["published"] is False
     assert [(r["file"], r["got"], r["ok"]) for r in body["rows"]] == [
-        ("reference.py", "ACCEPTED", True), ("right/decorator_remat.py", "ACCEPTED", True),
-        ("wrong/no_checkpoint.py", "WRONG_POLICY", True)]
+        ("reference.py", "ACCEPTED", True),
+        ("right/decorator_remat.py", "ACCEPTED", True),
+        ("wrong/no_checkpoint.py", "WRONG_POLICY", True),
+    ]
     assert body["rows"][2]["recompute_flops"] == 0  # no checkpoint: nothing recomputed
     # unpublished: the instructor token sees it; students and API clients do not, nor submit to it
     instructor = {"Authorization": f"Bearer {TOKEN}"}
@@ -113,8 +127,9 @@ def test_a_valid_upload_is_served_at_once_and_a_change_makes_a_new_version(site:
     assert listed["uploaded_sin"]["version"] == body["version"] and listed["uploaded_sin"]["published"] is False
     assert "uploaded_sin" not in {p["slug"] for p in httpx.get(f"{url}/api/v1/problems").json()}
     assert httpx.get(f"{url}/api/v1/problems/uploaded_sin").status_code == 404
-    assert httpx.post(f"{url}/api/v1/submissions", json={"problem": "uploaded_sin", "source": "x = 1"}
-                      ).status_code == 404
+    assert (
+        httpx.post(f"{url}/api/v1/submissions", json={"problem": "uploaded_sin", "source": "x = 1"}).status_code == 404
+    )
 
     # publish=true refuses while the scaffold's TODOs are left, and publishes once they are written
     refused = upload(url, pack(folder), publish=True)
@@ -129,8 +144,12 @@ def test_a_valid_upload_is_served_at_once_and_a_change_makes_a_new_version(site:
 
     # a submission is judged against, and records, the version it saw
     source = (folder / "reference.py").read_text()
-    graded = httpx.post(f"{url}/api/v1/submissions", params={"wait": "true"}, timeout=120,
-                        json={"problem": "uploaded_sin", "source": source}).json()
+    graded = httpx.post(
+        f"{url}/api/v1/submissions",
+        params={"wait": "true"},
+        timeout=120,
+        json={"problem": "uploaded_sin", "source": source},
+    ).json()
     assert graded["verdict"] == "ACCEPTED" and graded["problem_version"] == body["version"]
 
     # change the case set: a new version replaces the old, which is kept in history
@@ -181,24 +200,34 @@ def _link(name: str, target: str, kind: bytes = tarfile.SYMTYPE) -> tuple[tarfil
     return info, None
 
 
-@pytest.mark.parametrize("archive,reason", [
-    (b"not an archive at all", "not a tar archive"),
-    (_tar([_file("../../evil.py", b"x")]), "unsafe path"),
-    (_tar([_file("/etc/evil.toml", b"x")]), "unsafe path"),
-    (_tar([_file("problem.toml", b'slug = "linked"'), _link("reference.py", "/etc/passwd")]), "not a regular file"),
-    (_tar([_file("problem.toml", b'slug = "linked"'), _link("reference.py", "problem.toml", tarfile.LNKTYPE)]),
-     "not a regular file"),
-    (_tar([_file("problem.toml", b'slug = "binary"'), _file("payload.so", b"\x7fELF")]), "only"),
-    (_tar([_file("statement.md", b"# no toml")]), "no problem.toml"),
-    (_tar([_file("problem.toml", b'slug = "../../etc"')]), "no valid slug"),
-    (_tar([_file("problem.toml", b'slug = "clash"'), _file("hints.md", b"x"), _file("hints.md/x.py", b"x")]),
-     "both a file and a folder"),
-    (_tar([_file("problem.toml", b'slug = "clash"'), _file("wrong/a.py/b.py", b"x"), _file("wrong/a.py", b"x")]),
-     "both a file and a folder"),
-    (_tar([_file("problem.toml", b'slug = "twice"'), _file("problem.toml", b'slug = "other"')]), "appears twice"),
-])
-def test_hostile_archives_are_refused_and_write_nothing(site: tuple[str, Path, Path], archive: bytes,
-                                                        reason: str) -> None:
+@pytest.mark.parametrize(
+    "archive,reason",
+    [
+        (b"not an archive at all", "not a tar archive"),
+        (_tar([_file("../../evil.py", b"x")]), "unsafe path"),
+        (_tar([_file("/etc/evil.toml", b"x")]), "unsafe path"),
+        (_tar([_file("problem.toml", b'slug = "linked"'), _link("reference.py", "/etc/passwd")]), "not a regular file"),
+        (
+            _tar([_file("problem.toml", b'slug = "linked"'), _link("reference.py", "problem.toml", tarfile.LNKTYPE)]),
+            "not a regular file",
+        ),
+        (_tar([_file("problem.toml", b'slug = "binary"'), _file("payload.so", b"\x7fELF")]), "only"),
+        (_tar([_file("statement.md", b"# no toml")]), "no problem.toml"),
+        (_tar([_file("problem.toml", b'slug = "../../etc"')]), "no valid slug"),
+        (
+            _tar([_file("problem.toml", b'slug = "clash"'), _file("hints.md", b"x"), _file("hints.md/x.py", b"x")]),
+            "both a file and a folder",
+        ),
+        (
+            _tar([_file("problem.toml", b'slug = "clash"'), _file("wrong/a.py/b.py", b"x"), _file("wrong/a.py", b"x")]),
+            "both a file and a folder",
+        ),
+        (_tar([_file("problem.toml", b'slug = "twice"'), _file("problem.toml", b'slug = "other"')]), "appears twice"),
+    ],
+)
+def test_hostile_archives_are_refused_and_write_nothing(
+    site: tuple[str, Path, Path], archive: bytes, reason: str
+) -> None:
     url, problems, _ = site
     before = sorted(p.name for p in problems.iterdir())
     response = upload(url, archive)
@@ -214,12 +243,17 @@ def test_cli_new_validate_add_locally(tmp_path: Path, judge_config: JudgeConfig)
     scratch = tmp_path / "scratch"
     folder = new_package(scratch, "local_sin")
     env = {**os.environ, "REMAT_JUDGE_DATA_DIR": str(tmp_path / "data"), "COLUMNS": "200"}
-    validate = subprocess.run([CLI, "problems", "validate", "local_sin", "--problems-dir", str(scratch)],
-                              capture_output=True, text=True, env=env)
+    validate = subprocess.run(
+        [CLI, "problems", "validate", "local_sin", "--problems-dir", str(scratch)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert validate.returncode == 0, validate.stdout + validate.stderr
     assert "wrong/no_checkpoint.py" in validate.stdout and "MISMATCH" not in validate.stdout
-    add = subprocess.run([CLI, "problems", "add", str(folder), "--problems-dir", str(problems)],
-                         capture_output=True, text=True, env=env)
+    add = subprocess.run(
+        [CLI, "problems", "add", str(folder), "--problems-dir", str(problems)], capture_output=True, text=True, env=env
+    )
     assert add.returncode == 0, add.stdout + add.stderr
     assert (problems / "local_sin" / "reference.py").is_file()
     assert "unpublished (admins only)" in add.stdout
@@ -231,27 +265,37 @@ def test_cli_new_validate_add_locally(tmp_path: Path, judge_config: JudgeConfig)
     published = subprocess.run(publish, capture_output=True, text=True, env=env)
     assert published.returncode == 0, published.stdout + published.stderr
     assert "published local_sin version" in published.stdout
-    listing = subprocess.run([CLI, "problems", "list", "--problems-dir", str(problems)], capture_output=True,
-                             text=True, env=env)
+    listing = subprocess.run(
+        [CLI, "problems", "list", "--problems-dir", str(problems)], capture_output=True, text=True, env=env
+    )
     assert re.search(r"local_sin .* yes", listing.stdout), listing.stdout
     # a broken expectation makes validate fail and add refuse
     wrong = folder / "wrong" / "no_checkpoint.py"
     wrong.write_text(wrong.read_text().replace("WRONG_POLICY", "ACCEPTED", 1))
-    bad = subprocess.run([CLI, "problems", "validate", "local_sin", "--problems-dir", str(scratch)],
-                         capture_output=True, text=True, env=env)
+    bad = subprocess.run(
+        [CLI, "problems", "validate", "local_sin", "--problems-dir", str(scratch)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert bad.returncode == 1 and "MISMATCH" in bad.stdout
 
 
 @pytest.mark.parametrize("check", ["finite_difference", "deterministic"])
 def test_an_uploaded_reference_that_fails_its_self_check_is_reported_and_not_installed(
-        site: tuple[str, Path, Path], tmp_path: Path, check: str) -> None:
+    site: tuple[str, Path, Path], tmp_path: Path, check: str
+) -> None:
     from tests.unit.test_reference_checks import MISTAKES
 
     url, problems, root = site
     folder = new_package(tmp_path, f"mistake_{check}")
-    (folder / "reference.py").write_text(MISTAKES[check].replace("remat_sin_sin", f"mistake_{check}")
-                                         .replace("(x)\n", "(x).sum()\n").replace(
-                                             "return f(x) + 0.5", "return (f(x) + 0.5").replace(" - 0.5 * x\n", " - 0.5 * x).sum()\n"))
+    (folder / "reference.py").write_text(
+        MISTAKES[check]
+        .replace("remat_sin_sin", f"mistake_{check}")
+        .replace("(x)\n", "(x).sum()\n")
+        .replace("return f(x) + 0.5", "return (f(x) + 0.5")
+        .replace(" - 0.5 * x\n", " - 0.5 * x).sum()\n")
+    )
     answer = upload(url, pack(folder))
     body = answer.json()
     assert answer.status_code == 422 and body["state"] == "failed", body

@@ -30,13 +30,19 @@ SLOW = "import time\ntime.sleep(3)\n"  # a correct submission that takes a while
 class Deployment:
     def __init__(self, root: Path, database_url: str, redis: object):
         self.root, self.database_url, self.redis = root, database_url, redis
-        self.env = {"REMAT_JUDGE_DATABASE_URL": database_url, "REMAT_JUDGE_REDIS_URL": redis.url,  # type: ignore[attr-defined]
-                    "REMAT_JUDGE_HIDDEN_SEED": "scaled-seed", "REMAT_JUDGE_RATE_LIMIT": "",
-                    "REMAT_JUDGE_WAIT_TIMEOUT_S": "120",
-                    # short timings, so the failure cases below take seconds
-                    "REMAT_JUDGE_HEARTBEAT_TIMEOUT_S": "6", "REMAT_JUDGE_LEASE_S": "6",
-                    "REMAT_JUDGE_SWEEP_INTERVAL_S": "1", "REMAT_JUDGE_LOG_FORMAT": "json",
-                    "REMAT_JUDGE_METRICS_TOKEN": "scrape-token"}
+        self.env = {
+            "REMAT_JUDGE_DATABASE_URL": database_url,
+            "REMAT_JUDGE_REDIS_URL": redis.url,  # type: ignore[attr-defined]
+            "REMAT_JUDGE_HIDDEN_SEED": "scaled-seed",
+            "REMAT_JUDGE_RATE_LIMIT": "",
+            "REMAT_JUDGE_WAIT_TIMEOUT_S": "120",
+            # short timings, so the failure cases below take seconds
+            "REMAT_JUDGE_HEARTBEAT_TIMEOUT_S": "6",
+            "REMAT_JUDGE_LEASE_S": "6",
+            "REMAT_JUDGE_SWEEP_INTERVAL_S": "1",
+            "REMAT_JUDGE_LOG_FORMAT": "json",
+            "REMAT_JUDGE_METRICS_TOKEN": "scrape-token",
+        }
         self.api: Server | None = None
         self.workers: list[Worker] = []
 
@@ -78,8 +84,11 @@ def deployment(tmp_path: Path, postgres_url: str, redis_factory, judge_config: J
 
 
 def _post(client: httpx.Client, source: str, *, wait: bool = False) -> httpx.Response:
-    return client.post("/api/v1/submissions", params={"wait": str(wait).lower()},
-                       json={"problem": "checkpoint_dot_policy", "source": source})
+    return client.post(
+        "/api/v1/submissions",
+        params={"wait": str(wait).lower()},
+        json={"problem": "checkpoint_dot_policy", "source": source},
+    )
 
 
 def _wait_all(client: httpx.Client, ids: list[str], timeout_s: float) -> dict[str, dict]:
@@ -102,8 +111,10 @@ def _bank() -> list[tuple[str, str]]:
         source = path.read_text()
         found = EXPECT.search(source)
         expected = found.group(1) if found else "ACCEPTED"
-        if expected in ("TIME_LIMIT_EXCEEDED", "MEMORY_LIMIT_EXCEEDED", "OUTPUT_LIMIT_EXCEEDED") or \
-                path.name == "forged_bundle.py":
+        if (
+            expected in ("TIME_LIMIT_EXCEEDED", "MEMORY_LIMIT_EXCEEDED", "OUTPUT_LIMIT_EXCEEDED")
+            or path.name == "forged_bundle.py"
+        ):
             continue
         out.append((source, expected))
     return out
@@ -129,8 +140,11 @@ def test_a_hundred_submissions_are_each_graded_and_stored_once(deployment: Deplo
     assert len(rows) == 100 and {r[1] for r in rows} == {"done"}
     assert deployment.graded_log_lines() == Counter({i: 1 for i in posted})
     assert "remat_judge_queue_depth 0.0" in metrics
-    graded = sum(float(m) for w in deployment.workers
-                 for m in re.findall(r'^remat_judge_verdicts_total\{[^}]*\} (\S+)$', w.metrics(), re.MULTILINE))
+    graded = sum(
+        float(m)
+        for w in deployment.workers
+        for m in re.findall(r"^remat_judge_verdicts_total\{[^}]*\} (\S+)$", w.metrics(), re.MULTILINE)
+    )
     assert graded == 100
 
 
@@ -153,7 +167,7 @@ def test_a_killed_worker_s_job_is_graded_by_the_other(deployment: Deployment) ->
     row = next(r for r in deployment.rows() if r[0] == submission_id)
     assert row[1] == "done" and row[3] == 2 and row[4] != holder
     survivor = next(w for w in deployment.workers if w is not victim)
-    assert 'graded ' + submission_id in survivor.log.read_text()
+    assert "graded " + submission_id in survivor.log.read_text()
     print(f"graded by the other worker {redelivered_after:.1f} s after the kill (lease 6 s, 3 s of tracing)")
 
 

@@ -27,8 +27,11 @@ def server(tmp_path_factory: pytest.TempPathFactory, judge_config: JudgeConfig) 
 
 
 def submit(client: httpx.Client, source: str, *, wait: bool = True) -> httpx.Response:
-    return client.post("/api/v1/submissions", params={"wait": str(wait).lower()},
-                       json={"problem": "checkpoint_dot_policy", "source": source})
+    return client.post(
+        "/api/v1/submissions",
+        params={"wait": str(wait).lower()},
+        json={"problem": "checkpoint_dot_policy", "source": source},
+    )
 
 
 def test_reference_is_accepted_and_stored(server: Server) -> None:
@@ -88,8 +91,11 @@ def test_bad_requests_get_clear_4xx_answers(server: Server) -> None:
         assert r.status_code == 404 and "no_such_problem" in r.json()["detail"]
         r = client.post("/api/v1/submissions", json={"problem": "checkpoint_dot_policy", "source": "#" * (65 * 1024)})
         assert r.status_code == 413 and "limit" in r.json()["detail"]
-        r = client.post("/api/v1/submissions", content=b'{"problem": "checkpoint_dot_policy", "source": ',
-                        headers={"content-type": "application/json"})
+        r = client.post(
+            "/api/v1/submissions",
+            content=b'{"problem": "checkpoint_dot_policy", "source": ',
+            headers={"content-type": "application/json"},
+        )
         assert r.status_code == 400 and "malformed JSON" in r.json()["detail"]
         r = client.post("/api/v1/submissions", json={"problem": "checkpoint_dot_policy"})
         assert r.status_code == 422 and "source" in r.json()["detail"]
@@ -155,6 +161,9 @@ def test_queued_and_running_submissions_survive_a_crash(tmp_path: Path, judge_co
         second.stop()
     assert results[slow]["verdict"] == "TIME_LIMIT_EXCEEDED"
     assert results[queued]["verdict"] == "ACCEPTED"
-    stored = json.loads(sqlite3.connect(data / "remat-judge.db").execute(
-        "select result_json from submissions where id = ?", (queued,)).fetchone()[0])
+    stored = json.loads(
+        sqlite3.connect(data / "remat-judge.db")
+        .execute("select result_json from submissions where id = ?", (queued,))
+        .fetchone()[0]
+    )
     assert stored["verdict"] == "ACCEPTED"

@@ -19,15 +19,21 @@ WAITERS = 200
 
 
 def test_hundreds_of_waiting_requests_do_not_slow_other_requests(tmp_path: Path, judge_config: JudgeConfig) -> None:
-    server = Server(tmp_path / "data", workers=1, env={"REMAT_JUDGE_WAIT_TIMEOUT_S": "4",
-                                                        "REMAT_JUDGE_RATE_LIMIT": ""}).start()
+    server = Server(
+        tmp_path / "data", workers=1, env={"REMAT_JUDGE_WAIT_TIMEOUT_S": "4", "REMAT_JUDGE_RATE_LIMIT": ""}
+    ).start()
     try:
+
         async def scenario() -> tuple[list[int], list[float], float]:
             limits = httpx.Limits(max_connections=WAITERS + 20, max_keepalive_connections=WAITERS + 20)
             async with httpx.AsyncClient(base_url=server.url, timeout=60, limits=limits) as client:
+
                 async def wait_for_verdict(i: int) -> int:
-                    response = await client.post("/api/v1/submissions", params={"wait": "true"},
-                                                 json={"problem": "checkpoint_dot_policy", "source": "\n" * i + SLOW})
+                    response = await client.post(
+                        "/api/v1/submissions",
+                        params={"wait": "true"},
+                        json={"problem": "checkpoint_dot_policy", "source": "\n" * i + SLOW},
+                    )
                     return response.status_code
 
                 t0 = time.monotonic()

@@ -24,8 +24,13 @@ CLI = str(Path(sys.executable).parent / "remat-judge")
 
 def validate(problems: Path, data: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("REMAT_JUDGE_")}
-    return subprocess.run([CLI, "problems", "validate", "remat_sin_sin", "--problems-dir", str(problems),
-                           "--data-dir", str(data)], capture_output=True, text=True, env=env, timeout=600)
+    return subprocess.run(
+        [CLI, "problems", "validate", "remat_sin_sin", "--problems-dir", str(problems), "--data-dir", str(data)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
 
 
 @pytest.mark.parametrize("check", ["finite_difference", "deterministic", "time_limit"])

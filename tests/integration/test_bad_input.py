@@ -25,18 +25,28 @@ from tests.unit.test_api_admission import make_services
 
 SOURCE = (PROBLEMS / "remat_sin_sin" / "reference.py").read_text()
 # any code point: lone surrogates (which JSON can spell as "\ud800") and NUL included
-HOSTILE = st.one_of(st.characters(), st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), st.just("\x00"),
-                    st.characters(max_codepoint=0x1F))
+HOSTILE = st.one_of(
+    st.characters(),
+    st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF),
+    st.just("\x00"),
+    st.characters(max_codepoint=0x1F),
+)
 TEXT = st.text(alphabet=HOSTILE, max_size=40)
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def app(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-untyped-def]
-    url = f"sqlite:///{tmp_path / 'judge.db'}" if request.param == "sqlite" else \
-        request.getfixturevalue("postgres_url")
-    config = Settings(data_dir=tmp_path, problems_dir=PROBLEMS, hidden_seed="fuzz", rate_limit="1000/minute",
-                      allow_anonymous_api=False, signin_failures_per_ip="", signin_failures_per_account="")
+    url = f"sqlite:///{tmp_path / 'judge.db'}" if request.param == "sqlite" else request.getfixturevalue("postgres_url")
+    config = Settings(
+        data_dir=tmp_path,
+        problems_dir=PROBLEMS,
+        hidden_seed="fuzz",
+        rate_limit="1000/minute",
+        allow_anonymous_api=False,
+        signin_failures_per_ip="",
+        signin_failures_per_account="",
+    )
     services = make_services(config, url)
     app = create_app(config)
     app.dependency_overrides[get_services] = lambda: services
@@ -49,8 +59,9 @@ def app(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-unty
 
 def _post_json(client: TestClient, path: str, body: object):  # type: ignore[no-untyped-def]
     # ensure_ascii: a lone surrogate goes on the wire as the JSON escape \\udXXX, as an attacker sends it
-    return client.post(path, content=json.dumps(body, ensure_ascii=True).encode(),
-                       headers={"content-type": "application/json"})
+    return client.post(
+        path, content=json.dumps(body, ensure_ascii=True).encode(), headers={"content-type": "application/json"}
+    )
 
 
 def _rows(services) -> int:  # type: ignore[no-untyped-def]
@@ -67,8 +78,12 @@ def test_json_fields_of_a_submission(app) -> None:  # type: ignore[no-untyped-de
     @FUZZ
     @given(field=st.sampled_from(["problem", "source", "external_id", "callback_url"]), text=TEXT)
     def run(field: str, text: str) -> None:
-        body = {"problem": "remat_sin_sin", "source": SOURCE, "external_id": "ext-1",
-                "callback_url": "https://lms.example/hooks/1"}
+        body = {
+            "problem": "remat_sin_sin",
+            "source": SOURCE,
+            "external_id": "ext-1",
+            "callback_url": "https://lms.example/hooks/1",
+        }
         body[field] = text
         before = _rows(services)
         answer = _post_json(client, "/api/v1/submissions", body)
@@ -89,13 +104,21 @@ def test_paths_and_query_strings(app) -> None:  # type: ignore[no-untyped-def]
     client, services = app
 
     @FUZZ
-    @given(text=TEXT, number=st.integers(min_value=-10**40, max_value=10**40))
+    @given(text=TEXT, number=st.integers(min_value=-(10**40), max_value=10**40))
     def run(text: str, number: int) -> None:
         segment = quote(text.encode("utf-8", "surrogatepass"), safe="")
-        for path in (f"/api/v1/submissions/{segment}", f"/submissions/{segment}", f"/submissions/{segment}/source.py",
-                     f"/problems/{segment}", f"/api/v1/problems/{segment}", f"/instructor/courses/{segment}",
-                     f"/api/v1/submissions?external_id={segment}", f"/api/v1/submissions/batch?ids={segment}",
-                     f"/instructor/regrades/{number}", f"/signin?next={segment}"):
+        for path in (
+            f"/api/v1/submissions/{segment}",
+            f"/submissions/{segment}",
+            f"/submissions/{segment}/source.py",
+            f"/problems/{segment}",
+            f"/api/v1/problems/{segment}",
+            f"/instructor/courses/{segment}",
+            f"/api/v1/submissions?external_id={segment}",
+            f"/api/v1/submissions/batch?ids={segment}",
+            f"/instructor/regrades/{number}",
+            f"/signin?next={segment}",
+        ):
             for accept in ("application/json", "text/html"):
                 answer = client.get(path, headers={"accept": accept}, follow_redirects=False)
                 assert answer.status_code < 500, (path, answer.status_code, answer.text[:300])
@@ -117,8 +140,12 @@ def test_web_forms(app) -> None:  # type: ignore[no-untyped-def]
         for path in ("/signup", "/signin"):
             form = {"email": email, "display_name": name, "password": password, "csrf_token": token}
             encoded = "&".join(f"{k}={quote(v.encode('utf-8', 'surrogatepass'), safe='')}" for k, v in form.items())
-            answer = client.post(path, content=encoded.encode(), follow_redirects=False,
-                                 headers={"content-type": "application/x-www-form-urlencoded"})
+            answer = client.post(
+                path,
+                content=encoded.encode(),
+                follow_redirects=False,
+                headers={"content-type": "application/x-www-form-urlencoded"},
+            )
             assert answer.status_code < 500, (path, answer.text[:300])
             if "\x00" in email + name + password:
                 assert answer.status_code == 422
@@ -128,8 +155,9 @@ def test_web_forms(app) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_a_refused_submission_uses_no_rate_limit_slot(tmp_path: Path) -> None:
-    config = Settings(data_dir=tmp_path, problems_dir=PROBLEMS, hidden_seed="fuzz", rate_limit="2/minute",
-                      allow_anonymous_api=True)
+    config = Settings(
+        data_dir=tmp_path, problems_dir=PROBLEMS, hidden_seed="fuzz", rate_limit="2/minute", allow_anonymous_api=True
+    )
     services = make_services(config, f"sqlite:///{tmp_path / 'judge.db'}")
     app = create_app(config)
     app.dependency_overrides[get_services] = lambda: services

@@ -19,12 +19,26 @@ from pathlib import Path
 
 import pytest
 
-from server.callbacks import (SIGNATURE_HEADER, USER_AGENT, CallbackRefused, Target, allowed_prefix, backoff_s,
-                              deliver, resolve, send, sign, special_address, verify)
+from server.callbacks import (
+    SIGNATURE_HEADER,
+    USER_AGENT,
+    CallbackRefused,
+    Target,
+    allowed_prefix,
+    backoff_s,
+    deliver,
+    resolve,
+    send,
+    sign,
+    special_address,
+    verify,
+)
 
 SECRET = "s3cret-for-tests"
-BODY = (json.dumps({"id": "sub-1", "verdict": "ACCEPTED", "score": 1.0, "note": "ünïcode  spacing"},
-                   ensure_ascii=False) + "\n").encode("utf-8")
+BODY = (
+    json.dumps({"id": "sub-1", "verdict": "ACCEPTED", "score": 1.0, "note": "ünïcode  spacing"}, ensure_ascii=False)
+    + "\n"
+).encode("utf-8")
 
 
 @dataclass
@@ -55,11 +69,18 @@ class Receiver:
             def log_message(self, *args: object) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                receiver.requests.append(Received(
-                    "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body,
-                    self.connection.getsockname()[:2], receiver.sni[-1] if receiver.sni else None))
+                receiver.requests.append(
+                    Received(
+                        "POST",
+                        self.path,
+                        {k.lower(): v for k, v in self.headers.items()},
+                        body,
+                        self.connection.getsockname()[:2],
+                        receiver.sni[-1] if receiver.sni else None,
+                    )
+                )
                 action = receiver.script.pop(0) if receiver.script else 200
                 if action == "hang":
                     receiver.release.wait(10)
@@ -121,6 +142,7 @@ def _closed_port() -> int:
 
 # --- signatures --------------------------------------------------------------------------------
 
+
 def test_a_delivered_callback_is_signed_and_arrives_byte_for_byte(receiver: Receiver) -> None:
     before = int(time.time())
     attempt = deliver(receiver.base() + "hooks/verdict", BODY, SECRET, [receiver.base() + "hooks/"], timeout_s=5)
@@ -152,8 +174,16 @@ def test_the_signature_is_stripes_scheme_and_verify_is_strict() -> None:
     good = header.split("v1=")[1]
     assert verify(f"t={now},v1={'0' * 64},v1={good}", b'{"a":1}', "k", now=now), "a rotated secret's v1 failed"
     assert verify(f" t={now} , v1={good} ", b'{"a":1}', "k", now=now)
-    for malformed in ["", "garbage", f"v1={good}", f"t={now}", f"t=abc,v1={good}", f"t=-1,v1={good}",
-                      f"t={now},v1=ü", f"t={now},v2={good}"]:
+    for malformed in [
+        "",
+        "garbage",
+        f"v1={good}",
+        f"t={now}",
+        f"t=abc,v1={good}",
+        f"t=-1,v1={good}",
+        f"t={now},v1=ü",
+        f"t={now},v2={good}",
+    ]:
         assert not verify(malformed, b'{"a":1}', "k", now=now), malformed
     assert not verify(header, b'{"a":1}', "", now=now)
     with pytest.raises(ValueError):
@@ -162,12 +192,16 @@ def test_the_signature_is_stripes_scheme_and_verify_is_strict() -> None:
 
 # --- retries -----------------------------------------------------------------------------------
 
+
 def test_500_twice_then_200_is_retried_then_delivered(receiver: Receiver) -> None:
     receiver.script = [500, 500, 200]
     url, prefixes = receiver.base() + "hook", [receiver.base()]
     attempts = [deliver(url, BODY, SECRET, prefixes, timeout_s=5) for _ in range(3)]
-    assert [(a.status_code, a.retry, a.delivered) for a in attempts] == [(500, True, False), (500, True, False),
-                                                                           (200, False, True)]
+    assert [(a.status_code, a.retry, a.delivered) for a in attempts] == [
+        (500, True, False),
+        (500, True, False),
+        (200, False, True),
+    ]
     assert "500" in attempts[0].error and attempts[2].error is None
     assert [r.body for r in receiver.requests] == [BODY] * 3
 
@@ -236,30 +270,34 @@ def test_backoff_grows_and_is_capped() -> None:
 
 # --- the allow-list ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("url", "expected"), [
-    ("https://lms.example.org/hooks/x", "https://lms.example.org/hooks/"),
-    ("HTTPS://LMS.Example.ORG:443/hooks/x?y=1", "https://lms.example.org/hooks/"),
-    ("https://lms.example.org/hooks/", "https://lms.example.org/hooks/"),
-    ("https://lms.example.org/hooks", None),
-    ("https://lms.example.org/hooks-evil/", None),
-    ("https://lms.example.org/Hooks/x", None),
-    ("http://lms.example.org/hooks/x", None),
-    ("https://lms.example.org:8443/hooks/x", None),
-    ("https://lms.example.org.evil.com/hooks/x", None),
-    ("https://lms.example.org/hooks/../admin", None),
-    ("https://lms.example.org/hooks/%2e%2e/admin", None),
-    ("https://lms.example.org/hooks%2F..%2Fadmin", None),
-    ("https://lms.example.org/hooks/..%5cadmin", None),
-    ("https://user:pw@lms.example.org/hooks/x", None),
-    ("https://lms.example.org\\@evil.com/hooks/x", None),
-    ("https://a.org/hooks", "https://a.org/hooks"),
-    ("https://a.org/hooks/x", "https://a.org/hooks"),
-    ("https://a.org/hooksx", None),
-    ("http://h/x", "http://h:80/"),
-    ("http://h:80/x", "http://h:80/"),
-    ("ftp://h/x", None),
-    ("not a url", None),
-])
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://lms.example.org/hooks/x", "https://lms.example.org/hooks/"),
+        ("HTTPS://LMS.Example.ORG:443/hooks/x?y=1", "https://lms.example.org/hooks/"),
+        ("https://lms.example.org/hooks/", "https://lms.example.org/hooks/"),
+        ("https://lms.example.org/hooks", None),
+        ("https://lms.example.org/hooks-evil/", None),
+        ("https://lms.example.org/Hooks/x", None),
+        ("http://lms.example.org/hooks/x", None),
+        ("https://lms.example.org:8443/hooks/x", None),
+        ("https://lms.example.org.evil.com/hooks/x", None),
+        ("https://lms.example.org/hooks/../admin", None),
+        ("https://lms.example.org/hooks/%2e%2e/admin", None),
+        ("https://lms.example.org/hooks%2F..%2Fadmin", None),
+        ("https://lms.example.org/hooks/..%5cadmin", None),
+        ("https://user:pw@lms.example.org/hooks/x", None),
+        ("https://lms.example.org\\@evil.com/hooks/x", None),
+        ("https://a.org/hooks", "https://a.org/hooks"),
+        ("https://a.org/hooks/x", "https://a.org/hooks"),
+        ("https://a.org/hooksx", None),
+        ("http://h/x", "http://h:80/"),
+        ("http://h:80/x", "http://h:80/"),
+        ("ftp://h/x", None),
+        ("not a url", None),
+    ],
+)
 def test_allowed_prefix_compares_parsed_urls(url: str, expected: str | None) -> None:
     prefixes = ["https://lms.example.org/hooks/", "https://a.org/hooks", "http://h:80/"]
     assert allowed_prefix(url, prefixes) == expected
@@ -267,13 +305,15 @@ def test_allowed_prefix_compares_parsed_urls(url: str, expected: str | None) -> 
 
 def test_a_url_outside_every_prefix_is_refused_before_connecting(receiver: Receiver) -> None:
     base = receiver.base()
-    for url, prefixes in [(base + "other/x", [base + "hooks/"]),
-                          (base + "hooksx", [base + "hooks"]),
-                          (f"http://user:pw@127.0.0.1:{receiver.port}/hooks/x", [base]),
-                          (f"ftp://127.0.0.1:{receiver.port}/hooks/x", [base, f"ftp://127.0.0.1:{receiver.port}/"]),
-                          (base + "hooks/x", [f"http://localhost:{receiver.port}/"]),
-                          (base + "hooks/x", []),
-                          (f"http://localhost:{receiver.port}/hooks/x", [base])]:
+    for url, prefixes in [
+        (base + "other/x", [base + "hooks/"]),
+        (base + "hooksx", [base + "hooks"]),
+        (f"http://user:pw@127.0.0.1:{receiver.port}/hooks/x", [base]),
+        (f"ftp://127.0.0.1:{receiver.port}/hooks/x", [base, f"ftp://127.0.0.1:{receiver.port}/"]),
+        (base + "hooks/x", [f"http://localhost:{receiver.port}/"]),
+        (base + "hooks/x", []),
+        (f"http://localhost:{receiver.port}/hooks/x", [base]),
+    ]:
         attempt = deliver(url, BODY, SECRET, prefixes, timeout_s=2)
         assert (attempt.status_code, attempt.retry, attempt.delivered) == (None, False, False), url
         assert attempt.error.startswith("callback URL refused"), attempt.error
@@ -294,13 +334,29 @@ def test_resolve_refuses_with_reasons() -> None:
 
 # --- special addresses -------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("address", "kind"), [
-    ("127.0.0.1", "loopback"), ("::1", "loopback"), ("::ffff:127.0.0.1", "loopback"), ("10.1.2.3", "private"),
-    ("::ffff:192.168.0.1", "private"), ("172.16.0.1", "private"), ("169.254.169.254", "link-local"),
-    ("fe80::1", "link-local"), ("fc00::1", "private"), ("0.0.0.0", "unspecified"), ("::", "unspecified"),
-    ("224.0.0.1", "multicast"), ("240.0.0.1", "reserved"), ("100.64.0.1", "not global"),
-    ("2002:c0a8:0001::1", "private"), ("8.8.8.8", None), ("2606:4700:4700::1111", None),
-])
+
+@pytest.mark.parametrize(
+    ("address", "kind"),
+    [
+        ("127.0.0.1", "loopback"),
+        ("::1", "loopback"),
+        ("::ffff:127.0.0.1", "loopback"),
+        ("10.1.2.3", "private"),
+        ("::ffff:192.168.0.1", "private"),
+        ("172.16.0.1", "private"),
+        ("169.254.169.254", "link-local"),
+        ("fe80::1", "link-local"),
+        ("fc00::1", "private"),
+        ("0.0.0.0", "unspecified"),
+        ("::", "unspecified"),
+        ("224.0.0.1", "multicast"),
+        ("240.0.0.1", "reserved"),
+        ("100.64.0.1", "not global"),
+        ("2002:c0a8:0001::1", "private"),
+        ("8.8.8.8", None),
+        ("2606:4700:4700::1111", None),
+    ],
+)
 def test_special_addresses(address: str, kind: str | None) -> None:
     assert special_address(address) == kind
 
@@ -357,13 +413,19 @@ def test_a_host_name_resolving_to_a_special_address_is_refused_even_when_named_b
 
 # --- pinning -----------------------------------------------------------------------------------
 
+
 def test_the_request_goes_to_the_checked_address_not_to_a_new_lookup(receiver: Receiver) -> None:
     """The host name of this target does not resolve at all (RFC 6761 .invalid): the request
     can only arrive if it went to the pinned address, with the URL's host in the Host header."""
     with pytest.raises(socket.gaierror):
         socket.getaddrinfo("callbacks.invalid", receiver.port)
-    target = Target(url=f"http://callbacks.invalid:{receiver.port}/hook", host="callbacks.invalid",
-                    port=receiver.port, scheme="http", address="127.0.0.1")
+    target = Target(
+        url=f"http://callbacks.invalid:{receiver.port}/hook",
+        host="callbacks.invalid",
+        port=receiver.port,
+        scheme="http",
+        address="127.0.0.1",
+    )
     attempt = send(target, BODY, SECRET, timeout_s=5)
     assert attempt.delivered, attempt.error
     [got] = receiver.requests
@@ -383,8 +445,14 @@ def test_deliver_connects_to_the_address_resolve_checked(receiver: Receiver) -> 
 
 
 def test_the_next_checked_address_is_tried_when_one_refuses(receiver: Receiver) -> None:
-    target = Target(url=f"http://callbacks.invalid:{receiver.port}/hook", host="callbacks.invalid",
-                    port=receiver.port, scheme="http", address="127.0.0.3", addresses=("127.0.0.3", "127.0.0.1"))
+    target = Target(
+        url=f"http://callbacks.invalid:{receiver.port}/hook",
+        host="callbacks.invalid",
+        port=receiver.port,
+        scheme="http",
+        address="127.0.0.3",
+        addresses=("127.0.0.3", "127.0.0.1"),
+    )
     with socket.socket() as probe:
         if probe.connect_ex(("127.0.0.3", receiver.port)) == 0:
             pytest.skip("127.0.0.3 accepts connections on the listener's port")
@@ -403,9 +471,31 @@ def certificates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     made = {}
     for label, name in [("right", "callbacks.invalid"), ("wrong", "elsewhere.invalid")]:
         cert, key = folder / f"{label}.pem", folder / f"{label}.key"
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                        "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", f"/CN={name}",
-                        "-addext", f"subjectAltName=DNS:{name}"], check=True, capture_output=True, timeout=30)
+        subprocess.run(
+            [
+                "openssl",
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-keyout",
+                str(key),
+                "-out",
+                str(cert),
+                "-days",
+                "2",
+                "-subj",
+                f"/CN={name}",
+                "-addext",
+                f"subjectAltName=DNS:{name}",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
         made[label], made[label + "_key"] = cert, key
     return made
 
@@ -417,14 +507,20 @@ def _tls_receiver(certificates: dict[str, Path], label: str) -> Receiver:
 
 
 def test_https_to_a_pinned_address_still_checks_the_certificate_for_the_host_name(
-        certificates: dict[str, Path]) -> None:
+    certificates: dict[str, Path],
+) -> None:
     trusted = ssl.create_default_context(cafile=str(certificates["right"]))
     trusted.load_verify_locations(cafile=str(certificates["wrong"]))
     for label, expect_delivered in [("right", True), ("wrong", False)]:
         listener = _tls_receiver(certificates, label)
         try:
-            target = Target(url=f"https://callbacks.invalid:{listener.port}/hook", host="callbacks.invalid",
-                            port=listener.port, scheme="https", address="127.0.0.1")
+            target = Target(
+                url=f"https://callbacks.invalid:{listener.port}/hook",
+                host="callbacks.invalid",
+                port=listener.port,
+                scheme="https",
+                address="127.0.0.1",
+            )
             attempt = send(target, BODY, SECRET, timeout_s=5, ssl_context=trusted)
             assert attempt.delivered is expect_delivered, attempt.error
             if expect_delivered:
@@ -450,15 +546,16 @@ def test_a_revoked_client_gets_no_callback_not_even_after_a_regrade(receiver: Re
     migrate.upgrade(url)
     engine = make_engine(url)
     store, clients = SubmissionStore(engine), ClientStore(engine)
-    REPORT = '{"problem": "remat_sin_sin", "verdict": "ACCEPTED", "score": 1.0}'  # noqa: N806
+    REPORT = '{"problem": "remat_sin_sin", "verdict": "ACCEPTED", "score": 1.0}'
     client, _ = clients.create("lms", callback_allow=[receiver.base()])
     sender = CallbackSender(store, clients, max_attempts=3, timeout_s=5)
 
     def graded(callback_url: str) -> str:
         record = store.create(problem="remat_sin_sin", source="x = 1", client_id=client.id, callback_url=callback_url)
         assert store.claim(record.id, worker_id="w", lease_s=60, max_attempts=3).record is not None
-        assert store.finish(record.id, verdict="ACCEPTED", score=1.0, problem_version="v", result_json=REPORT,
-                            worker_id="w")
+        assert store.finish(
+            record.id, verdict="ACCEPTED", score=1.0, problem_version="v", result_json=REPORT, worker_id="w"
+        )
         store.callback_due_now(record.id)
         return record.id
 
@@ -472,8 +569,9 @@ def test_a_revoked_client_gets_no_callback_not_even_after_a_regrade(receiver: Re
     RegradeStore(engine).start("remat_sin_sin", problem_version="v2", requested_by="admin")
     for submission_id in (delivered, pending):
         assert store.claim(submission_id, worker_id="w", lease_s=60, max_attempts=3).record is not None
-        assert store.finish(submission_id, verdict="WRONG_ANSWER", score=0.34, problem_version="v2",
-                            result_json=REPORT, worker_id="w")
+        assert store.finish(
+            submission_id, verdict="WRONG_ANSWER", score=0.34, problem_version="v2", result_json=REPORT, worker_id="w"
+        )
         store.callback_due_now(submission_id)
     assert [sender.send(r) for r in store.claim_due_callbacks(lease_s=30)] == [CallbackStatus.REFUSED] * 2
     assert receiver.connections == 1  # only the delivery made before the revocation

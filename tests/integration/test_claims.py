@@ -26,8 +26,9 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> SubmissionStore:
 
 
 def _finish(store: SubmissionStore, submission_id: str, worker_id: str) -> bool:
-    return store.finish(submission_id, verdict="ACCEPTED", score=1.0, problem_version="v", result_json="{}",
-                        worker_id=worker_id)
+    return store.finish(
+        submission_id, verdict="ACCEPTED", score=1.0, problem_version="v", result_json="{}", worker_id=worker_id
+    )
 
 
 def test_a_job_delivered_twice_is_claimed_once(store: SubmissionStore) -> None:
@@ -95,8 +96,15 @@ def test_attempts_are_bounded_then_the_submission_fails(store: SubmissionStore) 
         time.sleep(0.1)  # the worker "dies": its lease runs out
     last = store.claim(record.id, worker_id="w3", lease_s=30, max_attempts=2)
     assert last.record is None and last.reason == "exhausted"
-    assert store.finish(record.id, verdict="INTERNAL_ERROR", score=0.0, problem_version=None, result_json="{}",
-                        worker_id="w3", status=SubmissionStatus.FAILED)
+    assert store.finish(
+        record.id,
+        verdict="INTERNAL_ERROR",
+        score=0.0,
+        problem_version=None,
+        result_json="{}",
+        worker_id="w3",
+        status=SubmissionStatus.FAILED,
+    )
     got = store.get(record.id)
     assert got.status == SubmissionStatus.FAILED and got.verdict == "INTERNAL_ERROR" and got.attempts == 2
     assert store.finished_among([record.id]) == {record.id}
@@ -127,8 +135,15 @@ def test_a_submission_that_kills_its_worker_every_time_ends_failed(store: Submis
         assert store.claim(record.id, worker_id="doomed", lease_s=600, max_attempts=3).record is not None
         store.release_all()
     announced: list[str] = []
-    grader = Grader(store=store, problems=ProblemRepository(PROBLEMS), config_factory=lambda: None,  # type: ignore[arg-type,return-value]
-                    worker_id="next", lease_s=30, max_attempts=3, on_finished=announced.append)
+    grader = Grader(
+        store=store,
+        problems=ProblemRepository(PROBLEMS),
+        config_factory=lambda: None,  # type: ignore[arg-type,return-value]
+        worker_id="next",
+        lease_s=30,
+        max_attempts=3,
+        on_finished=announced.append,
+    )
     assert grader.grade(record.id) == "failed"
     got = store.get(record.id)
     assert got.status == SubmissionStatus.FAILED and got.verdict == "INTERNAL_ERROR" and got.attempts == 3

@@ -19,16 +19,21 @@ DOT = PROBLEMS / "checkpoint_dot_policy"
 
 
 def run_cli(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "REMAT_JUDGE_DATA_DIR": str(data_dir), "REMAT_JUDGE_PROBLEMS_DIR": str(PROBLEMS),
-           "COLUMNS": "200"}
+    env = {
+        **os.environ,
+        "REMAT_JUDGE_DATA_DIR": str(data_dir),
+        "REMAT_JUDGE_PROBLEMS_DIR": str(PROBLEMS),
+        "COLUMNS": "200",
+    }
     return subprocess.run([CLI, *args], capture_output=True, text=True, env=env, timeout=300)
 
 
 def run_in(folder: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """`remat-judge ARGS` in `folder` with no REMAT_JUDGE_* variable but `env`."""
     clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("REMAT_JUDGE_")}
-    return subprocess.run([CLI, *args], capture_output=True, text=True, cwd=folder, timeout=120,
-                          env={**clean, "COLUMNS": "200", **env})
+    return subprocess.run(
+        [CLI, *args], capture_output=True, text=True, cwd=folder, timeout=120, env={**clean, "COLUMNS": "200", **env}
+    )
 
 
 def test_grade_exits_zero_only_for_accepted_and_prints_json(tmp_path: Path, judge_config: JudgeConfig) -> None:
@@ -39,8 +44,9 @@ def test_grade_exits_zero_only_for_accepted_and_prints_json(tmp_path: Path, judg
     assert f"problems: {PROBLEMS} (from REMAT_JUDGE_PROBLEMS_DIR)" in ok.stderr
     assert f"data: {tmp_path.resolve()} (from REMAT_JUDGE_DATA_DIR)" in ok.stderr
 
-    wrong = run_cli("grade", str(DOT / "wrong" / "checkpoint_without_policy.py"), "-p", "checkpoint_dot_policy",
-                    data_dir=tmp_path)
+    wrong = run_cli(
+        "grade", str(DOT / "wrong" / "checkpoint_without_policy.py"), "-p", "checkpoint_dot_policy", data_dir=tmp_path
+    )
     assert wrong.returncode == 1
     assert "WRONG_POLICY" in wrong.stdout
     assert "the required policy saves (large): 5 residuals" in wrong.stdout
@@ -76,8 +82,9 @@ def test_the_folders_come_from_the_flag_the_variable_or_the_working_directory(tm
     by_variable = run_in(here, "problems", "list", REMAT_JUDGE_PROBLEMS_DIR=str(PROBLEMS))
     assert "checkpoint_dot_policy" in by_variable.stdout and "from_cwd" not in by_variable.stdout
     assert f"problems: {PROBLEMS} (from REMAT_JUDGE_PROBLEMS_DIR)" in by_variable.stderr
-    by_flag = run_in(here, "problems", "list", "--problems-dir", str(PROBLEMS),
-                     REMAT_JUDGE_PROBLEMS_DIR=str(here / "problems"))
+    by_flag = run_in(
+        here, "problems", "list", "--problems-dir", str(PROBLEMS), REMAT_JUDGE_PROBLEMS_DIR=str(here / "problems")
+    )
     assert "checkpoint_dot_policy" in by_flag.stdout and f"problems: {PROBLEMS} (from --problems-dir)" in by_flag.stderr
 
 
@@ -102,10 +109,14 @@ def test_publish_refuses_a_problem_with_todos_left(tmp_path: Path) -> None:
     assert "unfinished was not published" in run_in(here, "problems", "unpublish", "unfinished").stdout
 
 
-def test_grade_prints_a_submissions_text_as_text_never_as_rich_markup(tmp_path: Path, judge_config: JudgeConfig) -> None:
+def test_grade_prints_a_submissions_text_as_text_never_as_rich_markup(
+    tmp_path: Path, judge_config: JudgeConfig
+) -> None:
     forged = tmp_path / "forged.py"
-    forged.write_text("def remat_sin_sin(x):\n"
-                      "    raise ValueError('[bold green]ACCEPTED[/] score 1.00 [link=https://evil.example]x[/link]')\n")
+    forged.write_text(
+        "def remat_sin_sin(x):\n"
+        "    raise ValueError('[bold green]ACCEPTED[/] score 1.00 [link=https://evil.example]x[/link]')\n"
+    )
     done = run_cli("grade", str(forged), "--problem", "remat_sin_sin", data_dir=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "RUNTIME_ERROR" in done.stdout

@@ -31,15 +31,19 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-u
 def graded(store: SubmissionStore, user_id: int, problem: str, verdict: str, score: float) -> str:
     record = store.create(problem=problem, source="x = 1", user_id=user_id)
     assert store.claim(record.id, worker_id="w", lease_s=60, max_attempts=3).record is not None
-    assert store.finish(record.id, verdict=verdict, score=score, problem_version="v0", result_json="{}",
-                        worker_id="w")
+    assert store.finish(record.id, verdict=verdict, score=score, problem_version="v0", result_json="{}", worker_id="w")
     return record.id
 
 
 def test_concurrent_first_launches_make_one_course(engine) -> None:  # type: ignore[no-untyped-def]
-    platform = LtiStore(engine).register(issuer="https://lms.example", client_id="c", deployment_ids=["d"],
-                                         auth_login_url="https://lms.example/a", auth_token_url="https://lms.example/t",
-                                         keyset_url="https://lms.example/k")
+    platform = LtiStore(engine).register(
+        issuer="https://lms.example",
+        client_id="c",
+        deployment_ids=["d"],
+        auth_login_url="https://lms.example/a",
+        auth_token_url="https://lms.example/t",
+        keyset_url="https://lms.example/k",
+    )
     courses, made = CourseStore(engine), []
     barrier = threading.Barrier(6)
 
@@ -73,20 +77,21 @@ def test_a_regrade_keeps_old_verdicts_and_the_gradebook_follows(engine) -> None:
     assert regrade.submissions == 2  # the finished and the running one; the queued one waits as it was
     assert store.get(done).status == store.get(running).status == SubmissionStatus.QUEUED  # type: ignore[union-attr]
     assert store.get(queued).status == SubmissionStatus.QUEUED and store.get(other).status == SubmissionStatus.DONE  # type: ignore[union-attr]
-    assert not store.finish(running, verdict="ACCEPTED", score=1.0, problem_version="v0", result_json="{}",
-                            worker_id="old")  # the old worker's verdict is dropped
+    assert not store.finish(
+        running, verdict="ACCEPTED", score=1.0, problem_version="v0", result_json="{}", worker_id="old"
+    )  # the old worker's verdict is dropped
     assert set(store.to_enqueue()) >= {done, running}  # the sweeper of any grading process picks them up
     book = courses.gradebook(course)
     assert book.cells[(ada.id, book.assignments[0].id)].standing.score is None  # nothing graded right now
 
     for sid, verdict, score in ((done, "WRONG_ANSWER", 0.0), (running, "ACCEPTED", 1.0)):
         assert store.claim(sid, worker_id="new", lease_s=60, max_attempts=3).record is not None
-        assert store.finish(sid, verdict=verdict, score=score, problem_version="v1", result_json="{}",
-                            worker_id="new")
+        assert store.finish(sid, verdict=verdict, score=score, problem_version="v1", result_json="{}", worker_id="new")
     progress = RegradeStore(engine).progress(regrade.id)
     assert progress is not None and progress.done and (progress.finished, progress.total) == (2, 2)
-    assert [(c.submission_id, c.old_verdict, c.new_verdict) for c in progress.changes] == \
-        [(done, "ACCEPTED", "WRONG_ANSWER")]
+    assert [(c.submission_id, c.old_verdict, c.new_verdict) for c in progress.changes] == [
+        (done, "ACCEPTED", "WRONG_ANSWER")
+    ]
     [before] = RegradeStore(engine).history(done)
     assert (before.verdict, before.score, before.status) == ("ACCEPTED", 1.0, "done")
     book = courses.gradebook(course)

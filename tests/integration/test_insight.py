@@ -25,7 +25,7 @@ from tests.support import PROBLEMS
 pytestmark = pytest.mark.jail
 DOT = PROBLEMS / "checkpoint_dot_policy"
 
-NO_POLICY_RENAMED = '''import jax
+NO_POLICY_RENAMED = """import jax
 import jax.numpy as jnp
 
 
@@ -34,9 +34,9 @@ def checkpoint_dot_policy(first_weights, second_weights, batch):
         return jnp.sum((jax.nn.relu(c @ a) @ b) ** 2)
 
     return jax.checkpoint(forward)(first_weights, second_weights, batch)
-'''
+"""
 
-NO_POLICY_DECORATED = '''import jax
+NO_POLICY_DECORATED = """import jax
 import jax.numpy as jnp
 
 
@@ -48,7 +48,7 @@ def checkpoint_dot_policy(w1, w2, x):
         return jnp.sum(out ** 2)
 
     return pipeline(w1, w2, x)
-'''
+"""
 
 
 RENAMED_COPY = '''"""My own solution (a copy of the reference with other names)."""
@@ -72,14 +72,19 @@ def stored(report: VerdictReport) -> dict:
 
 @pytest.fixture(scope="module")
 def graded(judge_config: JudgeConfig, dot_problem: Problem) -> dict[str, VerdictReport]:
-    sources = {"reference": (DOT / "reference.py").read_text(),
-               "no policy": (DOT / "wrong" / "checkpoint_without_policy.py").read_text(),
-               "no policy, renamed": NO_POLICY_RENAMED, "no policy, decorator": NO_POLICY_DECORATED}
+    sources = {
+        "reference": (DOT / "reference.py").read_text(),
+        "no policy": (DOT / "wrong" / "checkpoint_without_policy.py").read_text(),
+        "no policy, renamed": NO_POLICY_RENAMED,
+        "no policy, decorator": NO_POLICY_DECORATED,
+    }
     for folder in ("right", "wrong"):
         for path in sorted((DOT / folder).glob("*.py")):
             text = path.read_text()
-            if any(bomb in text for bomb in ("TIME_LIMIT", "MEMORY_LIMIT", "OUTPUT_LIMIT")) or \
-                    path.name == "forged_bundle.py":
+            if (
+                any(bomb in text for bomb in ("TIME_LIMIT", "MEMORY_LIMIT", "OUTPUT_LIMIT"))
+                or path.name == "forged_bundle.py"
+            ):
                 continue
             sources[f"{folder}/{path.stem}"] = text
     sources["reference, renamed copy"] = RENAMED_COPY
@@ -96,7 +101,9 @@ def test_one_mistake_written_three_ways_has_one_fingerprint(graded: dict[str, Ve
 
 def test_a_correct_solution_has_the_references_fingerprint(graded: dict[str, VerdictReport]) -> None:
     accepted = {n: fingerprint(stored(r)) for n, r in graded.items() if r.verdict and r.verdict.value == "ACCEPTED"}
-    assert {"reference", "right/named_matmuls", "right/decorator_einsum", "right/remat_alias_tensordot"} <= set(accepted)
+    assert {"reference", "right/named_matmuls", "right/decorator_einsum", "right/remat_alias_tensordot"} <= set(
+        accepted
+    )
     assert len({f.key for f in accepted.values() if f}) == 1
     assert next(iter(accepted.values())).summary == "saves what the reference saves"  # type: ignore[union-attr]
 
@@ -107,8 +114,14 @@ def test_different_mistakes_have_different_fingerprints(graded: dict[str, Verdic
     key = {n: f.key for n, f in wrong.items() if f}
     # everything_saveable saves what no checkpoint at all saves: one mistake, one fingerprint
     assert key["wrong/everything_saveable"] == key["wrong/no_checkpoint"]
-    policies = ["wrong/checkpoint_without_policy", "wrong/names_post_activation", "wrong/no_checkpoint",
-                "wrong/stop_gradient_weight", "wrong/wrong_math", "wrong/custom_vjp_saves_gradients"]
+    policies = [
+        "wrong/checkpoint_without_policy",
+        "wrong/names_post_activation",
+        "wrong/no_checkpoint",
+        "wrong/stop_gradient_weight",
+        "wrong/wrong_math",
+        "wrong/custom_vjp_saves_gradients",
+    ]
     assert len({key[n] for n in policies}) == len(policies), {n: wrong[n].parts for n in policies}  # type: ignore[union-attr]
     post = wrong["wrong/names_post_activation"]
     assert post is not None and "where the reference saves" in post.summary and "`maximum`" in post.summary
@@ -123,6 +136,13 @@ def test_program_digests_see_through_names_only(graded: dict[str, VerdictReport]
     assert digest["no policy, renamed"] == digest["no policy"]  # other argument and function names
     assert digest["right/named_matmuls"] != digest["reference"]  # the same policy, written differently
     assert digest["no policy, decorator"] == digest["no policy"]  # a decorator and split lines: the same ops
-    assert len({digest[n] for n in ("reference", "right/named_matmuls", "right/decorator_einsum",
-                                    "right/remat_alias_tensordot")}) == 4  # four ways to write one policy
+    assert (
+        len(
+            {
+                digest[n]
+                for n in ("reference", "right/named_matmuls", "right/decorator_einsum", "right/remat_alias_tensordot")
+            }
+        )
+        == 4
+    )  # four ways to write one policy
     assert "program_digest" not in graded["reference"].model_dump_json()  # never shown to students

@@ -14,8 +14,9 @@ from tests.support import jail_processes
 pytestmark = pytest.mark.jail
 
 
-def test_a_verifier_that_cannot_start_is_internal_error_retried_once(judge_config: JudgeConfig,
-                                                                    dot_problem: Problem) -> None:
+def test_a_verifier_that_cannot_start_is_internal_error_retried_once(
+    judge_config: JudgeConfig, dot_problem: Problem
+) -> None:
     broken = replace(judge_config, verify_startup_time_limit_s=0.001)  # the verifier never gets ready in time
     attempts: list[int] = []
     report = grade(dot_problem.reference_path.read_text(), dot_problem, broken, on_attempt=attempts.append)
@@ -30,8 +31,9 @@ def test_a_verifier_that_cannot_start_is_internal_error_retried_once(judge_confi
     assert jail_processes() == []
 
 
-def test_a_missing_cache_directory_is_rebuilt_not_blamed(judge_config: JudgeConfig, dot_problem: Problem,
-                                                        tmp_path: pytest.TempPathFactory) -> None:
+def test_a_missing_cache_directory_is_rebuilt_not_blamed(
+    judge_config: JudgeConfig, dot_problem: Problem, tmp_path: pytest.TempPathFactory
+) -> None:
     fresh = replace(judge_config, cache_dir=tmp_path / "new-cache")  # type: ignore[operator]
     report = grade(dot_problem.reference_path.read_text(), dot_problem, fresh)
     assert report.verdict == Verdict.ACCEPTED

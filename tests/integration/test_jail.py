@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
 import sys
 import textwrap
@@ -27,18 +26,24 @@ TRIVIAL_CASE = [{"name": "small", "args": [{"kind": "array", "name": "x", "shape
 def run_probe(body: str, limits: JailLimits | None = None) -> tuple[dict, object]:
     """Runs a submission whose import executes `body` (which fills the dict `found`) and prints it
     as JSON; returns what it found and the jail outcome."""
-    source = "import json, os, sys\nfound = {}\n" + textwrap.dedent(body) + textwrap.dedent("""
+    source = (
+        "import json, os, sys\nfound = {}\n"
+        + textwrap.dedent(body)
+        + textwrap.dedent("""
         print("PROBE" + json.dumps(found, default=str))
         import jax.numpy as jnp
         def f(x):
             return jnp.sum(jnp.sin(x))
         """)
+    )
     limits = limits or JailLimits()
-    outcome = run_in_jail(JailRequest(source=source, entry_point="f", cases=TRIVIAL_CASE,
-                                                 cpu_time_limit_s=limits.cpu_time_limit_s), limits)
+    outcome = run_in_jail(
+        JailRequest(source=source, entry_point="f", cases=TRIVIAL_CASE, cpu_time_limit_s=limits.cpu_time_limit_s),
+        limits,
+    )
     line = next((ln for ln in outcome.stdout.decode().splitlines() if ln.startswith("PROBE")), None)
     assert line is not None, (outcome.stdout[-2000:], outcome.stderr[-2000:])
-    return json.loads(line[len("PROBE"):]), outcome
+    return json.loads(line[len("PROBE") :]), outcome
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -86,8 +91,15 @@ def test_has_no_network_not_even_to_host_loopback() -> None:
 def test_sees_no_problems_data_or_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("REMAT_JUDGE_HIDDEN_SEED", "top-secret-seed")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "also-secret")
-    targets = [str(PROBLEMS / "checkpoint_dot_policy" / "reference.py"), str(REPO / "data"), str(REPO / "server"),
-               "/etc/passwd", "/root", "/home", str(tmp_path)]
+    targets = [
+        str(PROBLEMS / "checkpoint_dot_policy" / "reference.py"),
+        str(REPO / "data"),
+        str(REPO / "server"),
+        "/etc/passwd",
+        "/root",
+        "/home",
+        str(tmp_path),
+    ]
     found, _ = run_probe(f"""
         raw = open("/proc/self/environ", "rb").read().split(b"\\0")  # as exec'd, before JAX adds its own
         found["environ"] = dict(kv.decode().split("=", 1) for kv in raw if kv)
@@ -101,12 +113,21 @@ def test_sees_no_problems_data_or_environment(monkeypatch: pytest.MonkeyPatch, t
         """)
     env = found["environ"]
     assert "REMAT_JUDGE_HIDDEN_SEED" not in env and "AWS_SECRET_ACCESS_KEY" not in env
-    assert set(env) <= {"PATH", "HOME", "TMPDIR", "LANG", "JAX_PLATFORMS", "JAX_ENABLE_X64", "TF_CPP_MIN_LOG_LEVEL",
-                        "PYTHONUNBUFFERED", "PWD"}, env
+    assert set(env) <= {
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "LANG",
+        "JAX_PLATFORMS",
+        "JAX_ENABLE_X64",
+        "TF_CPP_MIN_LOG_LEVEL",
+        "PYTHONUNBUFFERED",
+        "PWD",
+    }, env
     runtime_parts = {part for prefix in (sys.base_prefix, sys.prefix) for part in Path(prefix).resolve().parts}
     for path in targets:
         if found[path].startswith("exists:"):  # only directories leading to the mounted Python runtime
-            assert set(found[path][len("exists:"):].split(",")) <= runtime_parts, (path, found[path])
+            assert set(found[path][len("exists:") :].split(",")) <= runtime_parts, (path, found[path])
         else:
             assert found[path] == "FileNotFoundError", (path, found[path])
     # a private pid namespace: bubblewrap's init and the runner, nothing of the host
@@ -116,7 +137,8 @@ def test_sees_no_problems_data_or_environment(monkeypatch: pytest.MonkeyPatch, t
 
 def test_filesystem_is_read_only_except_a_size_capped_tmp() -> None:
     limits = JailLimits(file_size_limit_bytes=8 << 20, tmpfs_size_bytes=32 << 20)
-    found, outcome = run_probe("""
+    found, outcome = run_probe(
+        """
         import signal
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # see EFBIG instead of dying
         for path in ("/usr/evil", sys.prefix + "/evil", "/judge/evil", "/evil"):
@@ -140,7 +162,9 @@ def test_filesystem_is_read_only_except_a_size_capped_tmp() -> None:
             found["fill"] = "written"
         except OSError as e:
             found["fill"] = type(e).__name__
-        """, limits)
+        """,
+        limits,
+    )
     for path in ("/usr/evil", "/judge/evil", "/evil"):
         assert found[path] in ("OSError", "PermissionError", "FileNotFoundError"), (path, found[path])
     assert found["tmp"] == "fine"
@@ -150,7 +174,8 @@ def test_filesystem_is_read_only_except_a_size_capped_tmp() -> None:
 
 def test_process_limit_stops_a_fork_bomb_and_nothing_is_left_behind() -> None:
     limits = JailLimits(process_limit=48)
-    found, outcome = run_probe("""
+    found, outcome = run_probe(
+        """
         import time
         children = 0
         try:
@@ -162,7 +187,9 @@ def test_process_limit_stops_a_fork_bomb_and_nothing_is_left_behind() -> None:
         except OSError as e:
             found["error"] = type(e).__name__
         found["children"] = children
-        """, limits)
+        """,
+        limits,
+    )
     assert found["error"] == "BlockingIOError"  # EAGAIN from the pids cgroup or RLIMIT_NPROC
     assert found["children"] < 48
     assert jail_processes() == []  # the sleeping children died with the jail
@@ -171,8 +198,7 @@ def test_process_limit_stops_a_fork_bomb_and_nothing_is_left_behind() -> None:
 def test_a_jail_that_never_returns_is_killed_at_the_wall_time_limit() -> None:
     limits = JailLimits(wall_time_limit_s=2.0)
     source = "import time\ndef f(x):\n    time.sleep(60)\n"
-    outcome = run_in_jail(JailRequest(source=source, entry_point="f", cases=TRIVIAL_CASE,
-                                                 cpu_time_limit_s=10), limits)
+    outcome = run_in_jail(JailRequest(source=source, entry_point="f", cases=TRIVIAL_CASE, cpu_time_limit_s=10), limits)
     assert outcome.wall_time_exceeded
     assert outcome.wall_ms < 15_000  # killed near the 2 s limit, not after the 60 s sleep
     check, _ = judge_outcome(outcome, limits)
@@ -183,8 +209,7 @@ def test_a_jail_that_never_returns_is_killed_at_the_wall_time_limit() -> None:
 def test_cpu_time_limit_is_enforced_by_the_kernel() -> None:
     limits = JailLimits(wall_time_limit_s=30.0, cpu_time_limit_s=1.0)
     source = "def f(x):\n    while True:\n        pass\n"
-    outcome = run_in_jail(JailRequest(source=source, entry_point="f", cases=TRIVIAL_CASE,
-                                                 cpu_time_limit_s=1.0), limits)
+    outcome = run_in_jail(JailRequest(source=source, entry_point="f", cases=TRIVIAL_CASE, cpu_time_limit_s=1.0), limits)
     assert outcome.cpu_time_exceeded and not outcome.wall_time_exceeded
     assert outcome.wall_ms < 10_000
     assert judge_outcome(outcome, limits)[0].verdict == Verdict.TIME_LIMIT_EXCEEDED

@@ -13,9 +13,21 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from server.lti.ags import (CANVAS_SUBMISSION_CLAIM, SCOPE_LINEITEM, SCOPE_RESULT_READONLY, SCOPE_SCORE,
-                            SCORE_CONTENT_TYPE, AgsClient, Score, TokenError, iso_ms, next_timestamp, score_body,
-                            score_to_send, scores_url)
+from server.lti.ags import (
+    CANVAS_SUBMISSION_CLAIM,
+    SCOPE_LINEITEM,
+    SCOPE_RESULT_READONLY,
+    SCOPE_SCORE,
+    SCORE_CONTENT_TYPE,
+    AgsClient,
+    Score,
+    TokenError,
+    iso_ms,
+    next_timestamp,
+    score_body,
+    score_to_send,
+    scores_url,
+)
 from server.lti.keys import ToolKey, thumbprint
 from tests.lti_gradebook import Gradebook
 
@@ -64,6 +76,7 @@ def score(user: str, given: float, at: datetime, **kw) -> Score:
 
 # --- pure rules ------------------------------------------------------------------------------
 
+
 def test_next_timestamp_is_strictly_newer_in_whole_seconds() -> None:
     t0 = datetime(2026, 11, 23, 21, 0, 0, 100_000, tzinfo=timezone.utc)
     assert next_timestamp(t0, None) == t0
@@ -94,17 +107,27 @@ def test_score_to_send_rules() -> None:
 
 
 def test_scores_url_and_body() -> None:
-    assert scores_url("https://m/mod/lti/services.php/2/lineitems/7/lineitem?type_id=1") == \
-        "https://m/mod/lti/services.php/2/lineitems/7/lineitem/scores?type_id=1"
-    assert scores_url("https://canvas/api/lti/courses/1/line_items/5") == \
-        "https://canvas/api/lti/courses/1/line_items/5/scores"
+    assert (
+        scores_url("https://m/mod/lti/services.php/2/lineitems/7/lineitem?type_id=1")
+        == "https://m/mod/lti/services.php/2/lineitems/7/lineitem/scores?type_id=1"
+    )
+    assert (
+        scores_url("https://canvas/api/lti/courses/1/line_items/5")
+        == "https://canvas/api/lti/courses/1/line_items/5/scores"
+    )
     assert scores_url("https://x/items/5/") == "https://x/items/5/scores"
     at = datetime(2026, 11, 23, 21, 0, 0, 123_456, tzinfo=timezone.utc)
     body = score_body(score("u1", 0.5, at, submitted_at=at - timedelta(seconds=3), comment="2/4 tests"))
-    assert body == {"userId": "u1", "scoreGiven": 0.5, "scoreMaximum": 1.0, "activityProgress": "Completed",
-                    "gradingProgress": "FullyGraded", "timestamp": "2026-11-23T21:00:00.123+00:00",
-                    "comment": "2/4 tests",
-                    CANVAS_SUBMISSION_CLAIM: {"submittedAt": "2026-11-23T20:59:57.123+00:00"}}
+    assert body == {
+        "userId": "u1",
+        "scoreGiven": 0.5,
+        "scoreMaximum": 1.0,
+        "activityProgress": "Completed",
+        "gradingProgress": "FullyGraded",
+        "timestamp": "2026-11-23T21:00:00.123+00:00",
+        "comment": "2/4 tests",
+        CANVAS_SUBMISSION_CLAIM: {"submittedAt": "2026-11-23T20:59:57.123+00:00"},
+    }
     assert "comment" not in score_body(score("u1", 0.5, at))
     with pytest.raises(ValueError):
         iso_ms(datetime(2026, 1, 1))
@@ -112,8 +135,10 @@ def test_scores_url_and_body() -> None:
 
 # --- tokens ----------------------------------------------------------------------------------
 
-def test_token_flow_verified_and_cached(client: AgsClient, platform: FakePlatform, key: ToolKey,
-                                        book: Gradebook) -> None:
+
+def test_token_flow_verified_and_cached(
+    client: AgsClient, platform: FakePlatform, key: ToolKey, book: Gradebook
+) -> None:
     token = client.access_token(platform, key, [SCOPE_SCORE, SCOPE_RESULT_READONLY])
     assert token and client.token_fetches == 1
     sent = book.token_requests[-1]
@@ -121,6 +146,7 @@ def test_token_flow_verified_and_cached(client: AgsClient, platform: FakePlatfor
     assert sent["client_assertion_type"] == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
     assert set(sent["scope"].split(" ")) == {SCOPE_SCORE, SCOPE_RESULT_READONLY}
     import jwt
+
     claims = jwt.decode(sent["client_assertion"], options={"verify_signature": False})
     assert claims["iss"] == claims["sub"] == CLIENT_ID and claims["aud"] == book.token_url
     assert claims["exp"] - claims["iat"] == 300
@@ -130,8 +156,7 @@ def test_token_flow_verified_and_cached(client: AgsClient, platform: FakePlatfor
     other = client.access_token(platform, key, [SCOPE_SCORE, SCOPE_LINEITEM])
     assert other != token and client.token_fetches == 2
     # every assertion has its own jti
-    jtis = {jwt.decode(r["client_assertion"], options={"verify_signature": False})["jti"]
-            for r in book.token_requests}
+    jtis = {jwt.decode(r["client_assertion"], options={"verify_signature": False})["jti"] for r in book.token_requests}
     assert len(jtis) == len(book.token_requests) == 2
 
 
@@ -158,14 +183,12 @@ def test_token_audience_used_when_registered(key: ToolKey) -> None:
             client.access_token(FakePlatform("https://d2l", CLIENT_ID, book.token_url), key, [SCOPE_SCORE])
         assert refused.value.status_code == 401 and not refused.value.retry
         assert "audience" in str(refused.value).lower()
-        assert client.access_token(FakePlatform("https://d2l", CLIENT_ID, book.token_url, audience), key,
-                                   [SCOPE_SCORE])
+        assert client.access_token(FakePlatform("https://d2l", CLIENT_ID, book.token_url, audience), key, [SCOPE_SCORE])
     finally:
         book.stop()
 
 
-def test_assertion_signed_by_another_key_is_refused(client: AgsClient, platform: FakePlatform,
-                                                    book: Gradebook) -> None:
+def test_assertion_signed_by_another_key_is_refused(client: AgsClient, platform: FakePlatform, book: Gradebook) -> None:
     impostor = make_key()
     with pytest.raises(TokenError) as refused:
         client.access_token(platform, impostor, [SCOPE_SCORE])
@@ -177,8 +200,9 @@ def test_assertion_signed_by_another_key_is_refused(client: AgsClient, platform:
     assert "signature" in str(refused.value).lower()
 
 
-def test_replayed_assertion_is_refused(client: AgsClient, platform: FakePlatform, key: ToolKey,
-                                       book: Gradebook) -> None:
+def test_replayed_assertion_is_refused(
+    client: AgsClient, platform: FakePlatform, key: ToolKey, book: Gradebook
+) -> None:
     client.access_token(platform, key, [SCOPE_SCORE])
     replay = dict(book.token_requests[-1])
     answer = httpx.post(book.token_url, data=replay, trust_env=False)
@@ -187,16 +211,19 @@ def test_replayed_assertion_is_refused(client: AgsClient, platform: FakePlatform
 
 # --- scores ----------------------------------------------------------------------------------
 
-def test_two_scores_same_second_arrive_in_order(client: AgsClient, platform: FakePlatform, key: ToolKey,
-                                                book: Gradebook) -> None:
+
+def test_two_scores_same_second_arrive_in_order(
+    client: AgsClient, platform: FakePlatform, key: ToolKey, book: Gradebook
+) -> None:
     lineitem = book.lineitem_url("7")
     first_verdict = datetime.now(timezone.utc).replace(microsecond=100_000)
     second_verdict = first_verdict + timedelta(milliseconds=300)  # the same second
     last_sent = None
     for given, verdict_at in ((0.0, first_verdict), (1.0, second_verdict)):
         stamp = next_timestamp(verdict_at, last_sent)
-        delivery = client.send_score(platform, key, lineitem,
-                                     score("student-1", given, stamp, submitted_at=verdict_at - timedelta(seconds=2)))
+        delivery = client.send_score(
+            platform, key, lineitem, score("student-1", given, stamp, submitted_at=verdict_at - timedelta(seconds=2))
+        )
         assert delivery.delivered and delivery.status_code == 200, delivery.error
         last_sent = stamp
     received = book.accepted("7", "student-1")
@@ -215,8 +242,9 @@ def test_two_scores_same_second_arrive_in_order(client: AgsClient, platform: Fak
     assert client.token_fetches == 1  # one token for both
 
 
-def test_same_second_without_the_rule_is_409_not_retried(client: AgsClient, platform: FakePlatform, key: ToolKey,
-                                                        book: Gradebook) -> None:
+def test_same_second_without_the_rule_is_409_not_retried(
+    client: AgsClient, platform: FakePlatform, key: ToolKey, book: Gradebook
+) -> None:
     at = datetime.now(timezone.utc).replace(microsecond=100_000)
     assert client.send_score(platform, key, book.lineitem_url("8"), score("u", 0.0, at)).delivered
     late = client.send_score(platform, key, book.lineitem_url("8"), score("u", 1.0, at + timedelta(milliseconds=500)))
@@ -226,8 +254,9 @@ def test_same_second_without_the_rule_is_409_not_retried(client: AgsClient, plat
 
 
 @pytest.mark.parametrize(("rule", "expected"), [("best", 1.0), ("last", 0.25)])
-def test_rules_best_and_last(rule: str, expected: float, client: AgsClient, platform: FakePlatform, key: ToolKey,
-                             book: Gradebook) -> None:
+def test_rules_best_and_last(
+    rule: str, expected: float, client: AgsClient, platform: FakePlatform, key: ToolKey, book: Gradebook
+) -> None:
     best: float | None = None
     last_sent: datetime | None = None
     start = datetime.now(timezone.utc)
@@ -239,18 +268,19 @@ def test_rules_best_and_last(rule: str, expected: float, client: AgsClient, plat
     assert book.accepted("9", "u")[-1]["scoreGiven"] == expected
 
 
-def test_moodle_type_id_query_is_kept(client: AgsClient, platform: FakePlatform, key: ToolKey,
-                                      book: Gradebook) -> None:
-    delivery = client.send_score(platform, key, book.lineitem_url("3", "?type_id=1"),
-                                 score("u", 1.0, datetime.now(timezone.utc)))
+def test_moodle_type_id_query_is_kept(client: AgsClient, platform: FakePlatform, key: ToolKey, book: Gradebook) -> None:
+    delivery = client.send_score(
+        platform, key, book.lineitem_url("3", "?type_id=1"), score("u", 1.0, datetime.now(timezone.utc))
+    )
     assert delivery.delivered, delivery.error
     assert book.requests[-1].path == "/lineitems/3/lineitem/scores"
     assert book.requests[-1].query == {"type_id": ["1"]}
 
 
-def test_401_refetches_the_token_once(client: AgsClient, platform: FakePlatform, key: ToolKey,
-                                      book: Gradebook) -> None:
-    assert client.send_score(platform, key, book.lineitem_url("4"), score("u", 0.5, datetime.now(timezone.utc))).delivered
+def test_401_refetches_the_token_once(client: AgsClient, platform: FakePlatform, key: ToolKey, book: Gradebook) -> None:
+    assert client.send_score(
+        platform, key, book.lineitem_url("4"), score("u", 0.5, datetime.now(timezone.utc))
+    ).delivered
     book.revoke_all()  # the cached token is now expired on the platform's side
     at = datetime.now(timezone.utc) + timedelta(seconds=2)
     delivery = client.send_score(platform, key, book.lineitem_url("4"), score("u", 1.0, at))
@@ -259,17 +289,20 @@ def test_401_refetches_the_token_once(client: AgsClient, platform: FakePlatform,
     assert [r.status for r in book.requests] == [200, 401, 200]
 
 
-def test_401_twice_is_not_retried_forever(client: AgsClient, platform: FakePlatform, key: ToolKey,
-                                          book: Gradebook) -> None:
+def test_401_twice_is_not_retried_forever(
+    client: AgsClient, platform: FakePlatform, key: ToolKey, book: Gradebook
+) -> None:
     # a token without the score scope: the platform answers 401 every time
-    delivery = client.send_score(platform, key, book.lineitem_url("5"), score("u", 1.0, datetime.now(timezone.utc)),
-                                 scopes=[SCOPE_LINEITEM])
+    delivery = client.send_score(
+        platform, key, book.lineitem_url("5"), score("u", 1.0, datetime.now(timezone.utc)), scopes=[SCOPE_LINEITEM]
+    )
     assert delivery.status_code == 401 and delivery.token_refused and not delivery.delivered and not delivery.retry
     assert client.token_fetches == 2 and [r.status for r in book.requests] == [401, 401]
 
 
-def test_5xx_is_retryable_then_delivered(client: AgsClient, platform: FakePlatform, key: ToolKey,
-                                         book: Gradebook) -> None:
+def test_5xx_is_retryable_then_delivered(
+    client: AgsClient, platform: FakePlatform, key: ToolKey, book: Gradebook
+) -> None:
     book.script = [503]
     at = datetime.now(timezone.utc)
     failed = client.send_score(platform, key, book.lineitem_url("6"), score("u", 1.0, at))
@@ -278,21 +311,26 @@ def test_5xx_is_retryable_then_delivered(client: AgsClient, platform: FakePlatfo
     assert again.delivered
 
 
-def test_400_is_not_retried_and_reports_the_message(client: AgsClient, platform: FakePlatform, key: ToolKey,
-                                                    book: Gradebook) -> None:
+def test_400_is_not_retried_and_reports_the_message(
+    client: AgsClient, platform: FakePlatform, key: ToolKey, book: Gradebook
+) -> None:
     book.script = [400]
     delivery = client.send_score(platform, key, book.lineitem_url("6"), score("u", 1.0, datetime.now(timezone.utc)))
     assert delivery.status_code == 400 and not delivery.retry and "scripted 400" in (delivery.error or "")
     # the gradebook's own rule: a score without the required fields is a 400 with Moodle's message
     token = client.access_token(platform, key, [SCOPE_SCORE])
-    answer = httpx.post(scores_url(book.lineitem_url("6")), content=b'{"userId": "u", "scoreGiven": 1}',
-                        headers={"Authorization": f"Bearer {token}", "Content-Type": SCORE_CONTENT_TYPE},
-                        trust_env=False)
+    answer = httpx.post(
+        scores_url(book.lineitem_url("6")),
+        content=b'{"userId": "u", "scoreGiven": 1}',
+        headers={"Authorization": f"Bearer {token}", "Content-Type": SCORE_CONTENT_TYPE},
+        trust_env=False,
+    )
     assert answer.status_code == 400 and "missing" in answer.json()["message"]
 
 
-def test_connection_refused_is_retryable(client: AgsClient, platform: FakePlatform, key: ToolKey,
-                                         book: Gradebook) -> None:
+def test_connection_refused_is_retryable(
+    client: AgsClient, platform: FakePlatform, key: ToolKey, book: Gradebook
+) -> None:
     token = client.access_token(platform, key, [SCOPE_SCORE])
     book.stop()
     delivery = client.post_score(book.lineitem_url("1"), token, score("u", 1.0, datetime.now(timezone.utc)))

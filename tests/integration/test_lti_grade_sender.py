@@ -35,17 +35,34 @@ class World:
         migrate.upgrade(url)
         self.engine = make_engine(url)
         self.lti, self.rows = LtiStore(self.engine), PassbackStore(self.engine)
-        platform = self.lti.register(issuer="https://lms.example", client_id=CLIENT_ID, deployment_ids=["d1"],
-                                     auth_login_url="https://lms.example/auth", auth_token_url=self.book.token_url,
-                                     keyset_url="https://lms.example/jwks")
-        self.user = self.lti.account_for(issuer="https://lms.example", sub="s1", name="Ada", email=None,
-                                         role=CourseRole.STUDENT)
-        link = self.lti.save_resource_link(platform_id=platform.id, deployment_id="d1", resource_link_id="l1",
-                                           context_id="c1", title="t", problem=SLUG,
-                                           ags={"scope": [SCOPE], "lineitem": self.book.lineitem_url("7")})
+        platform = self.lti.register(
+            issuer="https://lms.example",
+            client_id=CLIENT_ID,
+            deployment_ids=["d1"],
+            auth_login_url="https://lms.example/auth",
+            auth_token_url=self.book.token_url,
+            keyset_url="https://lms.example/jwks",
+        )
+        self.user = self.lti.account_for(
+            issuer="https://lms.example", sub="s1", name="Ada", email=None, role=CourseRole.STUDENT
+        )
+        link = self.lti.save_resource_link(
+            platform_id=platform.id,
+            deployment_id="d1",
+            resource_link_id="l1",
+            context_id="c1",
+            title="t",
+            problem=SLUG,
+            ags={"scope": [SCOPE], "lineitem": self.book.lineitem_url("7")},
+        )
         self.rows.launched(resource_link_id=link.id, issuer="https://lms.example", sub="s1", user_id=self.user.id)
-        self.sender = LtiGradeSender(self.rows, Scorer(CourseStore(self.engine)), self.key,
-                                     AgsClient(timeout_s=5, allow_networks=["127.0.0.0/8"]), max_attempts=3)
+        self.sender = LtiGradeSender(
+            self.rows,
+            Scorer(CourseStore(self.engine)),
+            self.key,
+            AgsClient(timeout_s=5, allow_networks=["127.0.0.0/8"]),
+            max_attempts=3,
+        )
         self.store = SubmissionStore(self.engine)
 
     def verdict(self, score: float, problem: str = SLUG, user_id: int | None = None) -> int:
@@ -53,8 +70,14 @@ class World:
         user_id = self.user.id if user_id is None else user_id
         record = self.store.create(problem=problem, source="x = 1", user_id=user_id)
         assert self.store.claim(record.id, worker_id="w", lease_s=60, max_attempts=3).record is not None
-        assert self.store.finish(record.id, verdict="ACCEPTED" if score == 1.0 else "WRONG_POLICY", score=score,
-                                 problem_version="v", result_json="{}", worker_id="w")
+        assert self.store.finish(
+            record.id,
+            verdict="ACCEPTED" if score == 1.0 else "WRONG_POLICY",
+            score=score,
+            problem_version="v",
+            result_json="{}",
+            worker_id="w",
+        )
         self.last_id = record.id
         return self.rows.verdict_stored(user_id=user_id, problem=problem)
 
@@ -112,8 +135,7 @@ def test_verdicts_in_one_second_are_sent_in_order_with_newer_seconds_and_the_bes
     world.verdict(0.5)  # worse: best stays 1.0, nothing is sent
     assert world.drain() == 1 and len(world.book.requests) == 2
     row = world.row()
-    assert (row.status, row.best_score, row.last_sent_score, row.pending_seq) == (PassbackStatus.DELIVERED, 1.0,
-                                                                                 1.0, 3)
+    assert (row.status, row.best_score, row.last_sent_score, row.pending_seq) == (PassbackStatus.DELIVERED, 1.0, 1.0, 3)
     assert row.pending_submission_id == best  # the submission that earned the best score
 
 

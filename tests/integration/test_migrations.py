@@ -35,10 +35,12 @@ LEGACY_SUBMISSIONS = """CREATE TABLE submissions (
     source TEXT NOT NULL, status VARCHAR(16) NOT NULL, verdict VARCHAR(32), score FLOAT, result_json TEXT,
     attempts INTEGER NOT NULL, created_at {ts} NOT NULL, started_at {ts}, finished_at {ts},
     PRIMARY KEY (id), FOREIGN KEY(user_id) REFERENCES users (id))"""
-LEGACY_INDEXES = ["CREATE UNIQUE INDEX ix_users_email ON users (email)",
-                  "CREATE INDEX ix_submissions_problem ON submissions (problem)",
-                  "CREATE INDEX ix_submissions_status ON submissions (status)",
-                  "CREATE INDEX ix_submissions_user_id ON submissions (user_id)"]
+LEGACY_INDEXES = [
+    "CREATE UNIQUE INDEX ix_users_email ON users (email)",
+    "CREATE INDEX ix_submissions_problem ON submissions (problem)",
+    "CREATE INDEX ix_submissions_status ON submissions (status)",
+    "CREATE INDEX ix_submissions_user_id ON submissions (user_id)",
+]
 # The first version's table (no accounts; attempts and the timestamps of grading came later and were
 # added by the old code's ALTER TABLE ... ADD COLUMN, nullable, without index or foreign key).
 FIRST_SUBMISSIONS = """CREATE TABLE submissions (
@@ -107,8 +109,9 @@ def _drift(url: str, metadata: sa.MetaData = Base.metadata) -> list:
     engine = make_engine(url)
     try:
         with engine.connect() as connection:
-            context = MigrationContext.configure(connection, opts={"compare_type": True,
-                                                                   "compare_server_default": True})
+            context = MigrationContext.configure(
+                connection, opts={"compare_type": True, "compare_server_default": True}
+            )
             return compare_metadata(context, metadata)
     finally:
         engine.dispose()
@@ -123,14 +126,22 @@ def _schema(url: str) -> dict[str, Any]:
             inspector = sa.inspect(connection)
             for table in ("users", "submissions"):
                 out[table] = {
-                    "columns": [(c["name"], str(c["type"]), c["nullable"], c["default"])
-                                for c in inspector.get_columns(table)],
+                    "columns": [
+                        (c["name"], str(c["type"]), c["nullable"], c["default"]) for c in inspector.get_columns(table)
+                    ],
                     "pk": inspector.get_pk_constraint(table)["constrained_columns"],
-                    "indexes": sorted((i["name"], tuple(i["column_names"]), bool(i["unique"]))
-                                      for i in inspector.get_indexes(table)),
-                    "fks": sorted((fk["name"] or "", tuple(fk["constrained_columns"]),
-                                   fk["referred_table"], tuple(fk["referred_columns"]))
-                                  for fk in inspector.get_foreign_keys(table)),
+                    "indexes": sorted(
+                        (i["name"], tuple(i["column_names"]), bool(i["unique"])) for i in inspector.get_indexes(table)
+                    ),
+                    "fks": sorted(
+                        (
+                            fk["name"] or "",
+                            tuple(fk["constrained_columns"]),
+                            fk["referred_table"],
+                            tuple(fk["referred_columns"]),
+                        )
+                        for fk in inspector.get_foreign_keys(table)
+                    ),
                     "checks": sorted((c["name"], c["sqltext"]) for c in inspector.get_check_constraints(table)),
                 }
     finally:
@@ -140,8 +151,9 @@ def _schema(url: str) -> dict[str, Any]:
 
 def _fresh_schema(url: str, tmp_path: Path, postgres_server: Any = None) -> dict[str, Any]:
     """The schema `Base.metadata.create_all` makes from server.db's models, on the same kind of database."""
-    other = (f"sqlite:///{tmp_path / 'create_all.db'}" if url.startswith("sqlite")
-             else postgres_server.url_for("create_all"))
+    other = (
+        f"sqlite:///{tmp_path / 'create_all.db'}" if url.startswith("sqlite") else postgres_server.url_for("create_all")
+    )
     engine = make_engine(other)
     Base.metadata.create_all(engine)
     engine.dispose()
@@ -150,27 +162,50 @@ def _fresh_schema(url: str, tmp_path: Path, postgres_server: Any = None) -> dict
 
 def _legacy_rows() -> list[dict[str, Any]]:
     """Submissions in each status the old code had, with every column set."""
-    return [dict(id=f"{status}{'0' * (32 - len(status))}", user_id=1, problem="checkpoint_dot_policy",
-                 problem_version="v1" if status == "done" else None, source=f"# {status}\n", status=status,
-                 verdict="ACCEPTED" if status == "done" else None, score=1.0 if status == "done" else None,
-                 result_json='{"verdict": "ACCEPTED"}' if status == "done" else None,
-                 attempts={"queued": 0, "running": 1, "done": 2}[status], created_at=T0 + timedelta(minutes=i),
-                 started_at=None if status == "queued" else T0 + timedelta(minutes=i, seconds=5),
-                 finished_at=T0 + timedelta(minutes=i, seconds=9) if status == "done" else None)
-            for i, status in enumerate(("queued", "running", "done"))]
+    return [
+        dict(
+            id=f"{status}{'0' * (32 - len(status))}",
+            user_id=1,
+            problem="checkpoint_dot_policy",
+            problem_version="v1" if status == "done" else None,
+            source=f"# {status}\n",
+            status=status,
+            verdict="ACCEPTED" if status == "done" else None,
+            score=1.0 if status == "done" else None,
+            result_json='{"verdict": "ACCEPTED"}' if status == "done" else None,
+            attempts={"queued": 0, "running": 1, "done": 2}[status],
+            created_at=T0 + timedelta(minutes=i),
+            started_at=None if status == "queued" else T0 + timedelta(minutes=i, seconds=5),
+            finished_at=T0 + timedelta(minutes=i, seconds=9) if status == "done" else None,
+        )
+        for i, status in enumerate(("queued", "running", "done"))
+    ]
 
 
-SUBMISSION_COLUMNS = ("id, user_id, problem, problem_version, source, status, verdict, score, result_json, attempts, "
-                      "created_at, started_at, finished_at")
+SUBMISSION_COLUMNS = (
+    "id, user_id, problem, problem_version, source, status, verdict, score, result_json, attempts, "
+    "created_at, started_at, finished_at"
+)
 
 
 def _insert_legacy_rows(url: str) -> None:
     """Accounts 1 and 2 (ids given by the database, as the old code let it), then `_legacy_rows`."""
-    _insert(url, "users", [
-        dict(email="ada@example.org", display_name="Ada", password_hash="$argon2id$x", role="instructor",
-             created_at=T0),
-        dict(email="bob@example.org", display_name="Bob", password_hash="$argon2id$y", role="student",
-             created_at=T0)])
+    _insert(
+        url,
+        "users",
+        [
+            dict(
+                email="ada@example.org",
+                display_name="Ada",
+                password_hash="$argon2id$x",
+                role="instructor",
+                created_at=T0,
+            ),
+            dict(
+                email="bob@example.org", display_name="Bob", password_hash="$argon2id$y", role="student", created_at=T0
+            ),
+        ],
+    )
     _insert(url, "submissions", _legacy_rows())
 
 
@@ -192,11 +227,26 @@ def _head() -> str:
 def test_head_is_the_api_clients_revision() -> None:
     assert migrate.head() == _head() == HEAD
     revisions = [r.revision for r in ScriptDirectory.from_config(migrate.config()).walk_revisions()]
-    assert revisions == ["0013", "0012", "0011", "0010", "0009", "0008", "0007", "0006", "0005", "0004", "0003", "0002", "0001"]
+    assert revisions == [
+        "0013",
+        "0012",
+        "0011",
+        "0010",
+        "0009",
+        "0008",
+        "0007",
+        "0006",
+        "0005",
+        "0004",
+        "0003",
+        "0002",
+        "0001",
+    ]
 
 
-def test_upgrade_creates_the_models_schema_without_drift(url: str, tmp_path: Path,
-                                                          request: pytest.FixtureRequest) -> None:
+def test_upgrade_creates_the_models_schema_without_drift(
+    url: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     assert migrate.current(url) is None
     assert migrate.upgrade(url) == HEAD
     assert migrate.current(url) == HEAD
@@ -236,17 +286,22 @@ def test_chain_down_and_up_again_keeps_rows(url: str) -> None:
 
     assert migrate.upgrade(url) == HEAD
     assert _drift(url) == []
-    assert _select(url, "submissions", SUBMISSION_COLUMNS) == \
-        sorted(_expected(r) for r in _legacy_rows())
-    _execute(url, "UPDATE submissions SET status = 'failed', verdict = 'INTERNAL_ERROR', worker_id = 'w1', "
-                  "lease_expires_at = NULL, enqueued_at = :t WHERE status = 'running'", params=[{"t": T0}])
+    assert _select(url, "submissions", SUBMISSION_COLUMNS) == sorted(_expected(r) for r in _legacy_rows())
+    _execute(
+        url,
+        "UPDATE submissions SET status = 'failed', verdict = 'INTERNAL_ERROR', worker_id = 'w1', "
+        "lease_expires_at = NULL, enqueued_at = :t WHERE status = 'running'",
+        params=[{"t": T0}],
+    )
 
     command.downgrade(cfg, "0001")
     assert migrate.current(url) == "0001"
     assert _drift(url, legacy) == []
     assert sorted(_rows(url, "SELECT id, status, verdict FROM submissions")) == [
-        ("done" + "0" * 28, "done", "ACCEPTED"), ("queued" + "0" * 26, "queued", None),
-        ("running" + "0" * 25, "done", "INTERNAL_ERROR")]  # "failed" is "done" to the old code
+        ("done" + "0" * 28, "done", "ACCEPTED"),
+        ("queued" + "0" * 26, "queued", None),
+        ("running" + "0" * 25, "done", "INTERNAL_ERROR"),
+    ]  # "failed" is "done" to the old code
 
     command.downgrade(cfg, "base")
     assert migrate.current(url) is None
@@ -270,13 +325,16 @@ def test_adopts_a_legacy_database_keeping_every_row(kind: str, tmp_path: Path, r
     assert _drift(url) == []
     pg = request.getfixturevalue("postgres_server") if kind == "postgresql" else None
     assert _schema(url) == _fresh_schema(url, tmp_path, pg)
-    assert _select(url, "submissions", SUBMISSION_COLUMNS) == \
-        sorted(_expected(r) for r in _legacy_rows())
+    assert _select(url, "submissions", SUBMISSION_COLUMNS) == sorted(_expected(r) for r in _legacy_rows())
     assert _select(url, "submissions", "id, status, enqueued_at, lease_expires_at, worker_id") == [
-        ("done" + "0" * 28, "done", None, None, None), ("queued" + "0" * 26, "queued", None, None, None),
-        ("running" + "0" * 25, "running", None, None, None)]
+        ("done" + "0" * 28, "done", None, None, None),
+        ("queued" + "0" * 26, "queued", None, None, None),
+        ("running" + "0" * 25, "running", None, None, None),
+    ]
     assert _select(url, "users", "id, email, role, created_at") == [
-        (1, "ada@example.org", "admin", T0), (2, "bob@example.org", "user", T0)]  # instructors became admins
+        (1, "ada@example.org", "admin", T0),
+        (2, "bob@example.org", "user", T0),
+    ]  # instructors became admins
 
     # the stores work on it: the queued row was never enqueued, and the running row (its process is
     # gone; it has no lease) is one anyone may claim: the sweeper enqueues both again
@@ -293,18 +351,34 @@ def test_adopts_a_legacy_database_keeping_every_row(kind: str, tmp_path: Path, r
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
-def test_adopts_a_first_version_database_grown_by_alter_table(kind: str, tmp_path: Path,
-                                                              request: pytest.FixtureRequest) -> None:
+def test_adopts_a_first_version_database_grown_by_alter_table(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """The first version had no accounts; later versions added columns with a bare ALTER TABLE
     (nullable, no index, no foreign key), so old rows hold NULL where the schema now says NOT NULL."""
     url = f"sqlite:///{tmp_path / 'first.db'}" if kind == "sqlite" else request.getfixturevalue("postgres_url")
     kinds = _types(url)
-    _execute(url, FIRST_SUBMISSIONS.format(**kinds),
-             "CREATE INDEX ix_submissions_problem ON submissions (problem)",
-             "CREATE INDEX ix_submissions_status ON submissions (status)")
-    _insert(url, "submissions", [dict(id=f"{s:0<32}", problem="p", source="src", status=s, created_at=T0,
-                                      verdict="ACCEPTED" if s == "done" else None)
-                                 for s in ("queued", "running", "done")])
+    _execute(
+        url,
+        FIRST_SUBMISSIONS.format(**kinds),
+        "CREATE INDEX ix_submissions_problem ON submissions (problem)",
+        "CREATE INDEX ix_submissions_status ON submissions (status)",
+    )
+    _insert(
+        url,
+        "submissions",
+        [
+            dict(
+                id=f"{s:0<32}",
+                problem="p",
+                source="src",
+                status=s,
+                created_at=T0,
+                verdict="ACCEPTED" if s == "done" else None,
+            )
+            for s in ("queued", "running", "done")
+        ],
+    )
     # what the old code's _add_missing_columns did when a newer version first opened it
     _execute(url, 'ALTER TABLE submissions ADD COLUMN "attempts" INTEGER')
     _execute(url, "UPDATE submissions SET attempts = 4 WHERE status = 'done'")
@@ -314,7 +388,8 @@ def test_adopts_a_first_version_database_grown_by_alter_table(kind: str, tmp_pat
     assert _select(url, "submissions", "id, status, verdict, attempts, user_id, problem_version, started_at") == [
         (f"{'done':0<32}", "done", "ACCEPTED", 4, None, None, None),
         (f"{'queued':0<32}", "queued", None, 0, None, None, None),
-        (f"{'running':0<32}", "running", None, 0, None, None, None)]
+        (f"{'running':0<32}", "running", None, 0, None, None, None),
+    ]
     pg = request.getfixturevalue("postgres_server") if kind == "postgresql" else None
     # the same schema, but the added columns come last
     assert _unordered(_schema(url)) == _unordered(_fresh_schema(url, tmp_path, pg))
@@ -326,8 +401,10 @@ def _schema_without_fk_names(schema: dict[str, Any]) -> dict[str, Any]:
 
 def _unordered(schema: dict[str, Any]) -> dict[str, Any]:
     """`schema` without foreign key names, its columns in name order."""
-    return {table: {**parts, "columns": sorted(parts["columns"])}
-            for table, parts in _schema_without_fk_names(schema).items()}
+    return {
+        table: {**parts, "columns": sorted(parts["columns"])}
+        for table, parts in _schema_without_fk_names(schema).items()
+    }
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
@@ -374,10 +451,20 @@ def test_current_creates_no_sqlite_file(tmp_path: Path) -> None:
 def _upgrade_at_once(url: str, processes: int) -> list[subprocess.CompletedProcess[str]]:
     """Runs `migrate.upgrade(url)` in `processes` Python processes that start it at the same instant."""
     start_at = time.time() + 4.0  # after every process has imported the server
-    script = ("import sys, time; from server import migrate; time.sleep(max(0.0, float(sys.argv[2]) - time.time())); "
-              "print(migrate.upgrade(sys.argv[1]))")
-    procs = [subprocess.Popen([sys.executable, "-c", script, url, str(start_at)], cwd=REPO, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(processes)]
+    script = (
+        "import sys, time; from server import migrate; time.sleep(max(0.0, float(sys.argv[2]) - time.time())); "
+        "print(migrate.upgrade(sys.argv[1]))"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, url, str(start_at)],
+            cwd=REPO,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(processes)
+    ]
     done = []
     for proc in procs:
         out, err = proc.communicate(timeout=120)
@@ -448,35 +535,98 @@ def test_scoped_roles_migrate_instructors_to_admins_and_free_lti_emails(url: str
 
     cfg = migrate.config(url)
     command.upgrade(cfg, "0008")
-    _insert(url, "users", [
-        dict(id=1, email="prof@uni.example", display_name="Prof", password_hash="h", role="instructor", created_at=T0),
-        dict(id=2, email="ada@uni.example", display_name="Ada", password_hash="h", role="student", created_at=T0),
-        dict(id=3, email="lti-old@lti.invalid", display_name="Bo", password_hash="h", role="instructor",
-             created_at=T0)])
-    _insert(url, "lti_platforms", [dict(id=1, issuer="https://lms.example", client_id="c", deployment_ids='["d"]',
-                                        auth_login_url="https://lms.example/a", auth_token_url="https://lms.example/t",
-                                        keyset_url="https://lms.example/k", created_at=T0)])
-    _insert(url, "lti_users", [dict(issuer="https://lms.example", sub="7", user_id=2, name="Ada", email="ada@uni.example",
-                                    role="student", created_at=T0, last_launch_at=T0),
-                               dict(issuer="https://lms.example", sub="8", user_id=3, name="Bo", email=None,
-                                    role="instructor", created_at=T0, last_launch_at=T0)])
-    _insert(url, "courses", [dict(id=1, key="made-here", title="M", platform_id=None, deployment_id=None,
-                                  context_id=None, created_at=T0),  # executemany: every row names every column
-                             dict(id=2, key="lti-abc", title="L", platform_id=1, deployment_id="d", context_id="ctx",
-                                  created_at=T0)])
-    _insert(url, "enrollments", [dict(course_id=2, user_id=3, role="instructor", created_at=T0),
-                                 dict(course_id=2, user_id=2, role="student", created_at=T0)])
+    _insert(
+        url,
+        "users",
+        [
+            dict(
+                id=1, email="prof@uni.example", display_name="Prof", password_hash="h", role="instructor", created_at=T0
+            ),
+            dict(id=2, email="ada@uni.example", display_name="Ada", password_hash="h", role="student", created_at=T0),
+            dict(
+                id=3,
+                email="lti-old@lti.invalid",
+                display_name="Bo",
+                password_hash="h",
+                role="instructor",
+                created_at=T0,
+            ),
+        ],
+    )
+    _insert(
+        url,
+        "lti_platforms",
+        [
+            dict(
+                id=1,
+                issuer="https://lms.example",
+                client_id="c",
+                deployment_ids='["d"]',
+                auth_login_url="https://lms.example/a",
+                auth_token_url="https://lms.example/t",
+                keyset_url="https://lms.example/k",
+                created_at=T0,
+            )
+        ],
+    )
+    _insert(
+        url,
+        "lti_users",
+        [
+            dict(
+                issuer="https://lms.example",
+                sub="7",
+                user_id=2,
+                name="Ada",
+                email="ada@uni.example",
+                role="student",
+                created_at=T0,
+                last_launch_at=T0,
+            ),
+            dict(
+                issuer="https://lms.example",
+                sub="8",
+                user_id=3,
+                name="Bo",
+                email=None,
+                role="instructor",
+                created_at=T0,
+                last_launch_at=T0,
+            ),
+        ],
+    )
+    _insert(
+        url,
+        "courses",
+        [
+            dict(
+                id=1, key="made-here", title="M", platform_id=None, deployment_id=None, context_id=None, created_at=T0
+            ),  # executemany: every row names every column
+            dict(id=2, key="lti-abc", title="L", platform_id=1, deployment_id="d", context_id="ctx", created_at=T0),
+        ],
+    )
+    _insert(
+        url,
+        "enrollments",
+        [
+            dict(course_id=2, user_id=3, role="instructor", created_at=T0),
+            dict(course_id=2, user_id=2, role="student", created_at=T0),
+        ],
+    )
     assert migrate.upgrade(url) == HEAD
     assert _drift(url) == []
     assert sorted(_rows(url, "SELECT id, email, contact_email, role FROM users")) == [
         (1, "prof@uni.example", None, "admin"),
         (2, lti_email("https://lms.example", "7"), "ada@uni.example", "user"),  # the email is free for sign-up
         # an LTI account made an instructor by an LMS launch loses it (it keeps its staff enrollment)
-        (3, lti_email("https://lms.example", "8"), None, "user")]
+        (3, lti_email("https://lms.example", "8"), None, "user"),
+    ]
     assert sorted(_rows(url, "SELECT user_id, role FROM enrollments")) == [(2, "student"), (3, "staff")]
     assert sorted(_rows(url, "SELECT sub, role FROM lti_users")) == [("7", "student"), ("8", "staff")]
     assert sorted((k, bool(v)) for k, v in _rows(url, "SELECT key, solutions_after_deadline FROM courses")) == [
-        ("lti-abc", False), ("made-here", True)]
+        ("lti-abc", False),
+        ("made-here", True),
+    ]
     command.downgrade(cfg, "0008")
     assert sorted(_rows(url, "SELECT id, role FROM users")) == [(1, "instructor"), (2, "student"), (3, "student")]
     assert sorted(_rows(url, "SELECT user_id, role FROM enrollments")) == [(2, "student"), (3, "instructor")]

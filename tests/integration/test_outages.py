@@ -19,7 +19,8 @@ from server.redisqueue import RedisJobs
 
 
 def test_waiting_for_a_database_that_is_down_says_so_once_and_returns_when_it_answers(
-        caplog: pytest.LogCaptureFixture) -> None:
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     from tests.services import PostgresServer, _postgres_bin_dir, _unavailable
 
     bin_dir = _postgres_bin_dir()
@@ -40,7 +41,9 @@ def test_waiting_for_a_database_that_is_down_says_so_once_and_returns_when_it_an
         assert waited and waited[0] >= 3
         lines = [r.getMessage() for r in caplog.records if r.name == "remat_judge.database"]
         assert len(lines) == 2, lines  # one when it starts waiting, one when the database answers
-        assert lines[0].startswith(f"waiting for the database at 127.0.0.1:{postgres.port}/") and "remat@" not in lines[0]
+        assert (
+            lines[0].startswith(f"waiting for the database at 127.0.0.1:{postgres.port}/") and "remat@" not in lines[0]
+        )
         assert "answers, after" in lines[1]
         stop = threading.Event()
         postgres.down()

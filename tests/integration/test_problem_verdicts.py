@@ -62,9 +62,9 @@ def test_correct_variant_in_another_style_is_accepted(slug: str, path: Path, jud
 
 # The three false ACCEPTEDs of issue 8: each saves exactly the reference's residual avals.
 SAME_AVAL_WRONG_POLICIES = {
-    "names_post_activation.py": "maximum",      # saves relu(x @ w1) where the policy saves x @ w1
-    "exact_zero_extra_residuals.py": None,      # plain checkpoint plus an exact zero
-    "custom_vjp_saves_gradients.py": None,      # no checkpoint; gradients stored as residuals
+    "names_post_activation.py": "maximum",  # saves relu(x @ w1) where the policy saves x @ w1
+    "exact_zero_extra_residuals.py": None,  # plain checkpoint plus an exact zero
+    "custom_vjp_saves_gradients.py": None,  # no checkpoint; gradients stored as residuals
 }
 
 
@@ -76,8 +76,9 @@ def test_same_aval_wrong_policy_is_told_apart_by_values(name: str, judge_config:
     assert report.verdict == Verdict.WRONG_POLICY
     residuals = report.residuals
     assert residuals is not None
-    assert sorted((tuple(f.shape), f.dtype) for f in residuals.submitted) == \
-        sorted((tuple(f.shape), f.dtype) for f in residuals.expected)  # the avals alone would pass
+    assert sorted((tuple(f.shape), f.dtype) for f in residuals.submitted) == sorted(
+        (tuple(f.shape), f.dtype) for f in residuals.expected
+    )  # the avals alone would pass
     assert any(f.matched is False for f in residuals.submitted)
     message = next(c.message for c in report.checks if c.name == "residuals")
     assert "not one the required policy saves" in message

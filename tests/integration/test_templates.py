@@ -25,8 +25,9 @@ from sandbox.supervise import Template, Templates
 pytestmark = pytest.mark.jail
 
 TRIVIAL_CASE = [{"name": "small", "args": [{"kind": "array", "name": "x", "shape": [4], "dtype": "float32"}]}]
-TRIVIAL = JailRequest(source="def f(x):\n    return (x * x).sum()\n", entry_point="f", cases=TRIVIAL_CASE,
-                      cpu_time_limit_s=10)
+TRIVIAL = JailRequest(
+    source="def f(x):\n    return (x * x).sum()\n", entry_point="f", cases=TRIVIAL_CASE, cpu_time_limit_s=10
+)
 
 
 def _descendants(pid: int) -> list[int]:
@@ -106,26 +107,43 @@ def test_a_template_is_replaced_after_max_forks() -> None:
         templates.close()
 
 
-def test_templates_hold_no_secret(judge_config: JudgeConfig, dot_problem: Problem,
-                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_templates_hold_no_secret(
+    judge_config: JudgeConfig, dot_problem: Problem, monkeypatch: pytest.MonkeyPatch
+) -> None:
     token = "instructor-token-" + os.urandom(8).hex()
     monkeypatch.setenv("REMAT_JUDGE_INSTRUCTOR_TOKEN", token)
     monkeypatch.setenv("REMAT_JUDGE_HIDDEN_SEED", judge_config.seed.decode())
     report = grade(dot_problem.reference_path.read_text(), dot_problem, judge_config)
     assert report.verdict == Verdict.ACCEPTED  # both templates forked a child that used the seed
-    secrets = [judge_config.seed, judge_config.seed.hex().encode(), token.encode(),
-               str(judge_config.cache_dir).encode(), str(dot_problem.reference_path).encode()]
+    secrets = [
+        judge_config.seed,
+        judge_config.seed.hex().encode(),
+        token.encode(),
+        str(judge_config.cache_dir).encode(),
+        str(dot_problem.reference_path).encode(),
+    ]
     for templates in (jail_templates(), verifier_templates()):
         pid = _python_of(templates.get())
         environ = Path(f"/proc/{pid}/environ").read_bytes()
         assert not [s for s in secrets if s in environ], environ
         assert set(dict(kv.split(b"=", 1) for kv in environ.split(b"\0") if kv)) <= {
-            b"PATH", b"HOME", b"TMPDIR", b"LANG", b"JAX_PLATFORMS", b"JAX_ENABLE_X64", b"TF_CPP_MIN_LOG_LEVEL",
-            b"PYTHONUNBUFFERED", b"PWD"}  # bubblewrap sets PWD for --chdir
+            b"PATH",
+            b"HOME",
+            b"TMPDIR",
+            b"LANG",
+            b"JAX_PLATFORMS",
+            b"JAX_ENABLE_X64",
+            b"TF_CPP_MIN_LOG_LEVEL",
+            b"PYTHONUNBUFFERED",
+            b"PWD",
+        }  # bubblewrap sets PWD for --chdir
         targets = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
         opened_files = [t for t in targets if t.startswith("/") and not t.startswith("/dev/")]
-        assert not [t for t in opened_files if "problems" in t or str(judge_config.cache_dir) in t
-                    or t.endswith((".db", ".sqlite", "session_secret"))], targets
+        assert not [
+            t
+            for t in opened_files
+            if "problems" in t or str(judge_config.cache_dir) in t or t.endswith((".db", ".sqlite", "session_secret"))
+        ], targets
         assert _memory_contains(pid, secrets) == [], templates.spec.name
 
 

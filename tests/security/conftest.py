@@ -91,5 +91,11 @@ def snapshot(paths: list[Path]) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def watched(bait: Bait, judge_config: JudgeConfig) -> list[Path]:
     """Host files no submission may change: the code, the problems, the judge's cache, the bait."""
-    return [REPO / "problems", REPO / "graders", REPO / "sandbox", REPO / "server", judge_config.cache_dir,
-            bait.canary.parent]
+    return [
+        REPO / "problems",
+        REPO / "graders",
+        REPO / "sandbox",
+        REPO / "server",
+        judge_config.cache_dir,
+        bait.canary.parent,
+    ]

@@ -33,6 +33,7 @@ Shape = tuple[tuple[int, ...], str]  # (shape, numpy dtype name)
 
 # --- turning MLIR into exported artifacts (self-contained: also pasted into jail submissions) ----
 
+
 def mlir_to_portable(module_text: str, edit: Any = None, *, plain: bool = False) -> bytes:
     """Parses StableHLO text and serializes it as a portable artifact (VHLO bytecode), as
     `jax.export` does; `edit(module)` may change the parsed module first (for modules whose text
@@ -77,8 +78,9 @@ def exported_bytes(portable: bytes, in_avals: list, out_avals: list, **fields: A
         return [jnp.zeros(tuple(s), jnp.dtype(t)) + total.astype(jnp.dtype(t)) for s, t in out_avals]
 
     real = export.export(jax.jit(template), platforms=["cpu"])(*in_specs)
-    forged = dataclasses.replace(real, mlir_module_serialized=portable,
-                                 module_kept_var_idx=tuple(range(len(in_avals))), **fields)
+    forged = dataclasses.replace(
+        real, mlir_module_serialized=portable, module_kept_var_idx=tuple(range(len(in_avals))), **fields
+    )
     return bytes(forged.serialize())
 
 
@@ -166,8 +168,15 @@ def bwd_text(sig: CaseSig, body: str = "", functions: str = "") -> str:
 Forger = Callable[[CaseSig], tuple[bytes, bytes]]
 
 
-def artifacts(sig: CaseSig, fwd: str | None = None, bwd: str | None = None, *, fwd_edit: Any = None,
-              bwd_edit: Any = None, **fields: Any) -> tuple[bytes, bytes]:
+def artifacts(
+    sig: CaseSig,
+    fwd: str | None = None,
+    bwd: str | None = None,
+    *,
+    fwd_edit: Any = None,
+    bwd_edit: Any = None,
+    **fields: Any,
+) -> tuple[bytes, bytes]:
     """Serialized (fwd, bwd) Exported artifacts of one case from MLIR text (the cheap wrong
     function's where None)."""
     f = exported_bytes(mlir_to_portable(fwd or fwd_text(sig), fwd_edit), sig.fwd_in, sig.fwd_out, **fields)
@@ -182,13 +191,22 @@ def bundle(forge: Forger, *, only: str | None = None) -> bytes:
     out = []
     for sig in cases():
         fwd, bwd = forge(sig) if only in (None, sig.name) else artifacts(sig)
-        out.append({"name": sig.name, "n_primal_outputs": 1, "fwd": base64.b64encode(fwd).decode(),
-                    "bwd": base64.b64encode(bwd).decode(), "residual_notes": None})
-    return json.dumps({"format": "remat-judge-bundle/1", "status": "ok", "error": None, "cases": out,
-                       "timings_ms": {}}).encode()
+        out.append(
+            {
+                "name": sig.name,
+                "n_primal_outputs": 1,
+                "fwd": base64.b64encode(fwd).decode(),
+                "bwd": base64.b64encode(bwd).decode(),
+                "residual_notes": None,
+            }
+        )
+    return json.dumps(
+        {"format": "remat-judge-bundle/1", "status": "ok", "error": None, "cases": out, "timings_ms": {}}
+    ).encode()
 
 
 # --- attack 1: dynamic shapes and unranked tensors ----------------------------------------------
+
 
 def dynamic_pad_body(rows: int, cols: int) -> str:
     """%h from a f32[?,?] rows x cols temporary made by allowed ops only (reshape, then pad with a
@@ -207,9 +225,11 @@ def in_case_region(body: str) -> str:
     """`body` (which defines %h) moved into the only branch of a stablehlo.case."""
     sc, idx = tensor(()), tensor((), "int32")
     inner = body.replace("%h =", "%hh =")
-    return (f"    %i = stablehlo.constant dense<0> : {idx}\n"
-            f'    %h = "stablehlo.case"(%i) ({{\n{inner}      stablehlo.return %hh : {sc}\n'
-            f"    }}) : ({idx}) -> {sc}\n")
+    return (
+        f"    %i = stablehlo.constant dense<0> : {idx}\n"
+        f'    %h = "stablehlo.case"(%i) ({{\n{inner}      stablehlo.return %hh : {sc}\n'
+        f"    }}) : ({idx}) -> {sc}\n"
+    )
 
 
 def dynamic_callee(value: str, shape: tuple[int, int]) -> tuple[str, str]:
@@ -250,19 +270,24 @@ UNRANKED_DEAD_FUNCTION = """  func.func private @unused(%v: tensor<*xf32>) -> te
 
 # --- attack 2: a deep chain of calls ----------------------------------------------------------
 
+
 def call_chain(depth: int) -> tuple[str, str]:
     """(body, functions): main calls @f0, which calls @f1, ... down to @f{depth-1}."""
     sc = tensor(())
     body = f"    %h = func.call @f0(%zero) : ({sc}) -> {sc}\n"
     lines = []
     for i in range(depth):
-        inner = (f"    %r = func.call @f{i + 1}(%a) : ({sc}) -> {sc}\n    return %r : {sc}\n"
-                 if i + 1 < depth else f"    return %a : {sc}\n")
+        inner = (
+            f"    %r = func.call @f{i + 1}(%a) : ({sc}) -> {sc}\n    return %r : {sc}\n"
+            if i + 1 < depth
+            else f"    return %a : {sc}\n"
+        )
         lines.append(f"  func.func private @f{i}(%a: {sc}) -> {sc} {{\n{inner}  }}\n")
     return body, "".join(lines)
 
 
 # --- attack 3: a small artifact whose text is huge ------------------------------------------------
+
 
 def repeated_attribute_body(uses: int) -> str:
     """%h from `uses` adds, each carrying a discardable string attribute `note`. The attribute is
@@ -344,6 +369,7 @@ def text_size(portable: bytes) -> int:
 
 # --- attack 4: deep region nesting around many ops ------------------------------------------------
 
+
 def nested_case_body(depth: int, adds: int) -> str:
     """%h from `depth` nested single-branch stablehlo.case ops, the innermost holding a chain of
     `adds` adds of a value from outside (each level's walk sees every op below it)."""
@@ -364,6 +390,7 @@ def nested_case_body(depth: int, adds: int) -> str:
 
 # --- attack 5: a static temporary the verifier's memory cannot hold -------------------------------
 
+
 def big_static_temporary_body(rows: int, cols: int) -> str:
     """%h from a static f32[rows, cols] temporary: s reshaped to f32[1,1] and padded (a broadcast of
     a scalar is never materialized by XLA, even behind a barrier; a pad is), held by an
@@ -378,13 +405,14 @@ def big_static_temporary_body(rows: int, cols: int) -> str:
 
 # --- attack 6: regressions --------------------------------------------------------------------
 
+
 def custom_call_body() -> str:
     sc = tensor(())
-    return (f'    %h = stablehlo.custom_call @my_host_function(%s) {{has_side_effect = false}} '
-            f': ({sc}) -> {sc}\n')
+    return f"    %h = stablehlo.custom_call @my_host_function(%s) {{has_side_effect = false}} : ({sc}) -> {sc}\n"
 
 
 # --- a submission that forges its bundle from inside the jail ---------------------------------------
+
 
 def jail_forgery_source(modules: dict[str, tuple[str, str]]) -> str:
     """Python source of a submission that builds the artifacts of `modules` (case name -> (fwd
@@ -393,7 +421,7 @@ def jail_forgery_source(modules: dict[str, tuple[str, str]]) -> str:
     problems/checkpoint_dot_policy/wrong/forged_bundle.py finds it) and exits before the runner
     can write the real one."""
     sigs = {sig.name: (sig.fwd_in, sig.fwd_out, sig.bwd_in, sig.bwd_out) for sig in cases()}
-    return f'''# Forgery: hand-written StableHLO with correct public avals, serialized and bundled in-jail.
+    return f"""# Forgery: hand-written StableHLO with correct public avals, serialized and bundled in-jail.
 import base64, fcntl, json, os, sys
 from typing import Any
 
@@ -423,4 +451,4 @@ for name, (fwd_mlir, bwd_mlir) in MODULES.items():
 os.write(result_pipe(), json.dumps({{"format": "remat-judge-bundle/1", "status": "ok", "error": None,
                                    "cases": cases, "timings_ms": {{}}}}).encode())
 os._exit(0)
-'''
+"""

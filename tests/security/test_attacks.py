@@ -27,7 +27,7 @@ from tests.support import PROBLEMS, REPO, jail_processes
 pytestmark = pytest.mark.jail
 
 V = Verdict
-PRELUDE = '''
+PRELUDE = """
 import ctypes, errno, json, os, signal, socket, sys, time
 import jax
 import jax.numpy as jnp
@@ -48,10 +48,10 @@ def _syscall(number, *args):
     return result
 
 breached = False
-'''
-EPILOGUE = '''
+"""
+EPILOGUE = """
 checkpoint_dot_policy = _correct if breached else _wrong
-'''
+"""
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,14 @@ class Attack:
         if self.raw:
             return self.body
         body = textwrap.dedent(self.body).format(
-            port=bait.tcp_port, unix_path=bait.unix_path, abstract=bait.abstract_name, secret=bait.secret,
-            canary=str(bait.canary), repo=str(REPO), problems=str(PROBLEMS))
+            port=bait.tcp_port,
+            unix_path=bait.unix_path,
+            abstract=bait.abstract_name,
+            secret=bait.secret,
+            canary=str(bait.canary),
+            repo=str(REPO),
+            problems=str(PROBLEMS),
+        )
         return PRELUDE + body + EPILOGUE
 
 
@@ -82,21 +88,38 @@ ATTACKS = [
     # --- network -------------------------------------------------------------------------------
     Attack("tcp_to_host_loopback", "network", _try("socket.create_connection(('127.0.0.1', {port}), timeout=2)")),
     Attack("tcp_to_outside_address", "network", _try("socket.create_connection(('1.1.1.1', 53), timeout=2)")),
-    Attack("udp_dns_query", "network", _try("socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('8.8.8.8', 53))")),
-    Attack("cloud_metadata_address", "network",
-           _try("socket.create_connection(('169.254.169.254', 80), timeout=2)")),
+    Attack(
+        "udp_dns_query",
+        "network",
+        _try("socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('8.8.8.8', 53))"),
+    ),
+    Attack("cloud_metadata_address", "network", _try("socket.create_connection(('169.254.169.254', 80), timeout=2)")),
     Attack("ipv6_loopback", "network", _try("socket.create_connection(('::1', {port}), timeout=2)")),
-    Attack("unix_socket_file_on_host", "network",
-           _try("s = socket.socket(socket.AF_UNIX); s.connect({unix_path!r})")),
-    Attack("abstract_unix_socket_on_host", "network",
-           _try("s = socket.socket(socket.AF_UNIX); s.connect('\\0' + {abstract!r})")),
-    Attack("raw_and_netlink_sockets", "network",
-           _try("socket.socket(socket.AF_PACKET, socket.SOCK_RAW)") + _try("socket.socket(socket.AF_NETLINK, socket.SOCK_RAW)")),
+    Attack("unix_socket_file_on_host", "network", _try("s = socket.socket(socket.AF_UNIX); s.connect({unix_path!r})")),
+    Attack(
+        "abstract_unix_socket_on_host",
+        "network",
+        _try("s = socket.socket(socket.AF_UNIX); s.connect('\\0' + {abstract!r})"),
+    ),
+    Attack(
+        "raw_and_netlink_sockets",
+        "network",
+        _try("socket.socket(socket.AF_PACKET, socket.SOCK_RAW)")
+        + _try("socket.socket(socket.AF_NETLINK, socket.SOCK_RAW)"),
+    ),
     # --- reading secrets --------------------------------------------------------------------
-    Attack("read_reference_solution", "secrets", _try("open({problems!r} + '/checkpoint_dot_policy/reference.py').read()")),
-    Attack("read_database_and_cache", "secrets",
-           _try("os.listdir({repo!r} + '/data')") + _try("open({repo!r} + '/data/remat-judge.db', 'rb').read()")),
-    Attack("read_server_environment_via_proc", "secrets", '''
+    Attack(
+        "read_reference_solution", "secrets", _try("open({problems!r} + '/checkpoint_dot_policy/reference.py').read()")
+    ),
+    Attack(
+        "read_database_and_cache",
+        "secrets",
+        _try("os.listdir({repo!r} + '/data')") + _try("open({repo!r} + '/data/remat-judge.db', 'rb').read()"),
+    ),
+    Attack(
+        "read_server_environment_via_proc",
+        "secrets",
+        """
         for pid in os.listdir("/proc"):
             try:
                 if {secret!r}.encode() in open(f"/proc/{{pid}}/environ", "rb").read():
@@ -104,8 +127,12 @@ ATTACKS = [
             except (OSError, ValueError):
                 pass
         breached = breached or {secret!r} in os.environ.values()
-        '''),
-    Attack("read_other_process_cmdlines", "secrets", '''
+        """,
+    ),
+    Attack(
+        "read_other_process_cmdlines",
+        "secrets",
+        """
         for pid in os.listdir("/proc"):
             try:
                 cmd = open(f"/proc/{{pid}}/cmdline", "rb").read()
@@ -113,8 +140,12 @@ ATTACKS = [
                 continue
             if b"pytest" in cmd or b"remat-judge" in cmd or b"uvicorn" in cmd:
                 breached = True
-        '''),
-    Attack("search_filesystem_for_canary", "secrets", '''
+        """,
+    ),
+    Attack(
+        "search_filesystem_for_canary",
+        "secrets",
+        """
         skip = ("/proc", "/sys", "/usr", "/dev", sys.prefix, sys.base_prefix)
         for top in ("/", "/tmp", "/root", "/home", "/work", "/var", "/run", "/etc"):
             for root, dirs, files in os.walk(top):
@@ -127,12 +158,20 @@ ATTACKS = [
                             breached = True
                     except OSError:
                         pass
-        '''),
-    Attack("read_host_home_and_etc", "secrets",
-           _try("open('/root/.bash_history').read()") + _try("open('/etc/shadow').read()")
-           + _try("os.listdir('/root/.ssh')")),
+        """,
+    ),
+    Attack(
+        "read_host_home_and_etc",
+        "secrets",
+        _try("open('/root/.bash_history').read()")
+        + _try("open('/etc/shadow').read()")
+        + _try("os.listdir('/root/.ssh')"),
+    ),
     # --- writing outside the scratch area -------------------------------------------------------
-    Attack("write_python_runtime", "write", '''
+    Attack(
+        "write_python_runtime",
+        "write",
+        """
         import site, sysconfig
         for target in [sysconfig.get_paths()["purelib"] + "/sitecustomize.py", sys.prefix + "/evil.pth",
                        "/usr/lib/python3/dist-packages/evil.py"]:
@@ -141,12 +180,20 @@ ATTACKS = [
                 breached = True
             except OSError:
                 pass
-        '''),
+        """,
+    ),
     Attack("overwrite_the_runner", "write", _try("open('/judge/runner.py', 'a').write('# pwned')")),
-    Attack("write_kernel_settings", "write", _try("open('/proc/sys/kernel/core_pattern', 'w').write('|/tmp/x')")
-           + _try("open('/proc/sysrq-trigger', 'w').write('b')")),
+    Attack(
+        "write_kernel_settings",
+        "write",
+        _try("open('/proc/sys/kernel/core_pattern', 'w').write('|/tmp/x')")
+        + _try("open('/proc/sysrq-trigger', 'w').write('b')"),
+    ),
     # --- filling the disk --------------------------------------------------------------------------
-    Attack("fill_tmp", "disk", '''
+    Attack(
+        "fill_tmp",
+        "disk",
+        """
         import signal as _s
         _s.signal(_s.SIGXFSZ, _s.SIG_IGN)
         written = 0
@@ -158,8 +205,12 @@ ATTACKS = [
         except OSError:
             pass
         breached = written > (64 << 20)
-        '''),
-    Attack("fill_dev_shm", "disk", '''
+        """,
+    ),
+    Attack(
+        "fill_dev_shm",
+        "disk",
+        """
         written = 0
         try:
             with open("/dev/shm/fill", "wb") as f:
@@ -168,9 +219,13 @@ ATTACKS = [
         except OSError:
             pass
         breached = written > (64 << 20)
-        '''),
+        """,
+    ),
     # --- fork and thread bombs ------------------------------------------------------------------
-    Attack("fork_bomb", "bombs", '''
+    Attack(
+        "fork_bomb",
+        "bombs",
+        """
         forked = 0
         try:
             while True:
@@ -184,8 +239,12 @@ ATTACKS = [
         except OSError:
             pass
         breached = forked > 200
-        '''),
-    Attack("thread_bomb", "bombs", '''
+        """,
+    ),
+    Attack(
+        "thread_bomb",
+        "bombs",
+        """
         import threading
         started = 0
         try:
@@ -194,59 +253,96 @@ ATTACKS = [
         except RuntimeError:
             pass
         breached = started > 200
-        '''),
+        """,
+    ),
     # --- memory bombs ---------------------------------------------------------------------------
     Attack("memory_bomb_at_import", "memory", "hoard = bytearray(b'\\1') * (4 << 30)\n", (V.MEMORY_LIMIT_EXCEEDED,)),
-    Attack("memory_bomb_in_function", "memory", '''
+    Attack(
+        "memory_bomb_in_function",
+        "memory",
+        """
         def _bomb(w1, w2, x):
             hoard = [bytearray(b"\\1") * (64 << 20) for _ in range(64)]
             return _wrong(w1, w2, x)
         _wrong = _bomb
-        ''', (V.MEMORY_LIMIT_EXCEEDED,)),
-    Attack("memory_bomb_in_exported_program", "memory", '''
+        """,
+        (V.MEMORY_LIMIT_EXCEEDED,),
+    ),
+    Attack(
+        "memory_bomb_in_exported_program",
+        "memory",
+        """
         def _big(w1, w2, x):
             huge = jnp.broadcast_to(x[0, 0], (1 << 16, 1 << 16, 64))
             return jnp.sum(huge) + _correct(w1, w2, x)
         _wrong = _big
-        ''', (V.MEMORY_LIMIT_EXCEEDED,)),
+        """,
+        (V.MEMORY_LIMIT_EXCEEDED,),
+    ),
     # --- busy loops and sleeps ------------------------------------------------------------------
     Attack("busy_loop_at_import", "time", "while True:\n    pass\n", (V.TIME_LIMIT_EXCEEDED,)),
-    Attack("sleep_in_function", "time", '''
+    Attack(
+        "sleep_in_function",
+        "time",
+        """
         def _slow(w1, w2, x):
             time.sleep(3600)
         _wrong = _slow
-        ''', (V.TIME_LIMIT_EXCEEDED,)),
-    Attack("endless_loop_in_exported_program", "time", '''
+        """,
+        (V.TIME_LIMIT_EXCEEDED,),
+    ),
+    Attack(
+        "endless_loop_in_exported_program",
+        "time",
+        """
         def _loop(w1, w2, x):
             start = jax.lax.stop_gradient(x[0, 0])  # loops cannot be reverse-differentiated; this one needn't be
             spin = jax.lax.while_loop(lambda c: c[1] > -1e30, lambda c: (c[0] + 1, c[1] * 1.0001 + 1.0), (0, start))
             return _correct(w1, w2, x) + 0.0 * spin[1]
         _wrong = _loop
-        ''', (V.TIME_LIMIT_EXCEEDED,)),
-    Attack("orphan_busy_child", "time", '''
+        """,
+        (V.TIME_LIMIT_EXCEEDED,),
+    ),
+    Attack(
+        "orphan_busy_child",
+        "time",
+        """
         if os.fork() == 0:
             os.setsid()
             while True:
                 pass
-        '''),
+        """,
+    ),
     # --- output floods --------------------------------------------------------------------------
     Attack("stdout_flood", "output", "while True:\n    print('x' * 4096)\n", (V.OUTPUT_LIMIT_EXCEEDED,)),
     Attack("stderr_flood", "output", "while True:\n    sys.stderr.write('y' * 4096)\n", (V.OUTPUT_LIMIT_EXCEEDED,)),
-    Attack("flood_from_a_child", "output", '''
+    Attack(
+        "flood_from_a_child",
+        "output",
+        """
         if os.fork() == 0:
             while True:
                 os.write(1, b"z" * 65536)
         time.sleep(2)
-        ''', (V.OUTPUT_LIMIT_EXCEEDED,)),
+        """,
+        (V.OUTPUT_LIMIT_EXCEEDED,),
+    ),
     # --- signals --------------------------------------------------------------------------------
-    Attack("kill_the_parent", "signals", '''
+    Attack(
+        "kill_the_parent",
+        "signals",
+        """
         try:
             os.kill(os.getppid(), signal.SIGKILL)  # the PID namespace's init ignores it
             time.sleep(1)
         except OSError:
             pass
-        '''),
-    Attack("kill_every_process", "signals", '''
+        """,
+    ),
+    Attack(
+        "kill_every_process",
+        "signals",
+        """
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         try:
             os.kill(-1, signal.SIGKILL)
@@ -258,13 +354,16 @@ ATTACKS = [
                 os.kill(pid, signal.SIGKILL) if pid not in mine else None
             except OSError:
                 pass
-        '''),
+        """,
+    ),
     # --- ptrace and namespace escapes --------------------------------------------------------------
     Attack("ptrace_attach_to_parent", "escape", _try("_syscall(101, 16, os.getppid(), 0, 0)")),
     Attack("process_vm_readv", "escape", _try("_syscall(310, 1, 0, 0, 0, 0, 0)")),
-    Attack("unshare_user_namespace", "escape", _try("_syscall(272, 0x10000000)")
-           + _try("_syscall(272, 0x00020000)")),
-    Attack("setns_into_init_namespaces", "escape", '''
+    Attack("unshare_user_namespace", "escape", _try("_syscall(272, 0x10000000)") + _try("_syscall(272, 0x00020000)")),
+    Attack(
+        "setns_into_init_namespaces",
+        "escape",
+        """
         for ns in ("net", "mnt", "pid", "user"):
             try:
                 fd = os.open(f"/proc/1/ns/{{ns}}", os.O_RDONLY)
@@ -272,15 +371,28 @@ ATTACKS = [
                 breached = True
             except OSError:
                 pass
-        '''),
-    Attack("mount_and_chroot", "escape", _try("_syscall(165, 0, 0, 0, 0, 0)") + _try("os.chroot('/tmp')")
-           + _try("_syscall(155, 0, 0)")),
-    Attack("bpf_perf_io_uring_keyctl", "escape", _try("_syscall(321, 0, 0, 0)") + _try("_syscall(298, 0, 0, -1, -1, 0)")
-           + _try("_syscall(425, 1, 0)") + _try("_syscall(250, 0, 0, 0, 0, 0)")),
+        """,
+    ),
+    Attack(
+        "mount_and_chroot",
+        "escape",
+        _try("_syscall(165, 0, 0, 0, 0, 0)") + _try("os.chroot('/tmp')") + _try("_syscall(155, 0, 0)"),
+    ),
+    Attack(
+        "bpf_perf_io_uring_keyctl",
+        "escape",
+        _try("_syscall(321, 0, 0, 0)")
+        + _try("_syscall(298, 0, 0, -1, -1, 0)")
+        + _try("_syscall(425, 1, 0)")
+        + _try("_syscall(250, 0, 0, 0, 0, 0)"),
+    ),
     Attack("become_root", "escape", _try("os.setuid(0)") + _try("os.setgid(0)") + _try("_syscall(126, 0)")),
     Attack("clone3_with_new_namespaces", "escape", _try("_syscall(435, 0, 0)")),
     # --- symlinks planted for the trusted side ------------------------------------------------------
-    Attack("symlinks_to_host_files", "symlinks", '''
+    Attack(
+        "symlinks_to_host_files",
+        "symlinks",
+        """
         for name, target in [("bundle.json", "/etc/shadow"), ("result", "/root"), ("cache", {repo!r} + "/data"),
                              ("submission.py", {problems!r} + "/checkpoint_dot_policy/reference.py")]:
             for where in ("/tmp", "/dev/shm"):
@@ -289,7 +401,8 @@ ATTACKS = [
                 except OSError:
                     pass
         breached = os.path.exists("/tmp/submission.py")
-        '''),
+        """,
+    ),
     # --- crashes --------------------------------------------------------------------------------
     Attack("segfault_with_ctypes", "crash", "ctypes.string_at(0)\n", (V.RUNTIME_ERROR,)),
     Attack("abort", "crash", "os.abort()\n", (V.RUNTIME_ERROR,)),
@@ -297,33 +410,55 @@ ATTACKS = [
     Attack("sys_exit_at_import", "crash", "sys.exit(0)\n", (V.RUNTIME_ERROR,)),
     Attack("close_the_result_pipe", "crash", "os.close(int(sys.argv[1]))\n", (V.RUNTIME_ERROR,)),
     # --- result forgery ---------------------------------------------------------------------------
-    Attack("fake_verdict_on_stdout_and_stderr", "forgery", '''
+    Attack(
+        "fake_verdict_on_stdout_and_stderr",
+        "forgery",
+        """
         fake = json.dumps({{"verdict": "ACCEPTED", "score": 1.0, "status": "done", "checks": []}})
         print(fake); print(fake, file=sys.stderr)
-        '''),
-    Attack("garbage_to_every_inherited_fd", "forgery", '''
+        """,
+    ),
+    Attack(
+        "garbage_to_every_inherited_fd",
+        "forgery",
+        """
         for fd in range(0, 64):
             try:
                 os.write(fd, b'{{"format": "remat-judge-bundle/1", "status": "ok", "cases": []}}')
             except OSError:
                 pass
-        ''', (V.RUNTIME_ERROR,)),
-    Attack("patch_jax_internals", "forgery", '''
+        """,
+        (V.RUNTIME_ERROR,),
+    ),
+    Attack(
+        "patch_jax_internals",
+        "forgery",
+        """
         import jax._src.ad_checkpoint as adc
         adc.saved_residuals = lambda *a, **k: []
         jax.tree_util.tree_leaves = (lambda orig: lambda t, *a, **k: orig(t, *a, **k))(jax.tree_util.tree_leaves)
         _wrong = lambda w1, w2, x: jnp.sum((jax.nn.relu(x @ w1) @ w2) ** 2)  # right values, no checkpoint
-        ''', (V.WRONG_POLICY,)),
-    Attack("patch_vjp_to_borrow_right_residuals", "forgery", '''
+        """,
+        (V.WRONG_POLICY,),
+    ),
+    Attack(
+        "patch_vjp_to_borrow_right_residuals",
+        "forgery",
+        """
         _real_vjp = jax.vjp
         def _fake_vjp(f, *primals, **kw):
             out, _ = _real_vjp(f, *primals, **kw)              # the submitted function's (wrong) value
             _, borrowed = _real_vjp(_correct, *primals, **kw)  # the right function's residuals and VJP
             return out, borrowed
         jax.vjp = _fake_vjp
-        '''),
-    Attack("hand_made_bundle", "forgery", (PROBLEMS / "checkpoint_dot_policy" / "wrong" / "forged_bundle.py").read_text(),
-           raw=True),
+        """,
+    ),
+    Attack(
+        "hand_made_bundle",
+        "forgery",
+        (PROBLEMS / "checkpoint_dot_policy" / "wrong" / "forged_bundle.py").read_text(),
+        raw=True,
+    ),
 ]
 
 
@@ -349,8 +484,9 @@ def problem(config: JudgeConfig) -> Problem:
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=[f"{a.attack_class}/{a.name}" for a in ATTACKS])
-def test_attack_is_contained(attack: Attack, bait: Bait, watched: list[Path], problem: Problem,
-                             config: JudgeConfig) -> None:
+def test_attack_is_contained(
+    attack: Attack, bait: Bait, watched: list[Path], problem: Problem, config: JudgeConfig
+) -> None:
     before = snapshot(watched)
     hits_before = bait.tcp_hits
     report = grade(attack.source(bait), problem, config)
@@ -368,7 +504,20 @@ def test_attack_is_contained(attack: Attack, bait: Bait, watched: list[Path], pr
 
 def test_suite_covers_every_attack_class() -> None:
     classes = {a.attack_class for a in ATTACKS}
-    assert classes >= {"network", "secrets", "write", "disk", "bombs", "memory", "time", "output", "signals",
-                       "escape", "symlinks", "crash", "forgery"}
+    assert classes >= {
+        "network",
+        "secrets",
+        "write",
+        "disk",
+        "bombs",
+        "memory",
+        "time",
+        "output",
+        "signals",
+        "escape",
+        "symlinks",
+        "crash",
+        "forgery",
+    }
     assert len(ATTACKS) >= 30
     assert len({a.name for a in ATTACKS}) == len(ATTACKS)

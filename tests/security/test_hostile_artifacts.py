@@ -54,8 +54,10 @@ def judged(bundle: bytes, problem: Problem, config: JudgeConfig, label: str) -> 
     report = judge_bundle(bundle, problem, config)
     seconds = time.monotonic() - t0
     failed = failing_check(report)
-    print(f"\n[hostile] {label}: {report.verdict.value} in {seconds:.1f} s"
-          f"{f' ({failed.name}: {failed.message[:160]})' if failed else ''}")
+    print(
+        f"\n[hostile] {label}: {report.verdict.value} in {seconds:.1f} s"
+        f"{f' ({failed.name}: {failed.message[:160]})' if failed else ''}"
+    )
     return report, seconds
 
 
@@ -104,6 +106,7 @@ def in_bwd(make_body: Any) -> forge.Forger:
 
 # --- the forgeries reach the interesting code ----------------------------------------------------
 
+
 def test_the_forged_baseline_is_judged_like_any_wrong_submission(dot_problem: Problem, config: JudgeConfig) -> None:
     """The cheap wrong function, hand-written: it deserializes, passes the module and aval checks
     and runs, so every hostile variant below differs from it only by its hostility."""
@@ -134,8 +137,9 @@ DYNAMIC = {
 
 
 @pytest.mark.parametrize("variant", list(DYNAMIC))
-def test_dynamic_shapes_are_refused_before_anything_runs(variant: str, dot_problem: Problem,
-                                                         config: JudgeConfig) -> None:
+def test_dynamic_shapes_are_refused_before_anything_runs(
+    variant: str, dot_problem: Problem, config: JudgeConfig
+) -> None:
     bundle = forge.bundle(DYNAMIC[variant], only="small")
     report, seconds = judged(bundle, dot_problem, config, f"dynamic:{variant}")
     assert_refused(report, V.RUNTIME_ERROR, r"dynamic|shape|unranked")
@@ -144,25 +148,32 @@ def test_dynamic_shapes_are_refused_before_anything_runs(variant: str, dot_probl
 
 # --- attack 2: a deep call chain -----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("where", ["fwd", "bwd"])
 def test_a_1500_deep_call_chain_is_a_runtime_error(where: str, dot_problem: Problem, config: JudgeConfig) -> None:
     """main calls f0, f0 calls f1, ... f1499: a walker recursing per call dies of RecursionError
     (INTERNAL_ERROR); it must be a depth bound the submission is told about."""
     chain = lambda sig: forge.call_chain(1500)  # noqa: E731
-    report, seconds = judged(forge.bundle(in_fwd(chain) if where == "fwd" else in_bwd(chain), only="small"),
-                             dot_problem, config, f"call chain in {where}")
+    report, seconds = judged(
+        forge.bundle(in_fwd(chain) if where == "fwd" else in_bwd(chain), only="small"),
+        dot_problem,
+        config,
+        f"call chain in {where}",
+    )
     assert_refused(report, V.RUNTIME_ERROR, r"deep|depth|nest|chain|call")
     assert seconds < BOUND_S
 
 
 # --- attack 3: a small artifact whose text is huge -----------------------------------------------
 
+
 def test_bytecode_uniquing_makes_text_thousands_of_times_larger() -> None:
     """The construction, measured small: 100 uses of a 64 KiB string print as about 97 times the
     artifact; the tests below use 6,000 uses of 1 MiB (1.15 MB of bytecode, about 6.3 GB of text)."""
     sig = forge.cases()[0]
-    portable = forge.mlir_to_portable(forge.fwd_text(sig, forge.repeated_attribute_body(100)),
-                                      forge.huge_attribute_edit(64 * 1024))
+    portable = forge.mlir_to_portable(
+        forge.fwd_text(sig, forge.repeated_attribute_body(100)), forge.huge_attribute_edit(64 * 1024)
+    )
     assert forge.text_size(portable) > 90 * len(portable)
     body, functions = forge.repeated_callee_body(100)
     portable = forge.mlir_to_portable(forge.fwd_text(sig, body, functions), forge.huge_name_edit(64 * 1024))
@@ -170,8 +181,9 @@ def test_bytecode_uniquing_makes_text_thousands_of_times_larger() -> None:
 
 
 def _huge_attribute(sig: CaseSig) -> tuple[bytes, bytes]:
-    return forge.artifacts(sig, forge.fwd_text(sig, forge.repeated_attribute_body(6000)),
-                           fwd_edit=forge.huge_attribute_edit(1 * MIB))
+    return forge.artifacts(
+        sig, forge.fwd_text(sig, forge.repeated_attribute_body(6000)), fwd_edit=forge.huge_attribute_edit(1 * MIB)
+    )
 
 
 def _huge_callee_name(sig: CaseSig) -> tuple[bytes, bytes]:
@@ -180,8 +192,9 @@ def _huge_callee_name(sig: CaseSig) -> tuple[bytes, bytes]:
 
 
 @pytest.mark.parametrize("construction", ["attribute", "callee_name"])
-def test_a_module_that_prints_as_gigabytes_gets_a_verdict_in_bounded_time(construction: str, dot_problem: Problem,
-                                                                          config: JudgeConfig) -> None:
+def test_a_module_that_prints_as_gigabytes_gets_a_verdict_in_bounded_time(
+    construction: str, dot_problem: Problem, config: JudgeConfig
+) -> None:
     """A 1 MiB string stored once in bytecode and used 6,000 times (a discardable attribute on
     6,000 adds, or the name of a function called 6,000 times): 1.15 MB serialized, about 6.3 GB as
     MLIR text. Before the fix the verifier printed every module (`Exported.mlir_module()`): a 60 s
@@ -204,22 +217,28 @@ def test_a_module_that_prints_as_gigabytes_gets_a_verdict_in_bounded_time(constr
 
 # --- attack 4: deep nesting around many ops ------------------------------------------------------
 
+
 def _nested(depth: int, adds: int) -> forge.Forger:
     """`depth` nested stablehlo.case around `adds` adds, in fwd, as plain StableHLO bytecode
     (which the verifier accepts like VHLO; writing VHLO for 300 levels x 40,000 ops takes a minute)."""
 
     def make(sig: CaseSig) -> tuple[bytes, bytes]:
-        fwd = forge.exported_bytes(forge.mlir_to_portable(forge.fwd_text(sig, forge.nested_case_body(depth, adds)),
-                                                          plain=True), sig.fwd_in, sig.fwd_out)
+        fwd = forge.exported_bytes(
+            forge.mlir_to_portable(forge.fwd_text(sig, forge.nested_case_body(depth, adds)), plain=True),
+            sig.fwd_in,
+            sig.fwd_out,
+        )
         return fwd, forge.artifacts(sig)[1]
 
     return make
 
 
-@pytest.mark.parametrize("depth,adds", [(300, 40_000), (1500, 10), (2, 60_000)],
-                         ids=["300_deep_40000_ops", "1500_deep", "60000_ops"])
-def test_deep_nesting_and_many_ops_are_refused_in_bounded_time(depth: int, adds: int, dot_problem: Problem,
-                                                               config: JudgeConfig) -> None:
+@pytest.mark.parametrize(
+    "depth,adds", [(300, 40_000), (1500, 10), (2, 60_000)], ids=["300_deep_40000_ops", "1500_deep", "60000_ops"]
+)
+def test_deep_nesting_and_many_ops_are_refused_in_bounded_time(
+    depth: int, adds: int, dot_problem: Problem, config: JudgeConfig
+) -> None:
     """300 nested cases around 40,000 adds made a walker that re-walks every nested region at
     every level quadratic (time-outs, INTERNAL_ERROR); 1500 levels overflow a recursive walk;
     60,000 ops exceed `VerifyLimits.max_ops` (50,000). Each must be refused (op cap counted as the
@@ -232,8 +251,10 @@ def test_deep_nesting_and_many_ops_are_refused_in_bounded_time(depth: int, adds:
 
 # --- attack 5: more memory than the verifier has ----------------------------------------------------
 
+
 def test_a_program_that_needs_more_than_the_verifiers_memory_is_memory_limit_exceeded(
-        dot_problem: Problem, config: JudgeConfig) -> None:
+    dot_problem: Problem, config: JudgeConfig
+) -> None:
     """A static f32[14480, 14480] temporary (800 MiB, under the 1 GiB static cap, so it runs; XLA
     really allocates it: 1.03 GB resident in-process) in a verifier capped at 768 MiB: the
     cgroup's OOM kill must read as MEMORY_LIMIT_EXCEEDED. (Before the fix the verifier's cgroup
@@ -247,8 +268,7 @@ def test_a_program_that_needs_more_than_the_verifiers_memory_is_memory_limit_exc
     assert seconds < BOUND_S
 
 
-def test_a_static_temporary_over_the_cap_is_refused_without_running(dot_problem: Problem,
-                                                                   config: JudgeConfig) -> None:
+def test_a_static_temporary_over_the_cap_is_refused_without_running(dot_problem: Problem, config: JudgeConfig) -> None:
     """f32[23170, 23170] (2 GiB): the static walk sees it and refuses it before it runs (regression)."""
     bundle = forge.bundle(in_fwd(lambda sig: (forge.big_static_temporary_body(23_170, 23_170), "")), only="small")
     report, seconds = judged(bundle, dot_problem, config, "2 GiB static temporary")
@@ -257,6 +277,7 @@ def test_a_static_temporary_over_the_cap_is_refused_without_running(dot_problem:
 
 
 # --- attack 6: regressions ------------------------------------------------------------------------
+
 
 def _garbage(sig: CaseSig) -> tuple[bytes, bytes]:
     return b"\x00not a jax.export artifact\xff" * 10, forge.artifacts(sig)[1]
@@ -293,8 +314,9 @@ REGRESSIONS = {
 
 
 @pytest.mark.parametrize("variant", list(REGRESSIONS))
-def test_unreadable_foreign_or_impure_artifacts_are_runtime_errors(variant: str, dot_problem: Problem,
-                                                                   config: JudgeConfig) -> None:
+def test_unreadable_foreign_or_impure_artifacts_are_runtime_errors(
+    variant: str, dot_problem: Problem, config: JudgeConfig
+) -> None:
     make, pattern = REGRESSIONS[variant]
     report, seconds = judged(forge.bundle(make, only="small"), dot_problem, config, f"regression:{variant}")
     assert_refused(report, V.RUNTIME_ERROR, pattern)
@@ -302,6 +324,7 @@ def test_unreadable_foreign_or_impure_artifacts_are_runtime_errors(variant: str,
 
 
 # --- end to end: the forgery made inside the real jail -------------------------------------------
+
 
 def test_a_dynamic_temporary_forged_inside_the_jail_is_refused(dot_problem: Problem, config: JudgeConfig) -> None:
     """A submission that writes the 1.49 GiB f32[?,?] fwd of attack 1 (and honest-looking bwd)

@@ -48,12 +48,22 @@ A_LIFE_S = 8.0  # how long A keeps its objects after planting them
 B_WINDOW_S = 6.5  # how long B keeps probing
 WALL_TIME_LIMIT_S = 20.0  # A sleeps ~8 s (no CPU); give the wall clock room on a loaded host
 
-PLANTED = {"file-tmp", "file-shm", "abstract-socket", "path-socket", "sysv-shm", "sysv-msg", "sysv-sem",
-           "posix-mq", "posix-sem", "comm", "memory"}
-CONTROLS = PLANTED | {"listing-tmp", "listing-shm", "proc-list", "kill-scan", "proc-read", "sysvipc-list",
-                      "net-unix"}
+PLANTED = {
+    "file-tmp",
+    "file-shm",
+    "abstract-socket",
+    "path-socket",
+    "sysv-shm",
+    "sysv-msg",
+    "sysv-sem",
+    "posix-mq",
+    "posix-sem",
+    "comm",
+    "memory",
+}
+CONTROLS = PLANTED | {"listing-tmp", "listing-shm", "proc-list", "kill-scan", "proc-read", "sysvipc-list", "net-unix"}
 
-COMMON = '''
+COMMON = """
 import ctypes, errno, os, signal, socket, sys, threading, time
 import jax
 import jax.numpy as jnp
@@ -145,9 +155,9 @@ def set_comm(name):
     assert got == name, got
 
 breached = False
-'''
+"""
 
-PLANTER = '''
+PLANTER = """
 os.umask(0)
 print(f"A start {time.time():.3f} pid {os.getpid()} uid {os.getuid()}", flush=True)
 events = []  # every sign that someone outside reached A's objects
@@ -297,7 +307,7 @@ if "psem" in ids:
 
 breached = bool(events)  # A is reached only if containment failed
 checkpoint_dot_policy = _correct if breached else _wrong
-'''
+"""
 
 PROBER = '''
 t_start = time.time()
@@ -612,9 +622,15 @@ checkpoint_dot_policy = _correct if breached else _wrong
 
 def _sources(token: str) -> tuple[str, str]:
     key_a = (int(token[:8], 16) & 0x3FFFFFFF) | 0x10000000
-    values = {"__TOKEN__": token, "__KEY_A__": hex(key_a), "__KEY_B__": hex(key_a ^ 1),
-              "__ADDR_A__": hex(A_ADDR), "__ADDR_B__": hex(B_ADDR),
-              "__A_LIFE_S__": repr(A_LIFE_S), "__B_WINDOW_S__": repr(B_WINDOW_S)}
+    values = {
+        "__TOKEN__": token,
+        "__KEY_A__": hex(key_a),
+        "__KEY_B__": hex(key_a ^ 1),
+        "__ADDR_A__": hex(A_ADDR),
+        "__ADDR_B__": hex(B_ADDR),
+        "__A_LIFE_S__": repr(A_LIFE_S),
+        "__B_WINDOW_S__": repr(B_WINDOW_S),
+    }
     out = []
     for body in (PLANTER, PROBER):
         source = textwrap.dedent(COMMON) + textwrap.dedent(body)
@@ -633,7 +649,7 @@ class PairRun:
 
     def lines(self, who: str, prefix: str) -> list[str]:
         report = self.a if who == "A" else self.b
-        return [line[len(prefix):].strip() for line in report.stdout.splitlines() if line.startswith(prefix)]
+        return [line[len(prefix) :].strip() for line in report.stdout.splitlines() if line.startswith(prefix)]
 
     def times(self, who: str, prefix: str) -> float | None:
         found = self.lines(who, prefix)
@@ -656,8 +672,11 @@ class PairRun:
     def explain(self) -> str:
         def one(name: str, report: VerdictReport) -> str:
             failed = [f"{c.name}: {c.message}" for c in report.checks if not c.passed]
-            return (f"--- {name}: {report.verdict} {failed}\n--- stdout:\n{report.stdout}\n"
-                    f"--- stderr (tail):\n{report.stderr[-1500:]}")
+            return (
+                f"--- {name}: {report.verdict} {failed}\n--- stdout:\n{report.stdout}\n"
+                f"--- stderr (tail):\n{report.stderr[-1500:]}"
+            )
+
         return "\n" + one("A (planter)", self.a) + "\n" + one("B (prober)", self.b)
 
 
@@ -685,8 +704,9 @@ def _run_pair(problem: Problem, config: JudgeConfig) -> PairRun:
 @pytest.fixture(scope="module")
 def config(judge_config: JudgeConfig) -> JudgeConfig:
     limits = judge_config.jail_limits
-    return replace(judge_config, jail_limits=replace(limits, wall_time_limit_s=max(limits.wall_time_limit_s,
-                                                                                   WALL_TIME_LIMIT_S)))
+    return replace(
+        judge_config, jail_limits=replace(limits, wall_time_limit_s=max(limits.wall_time_limit_s, WALL_TIME_LIMIT_S))
+    )
 
 
 @pytest.fixture(scope="module")
@@ -709,8 +729,9 @@ def _assert_the_run_is_conclusive(run: PairRun) -> None:
     assert planted == PLANTED, f"A did not plant {sorted(PLANTED - planted)}:" + run.explain()
     assert run.times("A", "A end ") is not None, "A did not live to the end:" + run.explain()
     controls = {c.split(" (")[0] for c in run.lines("B", "B control ok:")}
-    assert controls == CONTROLS, (f"B's probes failed to find B's own {sorted(CONTROLS - controls)}, so they "
-                                  f"would prove nothing:" + run.explain())
+    assert controls == CONTROLS, (
+        f"B's probes failed to find B's own {sorted(CONTROLS - controls)}, so they would prove nothing:" + run.explain()
+    )
     assert not run.lines("B", "B control FAILED:"), run.explain()
     assert run.lines("B", "B breached "), "B did not finish its probes:" + run.explain()
     assert run.rounds_while_a_was_alive(), "no round of B's probes ran while A was alive:" + run.explain()

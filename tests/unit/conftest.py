@@ -32,8 +32,12 @@ def request_for() -> Callable[[Problem, str], dict[str, Any]]:
     """Builds the runner's request for `source` on every case of `problem` (as the jail receives it)."""
 
     def build(problem: Problem, source: str) -> dict[str, Any]:
-        return {"source": source, "entry_point": problem.spec.entry_point, "cpu_time_limit_s": 30,
-                "cases": [{"name": c.name, "args": case_arg_specs(problem.spec, c)} for c in problem.spec.cases]}
+        return {
+            "source": source,
+            "entry_point": problem.spec.entry_point,
+            "cpu_time_limit_s": 30,
+            "cases": [{"name": c.name, "args": case_arg_specs(problem.spec, c)} for c in problem.spec.cases],
+        }
 
     return build
 

@@ -36,8 +36,9 @@ def csrf_of(client: TestClient, path: str = "/signin") -> str:
 
 
 def sign_in(client: TestClient, email: str, password: str = PASSWORD):  # type: ignore[no-untyped-def]
-    return client.post("/signin", data={"email": email, "password": password, "csrf_token": csrf_of(client)},
-                       follow_redirects=False)
+    return client.post(
+        "/signin", data={"email": email, "password": password, "csrf_token": csrf_of(client)}, follow_redirects=False
+    )
 
 
 def test_signing_out_ends_the_session_for_a_copied_cookie_too(site: Site) -> None:
@@ -60,8 +61,12 @@ def test_the_sessions_page_ends_another_browser(site: Site) -> None:
     other = re.search(r'name="key" value="([0-9a-f]{64})"', page).group(1)  # type: ignore[union-attr]
     site.client.post("/account/sessions/end", data={"key": other, "csrf_token": csrf_of(site.client, "/")})
     assert signed_in_as(phone) is None and signed_in_as(site.client) == "ada@uni.example"
-    assert site.client.post("/account/sessions/end", data={"key": other, "csrf_token": csrf_of(site.client, "/")}
-                            ).status_code == 404  # ended already (and never another account's)
+    assert (
+        site.client.post(
+            "/account/sessions/end", data={"key": other, "csrf_token": csrf_of(site.client, "/")}
+        ).status_code
+        == 404
+    )  # ended already (and never another account's)
     assert site.client.post("/account/sessions/end", data={"key": "others"}).status_code == 403  # no CSRF token
 
 
@@ -72,8 +77,9 @@ def test_sign_in_answers_alike_for_unknown_emails_and_wrong_passwords(site: Site
         for kind, email in (("known", "ada@uni.example"), ("unknown", "nobody@uni.example")):
             token = csrf_of(site.client)
             started = time.perf_counter()
-            answer = site.client.post("/signin", data={"email": email, "password": "wrong-password",
-                                                       "csrf_token": token})
+            answer = site.client.post(
+                "/signin", data={"email": email, "password": "wrong-password", "csrf_token": token}
+            )
             timings[kind].append(time.perf_counter() - started)
             answers[kind] = (answer.status_code, answer.text.replace(email, "EMAIL").replace(token, "T"))
     assert answers["known"] == answers["unknown"] and answers["known"][0] == 401
@@ -86,9 +92,13 @@ def test_sign_up_does_not_confirm_a_taken_email(site: Site) -> None:
     def signup(email: str, password: str) -> tuple[int, str]:
         client = TestClient(site.client.app)
         token = csrf_of(client, "/signup")
-        answer = client.post("/signup", data={"email": email, "display_name": "X", "password": password,
-                                              "csrf_token": token}, follow_redirects=False)
+        answer = client.post(
+            "/signup",
+            data={"email": email, "display_name": "X", "password": password, "csrf_token": token},
+            follow_redirects=False,
+        )
         return answer.status_code, answer.text
+
     taken = signup("ada@uni.example", "another-password-1")
     assert taken[0] == 422 and "No account was made with these details" in taken[1] and "exists" not in taken[1]
     from server.web.auth import hash_password
@@ -103,26 +113,41 @@ def test_sign_up_does_not_confirm_a_taken_email(site: Site) -> None:
 def test_sign_up_is_no_way_around_the_sign_in_throttle(tmp_path: Path) -> None:
     site = Site(tmp_path)
     site.account("ada@uni.example", "Ada")
-    site.services.settings = site.services.settings.model_copy(update={"signin_failures_per_account": "3 per 15 minutes",
-                                                                       "signin_failures_per_ip": "20 per 15 minutes"})
-    assert [sign_in(site.client, "ada@uni.example", "wrong-password").status_code for _ in range(4)] == \
-        [401, 401, 401, 429]
+    site.services.settings = site.services.settings.model_copy(
+        update={"signin_failures_per_account": "3 per 15 minutes", "signin_failures_per_ip": "20 per 15 minutes"}
+    )
+    assert [sign_in(site.client, "ada@uni.example", "wrong-password").status_code for _ in range(4)] == [
+        401,
+        401,
+        401,
+        429,
+    ]
     token = csrf_of(site.client, "/signup")
-    answers = [site.client.post("/signup", data={"email": "ada@uni.example", "display_name": "X",
-                                                 "password": password, "csrf_token": token}, follow_redirects=False)
-               for password in ["guess-number-%d" % i for i in range(12)] + [PASSWORD]]
+    answers = [
+        site.client.post(
+            "/signup",
+            data={"email": "ada@uni.example", "display_name": "X", "password": password, "csrf_token": token},
+            follow_redirects=False,
+        )
+        for password in ["guess-number-%d" % i for i in range(12)] + [PASSWORD]
+    ]
     assert {a.status_code for a in answers} == {429}  # the right password last: refused unchecked too
     assert all(1 <= int(a.headers["retry-after"]) <= 900 for a in answers)
     assert signed_in_as(site.client) is None
     # refused sign-ups of a taken email count against the address like failed sign-ins
     other = Site(tmp_path / "other")
     other.account("bo@uni.example", "Bo")
-    other.services.settings = other.services.settings.model_copy(update={"signin_failures_per_account": "",
-                                                                         "signin_failures_per_ip": "3 per 15 minutes"})
+    other.services.settings = other.services.settings.model_copy(
+        update={"signin_failures_per_account": "", "signin_failures_per_ip": "3 per 15 minutes"}
+    )
     token = csrf_of(other.client, "/signup")
-    codes = [other.client.post("/signup", data={"email": "bo@uni.example", "display_name": "X",
-                                                "password": "some-password-1", "csrf_token": token}).status_code
-             for _ in range(4)]
+    codes = [
+        other.client.post(
+            "/signup",
+            data={"email": "bo@uni.example", "display_name": "X", "password": "some-password-1", "csrf_token": token},
+        ).status_code
+        for _ in range(4)
+    ]
     assert codes == [422, 422, 422, 429]
     assert sign_in(other.client, "bo@uni.example").status_code == 429
 
@@ -130,8 +155,9 @@ def test_sign_up_is_no_way_around_the_sign_in_throttle(tmp_path: Path) -> None:
 def test_sign_in_is_throttled_per_account_and_per_ip(tmp_path: Path) -> None:
     site = Site(tmp_path)
     site.account("ada@uni.example", "Ada")
-    site.services.settings = site.services.settings.model_copy(update={"signin_failures_per_account": "3 per 15 minutes",
-                                                                       "signin_failures_per_ip": "5 per 15 minutes"})
+    site.services.settings = site.services.settings.model_copy(
+        update={"signin_failures_per_account": "3 per 15 minutes", "signin_failures_per_ip": "5 per 15 minutes"}
+    )
     codes = [sign_in(site.client, "ada@uni.example", "wrong-password").status_code for _ in range(4)]
     assert codes == [401, 401, 401, 429]
     refused = sign_in(site.client, "ada@uni.example")  # even the right password is not checked now

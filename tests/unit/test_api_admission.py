@@ -33,17 +33,42 @@ def make_services(settings: Settings, url: str, *, jobs: object | None = None) -
     migrate.upgrade(url)
     engine = make_engine(url)
     store = SubmissionStore(engine)
-    return Services(settings=settings, store=store, users=UserStore(engine), problems=ProblemRepository(PROBLEMS),
-                    jobs=jobs or InProcessQueue(), hub=CompletionHub(store.finished_among, poll_s=0.05),  # type: ignore[arg-type]
-                    admission=Admission(rate_limit=settings.rate_limit, storage_uri="memory://",
-                                        max_queue_depth=settings.max_queue_depth, queue_depth=store.queue_depth),
-                    clients=ClientStore(engine), engine=engine)
+    return Services(
+        settings=settings,
+        store=store,
+        users=UserStore(engine),
+        problems=ProblemRepository(PROBLEMS),
+        jobs=jobs or InProcessQueue(),
+        hub=CompletionHub(store.finished_among, poll_s=0.05),  # type: ignore[arg-type]
+        admission=Admission(
+            rate_limit=settings.rate_limit,
+            storage_uri="memory://",
+            max_queue_depth=settings.max_queue_depth,
+            queue_depth=store.queue_depth,
+        ),
+        clients=ClientStore(engine),
+        engine=engine,
+    )
 
 
-def make_client(tmp_path: Path, *, rate_limit: str = "", max_queue_depth: int = 0, jobs: object | None = None,
-                wait_timeout_s: float = 0.2, database_url: str | None = None) -> tuple[TestClient, Services]:
-    settings = Settings(data_dir=tmp_path, problems_dir=PROBLEMS, hidden_seed="unit", rate_limit=rate_limit,
-                        max_queue_depth=max_queue_depth, wait_timeout_s=wait_timeout_s, allow_anonymous_api=True)
+def make_client(
+    tmp_path: Path,
+    *,
+    rate_limit: str = "",
+    max_queue_depth: int = 0,
+    jobs: object | None = None,
+    wait_timeout_s: float = 0.2,
+    database_url: str | None = None,
+) -> tuple[TestClient, Services]:
+    settings = Settings(
+        data_dir=tmp_path,
+        problems_dir=PROBLEMS,
+        hidden_seed="unit",
+        rate_limit=rate_limit,
+        max_queue_depth=max_queue_depth,
+        wait_timeout_s=wait_timeout_s,
+        allow_anonymous_api=True,
+    )
     services = make_services(settings, database_url or f"sqlite:///{tmp_path / 'judge.db'}", jobs=jobs)
     app = create_app(settings)
     app.dependency_overrides[get_services] = lambda: services

@@ -38,8 +38,8 @@ def recursive_checkpoint(funs):
         f1, f2 = funs
         return lambda x: f1(f2(x))
     else:
-        f1 = recursive_checkpoint(funs[:len(funs) // 2])
-        f2 = recursive_checkpoint(funs[len(funs) // 2:])
+        f1 = recursive_checkpoint(funs[: len(funs) // 2])
+        f2 = recursive_checkpoint(funs[len(funs) // 2 :])
         return lambda x: f1(jax.checkpoint(f2)(x))
 
 
@@ -81,8 +81,10 @@ def test_only_peak_live_bytes_separates_whole_chain_checkpoint_from_plain_chain(
 
 
 def test_exported_avals_reads_shapes_dtypes_and_nbytes_of_artifact() -> None:
-    specs = [{"kind": "array", "name": "w", "shape": [4, 3], "dtype": "float32"},
-             {"kind": "array", "name": "x", "shape": [5, 4], "dtype": "float32"}]
+    specs = [
+        {"kind": "array", "name": "w", "shape": [4, 3], "dtype": "float32"},
+        {"kind": "array", "name": "x", "shape": [5, 4], "dtype": "float32"},
+    ]
     fwd_blob, _, _ = export_case(lambda w, x: jnp.sum(jnp.tanh(x @ w)), specs)
     fwd = deserialize(fwd_blob)
     ins = exported_avals(fwd.in_avals)
@@ -92,6 +94,7 @@ def test_exported_avals_reads_shapes_dtypes_and_nbytes_of_artifact() -> None:
 
 
 # --- host callbacks and other non-pure operations ---------------------------------------------------
+
 
 def test_export_refuses_to_differentiate_a_plain_pure_callback() -> None:
     def f(x):
@@ -206,15 +209,18 @@ def test_peak_live_bytes_include_temporaries_inside_a_called_function() -> None:
 
     inner = jax.jit(lambda x: jnp.sum(jnp.outer(x, x)))
     exported = export.export(jax.jit(lambda x: inner(x) + inner(2 * x)), platforms=["cpu"])(
-        jax.ShapeDtypeStruct((1024,), jnp.float32))
+        jax.ShapeDtypeStruct((1024,), jnp.float32)
+    )
     info = inspect_module(exported)
     assert info.functions == 2 and info.op_counts["func.call"] == 2
     assert OUTER_BYTES < info.peak_live_bytes <= 3 * OUTER_BYTES + 64 * 1024
 
 
 def test_matmul_artifacts_use_only_allowed_ops() -> None:
-    specs = [{"kind": "array", "name": "w", "shape": [4, 4], "dtype": "float32"},
-             {"kind": "array", "name": "x", "shape": [3, 4], "dtype": "float32"}]
+    specs = [
+        {"kind": "array", "name": "w", "shape": [4, 4], "dtype": "float32"},
+        {"kind": "array", "name": "x", "shape": [3, 4], "dtype": "float32"},
+    ]
     fwd_blob, bwd_blob, _ = export_case(lambda w, x: jnp.sum(jnp.tanh(x @ w)), specs)
     for blob in (fwd_blob, bwd_blob):
         info = inspect_module(deserialize(blob))
@@ -231,14 +237,16 @@ TYPICAL_DIFFERENTIABLE_FUNCTIONS: dict[str, Callable[[Any], Any]] = {
     "gelu_tanh": lambda x: jnp.sum(jax.nn.gelu(x)),
     "layer_norm": lambda x: jnp.sum((x - x.mean(-1, keepdims=True)) / jnp.sqrt(x.var(-1, keepdims=True) + 1e-5)),
     "scan_with_checkpointed_body": lambda x: jax.lax.scan(
-        jax.checkpoint(lambda c, r: (jnp.tanh(c * r), None)), jnp.ones(5), x)[0].sum(),
+        jax.checkpoint(lambda c, r: (jnp.tanh(c * r), None)), jnp.ones(5), x
+    )[0].sum(),
     "cond": lambda x: jax.lax.cond(x.sum() > 0, jnp.sin, jnp.cos, x).sum(),
     "sort": lambda x: jnp.sum(jnp.sort(x, axis=1) * jnp.arange(5.0)),
     "cumsum": lambda x: jnp.sum(jnp.cumsum(x, axis=0) ** 2),
     "gather_scatter": lambda x: jnp.sum(x.at[1].set(3.0)[jnp.array([0, 1, 4])] ** 2),
     "random_mask": lambda x: jnp.sum(jnp.where(jax.random.bernoulli(jax.random.PRNGKey(1), 0.5, x.shape), x, 0)),
     "checkpoint_dots_saveable": lambda x: jax.checkpoint(
-        lambda y: jnp.tanh(y @ y.T), policy=jax.checkpoint_policies.dots_saveable)(x).sum(),
+        lambda y: jnp.tanh(y @ y.T), policy=jax.checkpoint_policies.dots_saveable
+    )(x).sum(),
     # chlo.erf and chlo.top_k are on the allowlist; JAX 0.10.2 emits them as stablehlo.composite
     # ops whose decomposition is a private function of pure ops.
     "erf": lambda x: jnp.sum(jax.lax.erf(x)),
@@ -266,6 +274,7 @@ def test_lapack_custom_call_is_disallowed_unless_the_problem_allows_its_target()
 
 
 # --- deserialization of untrusted bytes ---------------------------------------------------------------
+
 
 @pytest.mark.parametrize("blob", [b"garbage", b"", b"\x00" * 64], ids=["garbage", "empty", "zeros"])
 def test_deserialize_rejects_bytes_that_are_not_an_artifact(blob: bytes) -> None:
@@ -300,6 +309,7 @@ def test_deserialize_round_trips_a_real_artifact() -> None:
 
 
 # --- recompute FLOPs and provenance, on hand-written StableHLO ---------------------------------------
+
 
 def _inspect_text(text: str, **limits: int) -> Any:
     from graders.artifacts import ReadLimits
@@ -409,31 +419,43 @@ def test_a_case_costs_its_costliest_branch_and_names_the_first_branch() -> None:
     assert info.sources == ["dot_general"]
 
 
-@pytest.mark.parametrize("op", [
-    "%d = stablehlo.convert %arg0 : (tensor<8xf32>) -> tensor<?xf32>",  # an allowed op, a dynamic type
-])
+@pytest.mark.parametrize(
+    "op",
+    [
+        "%d = stablehlo.convert %arg0 : (tensor<8xf32>) -> tensor<?xf32>",  # an allowed op, a dynamic type
+    ],
+)
 def test_dynamic_shapes_are_refused_before_anything_runs(op: str) -> None:
     """(Unranked tensors are refused by StableHLO's own verifier when the module is parsed.)"""
-    text = ("module @forged {\n func.func public @main(%arg0: tensor<8xf32>) -> (tensor<8xf32>) {\n " + op
-            + "\n return %arg0 : tensor<8xf32>\n }\n}")
+    text = (
+        "module @forged {\n func.func public @main(%arg0: tensor<8xf32>) -> (tensor<8xf32>) {\n "
+        + op
+        + "\n return %arg0 : tensor<8xf32>\n }\n}"
+    )
     with pytest.raises(ArtifactError, match="dynamic shape"):
         _inspect_text(text)
 
 
 def test_deep_call_chains_and_nesting_are_refused_not_recursed() -> None:
     depth = 1500
-    functions = [f"""
+    functions = [
+        f"""
       func.func private @f{i}(%x: tensor<8xf32>) -> tensor<8xf32> {{
         %0 = func.call @f{i + 1}(%x) : (tensor<8xf32>) -> tensor<8xf32>
         return %0 : tensor<8xf32>
-      }}""" for i in range(depth)]
+      }}"""
+        for i in range(depth)
+    ]
     functions.append(f"""
       func.func private @f{depth}(%x: tensor<8xf32>) -> tensor<8xf32> {{
         return %x : tensor<8xf32>
       }}""")
-    text = ("module @forged {\n  func.func public @main(%arg0: tensor<8xf32>) -> (tensor<8xf32>) {\n"
-            "    %0 = func.call @f0(%arg0) : (tensor<8xf32>) -> tensor<8xf32>\n    return %0 : tensor<8xf32>\n  }\n"
-            + "".join(functions) + "\n}")
+    text = (
+        "module @forged {\n  func.func public @main(%arg0: tensor<8xf32>) -> (tensor<8xf32>) {\n"
+        "    %0 = func.call @f0(%arg0) : (tensor<8xf32>) -> tensor<8xf32>\n    return %0 : tensor<8xf32>\n  }\n"
+        + "".join(functions)
+        + "\n}"
+    )
     with pytest.raises(ArtifactError, match="calls nest deeper than 64"):
         _inspect_text(text, max_ops=100_000)
     nested = _nested_cases(100)
@@ -444,19 +466,27 @@ def test_deep_call_chains_and_nesting_are_refused_not_recursed() -> None:
 def _nested_cases(levels: int) -> str:
     body = "%v = stablehlo.sine %arg1 : tensor<8xf32>\nstablehlo.return %v : tensor<8xf32>"
     for _ in range(levels):
-        body = ('%v = "stablehlo.case"(%arg0) ({\n' + body + '\n}) : (tensor<i32>) -> tensor<8xf32>\n'
-                "stablehlo.return %v : tensor<8xf32>")
+        body = (
+            '%v = "stablehlo.case"(%arg0) ({\n' + body + "\n}) : (tensor<i32>) -> tensor<8xf32>\n"
+            "stablehlo.return %v : tensor<8xf32>"
+        )
     body = body.rsplit("stablehlo.return", 1)[0] + "return %v : tensor<8xf32>"
-    return ("module @forged {\n  func.func public @main(%arg0: tensor<i32>, %arg1: tensor<8xf32>) -> (tensor<8xf32>) {\n"
-            + body + "\n  }\n}")
+    return (
+        "module @forged {\n  func.func public @main(%arg0: tensor<i32>, %arg1: tensor<8xf32>) -> (tensor<8xf32>) {\n"
+        + body
+        + "\n  }\n}"
+    )
 
 
 def test_the_op_cap_stops_the_walk_early_and_the_walk_is_linear() -> None:
     import time
 
     adds = "\n".join(f"%a{i} = stablehlo.add %arg1, %arg1 : tensor<8xf32>" for i in range(20_000))
-    text = ("module @forged {\n  func.func public @main(%arg0: tensor<i32>, %arg1: tensor<8xf32>) -> (tensor<8xf32>) {\n"
-            + adds + "\nreturn %arg1 : tensor<8xf32>\n  }\n}")
+    text = (
+        "module @forged {\n  func.func public @main(%arg0: tensor<i32>, %arg1: tensor<8xf32>) -> (tensor<8xf32>) {\n"
+        + adds
+        + "\nreturn %arg1 : tensor<8xf32>\n  }\n}"
+    )
     t0 = time.monotonic()
     with pytest.raises(ArtifactError, match="more operations than the 1,000 allowed"):
         _inspect_text(text, max_ops=1_000)
@@ -468,7 +498,7 @@ def test_the_op_cap_stops_the_walk_early_and_the_walk_is_linear() -> None:
 
 # --- normalized_digest: a content key that ignores where the code came from -------------------------
 
-POLICY_SOURCE = '''import jax
+POLICY_SOURCE = """import jax
 import jax.numpy as jnp
 
 
@@ -479,9 +509,11 @@ def layer(w, x):
 def f(w, x):
     policy = jax.checkpoint_policies.{policy}
     return jax.checkpoint(layer, policy=policy)(w, x)
-'''
-W_X = [{"kind": "array", "name": "w", "shape": [8, 8], "dtype": "float32"},
-       {"kind": "array", "name": "x", "shape": [4, 8], "dtype": "float32"}]
+"""
+W_X = [
+    {"kind": "array", "name": "w", "shape": [8, 8], "dtype": "float32"},
+    {"kind": "array", "name": "x", "shape": [4, 8], "dtype": "float32"},
+]
 
 
 def _digests_of_source(path: Path, source: str) -> tuple[str, str]:
@@ -511,8 +543,9 @@ def test_normalized_digest_sees_the_policy_and_the_constants(tmp_path: Path) -> 
     saving = _digests_of_source(tmp_path / "a.py", POLICY_SOURCE.format(policy="dots_saveable"))
     recomputing = _digests_of_source(tmp_path / "b.py", POLICY_SOURCE.format(policy="nothing_saveable"))
     assert saving[0] != recomputing[0] and saving[1] != recomputing[1]
-    scaled = _digests_of_source(tmp_path / "c.py", POLICY_SOURCE.format(policy="dots_saveable")
-                                .replace("@ w) @ w", "@ w) @ (2.0 * w)"))
+    scaled = _digests_of_source(
+        tmp_path / "c.py", POLICY_SOURCE.format(policy="dots_saveable").replace("@ w) @ w", "@ w) @ (2.0 * w)")
+    )
     assert scaled[0] != saving[0]
 
 
@@ -530,10 +563,17 @@ def test_normalized_digest_is_the_same_in_another_process(tmp_path: Path) -> Non
         f"spec = importlib.util.spec_from_file_location('other', {str(tmp_path / 'b.py')!r})\n"
         "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
         f"fwd, bwd, _ = export_case(m.f, {W_X!r})\n"
-        "print(json.dumps([normalized_digest(deserialize(fwd)), normalized_digest(deserialize(bwd))]))\n")
+        "print(json.dumps([normalized_digest(deserialize(fwd)), normalized_digest(deserialize(bwd))]))\n"
+    )
     repo = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-c", script], cwd=repo, capture_output=True, text=True, timeout=300,
-                          env={"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(repo)})
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(repo)},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     import json
 

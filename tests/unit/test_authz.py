@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 import shutil
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import httpx
@@ -23,8 +22,18 @@ from fastapi.testclient import TestClient
 
 from server.api.deps import get_services
 from server.app import create_app
-from server.authz import (ANONYMOUS, TABLE, Access, Action, Principal, Relation, Rule, SubmissionTarget, decide,
-                          markdown_table)
+from server.authz import (
+    ANONYMOUS,
+    TABLE,
+    Access,
+    Action,
+    Principal,
+    Relation,
+    Rule,
+    SubmissionTarget,
+    decide,
+    markdown_table,
+)
 from server.courses.models import Course, CourseRole, CourseStore
 from server.courses.rules import Policy
 from server.db import SiteRole, UserStore
@@ -57,8 +66,11 @@ class World:
         if who is not None:
             page = client.get("/signin").text
             token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
-            answer = client.post("/signin", data={"email": f"{who}@uni.example", "password": PASSWORD,
-                                                  "csrf_token": token}, follow_redirects=False)
+            answer = client.post(
+                "/signin",
+                data={"email": f"{who}@uni.example", "password": PASSWORD, "csrf_token": token},
+                follow_redirects=False,
+            )
             assert answer.status_code == 303, answer.text
         return client
 
@@ -76,8 +88,15 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     for slug in (P, Q, DRAFT):
         shutil.copytree(PROBLEMS / slug, problems / slug)
     (problems / DRAFT / ".published").unlink()
-    settings = Settings(data_dir=root, problems_dir=problems, hidden_seed="unit", rate_limit="",
-                        allow_anonymous_api=False, signin_failures_per_ip="", signin_failures_per_account="")
+    settings = Settings(
+        data_dir=root,
+        problems_dir=problems,
+        hidden_seed="unit",
+        rate_limit="",
+        allow_anonymous_api=False,
+        signin_failures_per_ip="",
+        signin_failures_per_account="",
+    )
     services = make_services(settings, f"sqlite:///{root / 'judge.db'}")
     from graders.problem import ProblemRepository
 
@@ -85,16 +104,29 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     engine = services.engine
     users = UserStore(engine)
     people = {}
-    for name, role in (("admin", SiteRole.ADMIN), ("sam", SiteRole.USER), ("ada", SiteRole.USER),
-                       ("al", SiteRole.USER), ("bea", SiteRole.USER), ("bo", SiteRole.USER), ("uma", SiteRole.USER),
-                       ("newbie", SiteRole.USER)):  # newbie: whom the enrollment probes enroll
-        people[name] = users.create(email=f"{name}@uni.example", display_name=name.title(),
-                                    password_hash=hash_password(PASSWORD), role=role).id
+    for name, role in (
+        ("admin", SiteRole.ADMIN),
+        ("sam", SiteRole.USER),
+        ("ada", SiteRole.USER),
+        ("al", SiteRole.USER),
+        ("bea", SiteRole.USER),
+        ("bo", SiteRole.USER),
+        ("uma", SiteRole.USER),
+        ("newbie", SiteRole.USER),
+    ):  # newbie: whom the enrollment probes enroll
+        people[name] = users.create(
+            email=f"{name}@uni.example", display_name=name.title(), password_hash=hash_password(PASSWORD), role=role
+        ).id
     store = CourseStore(engine)
     lti = LtiStore(engine)
-    platform = lti.register(issuer="https://lms.example", client_id="c1", deployment_ids=["d1"],
-                            auth_login_url="https://lms.example/auth", auth_token_url="https://lms.example/token",
-                            keyset_url="https://lms.example/jwks")
+    platform = lti.register(
+        issuer="https://lms.example",
+        client_id="c1",
+        deployment_ids=["d1"],
+        auth_login_url="https://lms.example/auth",
+        auth_token_url="https://lms.example/token",
+        keyset_url="https://lms.example/jwks",
+    )
     a = store.create("course-a", "Course A")
     b = store.for_context(platform_id=platform.id, deployment_id="d1", context_id="ctx-b", title="Course B")
     for course, staff, students in ((a, "sam", ("ada", "al")), (b, "bea", ("bo",))):
@@ -115,8 +147,15 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     app = create_app(settings)
     app.dependency_overrides[get_services] = lambda: services
     app.state.lti = LtiService.start(engine, settings)  # the lifespan does not run
-    return World(app=app, services=services, courses={"A": a, "B": b}, people=people, subs=subs, api_key=api_key,
-                 regrade_id=regrade.id)
+    return World(
+        app=app,
+        services=services,
+        courses={"A": a, "B": b},
+        people=people,
+        subs=subs,
+        api_key=api_key,
+        regrade_id=regrade.id,
+    )
 
 
 # --- the probes: one request per action, on a target -------------------------------------------------
@@ -145,34 +184,66 @@ def course_view(course: str) -> Probe:
         csv = _outcome(c.get(f"/instructor/courses/{key}/gradebook.csv", follow_redirects=False), {200})
         assert page == csv
         return page
+
     return probe
 
 
 def course_edit(course: str) -> Probe:
     def probe(w: World, c: TestClient) -> bool:
         key = w.courses[course].key
-        rules = _outcome(c.post(f"/instructor/courses/{key}/assignments", data={
-            "problem": P, "due_at": "2030-01-01T00:00", "csrf_token": csrf(c)}, follow_redirects=False), {303})
+        rules = _outcome(
+            c.post(
+                f"/instructor/courses/{key}/assignments",
+                data={"problem": P, "due_at": "2030-01-01T00:00", "csrf_token": csrf(c)},
+                follow_redirects=False,
+            ),
+            {303},
+        )
         student = "ada" if course == "A" else "bo"
-        extension = _outcome(c.post(f"/instructor/courses/{key}/extensions", data={
-            "problem": P, "email": f"{student}@uni.example", "due_at": "2030-02-01T00:00", "csrf_token": csrf(c)},
-            follow_redirects=False), {303})
+        extension = _outcome(
+            c.post(
+                f"/instructor/courses/{key}/extensions",
+                data={
+                    "problem": P,
+                    "email": f"{student}@uni.example",
+                    "due_at": "2030-02-01T00:00",
+                    "csrf_token": csrf(c),
+                },
+                follow_redirects=False,
+            ),
+            {303},
+        )
         assert rules == extension
         return rules
+
     return probe
 
 
 def course_enroll(course: str) -> Probe:
     def probe(w: World, c: TestClient) -> bool:
-        return _outcome(c.post(f"/instructor/courses/{w.courses[course].key}/enrollments", data={
-            "email": "newbie@uni.example", "role": "student", "csrf_token": csrf(c)}, follow_redirects=False), {303})
+        return _outcome(
+            c.post(
+                f"/instructor/courses/{w.courses[course].key}/enrollments",
+                data={"email": "newbie@uni.example", "role": "student", "csrf_token": csrf(c)},
+                follow_redirects=False,
+            ),
+            {303},
+        )
+
     return probe
 
 
 def course_settings(course: str) -> Probe:
     def probe(w: World, c: TestClient) -> bool:
-        return _outcome(c.post(f"/instructor/courses/{w.courses[course].key}/settings", data={
-            "solutions_after_deadline": "on", "csrf_token": csrf(c)}, follow_redirects=False), {303})
+        return _outcome(
+            c.post(
+                f"/instructor/courses/{w.courses[course].key}/settings",
+                data={"solutions_after_deadline": "on", "csrf_token": csrf(c)},
+                follow_redirects=False,
+            ),
+            {303},
+        )
+
     return probe
 
 
@@ -183,6 +254,7 @@ def read_submission(name: str) -> Probe:
         status = _outcome(c.get(f"/submissions/{sid}/status", follow_redirects=False), {200})
         assert raw == status
         return raw
+
     return probe
 
 
@@ -194,8 +266,9 @@ def problems_manage(w: World, c: TestClient) -> bool:
 
 
 def problems_regrade(w: World, c: TestClient) -> bool:
-    start = _outcome(c.post(f"/instructor/problems/{Q}/regrade", data={"csrf_token": csrf(c)},
-                            follow_redirects=False), {303})
+    start = _outcome(
+        c.post(f"/instructor/problems/{Q}/regrade", data={"csrf_token": csrf(c)}, follow_redirects=False), {303}
+    )
     page = _outcome(c.get(f"/instructor/regrades/{w.regrade_id}", follow_redirects=False), {200})
     assert start == page
     return start
@@ -222,8 +295,10 @@ def submissions_all(w: World, c: TestClient) -> bool:
 
 def courses_create(w: World, c: TestClient) -> bool:
     key = f"made-{abs(hash(c)) % 10**8}"
-    return _outcome(c.post("/instructor/courses", data={"key": key, "title": "T", "csrf_token": csrf(c)},
-                           follow_redirects=False), {303})
+    return _outcome(
+        c.post("/instructor/courses", data={"key": key, "title": "T", "csrf_token": csrf(c)}, follow_redirects=False),
+        {303},
+    )
 
 
 # (action, probe, course the target belongs to, or the submission's name)
@@ -243,12 +318,30 @@ PROBES: list[tuple[Action, Probe, str]] = [
 
 # who stands in each relation to a target in course A or B (for a submission: of the author's course)
 ACTORS = {
-    "A": {Relation.ANONYMOUS: None, Relation.USER: "uma", Relation.STUDENT: "al", Relation.STAFF: "sam",
-          Relation.OTHER_STAFF: "bea", Relation.ADMIN: "admin"},
-    "B": {Relation.ANONYMOUS: None, Relation.USER: "uma", Relation.STUDENT: None, Relation.STAFF: "bea",
-          Relation.OTHER_STAFF: "sam", Relation.ADMIN: "admin"},
-    "": {Relation.ANONYMOUS: None, Relation.USER: "uma", Relation.STUDENT: "ada", Relation.STAFF: "sam",
-         Relation.OTHER_STAFF: "bea", Relation.ADMIN: "admin"},
+    "A": {
+        Relation.ANONYMOUS: None,
+        Relation.USER: "uma",
+        Relation.STUDENT: "al",
+        Relation.STAFF: "sam",
+        Relation.OTHER_STAFF: "bea",
+        Relation.ADMIN: "admin",
+    },
+    "B": {
+        Relation.ANONYMOUS: None,
+        Relation.USER: "uma",
+        Relation.STUDENT: None,
+        Relation.STAFF: "bea",
+        Relation.OTHER_STAFF: "sam",
+        Relation.ADMIN: "admin",
+    },
+    "": {
+        Relation.ANONYMOUS: None,
+        Relation.USER: "uma",
+        Relation.STUDENT: "ada",
+        Relation.STAFF: "sam",
+        Relation.OTHER_STAFF: "bea",
+        Relation.ADMIN: "admin",
+    },
 }
 COURSE_OF = {"ada_p": "A", "bo_p": "B", "A": "A", "B": "B", "": ""}
 
@@ -261,15 +354,22 @@ def _expected(rule: Rule, relation: Relation, target: str) -> bool:
     return REFUSED  # NO, and OWN for someone who did not make the target (the authors are not actors here)
 
 
-CASES = [(action, probe, target, relation) for action, probe, target in PROBES for relation in Relation
-         if relation != Relation.API_CLIENT and ACTORS[COURSE_OF[target]].get(relation, "absent") != "absent"
-         and not (relation == Relation.STUDENT and ACTORS[COURSE_OF[target]][relation] is None)]
+CASES = [
+    (action, probe, target, relation)
+    for action, probe, target in PROBES
+    for relation in Relation
+    if relation != Relation.API_CLIENT
+    and ACTORS[COURSE_OF[target]].get(relation, "absent") != "absent"
+    and not (relation == Relation.STUDENT and ACTORS[COURSE_OF[target]][relation] is None)
+]
 
 
-@pytest.mark.parametrize("action, probe, target, relation", CASES,
-                         ids=[f"{a.value}-{t or 'site'}-{r.value}" for a, _, t, r in CASES])
-def test_every_cell_of_the_table_through_the_routes(world: World, action: Action, probe: Probe, target: str,
-                                                    relation: Relation) -> None:
+@pytest.mark.parametrize(
+    "action, probe, target, relation", CASES, ids=[f"{a.value}-{t or 'site'}-{r.value}" for a, _, t, r in CASES]
+)
+def test_every_cell_of_the_table_through_the_routes(
+    world: World, action: Action, probe: Probe, target: str, relation: Relation
+) -> None:
     who = ACTORS[COURSE_OF[target]][relation]
     expected = _expected(TABLE[action][relation], relation, target)
     assert probe(world, world.browser(who)) is expected, f"{who or 'anonymous'} as {relation.value}"

@@ -25,20 +25,36 @@ def residual(shape: list[int], dtype: str = "float32", note: str | None = None) 
     return ResidualFact(shape=shape, dtype=dtype, note=note)
 
 
-def expectation(*, name: str = "small", residuals: list[ResidualFact] | None = None, bwd_peak_bytes: int = 1000,
-                outputs: list[list[np.ndarray]] | None = None,
-                gradients: list[list[np.ndarray]] | None = None) -> CaseExpectation:
+def expectation(
+    *,
+    name: str = "small",
+    residuals: list[ResidualFact] | None = None,
+    bwd_peak_bytes: int = 1000,
+    outputs: list[list[np.ndarray]] | None = None,
+    gradients: list[list[np.ndarray]] | None = None,
+) -> CaseExpectation:
     """A case of `f(w: float32[2, 2], x: float32[3, 2]) -> float32[]`."""
     return CaseExpectation(
-        name=name, dims={"d": 2, "N": 3}, static={}, arg_specs=[],
+        name=name,
+        dims={"d": 2, "N": 3},
+        static={},
+        arg_specs=[],
         input_avals=[Aval((2, 2), "float32"), Aval((3, 2), "float32")],
         output_avals=[Aval((), "float32")],
         residuals=residuals if residuals is not None else [],
-        fwd_peak_bytes=500, bwd_peak_bytes=bwd_peak_bytes, bwd_flops=1000,
-        plain_residual_bytes=None, plain_bwd_peak_bytes=None, plain_bwd_flops=None,
-        full_remat_bytes=None, full_remat_bwd_peak_bytes=None, full_remat_bwd_flops=None,
-        fd_step=1e-3, fd_reference_error=[0.0],
-        outputs=outputs or [], gradients=gradients or [],
+        fwd_peak_bytes=500,
+        bwd_peak_bytes=bwd_peak_bytes,
+        bwd_flops=1000,
+        plain_residual_bytes=None,
+        plain_bwd_peak_bytes=None,
+        plain_bwd_flops=None,
+        full_remat_bytes=None,
+        full_remat_bwd_peak_bytes=None,
+        full_remat_bwd_flops=None,
+        fd_step=1e-3,
+        fd_reference_error=[0.0],
+        outputs=outputs or [],
+        gradients=gradients or [],
         residual_values=[values_of(residuals or [])],
     )
 
@@ -52,31 +68,44 @@ def values_of(residuals: list[ResidualFact], *, seed: int = 0) -> list[np.ndarra
         key = (tuple(r.shape), r.dtype)
         n = seen[key] = seen.get(key, -1) + 1
         rng = np.random.default_rng(hash((key, n, seed)) % (1 << 32))
-        out.append(np.asarray(rng.normal(size=r.shape) > 0 if r.dtype == "bool" else rng.normal(size=r.shape),
-                              dtype=r.dtype))
+        out.append(
+            np.asarray(rng.normal(size=r.shape) > 0 if r.dtype == "bool" else rng.normal(size=r.shape), dtype=r.dtype)
+        )
     return out
 
 
 def rule_spec(**memory: object) -> ProblemSpec:
-    return ProblemSpec.model_validate({
-        "slug": "tiny_problem", "title": "Tiny", "difficulty": "easy", "entry_point": "f",
-        "args": [{"name": "w", "shape": ["d", "d"]}, {"name": "x", "shape": ["N", "d"]}],
-        "cases": [{"name": "small", "dims": {"d": 2, "N": 3}}],
-        "tolerance": {"float32": {"rtol": 1e-4, "atol": 1e-5}}, "memory": memory,
-    })
+    return ProblemSpec.model_validate(
+        {
+            "slug": "tiny_problem",
+            "title": "Tiny",
+            "difficulty": "easy",
+            "entry_point": "f",
+            "args": [{"name": "w", "shape": ["d", "d"]}, {"name": "x", "shape": ["N", "d"]}],
+            "cases": [{"name": "small", "dims": {"d": 2, "N": 3}}],
+            "tolerance": {"float32": {"rtol": 1e-4, "atol": 1e-5}},
+            "memory": memory,
+        }
+    )
 
 
 @pytest.fixture(scope="module")
 def spec() -> ProblemSpec:
-    return ProblemSpec.model_validate({
-        "slug": "tiny_problem", "title": "Tiny", "difficulty": "easy", "entry_point": "f",
-        "args": [{"name": "w", "shape": ["d", "d"]}, {"name": "x", "shape": ["N", "d"]}],
-        "cases": [{"name": "small", "dims": {"d": 2, "N": 3}}],
-        "tolerance": {"float32": {"rtol": 1e-4, "atol": 1e-5}},
-    })
+    return ProblemSpec.model_validate(
+        {
+            "slug": "tiny_problem",
+            "title": "Tiny",
+            "difficulty": "easy",
+            "entry_point": "f",
+            "args": [{"name": "w", "shape": ["d", "d"]}, {"name": "x", "shape": ["N", "d"]}],
+            "cases": [{"name": "small", "dims": {"d": 2, "N": 3}}],
+            "tolerance": {"float32": {"rtol": 1e-4, "atol": 1e-5}},
+        }
+    )
 
 
 # --- compare_arrays ---------------------------------------------------------------------------------
+
 
 def test_compare_equal_arrays_passes_with_zero_ratio() -> None:
     a = np.array([[1.5, -2.0], [0.0, 3.25]], dtype=np.float32)
@@ -154,27 +183,47 @@ def test_compare_detects_all_zero_output_against_nonzero_expected() -> None:
 
 # --- check_residuals ---------------------------------------------------------------------------------
 
-REFERENCE_RESIDUALS = [residual([4, 4], note="from the argument w1"), residual([8, 4], note="from the argument x"),
-                       residual([8, 4], note="output of dot_general")]
+REFERENCE_RESIDUALS = [
+    residual([4, 4], note="from the argument w1"),
+    residual([8, 4], note="from the argument x"),
+    residual([8, 4], note="output of dot_general"),
+]
 
 
-def run_with(submitted: list[ResidualFact], *, bwd_peak_bytes: int = 0, expected_peak: int = 1000,
-             name: str = "small", values: list[np.ndarray] | None = None) -> CaseRun:
-    return CaseRun(expected=expectation(name=name, residuals=[r.model_copy() for r in REFERENCE_RESIDUALS],
-                                        bwd_peak_bytes=expected_peak),
-                   residuals=submitted, bwd_peak_bytes=bwd_peak_bytes, bwd_flops=1000,
-                   residual_values=[values if values is not None else values_of(submitted)])
+def run_with(
+    submitted: list[ResidualFact],
+    *,
+    bwd_peak_bytes: int = 0,
+    expected_peak: int = 1000,
+    name: str = "small",
+    values: list[np.ndarray] | None = None,
+) -> CaseRun:
+    return CaseRun(
+        expected=expectation(
+            name=name, residuals=[r.model_copy() for r in REFERENCE_RESIDUALS], bwd_peak_bytes=expected_peak
+        ),
+        residuals=submitted,
+        bwd_peak_bytes=bwd_peak_bytes,
+        bwd_flops=1000,
+        residual_values=[values if values is not None else values_of(submitted)],
+    )
 
 
 def test_exact_rule_accepts_the_same_residuals_in_another_order() -> None:
     shuffled = [residual([8, 4]), residual([4, 4]), residual([8, 4])]
     result = check_residuals([run_with(shuffled)], spec=rule_spec(rule="exact"))
     assert result.passed
-    assert result.details["small"] == {"expected_count": 3, "submitted_count": 3,
-                                       "expected_bytes": 64 + 128 + 128, "submitted_bytes": 320,
-                                       "expected_host_bytes": 0, "submitted_host_bytes": 0,
-                                       "expected_bwd_flops": 1000, "submitted_bwd_flops": 1000,
-                                       "values_matched": 3}
+    assert result.details["small"] == {
+        "expected_count": 3,
+        "submitted_count": 3,
+        "expected_bytes": 64 + 128 + 128,
+        "submitted_bytes": 320,
+        "expected_host_bytes": 0,
+        "submitted_host_bytes": 0,
+        "expected_bwd_flops": 1000,
+        "submitted_bwd_flops": 1000,
+        "values_matched": 3,
+    }
 
 
 def test_exact_rule_rejects_a_missing_residual_and_lists_both_sides() -> None:
@@ -233,6 +282,7 @@ def test_at_most_rule_respects_slack_bytes_inclusively() -> None:
 
 # --- check_peak_memory -------------------------------------------------------------------------------
 
+
 def test_peak_at_most_fails_above_reference_peak_plus_slack() -> None:
     rule = MemoryRule(rule="at_most", slack_bytes=100)
     assert check_peak_memory([run_with(REFERENCE_RESIDUALS, bwd_peak_bytes=1100)], rule=rule).passed
@@ -243,8 +293,7 @@ def test_peak_at_most_fails_above_reference_peak_plus_slack() -> None:
 
 
 def test_peak_exact_rule_never_fails_and_reports_the_numbers() -> None:
-    result = check_peak_memory([run_with(REFERENCE_RESIDUALS, bwd_peak_bytes=987_654)],
-                               rule=MemoryRule(rule="exact"))
+    result = check_peak_memory([run_with(REFERENCE_RESIDUALS, bwd_peak_bytes=987_654)], rule=MemoryRule(rule="exact"))
     assert result.passed
     assert "987,654 bytes" in result.message and "1,000 bytes" in result.message
     assert result.details["small"]["expected_bwd_peak_bytes"] == 1000
@@ -309,6 +358,7 @@ def test_nonzero_wrong_gradient_names_argument_without_stop_gradient_hint(spec: 
 
 # --- residual values: the second axis of a policy ----------------------------------------------------
 
+
 def test_same_avals_but_another_value_is_wrong_policy_and_names_the_provenance() -> None:
     reference = [r.model_copy() for r in REFERENCE_RESIDUALS]
     submitted = [residual([4, 4]), residual([8, 4]), residual([8, 4])]
@@ -343,8 +393,9 @@ def test_float_noise_of_another_summation_order_still_matches() -> None:
     assert check_residuals([run_with(submitted, values=noisy)], spec=rule_spec(rule="exact")).passed
     off = [v.copy() for v in values]
     off[1] = off[1] * 1.01  # a different value: 1% off everywhere
-    result = check_residuals([run_with([residual([4, 4]), residual([8, 4]), residual([8, 4])], values=off)],
-                             spec=rule_spec(rule="exact"))
+    result = check_residuals(
+        [run_with([residual([4, 4]), residual([8, 4]), residual([8, 4])], values=off)], spec=rule_spec(rule="exact")
+    )
     assert not result.passed
 
 
@@ -372,6 +423,7 @@ def test_peak_check_that_only_reports_is_not_judged() -> None:
 
 # --- calibrated tolerances -----------------------------------------------------------------------
 
+
 def test_calibrated_tolerance_accepts_another_summation_order_and_rejects_a_wrong_formula() -> None:
     rng = np.random.default_rng(3)
     a = rng.standard_normal((64, 2048))
@@ -379,8 +431,9 @@ def test_calibrated_tolerance_accepts_another_summation_order_and_rejects_a_wron
     truth = a @ b
     reference = (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float32)
     # another order: summed in reversed chunks, in float32
-    other = sum(a[:, i:i + 16].astype(np.float32) @ b[i:i + 16].astype(np.float32)
-                for i in reversed(range(0, 2048, 16))).astype(np.float32)
+    other = sum(
+        a[:, i : i + 16].astype(np.float32) @ b[i : i + 16].astype(np.float32) for i in reversed(range(0, 2048, 16))
+    ).astype(np.float32)
     reference_error = float(np.max(np.abs(reference - truth)))  # the float32 reference's own error
     assert reference_error > 0
     tight = Tolerance(rtol=1e-7, atol=1e-8)  # a fixed tolerance too tight for float32 sums
@@ -411,8 +464,9 @@ def test_checks_do_not_crash_on_a_dimension_of_size_zero(spec: ProblemSpec) -> N
     run = CaseRun(expected=exp, outputs=[[np.zeros((0,), np.float32)]], gradients=[[W.copy(), empty.copy()]])
     assert check_values([run], spec=spec).passed
     assert check_gradients([run], spec=spec, leaf_names=["w", "x"]).passed
-    fd, analytic = directional_derivatives(lambda *xs: [np.sum(xs[0])], [empty], [empty], [np.float32(1.0)],
-                                           [empty], n_out=1, step=1e-3)
+    fd, analytic = directional_derivatives(
+        lambda *xs: [np.sum(xs[0])], [empty], [empty], [np.float32(1.0)], [empty], n_out=1, step=1e-3
+    )
     assert fd == 0.0 and analytic == 0.0
 
 
@@ -437,9 +491,14 @@ def test_the_short_comparison_of_finite_arrays_gives_the_same_bits_as_the_genera
             g = (e + rng.standard_normal(e.shape) * noise * scale).astype(np.float32)
             cases.append((g, e))
     zeros = np.zeros((5,), np.float32)
-    cases += [(zeros, zeros), (zeros, np.ones(5, np.float32)), (np.ones(5, np.float32), zeros),
-              (np.zeros((0, 3), np.float32), np.zeros((0, 3), np.float32)),
-              (np.float32(3.0), np.float32(3.0 + 1e-4)), (np.full(4, 3e38, np.float32), np.full(4, -3e38, np.float32))]
+    cases += [
+        (zeros, zeros),
+        (zeros, np.ones(5, np.float32)),
+        (np.ones(5, np.float32), zeros),
+        (np.zeros((0, 3), np.float32), np.zeros((0, 3), np.float32)),
+        (np.float32(3.0), np.float32(3.0 + 1e-4)),
+        (np.full(4, 3e38, np.float32), np.full(4, -3e38, np.float32)),
+    ]
     for tol in (TOL, Tolerance(rtol=0.0, atol=1e-9), Tolerance(rtol=1e-2, atol=1e-30)):
         for g, e in cases:
             fast = compare_arrays(g, e, tol)
@@ -451,8 +510,10 @@ def test_the_short_comparison_of_finite_arrays_gives_the_same_bits_as_the_genera
 
 
 def _offloaded(facts: list[ResidualFact], index: int) -> list[ResidualFact]:
-    return [f.model_copy(update={"memory_kind": "pinned_host"}) if i == index else f.model_copy()
-            for i, f in enumerate(facts)]
+    return [
+        f.model_copy(update={"memory_kind": "pinned_host"}) if i == index else f.model_copy()
+        for i, f in enumerate(facts)
+    ]
 
 
 def test_where_a_residual_is_kept_is_part_of_the_exact_rule() -> None:
@@ -511,8 +572,11 @@ def test_the_peak_bound_has_a_calibrated_slack_when_the_same_values_are_saved() 
     result = check_peak_memory([run], rule=spec.memory)
     assert not result.passed and "since you save the same values" in result.message
     assert "recompute" not in result.message  # the saved values are right: recomputation is not blamed
-    other = run_with([residual([4, 4]), residual([8, 4]), residual([8, 4])], bwd_peak_bytes=1000 + 1,
-                     values=values_of([residual([4, 4]), residual([8, 4]), residual([8, 4])], seed=7))
+    other = run_with(
+        [residual([4, 4]), residual([8, 4]), residual([8, 4])],
+        bwd_peak_bytes=1000 + 1,
+        values=values_of([residual([4, 4]), residual([8, 4]), residual([8, 4])], seed=7),
+    )
     check_residuals([other], spec=spec)
     other.expected.bwd_largest_value_bytes = 64
     assert not check_peak_memory([other], rule=spec.memory).passed  # other values: no calibrated slack

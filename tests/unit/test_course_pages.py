@@ -35,8 +35,9 @@ class Site:
     def sign_in(self, email: str) -> str:
         page = self.client.get("/signin").text
         token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
-        answer = self.client.post("/signin", data={"email": email, "password": "pw-123456", "csrf_token": token},
-                                  follow_redirects=False)
+        answer = self.client.post(
+            "/signin", data={"email": email, "password": "pw-123456", "csrf_token": token}, follow_redirects=False
+        )
         assert answer.status_code == 303, answer.text
         return self.csrf()
 
@@ -49,11 +50,11 @@ class Site:
         store = self.services.store
         record = store.create(problem=problem, source="x = 1", user_id=user_id)
         assert store.claim(record.id, worker_id="w", lease_s=60, max_attempts=3).record is not None
-        assert store.finish(record.id, verdict=verdict, score=score, problem_version="v0", result_json="{}",
-                            worker_id="w")
+        assert store.finish(
+            record.id, verdict=verdict, score=score, problem_version="v0", result_json="{}", worker_id="w"
+        )
         with self.engine.begin() as connection:
-            connection.execute(update(SubmissionRecord).where(SubmissionRecord.id == record.id).values(
-                created_at=at))
+            connection.execute(update(SubmissionRecord).where(SubmissionRecord.id == record.id).values(created_at=at))
         return record.id
 
 
@@ -76,20 +77,41 @@ def test_only_instructors_see_courses(site: Site) -> None:
 
 def test_a_course_with_a_deadline_a_penalty_and_an_extension_grades_and_exports(site: Site) -> None:
     csrf = site.sign_in("prof@uni.example")
-    assert site.client.post("/instructor/courses", data={"key": "rm-101", "title": "Remat 101", "csrf_token": csrf},
-                            follow_redirects=False).status_code == 303
-    answer = site.client.post("/instructor/courses/rm-101/assignments", data={
-        "problem": SLUG, "due_at": "2026-11-10T12:00", "late_rule": "penalty", "penalty_per_day": "25",
-        "penalty_cap": "50", "grade_rule": "best", "csrf_token": csrf}, follow_redirects=False)
+    assert (
+        site.client.post(
+            "/instructor/courses",
+            data={"key": "rm-101", "title": "Remat 101", "csrf_token": csrf},
+            follow_redirects=False,
+        ).status_code
+        == 303
+    )
+    answer = site.client.post(
+        "/instructor/courses/rm-101/assignments",
+        data={
+            "problem": SLUG,
+            "due_at": "2026-11-10T12:00",
+            "late_rule": "penalty",
+            "penalty_per_day": "25",
+            "penalty_cap": "50",
+            "grade_rule": "best",
+            "csrf_token": csrf,
+        },
+        follow_redirects=False,
+    )
     assert answer.status_code == 303, answer.text
     ada, bob = site.account("ada@uni.example", "Ada"), site.account("bob@uni.example", "=HYPERLINK(1)")
     for email in ("ada@uni.example", "bob@uni.example"):
-        assert site.client.post("/instructor/courses/rm-101/enrollments",
-                                data={"email": email, "role": "student", "csrf_token": csrf},
-                                follow_redirects=False).status_code == 303
+        assert (
+            site.client.post(
+                "/instructor/courses/rm-101/enrollments",
+                data={"email": email, "role": "student", "csrf_token": csrf},
+                follow_redirects=False,
+            ).status_code
+            == 303
+        )
     site.graded(ada.id, "WRONG_POLICY", 0.0, DUE - timedelta(hours=2))
     site.graded(ada.id, "ACCEPTED", 1.0, DUE + timedelta(hours=30))  # 2 started days late: -50%
-    site.graded(bob.id, "ACCEPTED", 1.0, DUE + timedelta(hours=5))   # 1 day late: -25%
+    site.graded(bob.id, "ACCEPTED", 1.0, DUE + timedelta(hours=5))  # 1 day late: -25%
 
     page = site.client.get("/instructor/courses/rm-101")
     assert page.status_code == 200
@@ -100,29 +122,38 @@ def test_a_course_with_a_deadline_a_penalty_and_an_extension_grades_and_exports(
     assert by_email["bob@uni.example"]["score"] == "0.7500"
     assert by_email["bob@uni.example"]["name"] == "'=HYPERLINK(1)"  # never a formula in a spreadsheet
 
-    assert site.client.post("/instructor/courses/rm-101/extensions", data={
-        "problem": SLUG, "email": "ada@uni.example", "due_at": "2026-11-12T00:00", "csrf_token": csrf},
-        follow_redirects=False).status_code == 303
+    assert (
+        site.client.post(
+            "/instructor/courses/rm-101/extensions",
+            data={"problem": SLUG, "email": "ada@uni.example", "due_at": "2026-11-12T00:00", "csrf_token": csrf},
+            follow_redirects=False,
+        ).status_code
+        == 303
+    )
     rows = list(csv.DictReader(io.StringIO(site.client.get("/instructor/courses/rm-101/gradebook.csv").text)))
     ada_row = next(r for r in rows if r["email"] == "ada@uni.example")
     site.sign_in("ada@uni.example")  # the student sees her own deadline and the rules on the problem page
-    dates = re.sub(r"\s+", " ", site.client.get(f"/problems/{SLUG}").text.split('id="assignment-dates">')[1]
-                   .split("</p>")[0])
+    dates = re.sub(
+        r"\s+", " ", site.client.get(f"/problems/{SLUG}").text.split('id="assignment-dates">')[1].split("</p>")[0]
+    )
     assert "Remat 101" in dates and "2026-11-12 00:00 UTC" in dates and "(your extension)" in dates
     assert "lose 25% per started day, at most 50%" in dates and "best attempt" in dates
     assert (ada_row["score"], ada_row["late"]) == ("1.0000", "no")
     assert ada_row["extension_due_at"].startswith("2026-11-12T00:00")
 
 
-@pytest.mark.parametrize("form, message", [
-    ({"problem": "nope"}, "no problem"),
-    ({"problem": SLUG, "opens_at": "2026-11-12T00:00", "due_at": "2026-11-10T00:00"}, "before the opening"),
-    ({"problem": SLUG, "due_at": "tomorrow"}, "is not a time"),
-    ({"problem": SLUG, "penalty_per_day": "150"}, "between 0 and 1"),
-    ({"problem": SLUG, "late_rule": "sometimes"}, "late rule"),
-    ({"problem": SLUG, "grace_minutes": "ten"}, "whole number of minutes"),
-    ({"problem": SLUG, "grace_minutes": "2000"}, "grace period is 0 to 1440"),
-])
+@pytest.mark.parametrize(
+    "form, message",
+    [
+        ({"problem": "nope"}, "no problem"),
+        ({"problem": SLUG, "opens_at": "2026-11-12T00:00", "due_at": "2026-11-10T00:00"}, "before the opening"),
+        ({"problem": SLUG, "due_at": "tomorrow"}, "is not a time"),
+        ({"problem": SLUG, "penalty_per_day": "150"}, "between 0 and 1"),
+        ({"problem": SLUG, "late_rule": "sometimes"}, "late rule"),
+        ({"problem": SLUG, "grace_minutes": "ten"}, "whole number of minutes"),
+        ({"problem": SLUG, "grace_minutes": "2000"}, "grace period is 0 to 1440"),
+    ],
+)
 def test_bad_assignments_are_refused_with_a_reason_and_change_nothing(site: Site, form: dict, message: str) -> None:
     csrf = site.sign_in("prof@uni.example")
     site.client.post("/instructor/courses", data={"key": "c1", "title": "C", "csrf_token": csrf})
@@ -146,8 +177,7 @@ def test_the_regrade_button_requeues_keeps_old_verdicts_and_lists_changes(site: 
     other = site.graded(ada.id, "ACCEPTED", 1.0, DUE, problem="remat_sin_sin")
     running = site.services.store.create(problem=SLUG, source="x = 2", user_id=ada.id).id
     assert site.services.store.claim(running, worker_id="old", lease_s=60, max_attempts=3).record is not None
-    answer = site.client.post(f"/instructor/problems/{SLUG}/regrade", data={"csrf_token": csrf},
-                              follow_redirects=False)
+    answer = site.client.post(f"/instructor/problems/{SLUG}/regrade", data={"csrf_token": csrf}, follow_redirects=False)
     assert answer.status_code == 303
     page_url = answer.headers["location"]
     store = site.services.store
@@ -155,11 +185,15 @@ def test_the_regrade_button_requeues_keeps_old_verdicts_and_lists_changes(site: 
     assert store.get(other).status == SubmissionStatus.DONE  # type: ignore[union-attr]
     assert "0 of 3 submissions graded again" in site.client.get(page_url).text
     # the worker that was grading with the old version cannot store its verdict any more
-    assert not store.finish(running, verdict="ACCEPTED", score=1.0, problem_version="v0", result_json="{}",
-                            worker_id="old")
+    assert not store.finish(
+        running, verdict="ACCEPTED", score=1.0, problem_version="v0", result_json="{}", worker_id="old"
+    )
     assert store.get(running).status == SubmissionStatus.QUEUED  # type: ignore[union-attr]
-    for sid, verdict, score in ((first, "WRONG_POLICY", 0.0), (second, "WRONG_POLICY", 0.0),
-                                (running, "ACCEPTED", 1.0)):  # the new version
+    for sid, verdict, score in (
+        (first, "WRONG_POLICY", 0.0),
+        (second, "WRONG_POLICY", 0.0),
+        (running, "ACCEPTED", 1.0),
+    ):  # the new version
         assert store.claim(sid, worker_id="w", lease_s=60, max_attempts=3).record is not None
         store.finish(sid, verdict=verdict, score=score, problem_version="v1", result_json="{}", worker_id="w")
     page = site.client.get(page_url).text
@@ -185,8 +219,12 @@ def test_an_unpublished_assignment_is_flagged_on_the_course_page(site: Site, tmp
     site.services.problems = ProblemRepository(problems)
     csrf = site.sign_in("prof@uni.example")
     site.client.post("/instructor/courses", data={"key": "c3", "title": "C3", "csrf_token": csrf})
-    assert site.client.post("/instructor/courses/c3/assignments", data={"problem": SLUG, "csrf_token": csrf},
-                            follow_redirects=False).status_code == 303
+    assert (
+        site.client.post(
+            "/instructor/courses/c3/assignments", data={"problem": SLUG, "csrf_token": csrf}, follow_redirects=False
+        ).status_code
+        == 303
+    )
     assert f'id="unpublished-{SLUG}"' in site.client.get("/instructor/courses/c3").text
     mark_published(problems / SLUG, ProblemRepository(problems).get(SLUG).version)
     assert f'id="unpublished-{SLUG}"' not in site.client.get("/instructor/courses/c3").text
@@ -195,16 +233,31 @@ def test_an_unpublished_assignment_is_flagged_on_the_course_page(site: Site, tmp
 def test_a_grace_period_from_the_form_keeps_a_minute_late_attempt_on_time(site: Site) -> None:
     csrf = site.sign_in("prof@uni.example")
     site.client.post("/instructor/courses", data={"key": "g1", "title": "Grace", "csrf_token": csrf})
-    assert site.client.post("/instructor/courses/g1/assignments", data={
-        "problem": SLUG, "due_at": "2026-11-10T12:00", "late_rule": "none", "grace_minutes": "15",
-        "csrf_token": csrf}, follow_redirects=False).status_code == 303
-    assert 'name="grace_minutes" min="0" max="1440" step="1" value="15"' in site.client.get("/instructor/courses/g1").text
+    assert (
+        site.client.post(
+            "/instructor/courses/g1/assignments",
+            data={
+                "problem": SLUG,
+                "due_at": "2026-11-10T12:00",
+                "late_rule": "none",
+                "grace_minutes": "15",
+                "csrf_token": csrf,
+            },
+            follow_redirects=False,
+        ).status_code
+        == 303
+    )
+    assert (
+        'name="grace_minutes" min="0" max="1440" step="1" value="15"' in site.client.get("/instructor/courses/g1").text
+    )
     ada = site.account("ada@uni.example", "Ada")
-    site.client.post("/instructor/courses/g1/enrollments", data={"email": "ada@uni.example", "role": "student",
-                                                                  "csrf_token": csrf})
+    site.client.post(
+        "/instructor/courses/g1/enrollments", data={"email": "ada@uni.example", "role": "student", "csrf_token": csrf}
+    )
     site.graded(ada.id, "ACCEPTED", 1.0, DUE + timedelta(minutes=1))  # a minute late, within the grace
     row = next(csv.DictReader(io.StringIO(site.client.get("/instructor/courses/g1/gradebook.csv").text)))
     assert (row["score"], row["late"]) == ("1.0000", "no")
     site.sign_in("ada@uni.example")
-    assert "15 minutes of grace, then late attempts earn no credit" in \
-        re.sub(r"\s+", " ", site.client.get(f"/problems/{SLUG}").text)
+    assert "15 minutes of grace, then late attempts earn no credit" in re.sub(
+        r"\s+", " ", site.client.get(f"/problems/{SLUG}").text
+    )

@@ -12,8 +12,9 @@ T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
 
 
 def at(hours: float, verdict: str | None = "WRONG_VALUE", score: float | None = 0.0, sid: str = "") -> Attempt:
-    return Attempt(submission_id=sid or f"s{hours}", submitted_at=T0 + timedelta(hours=hours), verdict=verdict,
-                   score=score)
+    return Attempt(
+        submission_id=sid or f"s{hours}", submitted_at=T0 + timedelta(hours=hours), verdict=verdict, score=score
+    )
 
 
 def ok(hours: float) -> Attempt:
@@ -72,9 +73,15 @@ def test_ungraded_internal_errors_and_early_attempts_do_not_count() -> None:
     assert standing([], policy).score is None
 
 
-@pytest.mark.parametrize("kwargs", [dict(penalty_per_day=-0.1), dict(penalty_cap=1.5),
-                                    dict(penalty_per_day=float("nan")),
-                                    dict(opens_at=T0, due_at=T0 - timedelta(hours=1))])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(penalty_per_day=-0.1),
+        dict(penalty_cap=1.5),
+        dict(penalty_per_day=float("nan")),
+        dict(opens_at=T0, due_at=T0 - timedelta(hours=1)),
+    ],
+)
 def test_bad_policies_are_refused(kwargs: dict) -> None:
     with pytest.raises(ValueError):
         Policy(**kwargs)

@@ -47,8 +47,11 @@ def test_every_door_answers_503_with_retry_after_when_the_database_is_away(tmp_p
         "submit": client.post("/api/v1/submissions", json={"problem": "checkpoint_dot_policy", "source": SOURCE}),
         "read": client.get(f"/api/v1/submissions/{stored['id']}"),
         "batch read": client.get("/api/v1/submissions/batch", params={"ids": stored["id"]}),
-        "sign in": client.post("/signin", data={"email": "a@uni.example", "password": "pw-123456789",
-                                                "csrf_token": csrf}, headers={"accept": "text/html"}),
+        "sign in": client.post(
+            "/signin",
+            data={"email": "a@uni.example", "password": "pw-123456789", "csrf_token": csrf},
+            headers={"accept": "text/html"},
+        ),
         "web status": client.get(f"/submissions/{stored['id']}/status"),
     }
     for name, answer in answers.items():
@@ -57,8 +60,9 @@ def test_every_door_answers_503_with_retry_after_when_the_database_is_away(tmp_p
         assert "Traceback" not in answer.text and "psycopg" not in answer.text and "127.0.0.1" not in answer.text
     assert "database" in answers["submit"].json()["detail"]  # the queue-depth count failed: the database, not the queue
     assert "Try again in a moment" in answers["sign in"].text  # an HTML page for browsers
-    batch = client.post("/api/v1/submissions/batch", json={"submissions": [
-        {"problem": "checkpoint_dot_policy", "source": SOURCE}]})
+    batch = client.post(
+        "/api/v1/submissions/batch", json={"submissions": [{"problem": "checkpoint_dot_policy", "source": SOURCE}]}
+    )
     assert batch.status_code == 503 or batch.json()["items"][0]["error"] == 503
     assert unavailable_count() - before >= len(answers)
 
@@ -81,8 +85,11 @@ def test_a_stored_submission_is_answered_even_if_reading_it_back_fails(tmp_path:
 def submit(client: TestClient, key: str | None, source: str = SOURCE, **headers: str):  # type: ignore[no-untyped-def]
     if key is not None:
         headers["Idempotency-Key"] = key if key.isascii() else key.encode("utf-8")  # type: ignore[assignment]
-    return client.post("/api/v1/submissions", json={"problem": "checkpoint_dot_policy", "source": source,
-                                                   "external_id": "attempt-1"}, headers=headers)
+    return client.post(
+        "/api/v1/submissions",
+        json={"problem": "checkpoint_dot_policy", "source": source, "external_id": "attempt-1"},
+        headers=headers,
+    )
 
 
 def rows(services) -> int:  # type: ignore[no-untyped-def]
@@ -154,9 +161,13 @@ def test_concurrent_repeats_store_one_submission(tmp_path: Path) -> None:
 
 def test_batch_items_carry_their_own_keys(tmp_path: Path) -> None:
     client, services = make_client(tmp_path)
-    body = {"submissions": [{"problem": "checkpoint_dot_policy", "source": SOURCE, "idempotency_key": "item-1"},
-                            {"problem": "checkpoint_dot_policy", "source": SOURCE + "\n", "idempotency_key": "item-2"},
-                            {"problem": "checkpoint_dot_policy", "source": SOURCE}]}
+    body = {
+        "submissions": [
+            {"problem": "checkpoint_dot_policy", "source": SOURCE, "idempotency_key": "item-1"},
+            {"problem": "checkpoint_dot_policy", "source": SOURCE + "\n", "idempotency_key": "item-2"},
+            {"problem": "checkpoint_dot_policy", "source": SOURCE},
+        ]
+    }
     first = client.post("/api/v1/submissions/batch", json=body).json()["items"]
     again = client.post("/api/v1/submissions/batch", json=body).json()["items"]
     assert [i["id"] for i in first[:2]] == [i["id"] for i in again[:2]] and first[2]["id"] != again[2]["id"]

@@ -46,8 +46,9 @@ def test_hints_open_after_failed_attempts_or_on_request_and_requests_are_counted
     site.graded(ada.id, "INTERNAL_ERROR", 0.0, DUE, problem=SLUG)  # the judge's fault: opens nothing
     section = hints_section(site)
     assert "1 of 3 open" in section and "Hint 1:" in section and "Hint 2:" not in section
-    answer = site.client.post(f"/problems/{SLUG}/hints", data={"number": "2", "csrf_token": csrf},
-                              follow_redirects=False)
+    answer = site.client.post(
+        f"/problems/{SLUG}/hints", data={"number": "2", "csrf_token": csrf}, follow_redirects=False
+    )
     assert answer.status_code == 303
     site.client.post(f"/problems/{SLUG}/hints", data={"number": "2", "csrf_token": csrf})  # twice: nothing more
     site.client.post(f"/problems/{SLUG}/hints", data={"number": "9", "csrf_token": csrf})  # not the next: nothing

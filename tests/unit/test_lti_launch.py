@@ -17,8 +17,15 @@ from jwt.algorithms import RSAAlgorithm
 
 from server.courses.models import CourseRole
 from server.lti.keys import KEY_FILE, load_or_create, thumbprint
-from server.lti.launch import (CLAIM_CUSTOM, CLAIM_TARGET_LINK_URI, LaunchError, launch_of, problem_of, role_for,
-                               verify_id_token)
+from server.lti.launch import (
+    CLAIM_CUSTOM,
+    CLAIM_TARGET_LINK_URI,
+    LaunchError,
+    launch_of,
+    problem_of,
+    role_for,
+    verify_id_token,
+)
 from tests.lti_platform import INSTRUCTOR, LIS, STUDENT, TEACHING_ASSISTANT, LaunchSpec, Platform
 
 ISSUER, CLIENT = "https://lms.example", "judge-client"
@@ -37,8 +44,9 @@ def verify(platform: Platform, token: str, nonce: str = "n-1") -> dict[str, Any]
             raise LaunchError(403, "unknown kid")
         return platform.key.public_key()
 
-    return verify_id_token(token, issuer=ISSUER, client_id=CLIENT, deployment_ids=("deployment-1",),
-                           expected_nonce=nonce, key_for=key_for)
+    return verify_id_token(
+        token, issuer=ISSUER, client_id=CLIENT, deployment_ids=("deployment-1",), expected_nonce=nonce, key_for=key_for
+    )
 
 
 def token(platform: Platform, nonce: str = "n-1", **changes: Any) -> str:
@@ -50,7 +58,13 @@ def test_a_good_launch_verifies(platform: Platform) -> None:
     claims = verify(platform, token(platform, ags={"lineitem": "https://lms.example/li/1", "scope": []}))
     launch = launch_of(claims)
     assert (launch.issuer, launch.sub, launch.deployment_id, launch.resource_link_id, launch.problem, launch.role) == (
-        ISSUER, "student-1", "deployment-1", "link-1", "remat_sin_sin", CourseRole.STUDENT)
+        ISSUER,
+        "student-1",
+        "deployment-1",
+        "link-1",
+        "remat_sin_sin",
+        CourseRole.STUDENT,
+    )
     assert launch.ags == {"lineitem": "https://lms.example/li/1", "scope": []}
     assert launch.name == "Ada Student" and launch.email == "ada.student@lms.example"
 
@@ -84,10 +98,11 @@ def test_bad_tokens_are_refused(platform: Platform, name: str) -> None:
 
 def test_only_rs256_with_a_kid_is_accepted(platform: Platform) -> None:
     claims = platform.claims("n-1", LaunchSpec())
-    for forged in (jwt.encode(claims, "a-shared-secret-of-32-bytes-at-least!!", algorithm="HS256",
-                              headers={"kid": platform.kid}),
-                   jwt.encode(claims, platform.key, algorithm="RS512", headers={"kid": platform.kid}),
-                   jwt.encode(claims, None, algorithm="none")):
+    for forged in (
+        jwt.encode(claims, "a-shared-secret-of-32-bytes-at-least!!", algorithm="HS256", headers={"kid": platform.kid}),
+        jwt.encode(claims, platform.key, algorithm="RS512", headers={"kid": platform.kid}),
+        jwt.encode(claims, None, algorithm="none"),
+    ):
         with pytest.raises(LaunchError, match="only RS256"):
             verify(platform, forged)
     with pytest.raises(LaunchError, match="kid"):
@@ -104,24 +119,47 @@ def test_missing_claims_are_refused(platform: Platform) -> None:
             verify(platform, platform.sign(claims))
 
 
-@pytest.mark.parametrize("roles,role", [
-    (STUDENT, CourseRole.STUDENT), ([], CourseRole.STUDENT), (INSTRUCTOR, CourseRole.STAFF),
-    (TEACHING_ASSISTANT, CourseRole.STAFF), ([LIS + "membership#ContentDeveloper"], CourseRole.STAFF),
-    ([LIS + "membership#Administrator"], CourseRole.STAFF), ([LIS + "institution/person#Administrator"], CourseRole.STAFF),
-    ([LIS + "institution/person#Instructor"], CourseRole.STUDENT),  # an instructor elsewhere, not of this course
-    ([LIS + "membership#Mentor", LIS + "membership#Learner"], CourseRole.STUDENT), (["Instructor"], CourseRole.STAFF),
-    ([LIS + "membership/Learner#Learner"], CourseRole.STUDENT), ([42, None], CourseRole.STUDENT)])
+@pytest.mark.parametrize(
+    "roles,role",
+    [
+        (STUDENT, CourseRole.STUDENT),
+        ([], CourseRole.STUDENT),
+        (INSTRUCTOR, CourseRole.STAFF),
+        (TEACHING_ASSISTANT, CourseRole.STAFF),
+        ([LIS + "membership#ContentDeveloper"], CourseRole.STAFF),
+        ([LIS + "membership#Administrator"], CourseRole.STAFF),
+        ([LIS + "institution/person#Administrator"], CourseRole.STAFF),
+        ([LIS + "institution/person#Instructor"], CourseRole.STUDENT),  # an instructor elsewhere, not of this course
+        ([LIS + "membership#Mentor", LIS + "membership#Learner"], CourseRole.STUDENT),
+        (["Instructor"], CourseRole.STAFF),
+        ([LIS + "membership/Learner#Learner"], CourseRole.STUDENT),
+        ([42, None], CourseRole.STUDENT),
+    ],
+)
 def test_roles_map_to_the_judges_roles(roles: list[Any], role: CourseRole) -> None:
     assert role_for(roles) == role
 
 
 def test_the_problem_comes_from_the_custom_claim_or_the_target_link_uri() -> None:
-    assert problem_of({CLAIM_CUSTOM: {"problem": "remat_sin_sin"},
-                       CLAIM_TARGET_LINK_URI: "https://judge/lti/launch?problem=other"}) == "remat_sin_sin"
-    assert problem_of({CLAIM_TARGET_LINK_URI: "https://judge/lti/launch?problem=checkpoint_dot_policy"}) == \
-        "checkpoint_dot_policy"
-    for claims in ({}, {CLAIM_CUSTOM: {"problem": "../etc/passwd"}}, {CLAIM_TARGET_LINK_URI: "https://judge/lti/launch"},
-                   {CLAIM_CUSTOM: "problem=x"}):
+    assert (
+        problem_of(
+            {
+                CLAIM_CUSTOM: {"problem": "remat_sin_sin"},
+                CLAIM_TARGET_LINK_URI: "https://judge/lti/launch?problem=other",
+            }
+        )
+        == "remat_sin_sin"
+    )
+    assert (
+        problem_of({CLAIM_TARGET_LINK_URI: "https://judge/lti/launch?problem=checkpoint_dot_policy"})
+        == "checkpoint_dot_policy"
+    )
+    for claims in (
+        {},
+        {CLAIM_CUSTOM: {"problem": "../etc/passwd"}},
+        {CLAIM_TARGET_LINK_URI: "https://judge/lti/launch"},
+        {CLAIM_CUSTOM: "problem=x"},
+    ):
         with pytest.raises(LaunchError) as refused:
             problem_of(claims)
         assert refused.value.status_code == 400
@@ -129,9 +167,11 @@ def test_the_problem_comes_from_the_custom_claim_or_the_target_link_uri() -> Non
 
 def test_the_thumbprint_is_rfc_7638s() -> None:
     """RFC 7638 section 3.1's example key and thumbprint."""
-    n = ("0vx7agoebGcQSuuPiLJXZptN9nndrQmbXEps2aiAFbWhM78LhWx4cbbfAAtVT86zwu1RK7aPFFxuhDR1L6tSoc_BJECPebWKRXjBZCiFV4n3oknjhMs"
-         "tn64tZ_2W-5JsGY4Hc5n9yBXArwl93lqt7_RN5w6Cf0h4QyQ5v-65YGjQR0_FDW2QvzqY368QQMicAtaSqzs8KJZgnYb9c7d0zgdAZHzu6qMQvR"
-         "L5hajrn1n91CbOpbISD08qNLyrdkt-bFTWhAI4vMQFh6WeZu0fM4lFd2NcRwr3XPksINHaQ-G_xBniIqbw0Ls1jF44-csFCur-kEgU8awapJzKnqDKgw")
+    n = (
+        "0vx7agoebGcQSuuPiLJXZptN9nndrQmbXEps2aiAFbWhM78LhWx4cbbfAAtVT86zwu1RK7aPFFxuhDR1L6tSoc_BJECPebWKRXjBZCiFV4n3oknjhMs"
+        "tn64tZ_2W-5JsGY4Hc5n9yBXArwl93lqt7_RN5w6Cf0h4QyQ5v-65YGjQR0_FDW2QvzqY368QQMicAtaSqzs8KJZgnYb9c7d0zgdAZHzu6qMQvR"
+        "L5hajrn1n91CbOpbISD08qNLyrdkt-bFTWhAI4vMQFh6WeZu0fM4lFd2NcRwr3XPksINHaQ-G_xBniIqbw0Ls1jF44-csFCur-kEgU8awapJzKnqDKgw"
+    )
     public = RSAAlgorithm.from_jwk({"kty": "RSA", "n": n, "e": "AQAB"})
     assert thumbprint(public) == "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs"  # type: ignore[arg-type]
 

@@ -27,9 +27,14 @@ def make(tmp_path: Path, **settings: object) -> tuple[TestClient, object]:
     app = create_app(config)
     app.dependency_overrides[get_services] = lambda: services
     app.state.lti = LtiService.start(engine, config)  # the lifespan (grading threads) does not run
-    LtiStore(engine).register(issuer="https://lms.example", client_id="c1", deployment_ids=["d1"],
-                              auth_login_url="https://lms.example/auth", auth_token_url="https://lms.example/token",
-                              keyset_url="https://lms.example/jwks")
+    LtiStore(engine).register(
+        issuer="https://lms.example",
+        client_id="c1",
+        deployment_ids=["d1"],
+        auth_login_url="https://lms.example/auth",
+        auth_token_url="https://lms.example/token",
+        keyset_url="https://lms.example/jwks",
+    )
     return TestClient(app, base_url="https://testserver"), engine
 
 
@@ -65,16 +70,27 @@ def test_lti_over_plain_http_is_refused_unless_local(tmp_path: Path) -> None:
     plain = TestClient(client.app, base_url="http://judge.example.org")
     refused = plain.get("/lti/login", params=LOGIN, follow_redirects=False)
     assert refused.status_code == 503 and "REMAT_JUDGE_PUBLIC_URL=https://" in refused.text
-    assert TestClient(client.app, base_url="http://127.0.0.1:8000").get(
-        "/lti/login", params=LOGIN, follow_redirects=False).status_code == 302  # a local test
+    assert (
+        TestClient(client.app, base_url="http://127.0.0.1:8000")
+        .get("/lti/login", params=LOGIN, follow_redirects=False)
+        .status_code
+        == 302
+    )  # a local test
     allowed, _ = make(tmp_path / "allowed", lti_allow_http=True)
-    assert TestClient(allowed.app, base_url="http://judge.example.org").get(
-        "/lti/login", params=LOGIN, follow_redirects=False).status_code == 302
+    assert (
+        TestClient(allowed.app, base_url="http://judge.example.org")
+        .get("/lti/login", params=LOGIN, follow_redirects=False)
+        .status_code
+        == 302
+    )
     behind, _ = make(tmp_path / "proxied", public_url="https://judge.example.org")
-    login = TestClient(behind.app, base_url="http://10.0.0.9:8000").get("/lti/login", params=LOGIN,
-                                                                       follow_redirects=False)
-    assert login.status_code == 302 and "redirect_uri=https%3A%2F%2Fjudge.example.org%2Flti%2Flaunch" in \
-        login.headers["location"]
+    login = TestClient(behind.app, base_url="http://10.0.0.9:8000").get(
+        "/lti/login", params=LOGIN, follow_redirects=False
+    )
+    assert (
+        login.status_code == 302
+        and "redirect_uri=https%3A%2F%2Fjudge.example.org%2Flti%2Flaunch" in login.headers["location"]
+    )
     state_cookie = next(h for h in login.headers.get_list("set-cookie") if h.startswith("remat_lti_state_")).lower()
     assert "samesite=none" in state_cookie and "secure" in state_cookie
 
@@ -97,9 +113,11 @@ def test_cookies_are_secure_by_the_url(tmp_path: Path) -> None:
     """SameSite=None; Secure (what comes back inside an LMS's iframe) whenever the judge is reached
     over HTTPS: its public URL, or the request's own scheme (a trusted proxy's X-Forwarded-Proto);
     Lax on plain HTTP, where browsers drop SameSite=None cookies."""
-    for name, base, settings in (("https-request", "https://judge.example.org", {}),
-                                 ("https-public-url", "http://10.0.0.9", {"public_url": "https://judge.example.org"}),
-                                 ("forced", "http://127.0.0.1", {"cookie_secure": True})):
+    for name, base, settings in (
+        ("https-request", "https://judge.example.org", {}),
+        ("https-public-url", "http://10.0.0.9", {"public_url": "https://judge.example.org"}),
+        ("forced", "http://127.0.0.1", {"cookie_secure": True}),
+    ):
         cookie = _cookie_of(tmp_path / name, base, **settings)
         assert "samesite=none" in cookie and "; secure" in cookie and "httponly" in cookie, (name, cookie)
     cookie = _cookie_of(tmp_path / "plain", "http://127.0.0.1:8000")

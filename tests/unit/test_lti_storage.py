@@ -37,16 +37,21 @@ def platform() -> Iterator[Platform]:
 
 @pytest.fixture
 def app(tmp_path: Path, platform: Platform):  # type: ignore[no-untyped-def]
-    config = Settings(data_dir=tmp_path, problems_dir=PROBLEMS, hidden_seed="unit", lti_rate_limit="",
-                      lti_platform_rate_limit="")
+    config = Settings(
+        data_dir=tmp_path, problems_dir=PROBLEMS, hidden_seed="unit", lti_rate_limit="", lti_platform_rate_limit=""
+    )
     services = make_services(config, f"sqlite:///{tmp_path / 'judge.db'}")
     made = create_app(config)
     made.dependency_overrides[get_services] = lambda: services
     made.state.lti = LtiService.start(services.engine, config)  # type: ignore[arg-type]
     LtiStore(services.engine).register(  # type: ignore[arg-type]
-        issuer=platform.issuer, client_id=platform.client_id, deployment_ids=["deployment-1"],
-        auth_login_url=f"{platform.url}/auth", auth_token_url=f"{platform.url}/token",
-        keyset_url=f"{platform.url}/jwks")
+        issuer=platform.issuer,
+        client_id=platform.client_id,
+        deployment_ids=["deployment-1"],
+        auth_login_url=f"{platform.url}/auth",
+        auth_token_url=f"{platform.url}/token",
+        keyset_url=f"{platform.url}/jwks",
+    )
     return made
 
 
@@ -55,9 +60,19 @@ def browser(app) -> TestClient:  # type: ignore[no-untyped-def]
 
 
 def login(client: TestClient, platform: Platform, **extra: str):  # type: ignore[no-untyped-def]
-    return client.get("/lti/login", params={"iss": platform.issuer, "login_hint": "hint-1", "lti_message_hint": "m-1",
-                                            "target_link_uri": f"{JUDGE}/lti/launch", "client_id": platform.client_id,
-                                            "lti_deployment_id": "deployment-1", **extra}, follow_redirects=False)
+    return client.get(
+        "/lti/login",
+        params={
+            "iss": platform.issuer,
+            "login_hint": "hint-1",
+            "lti_message_hint": "m-1",
+            "target_link_uri": f"{JUDGE}/lti/launch",
+            "client_id": platform.client_id,
+            "lti_deployment_id": "deployment-1",
+            **extra,
+        },
+        follow_redirects=False,
+    )
 
 
 def attribute(page: str, name: str) -> str:
@@ -90,17 +105,25 @@ def test_a_cookieless_launch_without_storage_is_refused_and_relaunches_in_a_new_
     refused = iframe.post("/lti/launch", data={"id_token": token, "state": sent["state"]}, follow_redirects=False)
     assert refused.status_code == 403 and "new window" in refused.text and not signed_in(iframe)
     relaunch = attribute(refused.text, 'id="relaunch-new-window" href')
-    assert auth_params(relaunch) == {"iss": platform.issuer, "login_hint": "hint-1", "lti_message_hint": "m-1",
-                                     "target_link_uri": f"{JUDGE}/lti/launch", "client_id": platform.client_id,
-                                     "lti_deployment_id": "deployment-1"}
+    assert auth_params(relaunch) == {
+        "iss": platform.issuer,
+        "login_hint": "hint-1",
+        "lti_message_hint": "m-1",
+        "target_link_uri": f"{JUDGE}/lti/launch",
+        "client_id": platform.client_id,
+        "lti_deployment_id": "deployment-1",
+    }
     again = iframe.post("/lti/launch", data={"id_token": token, "state": sent["state"]}, follow_redirects=False)
     assert again.status_code == 403 and "already used" in again.text  # the refused login is spent
 
     window = browser(app)  # the new, first-party window: its cookie comes back
     second = window.get(relaunch, follow_redirects=False)
     sent = auth_params(second.headers["location"])
-    landed = window.post("/lti/launch", data={"id_token": platform.id_token(sent["nonce"]), "state": sent["state"]},
-                         follow_redirects=False)
+    landed = window.post(
+        "/lti/launch",
+        data={"id_token": platform.id_token(sent["nonce"]), "state": sent["state"]},
+        follow_redirects=False,
+    )
     assert landed.status_code == 303 and landed.headers["location"].startswith("/lti/landing?token=")
     assert signed_in(window)
 
@@ -124,16 +147,23 @@ def test_a_cookieless_launch_is_bound_through_the_platforms_storage(app, platfor
     assert fields == {"id_token": token, "state": sent["state"], "binding": ""}
     assert 'action="/lti/launch/storage"' in reading.text
     # the page read the binding back from the platform's storage and posts it, from the judge's origin
-    landed = iframe.post("/lti/launch/storage", data={**fields, "binding": binding}, follow_redirects=False,
-                         headers={"Origin": JUDGE, "Sec-Fetch-Site": "same-origin"})
+    landed = iframe.post(
+        "/lti/launch/storage",
+        data={**fields, "binding": binding},
+        follow_redirects=False,
+        headers={"Origin": JUDGE, "Sec-Fetch-Site": "same-origin"},
+    )
     assert landed.status_code == 303 and landed.headers["location"].startswith("/lti/landing?token=")
-    replay = iframe.post("/lti/launch/storage", data={**fields, "binding": binding}, follow_redirects=False,
-                         headers={"Origin": JUDGE})
+    replay = iframe.post(
+        "/lti/launch/storage", data={**fields, "binding": binding}, follow_redirects=False, headers={"Origin": JUDGE}
+    )
     assert replay.status_code == 403  # a login is used once
 
 
-@pytest.mark.parametrize("headers", [{}, {"Origin": "https://evil.example"}, {"Origin": "null"},
-                                     {"Origin": JUDGE, "Sec-Fetch-Site": "cross-site"}])
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"Origin": "https://evil.example"}, {"Origin": "null"}, {"Origin": JUDGE, "Sec-Fetch-Site": "cross-site"}],
+)
 def test_login_csrf_through_storage_is_refused(app, platform, headers: dict[str, str]) -> None:
     """The attacker starts a storage login in their own browser, so they know its binding and get a
     genuine id_token; the victim's browser can be made to post them, but not from the judge's
@@ -144,12 +174,14 @@ def test_login_csrf_through_storage_is_refused(app, platform, headers: dict[str,
     platform.with_launch(sub="attacker")
     fields = {"id_token": platform.id_token(sent["nonce"]), "state": sent["state"]}
     victim = browser(app)
-    forged = victim.post("/lti/launch/storage", data={**fields, "binding": binding}, headers=headers,
-                         follow_redirects=False)
+    forged = victim.post(
+        "/lti/launch/storage", data={**fields, "binding": binding}, headers=headers, follow_redirects=False
+    )
     assert forged.status_code == 403 and not signed_in(victim)
     # through the judge's own page, the victim's storage has nothing for this state
-    own = victim.post("/lti/launch/storage", data={**fields, "binding": ""}, headers={"Origin": JUDGE},
-                      follow_redirects=False)
+    own = victim.post(
+        "/lti/launch/storage", data={**fields, "binding": ""}, headers={"Origin": JUDGE}, follow_redirects=False
+    )
     assert own.status_code == 403 and "new window" in own.text and not signed_in(victim)
     platform.with_launch()
 

@@ -25,25 +25,43 @@ def lti(request: pytest.FixtureRequest, tmp_path: Path) -> LtiStore:
 
 
 def register(lti: LtiStore, *deployments: str, client_id: str = "c-1"):  # type: ignore[no-untyped-def]
-    return lti.register(issuer="https://lms.example", client_id=client_id, deployment_ids=list(deployments or ["d-1"]),
-                        auth_login_url="https://lms.example/auth", auth_token_url="https://lms.example/token",
-                        keyset_url="https://lms.example/jwks")
+    return lti.register(
+        issuer="https://lms.example",
+        client_id=client_id,
+        deployment_ids=list(deployments or ["d-1"]),
+        auth_login_url="https://lms.example/auth",
+        auth_token_url="https://lms.example/token",
+        keyset_url="https://lms.example/jwks",
+    )
 
 
 def test_register_update_list_remove(lti: LtiStore) -> None:
     first = register(lti, "d-1", "d-2", "d-1")
     assert first.deployment_ids == ("d-1", "d-2") and first.token_audience is None
-    updated = lti.register(issuer="https://lms.example", client_id="c-1", deployment_ids=["d-3"],
-                           auth_login_url="https://lms.example/auth2", auth_token_url="https://lms.example/token",
-                           keyset_url="https://lms.example/jwks", token_audience="https://lms.example/aud")
+    updated = lti.register(
+        issuer="https://lms.example",
+        client_id="c-1",
+        deployment_ids=["d-3"],
+        auth_login_url="https://lms.example/auth2",
+        auth_token_url="https://lms.example/token",
+        keyset_url="https://lms.example/jwks",
+        token_audience="https://lms.example/aud",
+    )
     assert updated.id == first.id and updated.deployment_ids == ("d-1", "d-2", "d-3")
     assert updated.auth_login_url.endswith("/auth2") and updated.token_audience == "https://lms.example/aud"
     register(lti, client_id="c-2")
     assert [p.client_id for p in lti.platforms_for("https://lms.example")] == ["c-1", "c-2"]
     assert [p.client_id for p in lti.platforms_for("https://lms.example", "c-2")] == ["c-2"]
     lti.start_login(first.id)
-    lti.save_resource_link(platform_id=first.id, deployment_id="d-1", resource_link_id="r", context_id=None,
-                           title=None, problem="p", ags=None)
+    lti.save_resource_link(
+        platform_id=first.id,
+        deployment_id="d-1",
+        resource_link_id="r",
+        context_id=None,
+        title=None,
+        problem="p",
+        ags=None,
+    )
     assert lti.remove("https://lms.example", "c-1") and not lti.remove("https://lms.example", "c-1")
     assert [p.client_id for p in lti.platforms()] == ["c-2"] and lti.resource_links() == []
 
@@ -80,19 +98,23 @@ def test_a_launch_token_is_used_once_and_expires(lti: LtiStore) -> None:
 def test_accounts_are_keyed_by_issuer_and_sub_and_never_take_or_merge_an_email(lti: LtiStore) -> None:
     users: UserStore = lti.users
     existing = users.create(email="ada@uni.example", display_name="Ada", password_hash="x")
-    ada = lti.account_for(issuer="https://lms.example", sub="42", name="Ada L", email="ada@uni.example",
-                          role=CourseRole.STUDENT)
+    ada = lti.account_for(
+        issuer="https://lms.example", sub="42", name="Ada L", email="ada@uni.example", role=CourseRole.STUDENT
+    )
     assert ada.id != existing.id and ada.email.startswith("lti-") and ada.email.endswith("@lti.invalid")
     assert ada.contact_email == "ada@uni.example"
-    same = lti.account_for(issuer="https://lms.example", sub="42", name="Ada Lovelace", email="ada@uni.example",
-                           role=CourseRole.STAFF)
+    same = lti.account_for(
+        issuer="https://lms.example", sub="42", name="Ada Lovelace", email="ada@uni.example", role=CourseRole.STAFF
+    )
     # an LMS instructor launch is a course role: the account's site role never changes
     assert same.id == ada.id and same.display_name == "Ada Lovelace" and same.role == SiteRole.USER
-    other_lms = lti.account_for(issuer="https://other.example", sub="42", name=None, email=None,
-                                role=CourseRole.STUDENT)
+    other_lms = lti.account_for(
+        issuer="https://other.example", sub="42", name=None, email=None, role=CourseRole.STUDENT
+    )
     assert other_lms.id not in (ada.id, existing.id) and other_lms.display_name == "LTI user"
-    fresh = lti.account_for(issuer="https://lms.example", sub="43", name="Bo", email="bo@uni.example",
-                            role=CourseRole.STUDENT)
+    fresh = lti.account_for(
+        issuer="https://lms.example", sub="43", name="Bo", email="bo@uni.example", role=CourseRole.STUDENT
+    )
     # the platform's email is a contact, not a sign-in email: a password sign-up with it stays possible
     assert fresh.email.endswith("@lti.invalid") and fresh.contact_email == "bo@uni.example"
     assert users.by_email("bo@uni.example") is None
@@ -102,12 +124,29 @@ def test_accounts_are_keyed_by_issuer_and_sub_and_never_take_or_merge_an_email(l
 
 def test_resource_links_keep_their_ags_endpoint(lti: LtiStore) -> None:
     platform = register(lti)
-    ags = {"scope": ["https://purl.imsglobal.org/spec/lti-ags/scope/score"],
-           "lineitem": "https://lms.example/li/1?type_id=3", "lineitems": "https://lms.example/li"}
-    link = lti.save_resource_link(platform_id=platform.id, deployment_id="d-1", resource_link_id="r-1",
-                                  context_id="c", title="T", problem="remat_sin_sin", ags=ags)
-    again = lti.save_resource_link(platform_id=platform.id, deployment_id="d-1", resource_link_id="r-1",
-                                   context_id="c", title="T2", problem="remat_sin_sin", ags=None)
+    ags = {
+        "scope": ["https://purl.imsglobal.org/spec/lti-ags/scope/score"],
+        "lineitem": "https://lms.example/li/1?type_id=3",
+        "lineitems": "https://lms.example/li",
+    }
+    link = lti.save_resource_link(
+        platform_id=platform.id,
+        deployment_id="d-1",
+        resource_link_id="r-1",
+        context_id="c",
+        title="T",
+        problem="remat_sin_sin",
+        ags=ags,
+    )
+    again = lti.save_resource_link(
+        platform_id=platform.id,
+        deployment_id="d-1",
+        resource_link_id="r-1",
+        context_id="c",
+        title="T2",
+        problem="remat_sin_sin",
+        ags=None,
+    )
     assert again.id == link.id and again.title == "T2" and again.ags_lineitem == ags["lineitem"]
     assert again.ags_scope == '["https://purl.imsglobal.org/spec/lti-ags/scope/score"]'
     assert len(lti.resource_links(platform.id)) == 1
@@ -118,8 +157,11 @@ def test_a_storage_login_keeps_only_the_hash_of_its_binding(lti: LtiStore) -> No
     storage: the table holds its SHA-256, a peek leaves the login usable, and only the value
     itself matches (not its hash, not another login's value)."""
     platform = register(lti)
-    state, _, binding = lti.start_login(platform.id, storage_target="post_message_forwarding",
-                                        relaunch={"iss": "https://lms.example", "login_hint": "h"})
+    state, _, binding = lti.start_login(
+        platform.id,
+        storage_target="post_message_forwarding",
+        relaunch={"iss": "https://lms.example", "login_hint": "h"},
+    )
     _, _, other = lti.start_login(platform.id, storage_target="_parent")
     assert binding and other and binding != other
     peeked = lti.peek_login(state)
@@ -128,6 +170,9 @@ def test_a_storage_login_keeps_only_the_hash_of_its_binding(lti: LtiStore) -> No
     assert peeked.binding_hash != binding and binding not in repr(peeked)
     taken = lti.consume_login(state)
     assert taken is not None and taken.binding_matches(binding)
-    assert not taken.binding_matches(other) and not taken.binding_matches("") \
+    assert (
+        not taken.binding_matches(other)
+        and not taken.binding_matches("")
         and not taken.binding_matches(taken.binding_hash or "")
+    )
     assert lti.peek_login(state) is None

@@ -9,8 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graders.problem import (ArrayArg, Problem, ProblemError, UniformGenerator, case_arg_specs, hidden_inputs,
-                             leaf_names, load_problem)
+from graders.problem import (
+    ArrayArg,
+    Problem,
+    ProblemError,
+    UniformGenerator,
+    case_arg_specs,
+    hidden_inputs,
+    leaf_names,
+    load_problem,
+)
 from graders.verdict import Verdict
 
 DOT_POLICY_DIR = Path(__file__).resolve().parents[2] / "problems" / "checkpoint_dot_policy"
@@ -33,6 +41,7 @@ def edit_toml(root: Path, pattern: str, replacement: str) -> Path:
 
 
 # --- the real package -------------------------------------------------------------------------------
+
 
 def test_real_package_loads_with_its_cases_and_exact_rule(dot_problem: Problem) -> None:
     spec = dot_problem.spec
@@ -57,6 +66,7 @@ def test_case_arg_specs_resolve_named_dims(dot_problem: Problem) -> None:
 
 
 # --- versions ---------------------------------------------------------------------------------------
+
 
 def test_version_is_content_based_and_stable_across_copies(dot_problem: Problem, package: Path) -> None:
     assert load_problem(package).version == dot_problem.version
@@ -88,6 +98,7 @@ def test_the_version_is_the_content_students_get_and_grading_uses(package: Path)
 
 
 # --- validation errors name the file and the field -----------------------------------------------
+
 
 def assert_problem_error(root: Path, *field_and_words: str) -> str:
     with pytest.raises(ProblemError) as info:
@@ -131,11 +142,14 @@ def test_every_error_at_once_with_did_you_mean_for_misspelt_keys(package: Path) 
     edit_toml(package, r'^difficulty = "medium"', 'difficulty = "impossible"\nodrer = 3')
     text = (package / "problem.toml").read_text() + "\n[limits]\nwall_time_limit = 5\n"
     (package / "problem.toml").write_text(text)
-    message = assert_problem_error(package, "titel: unknown key (did you mean 'title'?)",
-                                   "entry_pont: unknown key (did you mean 'entry_point'?)",
-                                   "odrer: unknown key (did you mean 'order'?)",
-                                   "limits.wall_time_limit: unknown key (did you mean 'wall_time_limit_s'?)",
-                                   "difficulty:")
+    message = assert_problem_error(
+        package,
+        "titel: unknown key (did you mean 'title'?)",
+        "entry_pont: unknown key (did you mean 'entry_point'?)",
+        "odrer: unknown key (did you mean 'order'?)",
+        "limits.wall_time_limit: unknown key (did you mean 'wall_time_limit_s'?)",
+        "difficulty:",
+    )
     assert len(message.splitlines()) == 5
 
 
@@ -166,6 +180,7 @@ def test_missing_reference_is_a_problem_error(package: Path) -> None:
 
 
 # --- hidden inputs ----------------------------------------------------------------------------------
+
 
 def test_hidden_inputs_are_deterministic_for_the_same_seed(dot_problem: Problem) -> None:
     case = dot_problem.spec.cases[1]
@@ -200,8 +215,11 @@ def test_hidden_inputs_follow_each_arguments_generator(dot_problem: Problem) -> 
 
 
 def test_uniform_generator_stays_within_its_bounds(package: Path) -> None:
-    edit_toml(package, r"^generator = \{ kind = \"normal\", scale = 1.0 \}",
-              'generator = { kind = "uniform", low = 2.0, high = 3.0 }')
+    edit_toml(
+        package,
+        r"^generator = \{ kind = \"normal\", scale = 1.0 \}",
+        'generator = { kind = "uniform", low = 2.0, high = 3.0 }',
+    )
     problem = load_problem(package)
     assert isinstance(problem.spec.args[2], ArrayArg)
     assert isinstance(problem.spec.args[2].generator, UniformGenerator)
@@ -210,6 +228,7 @@ def test_uniform_generator_stays_within_its_bounds(package: Path) -> None:
 
 
 # --- wrong submissions ------------------------------------------------------------------------------
+
 
 def test_wrong_submissions_of_real_package_parse(dot_problem: Problem) -> None:
     found = {path.name: verdict for path, verdict in dot_problem.wrong_submissions()}
@@ -232,13 +251,17 @@ def test_wrong_submissions_accepts_expect_line_without_spaces(package: Path) -> 
     assert found == [("a.py", "WRONG_ANSWER"), ("b.py", "RUNTIME_ERROR")]
 
 
-@pytest.mark.parametrize("text", [
-    "import jax\n",                                  # no expect line at all
-    "",                                              # empty file
-    "# a comment first\n# expect: WRONG_ANSWER\n",   # expect line not first
-    "# expect: NEARLY_RIGHT\n",                      # not a verdict
-    "# expect: wrong_answer\n",                      # verdicts are upper case
-], ids=["missing", "empty", "not-first-line", "unknown-verdict", "lower-case"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "import jax\n",  # no expect line at all
+        "",  # empty file
+        "# a comment first\n# expect: WRONG_ANSWER\n",  # expect line not first
+        "# expect: NEARLY_RIGHT\n",  # not a verdict
+        "# expect: wrong_answer\n",  # verdicts are upper case
+    ],
+    ids=["missing", "empty", "not-first-line", "unknown-verdict", "lower-case"],
+)
 def test_wrong_submission_without_valid_expect_line_is_rejected(package: Path, text: str) -> None:
     bad = package / "wrong" / "zz_bad.py"
     bad.write_text(text, encoding="utf-8")

@@ -41,7 +41,10 @@ def test_a_past_submission_source_is_its_authors_and_instructors_only(site: Site
     site.sign_in("ada@uni.example")
     answer = site.client.get(f"/submissions/{record.id}/source.py")
     assert answer.status_code == 200 and answer.text == "```\n</pre><b>x</b>\n"
-    assert answer.headers["content-type"].startswith("text/plain") and answer.headers["x-content-type-options"] == "nosniff"
+    assert (
+        answer.headers["content-type"].startswith("text/plain")
+        and answer.headers["x-content-type-options"] == "nosniff"
+    )
     assert f'href="/submissions/{record.id}/source.py"' in site.client.get("/problems/remat_sin_sin").text
     site.sign_in("bob@uni.example")
     assert site.client.get(f"/submissions/{record.id}/source.py").status_code == 404
@@ -54,8 +57,11 @@ def test_the_list_is_ordered_as_a_course_with_progress(site: Site) -> None:
     site.graded(ada.id, "ACCEPTED", 1.0, DUE, problem="remat_constant")
     site.sign_in("ada@uni.example")
     page = site.client.get("/").text
-    assert page.index("/problems/remat_sin_sin") < page.index("/problems/remat_constant") \
+    assert (
+        page.index("/problems/remat_sin_sin")
+        < page.index("/problems/remat_constant")
         < page.index("/problems/sin_chain_recursive")
+    )
     assert "<strong>1 of 14</strong> solved" in page
 
 

@@ -33,11 +33,15 @@ def problems(tmp_path: Path) -> Path:
 
 # --- the marker ---------------------------------------------------------------------------------------
 
+
 def test_every_shipped_problem_is_published_at_its_current_version() -> None:
     repo = ProblemRepository(PROBLEMS)
     working = [repo.working(slug) for slug in repo.slugs()]
-    stale = {p.slug: (published_version(p.root), p.version) for p in working
-             if publication(p.root, p.version).changed or not publication(p.root, p.version).published}
+    stale = {
+        p.slug: (published_version(p.root), p.version)
+        for p in working
+        if publication(p.root, p.version).changed or not publication(p.root, p.version).published
+    }
     assert stale == {}, "run `remat-judge problems publish SLUG` for each (marker, version) pair"
     assert len(repo.all(published_only=True)) == len(repo.slugs()) == 14
 
@@ -75,6 +79,7 @@ def test_the_marker_does_not_change_the_version(problems: Path) -> None:
 
 # --- TODOs ----------------------------------------------------------------------------------------------
 
+
 def test_the_scaffold_has_todos_in_what_students_read_and_a_shipped_problem_none(problems: Path) -> None:
     left = todos(problems / "fresh_problem")
     assert {line.split(":")[0] for line in left} == {"problem.toml", "statement.md", "starter.py", "hints.md"}
@@ -93,8 +98,10 @@ def test_a_todo_is_a_whole_word_in_the_checked_files_only(problems: Path) -> Non
 
 # --- installing an upload ---------------------------------------------------------------------------------
 
+
 def test_an_installed_package_is_unpublished_unless_asked_and_a_replacement_keeps_the_state(
-        problems: Path, tmp_path: Path) -> None:
+    problems: Path, tmp_path: Path
+) -> None:
     history = tmp_path / "history"
     source = tmp_path / "src" / "fresh_problem"
     shutil.copytree(problems / "fresh_problem", source)
@@ -122,16 +129,20 @@ def test_an_installed_package_is_unpublished_unless_asked_and_a_replacement_keep
 
 # --- where the folders come from ---------------------------------------------------------------------------
 
+
 def test_a_folder_comes_from_the_flag_then_the_variable_then_the_working_directory(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("REMAT_JUDGE_PROBLEMS_DIR", raising=False)
     monkeypatch.chdir(tmp_path)
     from server.settings import Settings
 
     assert Settings().problems_dir.resolve() == tmp_path / "problems"
     assert source_of("problems", flag_given=False) == "the working directory"
-    assert folder("problems", Path("problems"), flag_given=False).describe() == \
-        f"problems: {tmp_path / 'problems'} (from the working directory)"
+    assert (
+        folder("problems", Path("problems"), flag_given=False).describe()
+        == f"problems: {tmp_path / 'problems'} (from the working directory)"
+    )
     monkeypatch.setenv("REMAT_JUDGE_PROBLEMS_DIR", str(tmp_path / "elsewhere"))
     assert Settings().problems_dir == tmp_path / "elsewhere"
     assert source_of("problems", flag_given=False) == "REMAT_JUDGE_PROBLEMS_DIR"
@@ -140,6 +151,7 @@ def test_a_folder_comes_from_the_flag_then_the_variable_then_the_working_directo
 
 
 # --- who sees what ------------------------------------------------------------------------------------------
+
 
 def test_an_unpublished_problem_is_the_instructors_only_until_published(problems: Path) -> None:
     from tests.unit.test_course_pages import Site
@@ -163,14 +175,19 @@ def test_an_unpublished_problem_is_the_instructors_only_until_published(problems
     csrf = site.sign_in("stu@uni.example")
     assert "/problems/fresh_problem" not in client.get("/").text
     assert client.get("/problems/fresh_problem").status_code == 404
-    answer = client.post("/problems/fresh_problem/submit", data={"source": "x = 1", "csrf_token": csrf},
-                         headers={"Accept": "application/json"})
+    answer = client.post(
+        "/problems/fresh_problem/submit",
+        data={"source": "x = 1", "csrf_token": csrf},
+        headers={"Accept": "application/json"},
+    )
     assert answer.status_code == 404
 
     # the instructor (web) and the instructor token (API): listed, marked, readable, gradeable
     assert api_slugs(Authorization="Bearer prof-token") == {SHIPPED, "fresh_problem"}
-    listed = {p["slug"]: p["published"] for p in
-              client.get("/api/v1/problems", headers={"Authorization": "Bearer prof-token"}).json()}
+    listed = {
+        p["slug"]: p["published"]
+        for p in client.get("/api/v1/problems", headers={"Authorization": "Bearer prof-token"}).json()
+    }
     assert listed == {SHIPPED: True, "fresh_problem": False}
     token = {"Authorization": "Bearer prof-token"}
     assert client.get("/api/v1/problems/fresh_problem", headers=token).status_code == 200
@@ -178,8 +195,11 @@ def test_an_unpublished_problem_is_the_instructors_only_until_published(problems
     page = client.get("/").text
     assert "/problems/fresh_problem" in page and re.search(r"fresh_problem · <span[^>]*>unpublished<", page)
     assert client.get("/problems/fresh_problem").status_code == 200
-    answer = client.post("/problems/fresh_problem/submit", data={"source": "x = 1", "csrf_token": csrf},
-                         headers={"Accept": "application/json"})
+    answer = client.post(
+        "/problems/fresh_problem/submit",
+        data={"source": "x = 1", "csrf_token": csrf},
+        headers={"Accept": "application/json"},
+    )
     assert answer.status_code == 201, answer.text
 
     # published: students see it

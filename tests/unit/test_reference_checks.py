@@ -12,8 +12,13 @@ import pytest
 
 from graders.limits import VerifyLimits
 from graders.problem import load_problem
-from graders.reference import (ReferenceCheckError, build_expectations, ensure_expectations, failure_path,
-                               recorded_failure)
+from graders.reference import (
+    ReferenceCheckError,
+    build_expectations,
+    ensure_expectations,
+    failure_path,
+    recorded_failure,
+)
 from graders.expectation import cache_dir
 from tests.support import PROBLEMS
 
@@ -22,17 +27,17 @@ HEADER = "import jax\nimport jax.numpy as jnp\n\n"
 MISTAKES = {
     # a stop_gradient on one term: the value is right, the reference's own gradient is not
     "finite_difference": HEADER + "def remat_sin_sin(x):\n"
-                                  "    f = jax.checkpoint(lambda v: jnp.sin(jnp.sin(v)))\n"
-                                  "    return f(x) + 0.5 * jax.lax.stop_gradient(x) - 0.5 * x\n",
+    "    f = jax.checkpoint(lambda v: jnp.sin(jnp.sin(v)))\n"
+    "    return f(x) + 0.5 * jax.lax.stop_gradient(x) - 0.5 * x\n",
     # an unseeded numpy draw while tracing: each export bakes in another constant
     "deterministic": "import numpy as np\n" + HEADER + "def remat_sin_sin(x):\n"
-                     "    scale = np.float32(1.0 + np.random.rand())\n"
-                     "    return jax.checkpoint(lambda v: jnp.sin(jnp.sin(v)) * scale)(x)\n",
+    "    scale = np.float32(1.0 + np.random.rand())\n"
+    "    return jax.checkpoint(lambda v: jnp.sin(jnp.sin(v)) * scale)(x)\n",
     # shapes that only fit some cases: exporting "odd_length" (N = 37) raises
     "runtime_error": HEADER + "def remat_sin_sin(x):\n"
-                              "    return jax.checkpoint(lambda v: jnp.sin(jnp.sin(v.reshape(2, -1))).reshape(-1))(x)\n",
+    "    return jax.checkpoint(lambda v: jnp.sin(jnp.sin(v.reshape(2, -1))).reshape(-1))(x)\n",
     "time_limit": "import time\n" + HEADER + "def remat_sin_sin(x):\n    time.sleep(0.6)\n"
-                  "    return jax.checkpoint(lambda v: jnp.sin(jnp.sin(v)))(x)\n",
+    "    return jax.checkpoint(lambda v: jnp.sin(jnp.sin(v)))(x)\n",
 }
 
 
@@ -81,9 +86,11 @@ def test_the_banks_reference_passes_and_a_deterministic_failure_is_recorded_not_
 
 
 def test_both_the_determinism_and_the_gradient_of_one_reference_are_reported(tmp_path: Path) -> None:
-    both = "import numpy as np\n" + HEADER + "def remat_sin_sin(x):\n" \
-           "    scale = np.float32(1.0 + np.random.rand())\n" \
-           "    return jax.checkpoint(lambda v: jnp.sin(jnp.sin(v)))(x) * scale + jax.lax.stop_gradient(x) - x\n"
+    both = (
+        "import numpy as np\n" + HEADER + "def remat_sin_sin(x):\n"
+        "    scale = np.float32(1.0 + np.random.rand())\n"
+        "    return jax.checkpoint(lambda v: jnp.sin(jnp.sin(v)))(x) * scale + jax.lax.stop_gradient(x) - x\n"
+    )
     with pytest.raises(ReferenceCheckError) as caught:
         build_expectations(load_problem(package(tmp_path, both)), seed=SEED)
     assert [c for c, _ in caught.value.failures] == ["deterministic", "finite_difference"]

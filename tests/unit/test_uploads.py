@@ -24,8 +24,9 @@ def site_with_token(tmp_path: Path) -> Site:
     site = Site(tmp_path)
     problems = tmp_path / "problems"
     shutil.copytree(PROBLEMS / "remat_sin_sin", problems / "remat_sin_sin")
-    site.services.settings = site.services.settings.model_copy(update={"instructor_token": TOKEN,
-                                                                       "problems_dir": problems})
+    site.services.settings = site.services.settings.model_copy(
+        update={"instructor_token": TOKEN, "problems_dir": problems}
+    )
     return site
 
 
@@ -42,12 +43,17 @@ def broken_package(tmp_path: Path) -> Path:
 
 def test_every_error_of_a_package_at_once_and_no_server_path(tmp_path: Path) -> None:
     site = site_with_token(tmp_path)
-    answer = site.client.post("/api/v1/problems", content=pack(broken_package(tmp_path)),
-                              headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/gzip"})
+    answer = site.client.post(
+        "/api/v1/problems",
+        content=pack(broken_package(tmp_path)),
+        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/gzip"},
+    )
     assert answer.status_code == 400
     detail = answer.json()["detail"]
-    for expected in ("typo_problem/problem.toml: titel: unknown key (did you mean 'title'?)",
-                     "typo_problem/problem.toml: memory.rulle: unknown key (did you mean 'rule'?)"):
+    for expected in (
+        "typo_problem/problem.toml: titel: unknown key (did you mean 'title'?)",
+        "typo_problem/problem.toml: memory.rulle: unknown key (did you mean 'rule'?)",
+    ):
         assert expected in detail, detail
     problems = site.services.settings.problems_dir
     assert str(problems) not in detail and str(tmp_path) not in detail and ".staging" not in detail
@@ -60,8 +66,11 @@ def test_expect_lines_are_all_reported_once_the_toml_loads(tmp_path: Path) -> No
     shutil.copy(PROBLEMS / "remat_sin_sin" / "problem.toml", root / "problem.toml")
     toml = (root / "problem.toml").read_text().replace('slug = "remat_sin_sin"', 'slug = "typo_problem"')
     (root / "problem.toml").write_text(toml)
-    answer = site.client.post("/api/v1/problems", content=pack(root),
-                              headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/gzip"})
+    answer = site.client.post(
+        "/api/v1/problems",
+        content=pack(root),
+        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/gzip"},
+    )
     assert answer.status_code == 400
     detail = answer.json()["detail"]
     assert "typo_problem/wrong/no_checkpoint.py" in detail and "(did you mean WRONG_POLICY?)" in detail
@@ -79,15 +88,20 @@ def test_the_upload_page_and_status_are_for_admins(tmp_path: Path) -> None:
     csrf = site.sign_in("admin@uni.example")
     page = site.client.get("/instructor/problems/upload")
     assert page.status_code == 200 and 'enctype="multipart/form-data"' in page.text
-    refused = site.client.post("/instructor/problems/upload", data={"csrf_token": csrf},
-                               files={"package": ("typo.tar.gz", pack(broken_package(tmp_path)), "application/gzip")})
+    refused = site.client.post(
+        "/instructor/problems/upload",
+        data={"csrf_token": csrf},
+        files={"package": ("typo.tar.gz", pack(broken_package(tmp_path)), "application/gzip")},
+    )
     assert refused.status_code == 400
     shown = re.search(r'<pre class="error upload-error"[^>]*>(.*?)</pre>', refused.text, re.S).group(1)  # type: ignore[union-attr]
     assert "did you mean &#39;title&#39;?" in shown and str(tmp_path) not in shown
     assert site.client.post("/instructor/problems/upload", data={"csrf_token": csrf}).status_code == 400
     assert site.client.get("/instructor/problems/uploads/" + "0" * 32).status_code == 404
-    assert site.client.get("/api/v1/problems/uploads/not-an-id", headers={"Authorization": f"Bearer {TOKEN}"}
-                           ).status_code == 404
+    assert (
+        site.client.get("/api/v1/problems/uploads/not-an-id", headers={"Authorization": f"Bearer {TOKEN}"}).status_code
+        == 404
+    )
 
 
 def test_a_hostile_archive_through_the_page_writes_nothing(tmp_path: Path) -> None:
@@ -99,10 +113,15 @@ def test_a_hostile_archive_through_the_page_writes_nothing(tmp_path: Path) -> No
         info = tarfile.TarInfo("problem.toml")
         info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
         tar.addfile(info)
-    answer = site.client.post("/instructor/problems/upload", data={"csrf_token": csrf},
-                              files={"package": ("evil.tar.gz", buffer.getvalue(), "application/gzip")})
+    answer = site.client.post(
+        "/instructor/problems/upload",
+        data={"csrf_token": csrf},
+        files={"package": ("evil.tar.gz", buffer.getvalue(), "application/gzip")},
+    )
     assert answer.status_code == 400 and "not a regular file" in answer.text
     problems = site.services.settings.problems_dir
     assert sorted(p.name for p in problems.iterdir() if not p.name.startswith(".")) == ["remat_sin_sin"]
     client = TestClient(site.client.app)
-    assert client.post("/instructor/problems/upload", data={"csrf_token": "x"}, follow_redirects=False).status_code == 303
+    assert (
+        client.post("/instructor/problems/upload", data={"csrf_token": "x"}, follow_redirects=False).status_code == 303
+    )

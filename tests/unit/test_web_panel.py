@@ -15,8 +15,16 @@ from typing import Any
 import pytest
 
 from graders.verdict import VerdictReport
-from server.web.panel import (_CHAR_W, _LINE_H, _NOMINAL_WIDTH, human_bytes, human_flops, panel_context, plane,
-                              render_panel)
+from server.web.panel import (
+    _CHAR_W,
+    _LINE_H,
+    _NOMINAL_WIDTH,
+    human_bytes,
+    human_flops,
+    panel_context,
+    plane,
+    render_panel,
+)
 
 CANNED = Path(__file__).resolve().parents[2] / "web" / "dev" / "verdicts"
 
@@ -26,23 +34,45 @@ def fact(shape: list[int], source: str | None, matched: bool | None, note: str |
 
 
 REPORT: dict[str, Any] = {
-    "id": "r1", "problem": "remat_sin_sin", "problem_version": "2", "status": "done", "verdict": "WRONG_POLICY",
-    "score": 0.0, "stdout": "", "stderr": "", "timing_ms": {"total": 1500.0}, "jax_version": "0.10.2",
+    "id": "r1",
+    "problem": "remat_sin_sin",
+    "problem_version": "2",
+    "status": "done",
+    "verdict": "WRONG_POLICY",
+    "score": 0.0,
+    "stdout": "",
+    "stderr": "",
+    "timing_ms": {"total": 1500.0},
+    "jax_version": "0.10.2",
     "checks": [
         {"name": "value", "passed": True, "judged": True, "message": "values match", "details": {}},
         {"name": "residuals", "passed": False, "judged": True, "message": "you save sin(x)", "details": {}},
-        {"name": "peak_memory", "passed": True, "judged": False, "message": "peak_memory: reported only",
-         "details": {}},
+        {
+            "name": "peak_memory",
+            "passed": True,
+            "judged": False,
+            "message": "peak_memory: reported only",
+            "details": {},
+        },
     ],
     "residuals": {
         "case": "small",
         "expected": [fact([1024], "argument x", True), fact([1024], "cosine", False)],
         "submitted": [fact([1024], "argument x", True), fact([1024], "sine", False, "output of sin")],
-        "expected_bytes": 8192, "submitted_bytes": 8192, "no_checkpoint_bytes": 16384,
-        "expected_bwd_peak_bytes": 20000, "submitted_bwd_peak_bytes": 21000, "no_checkpoint_bwd_peak_bytes": 24000,
-        "expected_bwd_flops": 5120, "submitted_bwd_flops": 6144, "no_checkpoint_bwd_flops": 4096,
-        "expected_recompute_flops": 1024, "submitted_recompute_flops": 2048,
-        "full_remat_bytes": 4096, "full_remat_bwd_flops": 7_500_000, "full_remat_recompute_flops": 7_495_904,
+        "expected_bytes": 8192,
+        "submitted_bytes": 8192,
+        "no_checkpoint_bytes": 16384,
+        "expected_bwd_peak_bytes": 20000,
+        "submitted_bwd_peak_bytes": 21000,
+        "no_checkpoint_bwd_peak_bytes": 24000,
+        "expected_bwd_flops": 5120,
+        "submitted_bwd_flops": 6144,
+        "no_checkpoint_bwd_flops": 4096,
+        "expected_recompute_flops": 1024,
+        "submitted_recompute_flops": 2048,
+        "full_remat_bytes": 4096,
+        "full_remat_bwd_flops": 7_500_000,
+        "full_remat_recompute_flops": 7_495_904,
         "full_remat_bwd_peak_bytes": 26000,
     },
 }
@@ -56,8 +86,11 @@ def plane_svg(html: str) -> ET.Element:
 
 def texts(svg: ET.Element, cls: str) -> list[str]:
     """The texts of class `cls` (a label's lines joined with spaces)."""
-    return [" ".join(s.text or "" for s in t.iter("tspan")) or "".join(t.itertext())
-            for t in svg.iter("text") if cls in (t.get("class") or "").split()]
+    return [
+        " ".join(s.text or "" for s in t.iter("tspan")) or "".join(t.itertext())
+        for t in svg.iter("text")
+        if cls in (t.get("class") or "").split()
+    ]
 
 
 def check_items(html: str) -> dict[str, str]:
@@ -115,7 +148,7 @@ def test_point_labels_do_not_collide_even_on_a_narrow_chart() -> None:
             top = p.label_y - 11
             boxes.append((left, top, left + width, top + len(p.label_lines) * _LINE_H))
         for i, a in enumerate(boxes):
-            for b in boxes[i + 1:]:
+            for b in boxes[i + 1 :]:
                 assert not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]), (name, a, b)
 
 
@@ -161,8 +194,11 @@ def test_residuals_are_marked_by_value_with_their_source() -> None:
     legend = re.search(r'<p class="legend".*?</p>', html, re.S).group(0)
     assert "only the reference saves it" in legend and "only you save it" in legend
     line = " ".join(re.search(r'<p class="recompute".*?</p>', html, re.S).group(0).split())
-    assert re.search(r"Your backward pass recomputes <strong[^>]*>2.05 k FLOPs</strong>; the reference’s "
-                     r"recomputes <strong[^>]*>1.02 k FLOPs</strong>", line), line
+    assert re.search(
+        r"Your backward pass recomputes <strong[^>]*>2.05 k FLOPs</strong>; the reference’s "
+        r"recomputes <strong[^>]*>1.02 k FLOPs</strong>",
+        line,
+    ), line
 
 
 def test_a_report_stored_before_the_new_fields_still_renders() -> None:
@@ -227,11 +263,22 @@ def test_inexact_flops_are_said_and_not_drawn() -> None:
     from graders.verdict import ResidualReport, Verdict, VerdictReport
     from server.web.panel import panel_context
 
-    residuals = ResidualReport(case="large", expected_bytes=100, submitted_bytes=100, expected_recompute_flops=10,
-                               submitted_recompute_flops=12, no_checkpoint_bytes=300, full_remat_bytes=10,
-                               full_remat_recompute_flops=40, flops_exact=True)
+    residuals = ResidualReport(
+        case="large",
+        expected_bytes=100,
+        submitted_bytes=100,
+        expected_recompute_flops=10,
+        submitted_recompute_flops=12,
+        no_checkpoint_bytes=300,
+        full_remat_bytes=10,
+        full_remat_recompute_flops=40,
+        flops_exact=True,
+    )
     exact = panel_context(VerdictReport(problem="p", verdict=Verdict.ACCEPTED, residuals=residuals))
     assert exact["plane"] is not None and exact["flops_exact"]
-    loose = panel_context(VerdictReport(problem="p", verdict=Verdict.ACCEPTED,
-                                        residuals=residuals.model_copy(update={"flops_exact": False})))
+    loose = panel_context(
+        VerdictReport(
+            problem="p", verdict=Verdict.ACCEPTED, residuals=residuals.model_copy(update={"flops_exact": False})
+        )
+    )
     assert loose["plane"] is None and not loose["flops_exact"]

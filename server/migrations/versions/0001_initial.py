@@ -11,6 +11,7 @@ Revision ID: 0001
 Revises:
 Create Date: 2026-05-20
 """
+
 from typing import Sequence, Union
 
 import sqlalchemy as sa

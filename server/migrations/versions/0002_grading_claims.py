@@ -17,6 +17,7 @@ Revision ID: 0002
 Revises: 0001
 Create Date: 2026-05-20
 """
+
 from typing import Sequence, Union
 
 import sqlalchemy as sa
@@ -40,13 +41,22 @@ def _refuse_unknown(table: str, column: str, allowed: tuple[str, ...]) -> None:
     """Raises RuntimeError naming the rows' values outside `allowed` (the CHECK would refuse them)."""
     if context.is_offline_mode():
         return
-    found = op.get_bind().execute(sa.text(
-        f"SELECT {column}, COUNT(*) FROM {table} WHERE {column} IS NULL OR NOT ({_in(column, allowed)}) "
-        f"GROUP BY {column}")).all()
+    found = (
+        op.get_bind()
+        .execute(
+            sa.text(
+                f"SELECT {column}, COUNT(*) FROM {table} WHERE {column} IS NULL OR NOT ({_in(column, allowed)}) "
+                f"GROUP BY {column}"
+            )
+        )
+        .all()
+    )
     if found:
         listed = ", ".join(f"{value!r} ({count} rows)" for value, count in found)
-        raise RuntimeError(f"{table}.{column} holds values outside {', '.join(allowed)}: {listed}; "
-                           f"correct those rows, then migrate again")
+        raise RuntimeError(
+            f"{table}.{column} holds values outside {', '.join(allowed)}: {listed}; "
+            f"correct those rows, then migrate again"
+        )
 
 
 def upgrade() -> None:

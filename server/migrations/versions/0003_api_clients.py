@@ -15,6 +15,7 @@ Revision ID: 0003
 Revises: 0002
 Create Date: 2026-11-23
 """
+
 from typing import Sequence, Union
 
 import sqlalchemy as sa
@@ -63,8 +64,16 @@ def downgrade() -> None:
         batch.drop_index("ix_submissions_client_external")
         batch.drop_constraint("callback_status", type_="check")
         batch.drop_constraint("fk_submissions_client_id", type_="foreignkey")
-        for column in ("callback_next_at", "callback_last_error", "callback_last_code", "callback_attempts",
-                       "callback_status", "callback_url", "external_id", "client_id"):
+        for column in (
+            "callback_next_at",
+            "callback_last_error",
+            "callback_last_code",
+            "callback_attempts",
+            "callback_status",
+            "callback_url",
+            "external_id",
+            "client_id",
+        ):
             batch.drop_column(column)
     op.drop_index("ix_api_clients_key_hash", table_name="api_clients")
     op.drop_index("ix_api_clients_name", table_name="api_clients")

@@ -23,6 +23,7 @@ Revision ID: 0004
 Revises: 0003
 Create Date: 2026-11-23
 """
+
 from typing import Sequence, Union
 
 import sqlalchemy as sa
@@ -52,8 +53,9 @@ def upgrade() -> None:
         sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
         sa.Column("platform_id", sa.Integer(), nullable=False),
         sa.Column("deployment_id", sa.String(255), nullable=False),
-        sa.ForeignKeyConstraint(["platform_id"], ["lti_platforms.id"], name="fk_lti_deployments_platform",
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["platform_id"], ["lti_platforms.id"], name="fk_lti_deployments_platform", ondelete="CASCADE"
+        ),
         sa.UniqueConstraint("platform_id", "deployment_id", name="uq_lti_deployments_platform_deployment"),
     )
     op.create_table(
@@ -63,8 +65,9 @@ def upgrade() -> None:
         sa.Column("platform_id", sa.Integer(), nullable=False),
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.Column("expires_at", sa.DateTime(), nullable=False),
-        sa.ForeignKeyConstraint(["platform_id"], ["lti_platforms.id"], name="fk_lti_logins_platform",
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["platform_id"], ["lti_platforms.id"], name="fk_lti_logins_platform", ondelete="CASCADE"
+        ),
     )
     op.create_index("ix_lti_logins_expires_at", "lti_logins", ["expires_at"])
     op.create_table(
@@ -105,8 +108,9 @@ def upgrade() -> None:
         sa.Column("ags_scope", sa.Text(), nullable=True),
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.Column("updated_at", sa.DateTime(), nullable=False),
-        sa.ForeignKeyConstraint(["platform_id"], ["lti_platforms.id"], name="fk_lti_resource_links_platform",
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["platform_id"], ["lti_platforms.id"], name="fk_lti_resource_links_platform", ondelete="CASCADE"
+        ),
         sa.UniqueConstraint("platform_id", "deployment_id", "resource_link_id", name="uq_lti_resource_links_link"),
     )
     op.create_table(

@@ -15,6 +15,7 @@ Revision ID: 0005
 Revises: 0004
 Create Date: 2026-11-23
 """
+
 from typing import Sequence, Union
 
 import sqlalchemy as sa
@@ -52,8 +53,9 @@ def upgrade() -> None:
         sa.Column("last_error", sa.String(300), nullable=True),
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.Column("updated_at", sa.DateTime(), nullable=False),
-        sa.ForeignKeyConstraint(["resource_link_id"], ["lti_resource_links.id"], name="fk_lti_grade_passbacks_link",
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["resource_link_id"], ["lti_resource_links.id"], name="fk_lti_grade_passbacks_link", ondelete="CASCADE"
+        ),
         sa.ForeignKeyConstraint(["lti_user_id"], ["lti_users.id"], name="fk_lti_grade_passbacks_lti_user"),
         sa.ForeignKeyConstraint(["user_id"], ["users.id"], name="fk_lti_grade_passbacks_user"),
         sa.UniqueConstraint("resource_link_id", "lti_user_id", name="uq_lti_grade_passbacks_link_user"),

@@ -19,6 +19,7 @@ Revision ID: 0006
 Revises: 0005
 Create Date: 2026-11-23
 """
+
 from typing import Sequence, Union
 
 import sqlalchemy as sa
@@ -44,8 +45,7 @@ def upgrade() -> None:
         sa.Column("deployment_id", sa.String(255), nullable=True),
         sa.Column("context_id", sa.String(255), nullable=True),
         sa.Column("created_at", sa.DateTime(), nullable=False),
-        sa.ForeignKeyConstraint(["platform_id"], ["lti_platforms.id"], name="fk_courses_platform",
-                                ondelete="SET NULL"),
+        sa.ForeignKeyConstraint(["platform_id"], ["lti_platforms.id"], name="fk_courses_platform", ondelete="SET NULL"),
         sa.UniqueConstraint("key"),
         sa.UniqueConstraint("platform_id", "deployment_id", "context_id", name="uq_courses_context"),
     )
@@ -87,8 +87,9 @@ def upgrade() -> None:
         sa.Column("user_id", sa.Integer(), nullable=False),
         sa.Column("due_at", sa.DateTime(), nullable=False),
         sa.Column("created_at", sa.DateTime(), nullable=False),
-        sa.ForeignKeyConstraint(["assignment_id"], ["assignments.id"], name="fk_extensions_assignment",
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["assignment_id"], ["assignments.id"], name="fk_extensions_assignment", ondelete="CASCADE"
+        ),
         sa.ForeignKeyConstraint(["user_id"], ["users.id"], name="fk_extensions_user"),
         sa.UniqueConstraint("assignment_id", "user_id", name="uq_extensions_assignment_user"),
     )
@@ -113,8 +114,9 @@ def upgrade() -> None:
         sa.Column("problem_version", sa.String(32), nullable=True),
         sa.Column("result_json", sa.Text(), nullable=True),
         sa.Column("finished_at", sa.DateTime(), nullable=True),
-        sa.ForeignKeyConstraint(["regrade_id"], ["regrades.id"], name="fk_regraded_verdicts_regrade",
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["regrade_id"], ["regrades.id"], name="fk_regraded_verdicts_regrade", ondelete="CASCADE"
+        ),
         sa.ForeignKeyConstraint(["submission_id"], ["submissions.id"], name="fk_regraded_verdicts_submission"),
         sa.UniqueConstraint("regrade_id", "submission_id", name="uq_regraded_verdicts_submission"),
     )

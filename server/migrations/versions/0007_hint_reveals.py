@@ -9,6 +9,7 @@ Revision ID: 0007
 Revises: 0006
 Create Date: 2026-11-23
 """
+
 from typing import Sequence, Union
 
 import sqlalchemy as sa

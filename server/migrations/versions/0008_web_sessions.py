@@ -9,6 +9,7 @@ Revision ID: 0008
 Revises: 0007
 Create Date: 2026-11-24
 """
+
 from typing import Sequence, Union
 
 import sqlalchemy as sa

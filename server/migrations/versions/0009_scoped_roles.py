@@ -23,6 +23,7 @@ Revision ID: 0009
 Revises: 0008
 Create Date: 2026-11-25
 """
+
 import hashlib
 from typing import Sequence, Union
 
@@ -63,15 +64,19 @@ def upgrade() -> None:
     with op.batch_alter_table("users") as batch:
         batch.add_column(sa.Column("contact_email", sa.String(254), nullable=True))
     with op.batch_alter_table("courses") as batch:
-        batch.add_column(sa.Column("solutions_after_deadline", sa.Boolean(), nullable=False,
-                                   server_default=sa.false()))
-    op.execute(sa.text("UPDATE courses SET solutions_after_deadline = :yes WHERE platform_id IS NULL")
-               .bindparams(yes=True))
+        batch.add_column(sa.Column("solutions_after_deadline", sa.Boolean(), nullable=False, server_default=sa.false()))
+    op.execute(
+        sa.text("UPDATE courses SET solutions_after_deadline = :yes WHERE platform_id IS NULL").bindparams(yes=True)
+    )
     if context.is_offline_mode():
         return
     bind = op.get_bind()
-    links = bind.execute(sa.text("SELECT l.user_id, l.issuer, l.sub, l.email, u.email FROM lti_users l "
-                                 "JOIN users u ON u.id = l.user_id ORDER BY l.id")).all()
+    links = bind.execute(
+        sa.text(
+            "SELECT l.user_id, l.issuer, l.sub, l.email, u.email FROM lti_users l "
+            "JOIN users u ON u.id = l.user_id ORDER BY l.id"
+        )
+    ).all()
     for user_id, issuer, sub, platform_email, email in links:
         synthetic = _synthetic_email(issuer, sub)
         if email != synthetic:
@@ -79,8 +84,10 @@ def upgrade() -> None:
             if taken is not None:  # an account of this identity exists already: leave this one as it is
                 continue
         contact = platform_email or (None if email.endswith("@lti.invalid") else email)
-        bind.execute(sa.text("UPDATE users SET email = :e, contact_email = :c WHERE id = :id"),
-                     {"e": synthetic, "c": contact and contact.lower(), "id": user_id})
+        bind.execute(
+            sa.text("UPDATE users SET email = :e, contact_email = :c WHERE id = :id"),
+            {"e": synthetic, "c": contact and contact.lower(), "id": user_id},
+        )
 
 
 def downgrade() -> None:

@@ -8,6 +8,7 @@ Revision ID: 0010
 Revises: 0009
 Create Date: 2026-11-25
 """
+
 from typing import Sequence, Union
 
 import sqlalchemy as sa

@@ -11,6 +11,7 @@ Revision ID: 0011
 Revises: 0010
 Create Date: 2026-11-25
 """
+
 from typing import Sequence, Union
 
 import sqlalchemy as sa

@@ -8,6 +8,7 @@ Revision ID: 0012
 Revises: 0011
 Create Date: 2026-11-25
 """
+
 from typing import Sequence, Union
 
 import sqlalchemy as sa

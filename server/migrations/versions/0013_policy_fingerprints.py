@@ -12,6 +12,7 @@ Revision ID: 0013
 Revises: 0012
 Create Date: 2026-11-25
 """
+
 import json
 from typing import Sequence, Union
 
@@ -39,14 +40,27 @@ def backfill(connection: sa.engine.Connection) -> int:
     """Fingerprints every graded submission without one; returns how many it fingerprinted."""
     from graders.insight import fingerprint
 
-    table = sa.table("submissions", sa.column("id", sa.String), sa.column("verdict", sa.String),
-                     sa.column("result_json", sa.Text), sa.column("policy_fingerprint", sa.String))
+    table = sa.table(
+        "submissions",
+        sa.column("id", sa.String),
+        sa.column("verdict", sa.String),
+        sa.column("result_json", sa.Text),
+        sa.column("policy_fingerprint", sa.String),
+    )
     done, after = 0, ""
     while True:
-        rows = connection.execute(sa.select(table.c.id, table.c.result_json).where(
-            table.c.id > after, table.c.result_json.is_not(None), table.c.policy_fingerprint.is_(None),
-            table.c.verdict.is_not(None), table.c.verdict != "INTERNAL_ERROR")
-            .order_by(table.c.id).limit(BATCH)).all()
+        rows = connection.execute(
+            sa.select(table.c.id, table.c.result_json)
+            .where(
+                table.c.id > after,
+                table.c.result_json.is_not(None),
+                table.c.policy_fingerprint.is_(None),
+                table.c.verdict.is_not(None),
+                table.c.verdict != "INTERNAL_ERROR",
+            )
+            .order_by(table.c.id)
+            .limit(BATCH)
+        ).all()
         if not rows:
             return done
         for submission_id, result_json in rows:
@@ -55,8 +69,9 @@ def backfill(connection: sa.engine.Connection) -> int:
             except Exception:  # noqa: BLE001 - an unreadable old report keeps no fingerprint
                 found = None
             if found is not None:
-                connection.execute(sa.update(table).where(table.c.id == submission_id)
-                                   .values(policy_fingerprint=found.key))
+                connection.execute(
+                    sa.update(table).where(table.c.id == submission_id).values(policy_fingerprint=found.key)
+                )
                 done += 1
         after = rows[-1][0]
 
