@@ -15,25 +15,16 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.gzip import GZipMiddleware
 
-from graders.problem import ProblemRepository
-from server import dbfaults, metrics, migrate
-from server.admission import Admission
+from server import dbfaults, metrics
 from server.api import health, problems, submissions
-from server.api.deps import Services
-from server.db import ClientStore, SubmissionStore, UserStore, make_engine
-from server.dbfaults import DATABASE, is_database_fault
-from server.callback_sender import CallbackSender
-from server.grading import Grader, new_worker_id
-from server.lti.grade_sender import grade_sender  # LMS grade passback (issue 12)
-from server.limits import BodySizeLimit, UnstorableTextGuard
-from server.lti.routes import LtiService, router as lti_router  # LTI 1.3 tool (issue 12)
-from server.lti.setup import router as lti_setup_router  # LTI set-up, one-URL registration (issue 24)
 from server.courses import pages as course_pages  # courses, gradebooks, regrades (issue 12)
+from server.dbfaults import DATABASE, is_database_fault
+from server.limits import BodySizeLimit, UnstorableTextGuard
+from server.lti.routes import router as lti_router  # LTI 1.3 tool (issue 12)
+from server.lti.setup import router as lti_setup_router  # LTI set-up, one-URL registration (issue 24)
 from server.packages import MAX_ARCHIVE_BYTES
-from server.queue import InProcessQueue, WorkerPool
-from server.redisqueue import RedisJobs
+from server.runtime import build_services, open_database
 from server.settings import Settings, get_settings
-from server.waits import CompletionHub
 from server.web import pages as web_pages
 from server.web import uploads as web_uploads
 from server.web.cookies import SchemeAwareSessions
@@ -74,16 +65,6 @@ def _offline_docs(app: FastAPI) -> None:
         )
 
 
-def _require_migrated(url: str) -> None:
-    """Raises RuntimeError unless the database at `url` is at the latest migration."""
-    current, head = migrate.current(url), migrate.head()
-    if current != head:
-        raise RuntimeError(
-            f"the database is at migration {current or 'none'}, the code needs {head}: run "
-            f"`remat-judge db upgrade` first"
-        )
-
-
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Builds the app. Its lifespan:
 
@@ -100,68 +81,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        url = settings.resolved_database_url
-        await asyncio.to_thread(dbfaults.wait_for_database, url)  # PostgreSQL down or restarting: wait, said once
-        if settings.scaled:
-            _require_migrated(url)
-        else:
-            migrate.upgrade(url)
-        engine = make_engine(url)
-        store = SubmissionStore(engine)
-        repo = ProblemRepository(settings.problems_dir)
-        hub = CompletionHub(store.finished_among, poll_s=1.0 if settings.scaled else 2.0)
-        admission = Admission(
-            rate_limit=settings.rate_limit,
-            storage_uri=settings.redis_url or "memory://",
-            max_queue_depth=settings.max_queue_depth,
-            queue_depth=store.queue_depth,
-        )
-        pool = redis_jobs = None
-        if settings.scaled:
-            assert settings.redis_url is not None
-            redis_jobs = jobs = RedisJobs(settings.redis_url, heartbeat_timeout_s=settings.heartbeat_timeout_s)
-        else:
-            jobs = InProcessQueue()
-            config = settings.judge_config()
-            callbacks = CallbackSender(
-                store,
-                ClientStore(engine),
-                max_attempts=settings.callback_max_attempts,
-                timeout_s=settings.callback_timeout_s,
-            )
-            grader = Grader(
-                store=store,
-                problems=repo,
-                config_factory=lambda: config,
-                worker_id=new_worker_id("embedded"),
-                lease_s=settings.lease_s,
-                max_attempts=settings.max_attempts,
-                on_finished=hub.notify_threadsafe,
-                callbacks=callbacks,
-                grades=grade_sender(engine, settings),
-            )
-            pool = WorkerPool(
-                jobs=jobs,
-                store=store,
-                grader=grader,
-                workers=settings.workers,
-                sweep_interval_s=settings.sweep_interval_s,
-            )
-        app.state.services = Services(
-            settings=settings,
-            store=store,
-            users=UserStore(engine),
-            problems=repo,
-            jobs=jobs,
-            hub=hub,
-            admission=admission,
-            clients=ClientStore(engine),
-            pool=pool,
-            redis_jobs=redis_jobs,
-            engine=engine,
-        )
-        app.state.lti = LtiService.start(engine, settings)  # LTI 1.3 tool (issue 12)
+        # PostgreSQL down or restarting: wait (said once); then migrate (embedded) or check the schema
+        engine = await asyncio.to_thread(open_database, settings)
+        services = app.state.services = build_services(settings, engine)
+        hub, pool, redis_jobs = services.hub, services.pool, services.redis_jobs
         hub.start(settings.redis_url)
         if pool is not None:
             pool.start()

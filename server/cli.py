@@ -169,12 +169,12 @@ def serve(
         multiproc.mkdir(parents=True)
         os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(multiproc))
     if settings.scaled:  # say a missing migration plainly, before the server starts (waiting for the database)
-        from server.app import _require_migrated
+        from server.runtime import require_migrated
         from server.dbfaults import wait_for_database
 
         wait_for_database(settings.resolved_database_url)
         try:
-            _require_migrated(settings.resolved_database_url)
+            require_migrated(settings.resolved_database_url)
         except RuntimeError as exc:
             err.print(f"[red]{escape(str(exc))}[/]")
             raise typer.Exit(EXIT_USAGE) from None

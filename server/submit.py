@@ -17,7 +17,7 @@ from server.dbfaults import is_database_fault
 from server.text import unstorable_reason
 
 if TYPE_CHECKING:
-    from server.api.deps import Services
+    from server.runtime import Services
 
 log = logging.getLogger(__name__)
 MAX_EXTERNAL_ID_CHARS = 128  # the column's size (server/db.py)

@@ -14,17 +14,14 @@ import signal
 import threading
 
 from graders.problem import ProblemRepository
+from sandbox.limits import JailCgroup
 from server import metrics
-from server.app import _require_migrated
-from server.callback_sender import CallbackSender
-from server.db import ClientStore, SubmissionStore, make_engine
-from server.dbfaults import wait_for_database
-from server.grading import Grader, Sweeper, new_worker_id
-from server.lti.grade_sender import grade_sender  # LMS grade passback (issue 12)
+from server.db import SubmissionStore
+from server.grading import Sweeper
 from server.queue import start_templates_in_background
 from server.redisqueue import RedisJobs
+from server.runtime import build_grader, open_database
 from server.settings import Settings
-from sandbox.limits import JailCgroup
 
 log = logging.getLogger(__name__)
 STOP_TIMEOUT_S = 120
@@ -51,36 +48,19 @@ def run(
     """
     if not settings.redis_url:
         raise ValueError("a worker needs REMAT_JUDGE_REDIS_URL (the distributed mode)")
-    url = settings.resolved_database_url
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda signum, frame: stop.set())
     try:
-        wait_for_database(url, stop=stop)  # PostgreSQL down or restarting: wait, said once
+        engine = open_database(settings, stop=stop)  # PostgreSQL down or restarting: wait, said once
     except InterruptedError:
         return
-    _require_migrated(url)
-    engine = make_engine(url)
     store = SubmissionStore(engine)
     problems = ProblemRepository(settings.problems_dir)
-    config = settings.judge_config()
-    worker_id = new_worker_id("worker")
     jobs = RedisJobs(settings.redis_url, heartbeat_timeout_s=settings.heartbeat_timeout_s)
-    callbacks = CallbackSender(
-        store, ClientStore(engine), max_attempts=settings.callback_max_attempts, timeout_s=settings.callback_timeout_s
-    )
-    grader = Grader(
-        store=store,
-        problems=problems,
-        config_factory=lambda: config,
-        worker_id=worker_id,
-        lease_s=settings.lease_s,
-        max_attempts=settings.max_attempts,
-        on_finished=jobs.announce,
-        callbacks=callbacks,
-        grades=grade_sender(engine, settings),
-    )
+    grader = build_grader(settings, engine, store, problems, kind="worker", on_finished=jobs.announce)
+    worker_id = grader.worker_id
     jobs.run = grader.grade  # this process runs the jobs it is given
     sweeper = Sweeper(
         store,

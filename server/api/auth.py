@@ -18,7 +18,8 @@ from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
-from server.api.deps import Services, client_key, get_services
+from server.deps import get_services
+from server.runtime import Services
 from server.authz import ADMIN_TOKEN, ANONYMOUS, Action, Principal, SubmissionTarget, api_client, decide
 from server.db import ApiClientRecord, SubmissionRecord
 
@@ -28,6 +29,12 @@ bearer = HTTPBearer(
     description="An API client's key (`remat-judge clients create NAME`), "
     "or the admin token (REMAT_JUDGE_INSTRUCTOR_TOKEN)",
 )
+
+
+def client_key(request: Request) -> str:
+    """Who is calling, for rate limiting: the client's IP address (`ip:<address>`)."""
+    host = request.client.host if request.client else "unknown"
+    return f"ip:{host}"
 
 
 @dataclass(frozen=True)

@@ -5,16 +5,15 @@ from __future__ import annotations
 import secrets
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Response, status
+from fastapi import APIRouter, Header, HTTPException, Response, status
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from server import metrics
-from server.api.deps import Services, get_services
+from server.deps import ServicesDep
 from server.schemas import Health
 
 router = APIRouter(tags=["health"])
-ServicesDep = Annotated[Services, Depends(get_services)]
 
 
 @router.get("/healthz", response_model=Health)

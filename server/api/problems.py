@@ -10,13 +10,13 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from graders.problem import ArrayArg, ListArg, Problem, ProblemError
-from server.api.deps import Services, get_services
+from server.deps import ServicesDep
+from server.runtime import Services
 from server.authz import ADMIN_TOKEN, ANONYMOUS, Action, Principal, decide
 from server.db import SUBMISSION_ID
 from server.schemas import ArgumentPublic, CasePublic, ProblemDetail, ProblemSummary
 
 router = APIRouter(prefix="/problems", tags=["problems"])
-ServicesDep = Annotated[Services, Depends(get_services)]
 
 
 def summary(problem: Problem, *, published: bool) -> ProblemSummary:

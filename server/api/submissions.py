@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Query, Response, status
+from fastapi import APIRouter, Header, HTTPException, Query, Response, status
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from server.api.auth import Caller, CallerDep, can_read
-from server.api.deps import Services, get_services
+from server.deps import ServicesDep
+from server.runtime import Services
 from server.authz import Action, decide
 from server.db import SUBMISSION_ID, SubmissionRecord
 from server.public import public_submission
@@ -23,7 +24,6 @@ from server.dbfaults import DATABASE, MESSAGE, RETRY_AFTER_S, is_database_fault
 from server.submit import SubmitError, idempotency_key_of, submit
 
 router = APIRouter(prefix="/submissions", tags=["submissions"])
-ServicesDep = Annotated[Services, Depends(get_services)]
 PUBLIC_FIELDS = tuple(SubmissionPublic.model_fields)
 FieldsQuery = Annotated[
     str | None,

@@ -20,13 +20,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Form, HTTPException, Path as PathParam, Request, status
+from fastapi import APIRouter, Form, HTTPException, Path as PathParam, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from sqlalchemy.engine import Engine
 
 from graders.problem import ProblemError
-from server.api.deps import Services, get_services
+from server.deps import ServicesDep
+from server.runtime import Services
 from server.authz import ANONYMOUS, Action, CourseTarget, Principal, decide
 from server.courses import admin
 from server.courses.models import Course, CourseError, CourseRole, CourseStore
@@ -41,7 +42,6 @@ HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=[str(HERE / "templates"), str(WEB_DIR / "templates")])
 templates.env.filters.update(FILTERS)
 router = APIRouter(include_in_schema=False)
-ServicesDep = Annotated[Services, Depends(get_services)]
 
 
 def _render(request: Request, name: str, user: UserRecord, status_code: int = 200, **context: Any) -> HTMLResponse:

@@ -41,38 +41,30 @@ today), so they open inside the LMS's iframe.
 from __future__ import annotations
 
 import json
-import math
 import re
 import secrets
-import time
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode, urlsplit, urlunsplit, parse_qsl
 
-from fastapi import APIRouter, Depends, Form, HTTPException, Request, status
+from fastapi import APIRouter, Form, HTTPException, Request, status
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
-from limits import parse
-from limits.storage import storage_from_string
-from limits.strategies import MovingWindowRateLimiter
-from sqlalchemy.engine import Engine
 
 from graders.problem import ProblemError
-from server.api.deps import Services, get_services
+from server.deps import LtiDep, ServicesDep
+from server.runtime import Services
 from server.authz import ANONYMOUS, Action, decide
-from server.courses.models import CourseRole, CourseStore
+from server.courses.models import CourseRole
 from server.lti import deep_linking
-from server.lti.ags import SCOPE_SCORE, AgsClient
-from server.lti.keys import ToolKey, load_or_create
+from server.lti.ags import SCOPE_SCORE
 from server.lti.launch import (
     CLAIM_MESSAGE_TYPE,
     CLAIM_ROLES,
     DEEP_LINKING_REQUEST,
     LEEWAY_S,
     RESOURCE_LINK_REQUEST,
-    JwksCache,
     LaunchError,
     identifier,
     launch_of,
@@ -82,11 +74,8 @@ from server.lti.launch import (
     verify_id_token,
 )
 from server.lti.models import LAUNCH_TOKEN_TTL_S, LOGIN_TTL_S, LtiStore, PendingLogin, PlatformView, sha256_hex
-from server.lti.passback import PassbackStore
-from server.lti.registration import RegistrationStore
-from server.settings import Settings
+from server.lti.service import LtiService
 from server.web.auth import csrf_token, principal_of, sign_in, user_of
-from server.web.cookies import secure_request
 from server.web.pages import WEB_DIR
 from server.web.panel import FILTERS
 
@@ -94,132 +83,10 @@ HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=[str(HERE / "templates"), str(WEB_DIR / "templates")])
 templates.env.filters.update(FILTERS)
 router = APIRouter(prefix="/lti", include_in_schema=False)
-ServicesDep = Annotated[Services, Depends(get_services)]
 
 STATE_COOKIE_PREFIX = "remat_lti_state_"
 STORAGE_TARGET = re.compile(r"[A-Za-z0-9_.:-]{1,64}")  # a frame name (Canvas: post_message_forwarding) or _parent
 NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
-
-
-@dataclass
-class LtiService:
-    """What the LTI routes need, made once in the app's lifespan (`app.state.lti`).
-
-    Attributes:
-        store: the LTI tables (read per request: registrations need no restart).
-        key: the tool's key pair (`<data_dir>/lti_private_key.pem`).
-        jwks: the platforms' public keys, cached by kid.
-        public_url: the judge's public base URL (`REMAT_JUDGE_PUBLIC_URL`, e.g.
-            https://judge.example.org) from which redirect_uri is made; None: the request's own
-            base URL (fine without a reverse proxy that rewrites the host or scheme).
-            `REMAT_JUDGE_LTI_JWKS_REFETCH_COOLDOWN_S` (default 10) sets `jwks.refetch_cooldown_s`.
-        cookie_secure: `REMAT_JUDGE_COOKIE_SECURE`: every cookie `SameSite=None; Secure` (else
-            decided by the URL: `server.web.cookies.secure_request`).
-        passbacks: the grade passback rows (made by students' launches; `/lti/grades`).
-        courses: courses of LMS contexts, enrollments and assignments (made by launches).
-        limit: launches (login initiations) and deep linking picks per address and per platform
-            (`REMAT_JUDGE_LTI_RATE_LIMIT`, `REMAT_JUDGE_LTI_PLATFORM_RATE_LIMIT`), or None.
-        allow_http: `REMAT_JUDGE_LTI_ALLOW_HTTP`: launches over plain HTTP from a host that is not
-            this machine (a local test); otherwise refused (`https_refusal`).
-        client: the AGS client's safety for the judge's own calls to platforms (dynamic
-            registration, the set-up page's connection test): `REMAT_JUDGE_LTI_ALLOW_NETWORKS`.
-        registrations: the one-time dynamic registration URLs.
-    """
-
-    store: LtiStore
-    key: ToolKey
-    jwks: JwksCache
-    public_url: str | None
-    cookie_secure: bool
-    passbacks: PassbackStore
-    courses: CourseStore
-    limit: "LtiRateLimit | None" = None
-    allow_http: bool = False
-    client: AgsClient = field(default_factory=AgsClient)
-    registrations: RegistrationStore | None = None
-
-    @classmethod
-    def start(cls, engine: Engine, settings: Settings) -> "LtiService":
-        """The service of a deployment: creates the tool's key on first start."""
-        public = settings.public_url or None
-        cooldown_s = settings.lti_jwks_refetch_cooldown_s
-        return cls(
-            store=LtiStore(engine),
-            key=load_or_create(settings.data_dir),
-            jwks=JwksCache(refetch_cooldown_s=cooldown_s),
-            public_url=public.rstrip("/") if public else None,
-            cookie_secure=settings.cookie_secure,
-            passbacks=PassbackStore(engine),
-            courses=CourseStore(engine),
-            limit=LtiRateLimit.start(
-                settings.lti_rate_limit, settings.lti_platform_rate_limit, settings.redis_url or "memory://"
-            ),
-            allow_http=settings.lti_allow_http,
-            client=AgsClient(timeout_s=settings.callback_timeout_s, allow_networks=settings.lti_allow_networks),
-            registrations=RegistrationStore(engine),
-        )
-
-    def base_url(self, request: Request) -> str:
-        return self.public_url or str(request.base_url).rstrip("/")
-
-    def secure(self, request: Request) -> bool:
-        """Whether this request's cookies are `SameSite=None; Secure` (`secure_request`)."""
-        return secure_request(request.scope, public_url=self.public_url, forced=self.cookie_secure)
-
-    def https_refusal(self, request: Request) -> LaunchError | None:
-        """A refusal when the judge would speak LTI over plain HTTP to anyone but this machine:
-        LMSs refuse tools without HTTPS, and inside their iframe only `Secure` cookies come back.
-        None on HTTPS, for a loopback host (a local test), or with `REMAT_JUDGE_LTI_ALLOW_HTTP`."""
-        base = urlsplit(self.base_url(request))
-        if base.scheme == "https" or self.allow_http or (base.hostname or "") in LOOPBACK_HOSTS:
-            return None
-        return LaunchError(
-            503,
-            "This judge is set up for LTI over plain HTTP, which LMSs refuse. Its operator "
-            "sets REMAT_JUDGE_PUBLIC_URL=https://<its address> (behind a TLS proxy whose headers "
-            "it trusts), or REMAT_JUDGE_LTI_ALLOW_HTTP=true for a local test.",
-        )
-
-
-class LtiRateLimit:
-    """Launches per address and per platform (`limits`' moving window; in Redis when scaled out,
-    so every API process shares one count).
-
-    A launch is counted once, at its login initiation: the only step that stores state before
-    anything is verified (the launch itself needs that state, the landing a one-time token). The
-    defaults fit a classroom: 600 a minute per address lets a lab of 300 behind one campus NAT
-    launch at once; 6,000 a minute per platform bounds what one issuer's logins can make the judge
-    store. Deep linking picks (signed by the judge) count per address too.
-    """
-
-    def __init__(self, per_address: list, per_platform: list, storage_uri: str):  # type: ignore[type-arg]
-        self.per_address, self.per_platform = per_address, per_platform
-        self.limiter = MovingWindowRateLimiter(storage_from_string(storage_uri))
-
-    @classmethod
-    def start(cls, per_address: str, per_platform: str, storage_uri: str) -> "LtiRateLimit | None":
-        """None when both are empty. Raises ValueError when a text is not `limits` notation."""
-        address = [parse(part) for part in per_address.split(";") if part.strip()]
-        platform = [parse(part) for part in per_platform.split(";") if part.strip()]
-        return cls(address, platform, storage_uri) if address or platform else None
-
-    def retry_after_s(self, address: str, platform: str | None = None) -> int | None:
-        """Counts one launch from `address` (for `platform`, when known): None when allowed, else
-        whole seconds to wait."""
-        keys = [(item, "address", address) for item in self.per_address]
-        if platform is not None:
-            keys += [(item, "platform", platform) for item in self.per_platform]
-        for item, kind, key in keys:
-            if not self.limiter.hit(item, "lti", kind, key):
-                reset_at, _ = self.limiter.get_window_stats(item, "lti", kind, key)
-                return max(1, math.ceil(reset_at - time.time()))
-        return None
-
-
-def _service(request: Request) -> LtiService:
-    """The LTI service of the app."""
-    service: LtiService = request.app.state.lti
-    return service
 
 
 def _count_launch(request: Request, service: LtiService, platform: str | None = None) -> None:
@@ -239,9 +106,6 @@ def _count_launch(request: Request, service: LtiService, platform: str | None = 
             "too many LTI launches from this address or platform; try again in a moment",
             headers={"Retry-After": str(wait_s)},
         )
-
-
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 
 def _page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
@@ -283,9 +147,9 @@ def _with_query(url: str, params: dict[str, str]) -> str:
 
 
 @router.get("/jwks")
-def jwks(request: Request) -> JSONResponse:
+def jwks(request: Request, service: LtiDep) -> JSONResponse:
     """The tool's public JWK Set (RFC 7517): platforms verify the tool's JWTs with it."""
-    return JSONResponse(_service(request).key.jwks(), headers={"Cache-Control": "public, max-age=300"})
+    return JSONResponse(service.key.jwks(), headers={"Cache-Control": "public, max-age=300"})
 
 
 def _admin_only(request: Request, services: Services, path: str) -> Response | None:
@@ -321,6 +185,7 @@ def _platform_for(service: LtiService, iss: str, client_id: str) -> PlatformView
 
 def _login(
     request: Request,
+    service: LtiService,
     *,
     iss: str,
     login_hint: str,
@@ -330,7 +195,6 @@ def _login(
     lti_deployment_id: str,
     lti_storage_target: str = "",
 ) -> Response:
-    service = _service(request)
     try:
         refusal = service.https_refusal(request)
         if refusal is not None:
@@ -428,6 +292,7 @@ def storage_key(state: str) -> str:
 @router.get("/login")
 def login_get(
     request: Request,
+    service: LtiDep,
     iss: str = "",
     login_hint: str = "",
     target_link_uri: str = "",
@@ -439,6 +304,7 @@ def login_get(
     """OIDC third-party initiated login (Security Framework 5.1.1.1), by GET."""
     return _login(
         request,
+        service,
         iss=iss,
         login_hint=login_hint,
         target_link_uri=target_link_uri,
@@ -452,6 +318,7 @@ def login_get(
 @router.post("/login")
 def login_post(
     request: Request,
+    service: LtiDep,
     iss: Annotated[str, Form()] = "",
     login_hint: Annotated[str, Form()] = "",
     target_link_uri: Annotated[str, Form()] = "",
@@ -463,6 +330,7 @@ def login_post(
     """OIDC third-party initiated login (Security Framework 5.1.1.1), by POST."""
     return _login(
         request,
+        service,
         iss=iss,
         login_hint=login_hint,
         target_link_uri=target_link_uri,
@@ -478,7 +346,11 @@ def login_post(
 
 @router.post("/launch")
 def launch(
-    request: Request, services: ServicesDep, id_token: Annotated[str, Form()] = "", state: Annotated[str, Form()] = ""
+    request: Request,
+    service: LtiDep,
+    services: ServicesDep,
+    id_token: Annotated[str, Form()] = "",
+    state: Annotated[str, Form()] = "",
 ) -> Response:
     """The authentication response (Security Framework 5.1.1.3): a resource link launch.
 
@@ -494,7 +366,6 @@ def launch(
     test), by the server-side state alone. Over HTTPS, a launch with neither is refused with an
     offer to open the activity again in a new, first-party window.
     """
-    service = _service(request)
     try:
         if not state:
             raise LaunchError(400, "The launch carries no state: it did not start at this judge's login.")
@@ -555,6 +426,7 @@ def launch(
 @router.post("/launch/storage")
 def launch_from_storage(
     request: Request,
+    service: LtiDep,
     services: ServicesDep,
     id_token: Annotated[str, Form()] = "",
     state: Annotated[str, Form()] = "",
@@ -565,7 +437,6 @@ def launch_from_storage(
     Sec-Fetch-Site same-origin when sent) posts the id_token and state back with the binding it
     read from the platform's storage. The login is used once; a binding that is missing or not
     the login's (another browser's login: login CSRF) is refused with a relaunch offer."""
-    service = _service(request)
     try:
         if not state or not id_token:
             raise LaunchError(400, "The launch carries no state or no id_token.")
@@ -683,7 +554,6 @@ def _verified_launch(
 def _launches_an_admin(services: Services, verified: Any) -> bool:
     """Whether the launch's platform user already has an account that is a site admin (made so
     by `remat-judge users role`): only admins open unpublished problems, from an LMS too."""
-    from server.lti.models import LtiStore
 
     assert services.engine is not None
     found = LtiStore(services.engine).lti_user(verified.issuer, verified.sub)
@@ -692,10 +562,9 @@ def _launches_an_admin(services: Services, verified: Any) -> bool:
 
 
 @router.get("/landing")
-def landing(request: Request, services: ServicesDep, token: str = "") -> Response:
+def landing(request: Request, service: LtiDep, services: ServicesDep, token: str = "") -> Response:
     """Where a launch lands: opens the problem when the session cookie came back; otherwise offers
     to open it in a new window with the one-time token (third-party cookies blocked)."""
-    service = _service(request)
     found = service.store.peek_launch_token(token) if token else None
     if found is None:
         return _refused(
@@ -719,10 +588,9 @@ def landing(request: Request, services: ServicesDep, token: str = "") -> Respons
 
 
 @router.get("/open")
-def open_in_window(request: Request, services: ServicesDep, token: str = "") -> Response:
+def open_in_window(request: Request, service: LtiDep, services: ServicesDep, token: str = "") -> Response:
     """Exchanges a one-time launch token for a session (once, within its 2 minutes) and opens its
     problem: the fallback in a new, first-party window."""
-    service = _service(request)
     found = service.store.use_launch_token(token) if token else None
     user = service.store.users.get(found[0]) if found else None
     if found is None or user is None:
@@ -787,6 +655,7 @@ def _deep_linking_request(
 @router.post("/deep-linking")
 def deep_linking_pick(
     request: Request,
+    service: LtiDep,
     services: ServicesDep,
     context: Annotated[str, Form()] = "",
     csrf: Annotated[str, Form()] = "",
@@ -795,7 +664,6 @@ def deep_linking_pick(
     """The instructor's pick: answers the platform with an auto-submitting form POST of the
     `LtiDeepLinkingResponse` JWT to its deep_link_return_url. 403 for a wrong CSRF token, a
     context of another session or user, expired or used already; 404 for an unknown problem."""
-    service = _service(request)
     _count_launch(request, service)
     try:
         if not csrf:

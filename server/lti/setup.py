@@ -20,10 +20,10 @@ from typing import Annotated
 from urllib.parse import urlsplit
 
 import jwt
-from fastapi import APIRouter, Depends, Form, Request
+from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from server.api.deps import Services, get_services
+from server.deps import LtiDep, ServicesDep
 from server.lti.ags import SCOPE_SCORE, AgsClient, TokenError
 from server.lti.models import PlatformView
 from server.lti.registration import (
@@ -33,11 +33,11 @@ from server.lti.registration import (
     fetch_configuration,
     register_with,
 )
-from server.lti.routes import LtiService, _admin_only, _page, _service
+from server.lti.routes import _admin_only, _page
+from server.lti.service import LtiService
 from server.web.auth import check_csrf, user_of
 
 router = APIRouter(prefix="/lti", include_in_schema=False)
-ServicesDep = Annotated[Services, Depends(get_services)]
 
 
 def platform_advice(service: LtiService, platform: PlatformView) -> str | None:
@@ -62,18 +62,19 @@ def _setup_page(request: Request, service: LtiService, **context: object) -> HTM
 
 
 @router.get("/setup", response_class=HTMLResponse)
-def setup(request: Request, services: ServicesDep) -> Response:
+def setup(request: Request, service: LtiDep, services: ServicesDep) -> Response:
     """Admins only: the URLs and the public key to paste into an LMS, one-URL registration, and
     the registered platforms with what would stop their grades. Others: 303 to sign in, or 403."""
     refused = _admin_only(request, services, "/lti/setup")
     if refused is not None:
         return refused
-    return _setup_page(request, _service(request))
+    return _setup_page(request, service)
 
 
 @router.post("/setup/registration-url", response_class=HTMLResponse)
 def make_registration_url(
     request: Request,
+    service: LtiDep,
     services: ServicesDep,
     csrf_token: Annotated[str, Form()] = "",
     expires_minutes: Annotated[int, Form(ge=1, le=7 * 24 * 60)] = 60,
@@ -83,7 +84,6 @@ def make_registration_url(
     if refused is not None:
         return refused
     check_csrf(request, csrf_token)
-    service = _service(request)
     assert service.registrations is not None
     user = user_of(request, services)
     token = service.registrations.issue(created_by=user.email if user else "admin", expires_minutes=expires_minutes)
@@ -98,6 +98,7 @@ def make_registration_url(
 @router.post("/setup/test", response_class=HTMLResponse)
 def test_connection(
     request: Request,
+    service: LtiDep,
     services: ServicesDep,
     platform_id: Annotated[int, Form()] = 0,
     csrf_token: Annotated[str, Form()] = "",
@@ -108,7 +109,6 @@ def test_connection(
     if refused is not None:
         return refused
     check_csrf(request, csrf_token)
-    service = _service(request)
     platform = service.store.platform_by_id(platform_id)
     if platform is None:
         return _setup_page(request, service, test=None, test_error="no such platform")
@@ -132,23 +132,24 @@ def test_connection(
 
 
 @router.get("/grades", response_class=HTMLResponse)
-def grades(request: Request, services: ServicesDep) -> Response:
+def grades(request: Request, service: LtiDep, services: ServicesDep) -> Response:
     """Admins only: grade passback to the LMS, one row per student and resource link, with its
     status (idle, pending, delivered, failed, refused) and the platform's last error."""
     refused = _admin_only(request, services, "/lti/grades")
     if refused is not None:
         return refused
-    return _page(request, "lti_grades.html", rows=_service(request).passbacks.rows())
+    return _page(request, "lti_grades.html", rows=service.passbacks.rows())
 
 
 @router.post("/grades/resend", response_class=HTMLResponse)
-def resend(request: Request, services: ServicesDep, csrf_token: Annotated[str, Form()] = "") -> Response:
+def resend(
+    request: Request, service: LtiDep, services: ServicesDep, csrf_token: Annotated[str, Form()] = ""
+) -> Response:
     """Admins only: every failed or refused grade is sent again (after its cause was fixed)."""
     refused = _admin_only(request, services, "/lti/grades")
     if refused is not None:
         return refused
     check_csrf(request, csrf_token)
-    service = _service(request)
     count = service.passbacks.send_undelivered_again()
     return _page(
         request,
@@ -159,16 +160,14 @@ def resend(request: Request, services: ServicesDep, csrf_token: Annotated[str, F
 
 
 @router.get("/canvas.json")
-def canvas_json(request: Request) -> JSONResponse:
+def canvas_json(request: Request, service: LtiDep) -> JSONResponse:
     """Canvas's developer key JSON configuration ("LTI key", method "Enter URL")."""
-    return JSONResponse(
-        canvas_configuration(_service(request).base_url(request)), headers={"Cache-Control": "no-store"}
-    )
+    return JSONResponse(canvas_configuration(service.base_url(request)), headers={"Cache-Control": "no-store"})
 
 
 @router.get("/dynamic-registration/{token}", response_class=HTMLResponse)
 def dynamic_registration(
-    request: Request, token: str, openid_configuration: str = "", registration_token: str = ""
+    request: Request, service: LtiDep, token: str, openid_configuration: str = "", registration_token: str = ""
 ) -> Response:
     """LTI Dynamic Registration 1.0, the tool's side: the platform opens the one-time URL with
     its OpenID configuration URL (and a registration token). The judge fetches it, registers
@@ -176,7 +175,6 @@ def dynamic_registration(
     410 for a used or expired URL (nothing registered); 400 without `openid_configuration`; 502
     with the reason when the platform's configuration or registration fails (the URL can then be
     used again)."""
-    service = _service(request)
     store = service.registrations
     assert store is not None
     if len(token) > 100 or not store.usable(token):

@@ -14,7 +14,8 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request, status
 from pwdlib import PasswordHash
 
-from server.api.deps import Services, get_services
+from server.deps import ServicesDep, get_services
+from server.runtime import Services
 from server.authz import ANONYMOUS, Principal
 from server.db import UserRecord
 from server.web.sessions import SessionStore
@@ -67,7 +68,6 @@ def check_password(user: UserRecord | None, password: str) -> tuple[bool, str | 
     return verify_password(password, user.password_hash)
 
 
-ServicesDep = Annotated[Services, Depends(get_services)]
 
 
 def session_store(services: Services) -> SessionStore | None:

@@ -16,7 +16,8 @@ from markupsafe import Markup
 
 from graders.problem import Problem, ProblemError
 from graders.verdict import VerdictReport
-from server.api.deps import Services, get_services
+from server.deps import ServicesDep, get_services
+from server.runtime import Services
 from server.authz import ANONYMOUS, Access, Action, Principal, decide
 from server.db import SUBMISSION_ID, SubmissionRecord, UserRecord
 from server.submit import SubmitError
@@ -40,7 +41,6 @@ templates = Jinja2Templates(directory=str(HERE / "templates"))
 templates.env.filters.update(FILTERS)  # human_bytes, human_flops
 templates.env.filters["markdown"] = lambda text: Markup(render_markdown(text))  # raw HTML disabled in it
 router = APIRouter(include_in_schema=False)
-ServicesDep = Annotated[Services, Depends(get_services)]
 
 
 def render(request: Request, name: str, user: UserRecord | None, status_code: int = 200, **context: Any) -> HTMLResponse:
@@ -306,7 +306,7 @@ def signup(request: Request, services: ServicesDep, email: Annotated[str, Form()
            csrf_token: Annotated[str, Form()] = "", next: Annotated[str, Form()] = "/") -> Response:
     check_csrf(request, csrf_token)
     email = email.strip()
-    throttle = _throttle(request, services)
+    throttle = services.throttle()
     wait_s = throttle.retry_after_s(email, client_ip(request))
     if wait_s is not None:  # the sign-in throttle holds here too: sign-up is no way around it
         response = render(request, "signup.html", None, email=email, display_name=display_name,
@@ -342,7 +342,7 @@ def signin(request: Request, services: ServicesDep, email: Annotated[str, Form()
            password: Annotated[str, Form()] = "", csrf_token: Annotated[str, Form()] = "",
            next: Annotated[str, Form()] = "/") -> Response:
     check_csrf(request, csrf_token)
-    throttle = _throttle(request, services)
+    throttle = services.throttle()
     wait_s = throttle.retry_after_s(email, client_ip(request))
     if wait_s is not None:  # no password is checked past the limit
         response = render(request, "signin.html", None, email=email, next=_safe_next(next),
@@ -360,17 +360,6 @@ def signin(request: Request, services: ServicesDep, email: Annotated[str, Form()
         services.users.update_password_hash(user.id, new_hash)
     sign_in(request, services, user)
     return RedirectResponse(_safe_next(next), status_code=status.HTTP_303_SEE_OTHER)
-
-
-def _throttle(request: Request, services: Services) -> SignInThrottle:
-    """The app's sign-in throttle, made on first use from the settings."""
-    throttle = getattr(request.app.state, "signin_throttle", None)
-    if throttle is None:
-        settings = services.settings
-        throttle = request.app.state.signin_throttle = SignInThrottle(
-            per_account=settings.signin_failures_per_account, per_ip=settings.signin_failures_per_ip,
-            storage_uri=settings.redis_url or "memory://")
-    return throttle
 
 
 @router.get("/account/sessions", response_class=HTMLResponse)

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from server.api.deps import get_services
+from server.deps import get_services
 from server.app import create_app
 from server.settings import Settings
 from tests.support import PROBLEMS

@@ -11,7 +11,8 @@ from fastapi.testclient import TestClient
 from graders.problem import ProblemRepository
 from server import migrate
 from server.admission import Admission
-from server.api.deps import Services, get_services
+from server.deps import get_services
+from server.runtime import Services
 from server.app import create_app
 from server.db import ClientStore, SubmissionStatus, SubmissionStore, UserStore, make_engine
 from server.queue import InProcessQueue

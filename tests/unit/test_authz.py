@@ -20,7 +20,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from server.api.deps import get_services
+from server.deps import get_services
 from server.app import create_app
 from server.authz import (
     ANONYMOUS,
@@ -38,7 +38,7 @@ from server.courses.models import Course, CourseRole, CourseStore
 from server.courses.rules import Policy
 from server.db import SiteRole, UserStore
 from server.lti.models import LtiStore
-from server.lti.routes import LtiService
+from server.lti.service import LtiService
 from server.settings import Settings
 from server.web.auth import hash_password
 from tests.support import PROBLEMS, REPO
@@ -146,7 +146,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     regrade = RegradeStore(engine).start(P, problem_version="v", requested_by="admin@uni.example")
     app = create_app(settings)
     app.dependency_overrides[get_services] = lambda: services
-    app.state.lti = LtiService.start(engine, settings)  # the lifespan does not run
+    services.lti = LtiService.start(engine, settings)  # the lifespan does not run
     return World(
         app=app,
         services=services,

@@ -26,7 +26,6 @@ class Site:
         self.client, self.services = make_client(tmp_path)
         assert self.services.engine is not None
         self.engine = self.services.engine
-        self.client.app.state.services = self.services  # the web's session reads accounts from here
         self.users = UserStore(self.engine)
 
     def account(self, email: str, name: str, role: SiteRole = SiteRole.USER):  # type: ignore[no-untyped-def]

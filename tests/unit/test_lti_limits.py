@@ -11,10 +11,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from server.api.deps import get_services
+from server.deps import get_services
 from server.app import create_app
 from server.lti.models import LtiLogin, LtiStore
-from server.lti.routes import LtiService
+from server.lti.service import LtiService
 from server.settings import Settings
 from tests.support import PROBLEMS
 from tests.unit.test_api_admission import make_services
@@ -26,7 +26,7 @@ def make(tmp_path: Path, **settings: object) -> tuple[TestClient, object]:
     engine = services.engine
     app = create_app(config)
     app.dependency_overrides[get_services] = lambda: services
-    app.state.lti = LtiService.start(engine, config)  # the lifespan (grading threads) does not run
+    services.lti = LtiService.start(engine, config)  # the lifespan (grading threads) does not run
     LtiStore(engine).register(
         issuer="https://lms.example",
         client_id="c1",

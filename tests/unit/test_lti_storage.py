@@ -15,10 +15,10 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from fastapi.testclient import TestClient
 
-from server.api.deps import get_services
+from server.deps import get_services
 from server.app import create_app
 from server.lti.models import LtiStore
-from server.lti.routes import LtiService
+from server.lti.service import LtiService
 from server.settings import Settings
 from tests.lti_platform import Platform
 from tests.support import PROBLEMS
@@ -43,7 +43,7 @@ def app(tmp_path: Path, platform: Platform):  # type: ignore[no-untyped-def]
     services = make_services(config, f"sqlite:///{tmp_path / 'judge.db'}")
     made = create_app(config)
     made.dependency_overrides[get_services] = lambda: services
-    made.state.lti = LtiService.start(services.engine, config)  # type: ignore[arg-type]
+    services.lti = LtiService.start(services.engine, config)  # type: ignore[arg-type]
     LtiStore(services.engine).register(  # type: ignore[arg-type]
         issuer=platform.issuer,
         client_id=platform.client_id,

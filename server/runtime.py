@@ -1,0 +1,193 @@
+"""The composition root: the one place where a process's parts are built from its settings.
+
+The web app (`server.app.create_app`'s lifespan), a grading worker (`server.worker.run`), the CLI
+and the tests all build through here, so the database, the queue, the grader and its senders are
+wired once (docs/ARCHITECTURE.md, "The server's floors"). Routes never build anything: they get
+what they need through the dependencies of `server.deps`, which a test overrides.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Callable
+
+from sqlalchemy.engine import Engine
+
+from graders.problem import ProblemRepository
+from server import dbfaults, migrate
+from server.admission import Admission
+from server.callback_sender import CallbackSender
+from server.db import ClientStore, SubmissionStore, UserStore, make_engine
+from server.grading import Grader, new_worker_id
+from server.lti.grade_sender import grade_sender
+from server.lti.service import LtiService
+from server.queue import InProcessQueue, JobQueue, WorkerPool
+from server.redisqueue import RedisJobs
+from server.settings import Settings
+from server.waits import CompletionHub
+from server.web.throttle import SignInThrottle
+
+if TYPE_CHECKING:
+    from server.authz import Access
+
+
+@dataclass
+class Services:
+    """Everything a running app holds, built once by `build_services`.
+
+    Attributes:
+        settings: the deployment's settings.
+        store, users, clients: the submissions, accounts and API clients tables.
+        problems: the problem packages (read per request: a published version needs no restart).
+        jobs: where new submissions' jobs go (in process, or Redis).
+        hub: waits for verdicts without holding threads.
+        admission: the submission rate limit and queue-depth bound.
+        pool: the grading threads of the embedded mode; None when scaled out (workers grade).
+        redis_jobs: the Redis queue when scaled out, else None.
+        engine: the database (courses, regrades and other stores are made per request).
+        lti: the LTI tool's service (`server.lti.service.LtiService`); None in tests without LTI.
+        signin_throttle: failed sign-ins per account and address; made on first use when None.
+    """
+
+    settings: Settings
+    store: SubmissionStore
+    users: UserStore
+    problems: ProblemRepository
+    jobs: JobQueue
+    hub: CompletionHub
+    admission: Admission
+    clients: ClientStore | None = None
+    pool: WorkerPool | None = None
+    redis_jobs: RedisJobs | None = None
+    engine: Engine | None = None
+    lti: LtiService | None = None
+    signin_throttle: SignInThrottle | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @cached_property
+    def access(self) -> Access:
+        """Who may do what (`server.authz.Access`) on this database."""
+        from server.authz import Access
+
+        assert self.engine is not None, "authorization needs the database"
+        return Access(self.engine)
+
+    def throttle(self) -> SignInThrottle:
+        """The sign-in throttle, made on first use from the settings (in Redis when scaled out)."""
+        with self._lock:
+            if self.signin_throttle is None:
+                self.signin_throttle = SignInThrottle(
+                    per_account=self.settings.signin_failures_per_account,
+                    per_ip=self.settings.signin_failures_per_ip,
+                    storage_uri=self.settings.redis_url or "memory://",
+                )
+            return self.signin_throttle
+
+
+def require_migrated(url: str) -> None:
+    """Raises RuntimeError unless the database at `url` is at the code's latest migration (the
+    scaled-out API and every worker refuse to start on an older schema)."""
+    current, head = migrate.current(url), migrate.head()
+    if current != head:
+        raise RuntimeError(
+            f"the database is at migration {current or 'none'}, the code needs {head}: run "
+            f"`remat-judge db upgrade` first"
+        )
+
+
+def open_database(settings: Settings, *, stop: threading.Event | None = None) -> Engine:
+    """Waits for the database (said once while it is away), brings its schema to the code's (the
+    embedded mode migrates; scaled out it must be migrated already) and returns its engine.
+
+    Raises:
+        InterruptedError: `stop` was set while waiting.
+        RuntimeError: scaled out on a database behind the code's schema.
+    """
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    url = settings.resolved_database_url
+    dbfaults.wait_for_database(url, stop=stop)
+    if settings.scaled:
+        require_migrated(url)
+    else:
+        migrate.upgrade(url)
+    return make_engine(url)
+
+
+def build_grader(
+    settings: Settings,
+    engine: Engine,
+    store: SubmissionStore,
+    problems: ProblemRepository,
+    *,
+    kind: str,
+    on_finished: Callable[[str], None],
+) -> Grader:
+    """The grader of one process (embedded app or worker), with its callback and LMS grade
+    senders; `kind` names its worker id (`embedded`, `worker`)."""
+    config = settings.judge_config()
+    callbacks = CallbackSender(
+        store,
+        ClientStore(engine),
+        max_attempts=settings.callback_max_attempts,
+        timeout_s=settings.callback_timeout_s,
+    )
+    return Grader(
+        store=store,
+        problems=problems,
+        config_factory=lambda: config,
+        worker_id=new_worker_id(kind),
+        lease_s=settings.lease_s,
+        max_attempts=settings.max_attempts,
+        on_finished=on_finished,
+        callbacks=callbacks,
+        grades=grade_sender(engine, settings),
+    )
+
+
+def build_services(settings: Settings, engine: Engine) -> Services:
+    """The web app's parts on an open database: stores, problems, the waits hub, admission, the
+    LTI service, and the queue (Redis when scaled out; else an in-process queue with the grading
+    threads, not yet started). The caller starts `hub` and `pool` and closes them."""
+    store = SubmissionStore(engine)
+    problems = ProblemRepository(settings.problems_dir)
+    hub = CompletionHub(store.finished_among, poll_s=1.0 if settings.scaled else 2.0)
+    admission = Admission(
+        rate_limit=settings.rate_limit,
+        storage_uri=settings.redis_url or "memory://",
+        max_queue_depth=settings.max_queue_depth,
+        queue_depth=store.queue_depth,
+    )
+    pool: WorkerPool | None = None
+    redis_jobs: RedisJobs | None = None
+    jobs: JobQueue
+    if settings.scaled:
+        assert settings.redis_url is not None
+        redis_jobs = RedisJobs(settings.redis_url, heartbeat_timeout_s=settings.heartbeat_timeout_s)
+        jobs = redis_jobs
+    else:
+        in_process = InProcessQueue()
+        grader = build_grader(settings, engine, store, problems, kind="embedded", on_finished=hub.notify_threadsafe)
+        pool = WorkerPool(
+            jobs=in_process,
+            store=store,
+            grader=grader,
+            workers=settings.workers,
+            sweep_interval_s=settings.sweep_interval_s,
+        )
+        jobs = in_process
+    return Services(
+        settings=settings,
+        store=store,
+        users=UserStore(engine),
+        problems=problems,
+        jobs=jobs,
+        hub=hub,
+        admission=admission,
+        clients=ClientStore(engine),
+        pool=pool,
+        redis_jobs=redis_jobs,
+        engine=engine,
+        lti=LtiService.start(engine, settings),
+    )
