@@ -27,7 +27,7 @@ import re
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 
 from graders.limits import Aval, ReadLimits
 
@@ -239,7 +239,7 @@ class _Types:
         if isinstance(e, ir.ComplexType):
             return 2 * self._element_bytes(e.element_type, t)
         if isinstance(e, (ir.IntegerType, ir.FloatType)):
-            return max(1, (e.width + 7) // 8)
+            return cast(int, max(1, (e.width + 7) // 8))  # the MLIR bindings are untyped (Any)
         raise ArtifactError(f"a value has element type {str(e)[:40]}, which the judge does not know")
 
 
@@ -248,9 +248,9 @@ def _callee(op: Any) -> str | None:
     ir = _ir()
     name = op.operation.name
     if name == "func.call":
-        return ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+        return cast(str, ir.FlatSymbolRefAttr(op.attributes["callee"]).value)  # untyped MLIR bindings
     if name == "stablehlo.composite":
-        return ir.FlatSymbolRefAttr(op.attributes["decomposition"]).value
+        return cast(str, ir.FlatSymbolRefAttr(op.attributes["decomposition"]).value)
     return None
 
 
@@ -554,7 +554,7 @@ class _Reader:
             m = re.search(r"x\[([^\]]*)\]->", attr)
             kernel = [s.strip() for s in m.group(1).split(",")] if m else []
             out_features = rhs.shape[kernel.index("o")] if "o" in kernel and len(kernel) == rhs.rank else 1
-            return 2 * results * (math.prod(rhs.shape) // max(1, out_features))
+            return cast(int, 2 * results * (math.prod(rhs.shape) // max(1, out_features)))  # untyped MLIR shape
         if name in (
             "stablehlo.reduce",
             "stablehlo.reduce_window",
@@ -605,7 +605,7 @@ def _defining_op(value: Any) -> Any | None:
 def _block_arg_index(value: Any, block: Any) -> int | None:
     ir = _ir()
     if isinstance(value.owner, ir.Block) and value.owner == block:
-        return ir.BlockArgument(value).arg_number
+        return cast(int, ir.BlockArgument(value).arg_number)  # the MLIR bindings are untyped (Any)
     return None
 
 
@@ -674,7 +674,7 @@ def _provenance(value: Any, main_block: Any, functions: dict[str, Any]) -> str:
                 continue
             return "a block argument"
         op = owner
-        name = op.operation.name
+        name: str = op.operation.name  # (the MLIR bindings are untyped)
         result_index = ir.OpResult(value).result_number
         if name == "func.call":
             callee = functions.get(_callee(op) or "")

@@ -25,7 +25,7 @@ becomes `ArtifactRunError` (a RUNTIME_ERROR verdict for a submission). Exception
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
@@ -225,7 +225,7 @@ def _run(compiled: Any, args: Any, index: int) -> list[list[Any]]:
     import jax
 
     try:
-        return jax.block_until_ready(compiled(args))
+        return cast("list[list[Any]]", jax.block_until_ready(compiled(args)))  # JAX types it Any
     except MemoryError:
         raise
     except Exception as exc:  # noqa: BLE001 - XLA raises many kinds for a program that fails to run

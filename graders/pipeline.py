@@ -18,7 +18,8 @@ from graders.problem import Problem, case_arg_specs
 from graders.verdict import CheckResult, Verdict, VerdictReport, first_verdict
 from graders.verifier_client import ReferenceCheckFailed, Verifier, VerifierError, verifier_templates
 from sandbox.bundle import Bundle, BundleError, parse_bundle
-from sandbox.jail import JailError, JailOutcome, JailRequest, jail_templates, run_in_jail
+from jailside.protocol import JailRequest
+from sandbox.jail import JailError, JailOutcome, jail_templates, run_in_jail
 from sandbox.limits import MIB, JailLimits
 
 log = logging.getLogger(__name__)

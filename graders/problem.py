@@ -14,7 +14,7 @@ import re
 import tomllib
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union, cast
 
 import numpy as np
 from pydantic import (
@@ -68,7 +68,7 @@ class UniformGenerator(_Spec):
         return self
 
 
-def _kind_or(default: str):
+def _kind_or(default: str) -> Discriminator:
     """A discriminator that reads `kind`, taking `default` when the field is left out."""
 
     def kind(value: object) -> str:
@@ -258,7 +258,11 @@ class ProblemSpec(_Spec):
 
     def tolerance_for(self, dtype: str) -> Tolerance:
         """The tolerance for outputs of `dtype` (the default Tolerance when unset)."""
-        return self.tolerance.get(dtype, Tolerance())  # type: ignore[call-overload]
+        # (not `.get(dtype)`: the keys are the float dtypes' Literal names, `dtype` any name)
+        for name, tolerance in self.tolerance.items():
+            if name == dtype:
+                return tolerance
+        return Tolerance()
 
 
 def _array_specs(args: list[Arg]) -> list[ArraySpec]:
@@ -275,12 +279,12 @@ def _concrete(spec: ArraySpec, dims: dict[str, int]) -> list[int]:
     return [d if isinstance(d, int) else dims[d] for d in spec.shape]
 
 
-def case_arg_specs(spec: ProblemSpec, case: CaseSpec) -> list[dict]:
+def case_arg_specs(spec: ProblemSpec, case: CaseSpec) -> list[dict[str, Any]]:
     """The argument avals of one case in the form the jail's runner takes (see jailside/export.py).
 
     Only shapes, dtypes and static values: this is all a jail ever learns about a case.
     """
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     for a in spec.args:
         if isinstance(a, ArrayArg):
             out.append({"kind": "array", "name": a.name, "shape": _concrete(a, case.dims), "dtype": a.dtype})
@@ -348,11 +352,11 @@ def _rng(seed: bytes, *parts: object) -> np.random.Generator:
     return np.random.default_rng(int.from_bytes(digest[:16], "little"))
 
 
-def _np_dtype(name: str) -> np.dtype:
+def _np_dtype(name: str) -> np.dtype[Any]:
     if name == "bfloat16":
         import ml_dtypes
 
-        return np.dtype(ml_dtypes.bfloat16)
+        return cast("np.dtype[Any]", np.dtype(ml_dtypes.bfloat16))  # Any: ml_dtypes is untyped
     return np.dtype(name)
 
 

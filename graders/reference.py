@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from graders.artifacts import Aval, ModuleInfo, deserialize, exported_avals, inspect_module
+from graders.artifacts import ModuleInfo, deserialize, exported_avals, inspect_module
 from graders.checks.residuals import describe_residuals
 from graders.evaluate import ArtifactRunError, CaseData, evaluate_cases
 from graders.expectation import (
@@ -52,7 +52,7 @@ from graders.expectation import (
     cache_dir,
     named_sources,
 )
-from graders.limits import VerifyLimits
+from graders.limits import Aval, VerifyLimits
 from graders.problem import Problem, _np_dtype, case_arg_specs, hidden_inputs, leaf_names, random_cotangents
 from graders.verdict import ResidualFact
 from jailside.export import export_case, residual_notes
@@ -678,7 +678,17 @@ def load_expectations(directory: Path) -> Expectations | None:
             d["input_avals"] = [Aval(tuple(s), t) for s, t in d["input_avals"]]
             d["output_avals"] = [Aval(tuple(s), t) for s, t in d["output_avals"]]
             d["residuals"] = [ResidualFact(**r) for r in d["residuals"]]
-            cases.append(CaseExpectation(**d, **arrays))
+            cases.append(
+                CaseExpectation(
+                    **d,
+                    inputs=arrays["inputs"],
+                    cotangents=arrays["cotangents"],
+                    outputs=arrays["outputs"],
+                    gradients=arrays["gradients"],
+                    residual_values=arrays["residual_values"],
+                    fd_directions=arrays["fd_directions"],
+                )
+            )
         return Expectations(
             slug=meta["slug"],
             version=meta["version"],

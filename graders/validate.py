@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Callable
 
 from graders.checks.residuals import signature
-from graders.pipeline import JudgeConfig, check_reference, grade
+from graders.config import JudgeConfig
+from graders.pipeline import check_reference, grade
 from graders.problem import Problem
 from graders.verdict import Verdict, VerdictReport
 

@@ -110,7 +110,8 @@ class ResidualFact(BaseModel):
     @property
     def nbytes(self) -> int:
         """Size in bytes (bool as one byte, as XLA stores it)."""
-        return math.prod(self.shape) * np.dtype(_dtype(self.dtype)).itemsize
+        itemsize: int = np.dtype(_dtype(self.dtype)).itemsize  # (numpy's np.dtype(Any) is Any)
+        return math.prod(self.shape) * itemsize
 
     def short(self) -> str:
         """`f32[16,8]`, as `print_saved_residuals` writes avals."""

@@ -216,7 +216,9 @@ class Verifier:
             raise VerifierError(f"the verifier could not start: {exc}", phase="startup") from None
         return cls(child, problem, config)
 
-    def _next_event(self, deadline: float) -> Ready | Digest | Running | Result | Error | OutOfMemory | None:
+    def _next_event(
+        self, deadline: float
+    ) -> Ready | Digest | Running | Result | Error | OutOfMemory | ReferenceFailed | None:
         """The next event; None when the child's pipes closed (it died).
 
         Raises:

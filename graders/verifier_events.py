@@ -112,13 +112,13 @@ class ReferenceFailed(_Event):
     """The reference failed self-checks while its expectations were built (or earlier: cached)."""
 
     event: Literal["reference_failed"] = "reference_failed"
-    failures: Annotated[list[SelfCheckFailure], Field(min_length=1, max_length=len(SelfCheck.__args__))]  # type: ignore[attr-defined]
+    failures: Annotated[list[SelfCheckFailure], Field(min_length=1, max_length=len(SelfCheck.__args__))]
 
 
 Event = Annotated[
     Union[Ready, Digest, Running, Result, Error, OutOfMemory, ReferenceFailed], Field(discriminator="event")
 ]
-_EVENTS: TypeAdapter[Any] = TypeAdapter(Event)
+_EVENTS: TypeAdapter[Ready | Digest | Running | Result | Error | OutOfMemory | ReferenceFailed] = TypeAdapter(Event)
 
 
 class EventError(Exception):

@@ -36,6 +36,7 @@ from graders.verifier_events import (
     ReferenceFailed,
     Result,
     Running,
+    SelfCheckFailure,
     VerifierParams,
     encode_event,
 )
@@ -81,7 +82,9 @@ class VerifierJob:
             )
         except ReferenceCheckError as failure:  # the author's fault: reported instead of `ready`
             self.reference_failure = ReferenceFailed(
-                failures=[{"check": c, "message": m[:4000]} for c, m in failure.failures]
+                failures=[
+                    SelfCheckFailure.model_validate({"check": c, "message": m[:4000]}) for c, m in failure.failures
+                ]
             )
         self.params = self.params.model_copy(update={"seed_hex": ""})  # not needed past this point
         self.loaded_ms = (time.monotonic() - t0) * 1000

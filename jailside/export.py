@@ -12,7 +12,10 @@ ArgSpec (one per positional argument of the entry point):
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
+
+if TYPE_CHECKING:
+    from jax._src import core
 
 
 def _abstract_arg(spec: dict[str, Any]) -> Any:
@@ -100,7 +103,10 @@ def residual_notes(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> list[
 
         dynamic = [_abstract_arg(s) for s in specs if s["kind"] != "static"]
         names = [s["name"] for s in specs if s["kind"] != "static"]
-        found = ad_checkpoint.saved_residuals(bind_static(fn, specs), *dynamic)
+        # JAX types the avals as AbstractValue; a residual's is a ShapedArray (else `.shape` raises below)
+        found = cast(
+            "list[tuple[core.ShapedArray, str]]", ad_checkpoint.saved_residuals(bind_static(fn, specs), *dynamic)
+        )
         # our wrapper's parameter is `*dynamic`: give the arguments their problem's names back
         return [
             {

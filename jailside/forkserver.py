@@ -92,7 +92,8 @@ def serve(control_fd: int, make_job: Callable[[], Job], *, seccomp_bpf: bytes | 
     control.sendall(TemplateReady(pid=os.getpid(), import_ms=import_ms).encode())
     while True:
         _reap_all()
-        readable, _, _ = select.select([control, wake_r], [], [], 5.0)
+        watched: list[socket.socket | int] = [control, wake_r]
+        readable, _, _ = select.select(watched, [], [], 5.0)
         if wake_r in readable:
             try:
                 os.read(wake_r, 4096)

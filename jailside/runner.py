@@ -74,7 +74,7 @@ def _load_entry_point(source: str, entry_point: str, n_args: int, arg_names: lis
         exec(code, module.__dict__)
     except BaseException as exc:
         raise _classify(exc, "importing the submission") from exc
-    fn = module.__dict__.get(entry_point)
+    fn: object = module.__dict__.get(entry_point)
     if fn is None:
         raise _Failure(
             "compile_error",

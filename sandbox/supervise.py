@@ -21,6 +21,7 @@ Standard library plus `sandbox.limits`; no JAX here (the server imports this mod
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -34,7 +35,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from jailside.protocol import (
     ForkRequest,
@@ -158,8 +159,10 @@ class Template:
             raise SupervisorError(f"the {spec.name} template said something unexpected: {exc}") from None
 
     def _read_stderr(self) -> None:
-        assert self.proc is not None and self.proc.stderr is not None
-        for chunk in iter(lambda: self.proc.stderr.read1(4096), b""):  # type: ignore[union-attr]
+        assert self.proc is not None
+        stderr = self.proc.stderr
+        assert isinstance(stderr, io.BufferedReader)  # a PIPE with Popen's default buffering
+        for chunk in iter(lambda: stderr.read1(4096), b""):
             self.stderr += chunk
             del self.stderr[:-KEPT_TEMPLATE_STDERR_BYTES]
 
@@ -368,7 +371,7 @@ class Child:
         self.started_at = time.monotonic()
 
     @classmethod
-    def start(cls, templates: Templates, limits: ChildLimits, job: dict | None = None) -> "Child":
+    def start(cls, templates: Templates, limits: ChildLimits, job: dict[str, Any] | None = None) -> "Child":
         """Forks a child through `templates`, moves it into a new cgroup and sends its setup.
 
         Args:
@@ -387,7 +390,7 @@ class Child:
             raise
         return child
 
-    def _start(self, templates: Templates, job: dict) -> None:
+    def _start(self, templates: Templates, job: dict[str, Any]) -> None:
         limits = self.limits
         as_root = os.geteuid() == 0
         if as_root:
@@ -536,6 +539,7 @@ class Child:
             if isinstance(message, Started):
                 self.worker_pid = message.pid
             else:
+                assert isinstance(message, JobExit)  # decode_any returns one of `expected`
                 self._exit = message
         return self._exit
 

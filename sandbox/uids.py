@@ -58,7 +58,7 @@ class UidPool:
             # until then they still count against the uid's RLIMIT_NPROC; reusing it at once made
             # the next jail's threads fail to start (SIGABRT in XLA, seen in CI after a kill).
             start = self._next
-            order = [*self.uids[start:], *self.uids[:start]]
+            order: list[int] = [*self.uids[start:], *self.uids[:start]]
             for index, uid in enumerate(order):
                 if uid in self._held:
                     continue

@@ -287,6 +287,7 @@ def check_residuals(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
                 why = "saves different residuals than the required checkpoint policy" + (f" ({diff})" if diff else "")
             elif rule.match == "values" and not all(f.matched for f in submitted):
                 yours = [f for f in submitted if not f.matched]
+                assert run.expected_matched is not None  # set above, as rule.match == "values"
                 theirs = [expected[j] for j, m in enumerate(run.expected_matched) if not m]
                 why = (
                     f"saves residuals of the right shapes, but {_count(len(yours), 'value')} "
