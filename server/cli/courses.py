@@ -14,7 +14,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from server.console import make_console
+from server.cli.common import EXIT_USAGE, console, engine_for, err, settings_for
 from server.courses.models import Course, CourseError
 from server.courses.rules import GradeRule, LateRule, Policy
 
@@ -23,16 +23,7 @@ courses_app = typer.Typer(
     "gradebooks (LTI courses are made by launches).",
     no_args_is_help=True,
 )
-console = make_console()
-err = make_console(stderr=True)
-EXIT_USAGE = 2
 DataDir = Annotated[Optional[Path], typer.Option(help="the server's data folder")]
-
-
-def _engine(data_dir: Optional[Path]):  # type: ignore[no-untyped-def]
-    from server.cli import _engine as engine  # the deployment's database, migrated; exits when absent
-
-    return engine(data_dir)
 
 
 def _fail(message: str) -> typer.Exit:
@@ -51,9 +42,8 @@ def _course(engine, key: str) -> Course:  # type: ignore[no-untyped-def]
 
 def _problems(problems_dir: Optional[Path]):  # type: ignore[no-untyped-def]
     from graders.problem import ProblemRepository
-    from server.cli import _settings
 
-    return ProblemRepository(_settings(problems_dir=problems_dir).problems_dir)
+    return ProblemRepository(settings_for(problems_dir=problems_dir).problems_dir)
 
 
 @courses_app.command("create")
@@ -66,7 +56,7 @@ def create(
     from server.courses.models import CourseStore
 
     try:
-        course = CourseStore(_engine(data_dir)).create(key, title or key)
+        course = CourseStore(engine_for(data_dir)).create(key, title or key)
     except CourseError as exc:
         raise _fail(str(exc)) from None
     console.print(f"created course {escape(course.key)} ({escape(course.title)})")
@@ -77,7 +67,7 @@ def list_courses(data_dir: DataDir = None) -> None:
     """List courses: key, title, LMS context, assignments, students."""
     from server.courses.models import CourseRole, CourseStore
 
-    engine = _engine(data_dir)
+    engine = engine_for(data_dir)
     store = CourseStore(engine)
     table = Table(show_header=True, header_style="bold")
     for column in ("key", "title", "LMS context", "assignments", "students", "staff", "solutions after deadline"):
@@ -112,7 +102,7 @@ def assign(
     """Add a problem to a course, or change its dates and rules (LMS grades that change are sent)."""
     from server.courses import admin
 
-    engine = _engine(data_dir)
+    engine = engine_for(data_dir)
     course = _course(engine, key)
     try:
         policy = Policy(
@@ -153,7 +143,7 @@ def enroll(
     the LMS gives them in that course)."""
     from server.courses import admin
 
-    engine = _engine(data_dir)
+    engine = engine_for(data_dir)
     course = _course(engine, key)
     for email in emails:
         try:
@@ -182,7 +172,7 @@ def solutions(
 
     if after_deadline not in ("on", "off"):
         raise _fail("say on or off")
-    engine = _engine(data_dir)
+    engine = engine_for(data_dir)
     course = _course(engine, key)
     CourseStore(engine).set_solutions_after_deadline(course.id, after_deadline == "on")
     console.print(
@@ -209,7 +199,7 @@ def peers(
 
     if show not in ("on", "off"):
         raise _fail("say on or off")
-    engine = _engine(data_dir)
+    engine = engine_for(data_dir)
     course = _course(engine, key)
     CourseStore(engine).set_peer_insight(course.id, show == "on")
     console.print(
@@ -229,7 +219,7 @@ def extend(
     """Give one student their own deadline on one assignment."""
     from server.courses import admin
 
-    engine = _engine(data_dir)
+    engine = engine_for(data_dir)
     course = _course(engine, key)
     try:
         due_at = admin.parse_time(due, "--due")
@@ -250,7 +240,7 @@ def gradebook(
     """Students x assignments: score, attempts, solved time, late."""
     from server.courses.models import CourseStore
 
-    engine = _engine(data_dir)
+    engine = engine_for(data_dir)
     book = CourseStore(engine).gradebook(_course(engine, key))
     if csv_path is not None:
         text = book.csv()
@@ -294,7 +284,7 @@ def regrade(
     from server.courses import admin
     from server.courses.regrade import RegradeStore
 
-    engine = _engine(data_dir)
+    engine = engine_for(data_dir)
     try:
         started = admin.start_regrade(engine, _problems(problems_dir), slug, requested_by="cli")
     except CourseError as exc:
@@ -327,7 +317,7 @@ def regrades(
     """Recent regrades, or one regrade's progress and changed verdicts."""
     from server.courses.regrade import RegradeStore
 
-    store = RegradeStore(_engine(data_dir))
+    store = RegradeStore(engine_for(data_dir))
     if regrade_id is None:
         table = Table(show_header=True, header_style="bold")
         for column in ("id", "problem", "version", "submissions", "by", "started (UTC)"):

@@ -13,13 +13,11 @@ from typing import Annotated, Iterator, Optional
 import typer
 from rich.markup import escape
 
-from server.console import make_console
+from server.cli.common import console, err
 from server.settings import Settings
 
 db_app = typer.Typer(help="The database schema: apply migrations, show the revision.", no_args_is_help=True)
 
-console = make_console()
-err = make_console(stderr=True)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 

@@ -14,21 +14,17 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from server.console import make_console
+from server.cli.common import EXIT_USAGE, console, engine_for, err
 
 lti_app = typer.Typer(
     help="LTI 1.3 platforms (Canvas, Moodle, Blackboard, D2L): register, list, remove.", no_args_is_help=True
 )
-console = make_console()
-err = make_console(stderr=True)
-EXIT_USAGE = 2
 
 
 def _store(data_dir: Optional[Path]):  # type: ignore[no-untyped-def]
-    from server.cli import _engine  # the deployment's database, migrated (exits with a message if absent)
     from server.lti.models import LtiStore
 
-    return LtiStore(_engine(data_dir))
+    return LtiStore(engine_for(data_dir))
 
 
 def _check_url(option: str, url: str) -> None:
@@ -101,7 +97,6 @@ def registration_url(
 ) -> None:
     """Make a one-time LTI Dynamic Registration URL (Moodle 4.x: "Tool URL" under Manage tools).
     The URL is the last line printed; it works once, for --expires-minutes."""
-    from server.cli import _engine
     from server.lti.registration import RegistrationStore
     from server.settings import Settings
 
@@ -114,7 +109,7 @@ def registration_url(
     _check_url("--base-url", base)
     if not base.startswith("https://"):
         err.print("[yellow]the public URL is not https: LMSs refuse such tools outside a local test[/]")
-    token = RegistrationStore(_engine(data_dir)).issue(created_by="cli", expires_minutes=expires_minutes)
+    token = RegistrationStore(engine_for(data_dir)).issue(created_by="cli", expires_minutes=expires_minutes)
     console.print(f"valid once, for {expires_minutes} minutes; paste it into the LMS's tool registration:")
     print(f"{base}/lti/dynamic-registration/{token}")
 

@@ -12,27 +12,24 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from server.console import make_console
-
-console = make_console()
-err = make_console(stderr=True)
-EXIT_USAGE = 2
+from server.cli.common import EXIT_USAGE, console, engine_for, err
 
 
-def reset_password(email: Annotated[str, typer.Argument(help="the account's email")],
-                   password_stdin: Annotated[bool, typer.Option(
-                       "--password-stdin", help="read the new password from standard input instead of "
-                                                "making one")] = False,
-                   data_dir: Annotated[Optional[Path], typer.Option(help="database folder")] = None) -> None:
+def reset_password(
+    email: Annotated[str, typer.Argument(help="the account's email")],
+    password_stdin: Annotated[
+        bool, typer.Option("--password-stdin", help="read the new password from standard input instead of making one")
+    ] = False,
+    data_dir: Annotated[Optional[Path], typer.Option(help="database folder")] = None,
+) -> None:
     """Set a new password for an account and end all its sessions; prints a generated password
     once (16 random URL-safe characters) unless one is read from standard input."""
-    from server.cli import _engine
     from server.db import UserStore
     from server.settings import Settings
     from server.web.auth import MIN_PASSWORD_CHARS, hash_password
     from server.web.sessions import SessionStore
 
-    engine = _engine(data_dir)
+    engine = engine_for(data_dir)
     users = UserStore(engine)
     user = users.by_email(email)
     if user is None:

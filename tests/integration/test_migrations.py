@@ -489,7 +489,7 @@ def test_processes_upgrading_at_once_all_succeed(url: str, legacy: bool) -> None
 def test_db_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
-    from server.cli_db import db_app
+    from server.cli.db import db_app
 
     runner = CliRunner()
     monkeypatch.delenv("REMAT_JUDGE_DATABASE_URL", raising=False)
