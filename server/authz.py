@@ -207,7 +207,7 @@ def relation(principal: Principal, target: Target) -> Relation:
         return Relation.API_CLIENT
     if principal.user_id is None:
         return Relation.ANONYMOUS
-    courses = frozenset()
+    courses: frozenset[int] = frozenset()
     if isinstance(target, CourseTarget):
         courses = frozenset({target.course_id})
     elif isinstance(target, SubmissionTarget):

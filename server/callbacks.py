@@ -256,8 +256,8 @@ def lookup(host: str, port: int) -> list[str]:
         raise CallbackRefused(f"the host {host} does not resolve ({exc.strerror})") from None
     addresses: list[str] = []
     for family, _, _, _, sockaddr in infos:
-        if family in (socket.AF_INET, socket.AF_INET6) and sockaddr[0] not in addresses:
-            addresses.append(sockaddr[0])
+        if family in (socket.AF_INET, socket.AF_INET6) and str(sockaddr[0]) not in addresses:
+            addresses.append(str(sockaddr[0]))
     if not addresses:
         raise CallbackRefused(f"the host {host} has no IPv4 or IPv6 address")
     return addresses

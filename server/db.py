@@ -22,6 +22,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any, cast
 
 from sqlalchemy import (
     ColumnElement,
@@ -46,7 +47,7 @@ from sqlalchemy import (
     true,
     update,
 )
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import CursorResult, Engine, Result
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
 
@@ -56,6 +57,13 @@ class Base(DeclarativeBase):
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def rowcount(result: Result[Any]) -> int:
+    """The rows an UPDATE or DELETE matched. `Session.execute` is typed to return a plain `Result`;
+    for DML it is a `CursorResult`, which has the count (SQLAlchemy 2 docs, "Getting Affected Row
+    Count from UPDATE, DELETE")."""
+    return cast("CursorResult[Any]", result).rowcount
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -234,7 +242,7 @@ class SubmissionRecord(Base):
     )
 
 
-def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=FULL")
@@ -269,7 +277,7 @@ def _database_back(*_: object) -> None:
     DATABASE.recovered()
 
 
-def _lease_expired(now: datetime):  # type: ignore[no-untyped-def]
+def _lease_expired(now: datetime):
     """A "running" claim nobody holds any more: its lease ran out, or it has none (a submission
     left running by a version of the judge before leases)."""
     return or_(SubmissionRecord.lease_expires_at.is_(None), SubmissionRecord.lease_expires_at < now)
@@ -466,8 +474,9 @@ class SubmissionStore:
                     .values(callback_next_at=now + timedelta(seconds=lease_s))
                     .execution_options(synchronize_session=False)
                 )
-                if result.rowcount == 1:
-                    claimed.append(session.get(SubmissionRecord, submission_id))
+                record = session.get(SubmissionRecord, submission_id) if rowcount(result) == 1 else None
+                if record is not None:
+                    claimed.append(record)
         return claimed
 
     def record_callback(
@@ -533,7 +542,7 @@ class SubmissionStore:
                 )
                 .execution_options(synchronize_session=False)
             )
-            if claimed.rowcount == 1:
+            if rowcount(claimed) == 1:
                 return Claim(session.get(SubmissionRecord, submission_id))
             exhausted = session.execute(
                 update(SubmissionRecord)
@@ -546,7 +555,7 @@ class SubmissionStore:
                 )
                 .execution_options(synchronize_session=False)
             )
-            if exhausted.rowcount == 1:
+            if rowcount(exhausted) == 1:
                 return Claim(None, "exhausted")
             record = session.get(SubmissionRecord, submission_id)
         if record is None:
@@ -568,7 +577,7 @@ class SubmissionStore:
                 .values(lease_expires_at=utcnow() + timedelta(seconds=lease_s))
                 .execution_options(synchronize_session=False)
             )
-            return result.rowcount
+            return rowcount(result)
 
     def finish(
         self,
@@ -606,7 +615,7 @@ class SubmissionStore:
                 )
                 .execution_options(synchronize_session=False)
             )
-            return result.rowcount == 1
+            return rowcount(result) == 1
 
     def release_all(self) -> None:
         """Makes every "running" claim claimable now (embedded mode, at start-up: this process is
@@ -761,7 +770,8 @@ class SubmissionStore:
             )
             out: dict[str, dict[str, int]] = {}
             for slug, verdict, count in rows:
-                out.setdefault(slug, {})[verdict] = count
+                if verdict is not None:  # a finished submission always has one
+                    out.setdefault(slug, {})[verdict] = count
             return out
 
     def student_counts(self, scope: ColumnElement[bool] | None = None) -> dict[str, tuple[int, int]]:
@@ -905,7 +915,7 @@ class ClientStore:
                 .values(revoked_at=utcnow())
                 .execution_options(synchronize_session=False)
             )
-            return result.rowcount > 0
+            return rowcount(result) > 0
 
 
 class UserStore:
@@ -957,7 +967,7 @@ class UserStore:
         """Sets an account's site role; False when there is no such account."""
         with self._sessions.begin() as session:
             result = session.execute(update(UserRecord).where(UserRecord.email == email.lower()).values(role=role))
-            return result.rowcount > 0
+            return rowcount(result) > 0
 
     def all(self) -> list[UserRecord]:
         with self._sessions() as session:

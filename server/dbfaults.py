@@ -27,8 +27,8 @@ PAGE = (
 )
 
 
-def _fault_types() -> tuple[type[BaseException], ...]:
-    types: list[type[BaseException]] = [OperationalError, InterfaceError, PoolTimeout, DBAPIError]
+def _fault_types() -> tuple[type[Exception], ...]:
+    types: list[type[Exception]] = [OperationalError, InterfaceError, PoolTimeout, DBAPIError]
     try:
         import psycopg
 

@@ -30,7 +30,8 @@ import uuid
 from typing import TYPE_CHECKING, Callable
 
 from graders.insight import fingerprint
-from graders.pipeline import JudgeConfig, grade, internal_error_report
+from graders.config import JudgeConfig
+from graders.pipeline import grade, internal_error_report
 from graders.problem import ProblemError, ProblemRepository
 from graders.verdict import Verdict, VerdictReport
 from server import metrics

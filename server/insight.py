@@ -101,7 +101,7 @@ def versions(engine: Engine, problem: str) -> list[str]:
         ).all()
     latest: dict[str, datetime] = {}
     for version, finished in rows:
-        if finished is not None and (version not in latest or finished > latest[version]):
+        if version is not None and finished is not None and (version not in latest or finished > latest[version]):
             latest[version] = finished
     return sorted(latest, key=lambda v: latest[v], reverse=True)
 
@@ -205,6 +205,8 @@ def peers_who_fixed(engine: Engine, record: SubmissionRecord, course_ids: list[i
     first_mistake: dict[int, datetime] = {}
     accepted: dict[int, datetime] = {}
     for user_id, verdict, key, created in sorted(rows, key=lambda r: r.created_at):
+        if user_id is None:  # an API client's submission: no student to count
+            continue
         if key == record.policy_fingerprint:
             first_mistake.setdefault(user_id, created)
         if verdict == "ACCEPTED":

@@ -157,7 +157,7 @@ def _migration_engine(url: str) -> Engine:
     if engine.dialect.name == "sqlite":
 
         @sa.event.listens_for(engine, "connect")
-        def _no_driver_transactions(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+        def _no_driver_transactions(dbapi_connection, _record) -> None:
             dbapi_connection.isolation_level = None
 
         @sa.event.listens_for(engine, "begin")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from graders.verdict import VerdictReport
 from server.db import SubmissionRecord
-from server.schemas import SubmissionPublic
+from server.schemas import CallbackState, SubmissionPublic
 
 
 def public_submission(record: SubmissionRecord) -> SubmissionPublic:
@@ -20,11 +20,11 @@ def public_submission(record: SubmissionRecord) -> SubmissionPublic:
         )
     callback = None
     if record.callback_url:
-        callback = {
-            "url": record.callback_url,
-            "status": str(record.callback_status or "pending"),
-            "attempts": record.callback_attempts,
-            "last_status_code": record.callback_last_code,
-            "last_error": record.callback_last_error,
-        }
+        callback = CallbackState(
+            url=record.callback_url,
+            status=str(record.callback_status or "pending"),
+            attempts=record.callback_attempts,
+            last_status_code=record.callback_last_code,
+            last_error=record.callback_last_error,
+        )
     return SubmissionPublic(**report.model_dump(), external_id=record.external_id, callback=callback, links=links)

@@ -92,14 +92,16 @@ class RedisJobs:
         # A job is retried for as long as it fails: the grading function raises only for faults of
         # the infrastructure (the database away), never for a submission, and giving up would
         # strand its row "queued" (the sweeper's stale bound is the second line of defence).
-        options = dict(retry_when=lambda retries, exc: True, min_backoff=1000, max_backoff=MAX_BACKOFF_MS)
-        self.actor = dramatiq.actor(
+        options: dict[str, Any] = dict(
+            retry_when=lambda retries, exc: True, min_backoff=1000, max_backoff=MAX_BACKOFF_MS
+        )
+        self.actor: dramatiq.Actor[[str], None] = dramatiq.actor(  # type: ignore[call-overload]
             grade_submission, broker=self.broker, actor_name=ACTOR_NAME, queue_name=QUEUE_NAME, priority=10, **options
         )
         # A job whose worker died waits behind no backlog: it has a queue of its own, which every
         # worker consumes beside the main one, and goes first in a worker's local work queue
         # (Dramatiq orders it by actor priority, lower first).
-        self.again = dramatiq.actor(
+        self.again: dramatiq.Actor[[str], None] = dramatiq.actor(  # type: ignore[call-overload]
             grade_submission,
             broker=self.broker,
             actor_name=AGAIN_ACTOR_NAME,

@@ -52,16 +52,16 @@ class Services:
     """
 
     settings: Settings
+    engine: Engine
     store: SubmissionStore
     users: UserStore
+    clients: ClientStore
     problems: ProblemRepository
     jobs: JobQueue
     hub: CompletionHub
     admission: Admission
-    clients: ClientStore | None = None
     pool: WorkerPool | None = None
     redis_jobs: RedisJobs | None = None
-    engine: Engine | None = None
     lti: LtiService | None = None
     signin_throttle: SignInThrottle | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -71,7 +71,6 @@ class Services:
         """Who may do what (`server.authz.Access`) on this database."""
         from server.authz import Access
 
-        assert self.engine is not None, "authorization needs the database"
         return Access(self.engine)
 
     def throttle(self) -> SignInThrottle:

@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from graders.pipeline import JudgeConfig
+from graders.config import JudgeConfig
 from graders.limits import VerifyLimits
 from sandbox.limits import JailLimits
 

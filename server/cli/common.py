@@ -55,7 +55,7 @@ def settings_for(data_dir: Optional[Path] = NOT_USED, problems_dir: Optional[Pat
     uses without a flag; leave it out for a folder the command does not use."""
     from server.folders import folder
 
-    overrides: dict[str, Path] = {}
+    overrides: dict[str, Any] = {}
     if data_dir is not NOT_USED and data_dir is not None:
         overrides["data_dir"] = data_dir
     if problems_dir is not NOT_USED and problems_dir is not None:

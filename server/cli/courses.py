@@ -31,7 +31,7 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(EXIT_USAGE)
 
 
-def _course(engine, key: str) -> Course:  # type: ignore[no-untyped-def]
+def _course(engine, key: str) -> Course:
     from server.courses.models import CourseStore
 
     course = CourseStore(engine).get(key)
@@ -40,7 +40,7 @@ def _course(engine, key: str) -> Course:  # type: ignore[no-untyped-def]
     return course
 
 
-def _problems(problems_dir: Optional[Path]):  # type: ignore[no-untyped-def]
+def _problems(problems_dir: Optional[Path]):
     from graders.problem import ProblemRepository
 
     return ProblemRepository(settings_for(problems_dir=problems_dir).problems_dir)
@@ -339,7 +339,7 @@ def regrades(
     print_progress(progress)
 
 
-def print_progress(progress) -> None:  # type: ignore[no-untyped-def]
+def print_progress(progress) -> None:
     console.print(f"{progress.finished} of {progress.total} graded again; {len(progress.changes)} changed")
     if not progress.changes:
         return

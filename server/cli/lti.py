@@ -21,7 +21,7 @@ lti_app = typer.Typer(
 )
 
 
-def _store(data_dir: Optional[Path]):  # type: ignore[no-untyped-def]
+def _store(data_dir: Optional[Path]):
     from server.lti.models import LtiStore
 
     return LtiStore(engine_for(data_dir))

@@ -182,7 +182,7 @@ def problems_insight(
     submissions of different students whose exported programs are identical up to names."""
     import json as json_module
 
-    from server.courses.cli import _course
+    from server.cli.courses import _course
     from server.insight import insight, versions
 
     engine = engine_for(data_dir)

@@ -90,7 +90,7 @@ def serve(
     if (ssl_certfile is None) != (ssl_keyfile is None):
         err.print("[red]--ssl-certfile and --ssl-keyfile go together[/]")
         raise typer.Exit(EXIT_USAGE)
-    tls = {"ssl_certfile": str(ssl_certfile), "ssl_keyfile": str(ssl_keyfile)} if ssl_certfile else {}
+    certfile, keyfile = (str(ssl_certfile), str(ssl_keyfile)) if ssl_certfile else (None, None)
     if metrics_port is not None:
         _serve_metrics(settings, metrics_port, metrics_host)
     if processes == 1:
@@ -105,7 +105,8 @@ def serve(
             timeout_keep_alive=KEEP_ALIVE_S,
             proxy_headers=True,
             forwarded_allow_ips=forwarded_allow_ips,
-            **tls,
+            ssl_certfile=certfile,
+            ssl_keyfile=keyfile,
         )
         return
     # the server processes read their settings from the environment
@@ -122,7 +123,8 @@ def serve(
         forwarded_allow_ips=forwarded_allow_ips,
         log_level="info",
         log_config=None,
-        **tls,
+        ssl_certfile=certfile,
+        ssl_keyfile=keyfile,
     )
 
 

@@ -32,7 +32,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
 from server.courses.rules import Attempt, GradeRule, LateRule, Policy, Standing, standing
-from server.db import Base, SubmissionRecord, UserRecord, UTCDateTime, _enum, utcnow
+from server.db import Base, SubmissionRecord, UTCDateTime, UserRecord, _enum, rowcount, utcnow
 
 COURSE_KEY = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,63}$")
 
@@ -355,15 +355,17 @@ class CourseStore:
         """Enrolls a user (or changes their role in the course)."""
         self._upsert(Enrollment, dict(course_id=course_id, user_id=user_id), role=role)
 
-    def _upsert(self, table: type, key: dict, **values: object) -> None:
+    def _upsert(self, table: type[Base], key: dict[str, object], **values: object) -> None:
         """Updates the row of `table` with `key` to `values`, or inserts it (a concurrent insert
         of the same key turns into the update)."""
         conditions = [getattr(table, name) == value for name, value in key.items()]
         for _ in range(2):
             with self._sessions.begin() as session:
-                if session.execute(
-                    update(table).where(*conditions).values(**values).execution_options(synchronize_session=False)
-                ).rowcount:
+                if rowcount(
+                    session.execute(
+                        update(table).where(*conditions).values(**values).execution_options(synchronize_session=False)
+                    )
+                ):
                     return
             try:
                 with self._sessions.begin() as session:
@@ -500,6 +502,7 @@ class CourseStore:
                 ).where(SubmissionRecord.user_id.in_(user_ids), SubmissionRecord.problem.in_(problems))
             ).all()
         for sid, uid, problem, created_at, verdict, score in rows:
+            assert uid is not None  # selected by user_id
             found.setdefault((uid, problem), []).append(Attempt(sid, created_at, verdict, score))
         return found
 

@@ -23,7 +23,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, HTTPException, Path as PathParam, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
-from sqlalchemy.engine import Engine
 
 from graders.problem import ProblemError
 from server.deps import ServicesDep
@@ -61,17 +60,12 @@ def _render(request: Request, name: str, user: UserRecord, status_code: int = 20
     return response
 
 
-def _engine(services: Services) -> Engine:
-    assert services.engine is not None
-    return services.engine
-
-
 def _course(services: Services, key: str, principal: Principal, action: Action = Action.COURSE_VIEW) -> Course:
     """The course `key`, when `principal` may do `action` to it: 404 when there is none or they
     may not even view it (course keys are not announced), 403 when they may view it only."""
-    course = CourseStore(_engine(services)).get(key)
+    course = CourseStore(services.engine).get(key)
     target = CourseTarget.of(course) if course is not None else None
-    if target is None or not decide(principal, Action.COURSE_VIEW, target):
+    if course is None or target is None or not decide(principal, Action.COURSE_VIEW, target):
         raise HTTPException(status.HTTP_404_NOT_FOUND, "no such course")
     if not decide(principal, action, target):
         raise HTTPException(
@@ -93,14 +87,14 @@ def _course_page(
     error: str | None = None,
     notice: str | None = None,
 ) -> HTMLResponse:
-    store = CourseStore(_engine(services))
+    store = CourseStore(services.engine)
     book = store.gradebook(course)
     assigned = {a.problem for a in book.assignments}
     undelivered: dict[tuple[int, str], tuple[str, str]] = {}
     if course.platform_id is not None and course.deployment_id is not None and course.context_id is not None:
         from server.lti.passback import PassbackStore  # LTI courses only
 
-        undelivered = PassbackStore(_engine(services)).undelivered_in_course(
+        undelivered = PassbackStore(services.engine).undelivered_in_course(
             platform_id=course.platform_id, deployment_id=course.deployment_id, context_id=course.context_id
         )
     target = CourseTarget.of(course)
@@ -131,7 +125,7 @@ def _course_page(
 def courses(request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep) -> HTMLResponse:
     """The courses this user teaches (every course, for an admin)."""
     user = require_teacher(user, principal, request)
-    store = CourseStore(_engine(services))
+    store = CourseStore(services.engine)
     return _render(
         request,
         "courses.html",
@@ -153,7 +147,7 @@ def create_course(
 ) -> Response:
     user = require_action(user, principal, request, Action.COURSES_CREATE)
     check_csrf(request, csrf_token)
-    store = CourseStore(_engine(services))
+    store = CourseStore(services.engine)
     try:
         course = store.create(key.strip(), title)
     except CourseError as exc:
@@ -183,7 +177,7 @@ def gradebook_csv(
 ) -> Response:
     require_teacher(user, principal, request)
     course = _course(services, key, principal)
-    text = CourseStore(_engine(services)).gradebook(course).csv()
+    text = CourseStore(services.engine).gradebook(course).csv()
     return Response(
         text,
         media_type="text/csv; charset=utf-8",
@@ -240,7 +234,7 @@ def set_assignment(
             grade_rule=rule,
             grace_minutes=grace,
         )
-        admin.change_assignment(_engine(services), course, problem, policy, services.problems)
+        admin.change_assignment(services.engine, course, problem, policy, services.problems)
     except (CourseError, ValueError) as exc:
         return _course_page(
             request,
@@ -273,7 +267,7 @@ def add_extension(
         when = admin.parse_time(due_at, "extension")
         if when is None:
             raise CourseError("give the student's deadline")
-        admin.extend(_engine(services), course, problem, email.strip(), when)
+        admin.extend(services.engine, course, problem, email.strip(), when)
     except CourseError as exc:
         return _course_page(
             request,
@@ -304,7 +298,7 @@ def add_enrollment(
     check_csrf(request, csrf_token)
     course = _course(services, key, principal, Action.COURSE_ENROLL)
     try:
-        admin.enroll(_engine(services), course, email.strip(), role)
+        admin.enroll(services.engine, course, email.strip(), role)
     except CourseError as exc:
         return _course_page(
             request,
@@ -333,7 +327,7 @@ def course_settings(
     require_teacher(user, principal, request)
     check_csrf(request, csrf_token)
     course = _course(services, key, principal, Action.COURSE_SETTINGS)
-    CourseStore(_engine(services)).set_solutions_after_deadline(course.id, solutions_after_deadline == "on")
+    CourseStore(services.engine).set_solutions_after_deadline(course.id, solutions_after_deadline == "on")
     return RedirectResponse(f"/instructor/courses/{course.key}", status_code=status.HTTP_303_SEE_OTHER)
 
 
@@ -352,7 +346,7 @@ def course_peers(
     require_teacher(user, principal, request)
     check_csrf(request, csrf_token)
     course = _course(services, key, principal, Action.COURSE_EDIT)
-    CourseStore(_engine(services)).set_peer_insight(course.id, peer_insight == "on")
+    CourseStore(services.engine).set_peer_insight(course.id, peer_insight == "on")
     return RedirectResponse(f"/instructor/courses/{course.key}", status_code=status.HTTP_303_SEE_OTHER)
 
 
@@ -361,7 +355,7 @@ def _insight_page(
 ) -> HTMLResponse:
     from server.insight import insight, versions
 
-    known = versions(_engine(services), slug)
+    known = versions(services.engine, slug)
     if version is not None and version not in known:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "no graded submissions of that version")
     if version is None:
@@ -370,7 +364,7 @@ def _insight_page(
         except (KeyError, ProblemError):
             published = None
         version = published if published in known else next(iter(known), None)
-    found = insight(_engine(services), slug, version=version, course=course)
+    found = insight(services.engine, slug, version=version, course=course)
     return _render(request, "insight.html", user, slug=slug, found=found, versions=known, course=course)
 
 
@@ -388,7 +382,7 @@ def course_insight(
     and identical programs among them (`server.insight`)."""
     user = require_teacher(user, principal, request)
     course = _course(services, key, principal)
-    if slug not in {a.problem for a in CourseStore(_engine(services)).assignments(course.id)}:
+    if slug not in {a.problem for a in CourseStore(services.engine).assignments(course.id)}:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "the course has no such assignment")
     return _insight_page(request, services, user, slug, version, course)
 
@@ -419,7 +413,7 @@ def start_regrade(
     user = require_action(user, principal, request, Action.PROBLEMS_REGRADE)
     check_csrf(request, csrf_token)
     try:
-        regrade = admin.start_regrade(_engine(services), services.problems, slug, requested_by=user.email)
+        regrade = admin.start_regrade(services.engine, services.problems, slug, requested_by=user.email)
     except CourseError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
     if services.pool is not None:  # embedded mode: enqueue now rather than at the next sweep
@@ -436,7 +430,7 @@ def regrade_page(
     regrade_id: Annotated[int, PathParam(ge=1, le=2**31 - 1)],
 ) -> HTMLResponse:
     user = require_action(user, principal, request, Action.PROBLEMS_REGRADE)
-    progress = RegradeStore(_engine(services)).progress(regrade_id)
+    progress = RegradeStore(services.engine).progress(regrade_id)
     if progress is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no regrade #{regrade_id}")
     return _render(request, "regrade.html", user, progress=progress)

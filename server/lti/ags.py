@@ -63,10 +63,14 @@ RULE_BEST, RULE_LAST = "best", "last"
 class Platform(Protocol):
     """What is used of a registered platform (`PlatformView` or `LtiPlatform`)."""
 
-    issuer: str
-    client_id: str
-    auth_token_url: str
-    token_audience: str | None
+    @property
+    def issuer(self) -> str: ...
+    @property
+    def client_id(self) -> str: ...
+    @property
+    def auth_token_url(self) -> str: ...
+    @property
+    def token_audience(self) -> str | None: ...
 
 
 class AgsRefused(Exception):

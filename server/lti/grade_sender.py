@@ -127,11 +127,9 @@ class LtiGradeSender(DueSender):
                 error="the platform's registration or the line item is gone",
             )
         standing = self.scorer(due)
-        computed = dict(
-            score=standing.score,
-            submission_id=standing.scoring.submission_id if standing.scoring else None,
-            submitted_at=standing.scoring.submitted_at if standing.scoring else None,
-        )
+        scoring = standing.scoring
+        submission_id = scoring.submission_id if scoring else None
+        submitted_at = scoring.submitted_at if scoring else None
         if standing.score is None:  # no attempt counts yet (none graded, or all before the opening)
             return self.store.record(
                 due, status=PassbackStatus.IDLE, code=due.last_code, error=None, next_at=None, counted=False
@@ -144,7 +142,9 @@ class LtiGradeSender(DueSender):
                 error=None,
                 next_at=None,
                 counted=False,
-                **computed,
+                score=standing.score,
+                submission_id=submission_id,
+                submitted_at=submitted_at,
             )
         floor = max((t for t in (due.last_sent_timestamp, due.reserved_timestamp) if t is not None), default=None)
         timestamp = next_timestamp(due.verdict_at, floor)
@@ -154,7 +154,7 @@ class LtiGradeSender(DueSender):
             score_given=standing.score * SCORE_MAXIMUM,
             score_maximum=SCORE_MAXIMUM,
             timestamp=timestamp,
-            submitted_at=computed["submitted_at"],
+            submitted_at=submitted_at,
         )
         delivery = self.client.send_score(due.platform, self.key(), due.lineitem, score)
         number = due.attempts + 1
@@ -185,7 +185,9 @@ class LtiGradeSender(DueSender):
             next_at=next_at,
             sent_score=standing.score if delivery.delivered else None,
             sent_timestamp=timestamp if delivery.delivered else None,
-            **computed,
+            score=standing.score,
+            submission_id=submission_id,
+            submitted_at=submitted_at,
         )
 
 

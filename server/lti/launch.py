@@ -123,7 +123,7 @@ def problem_of(claims: dict[str, Any]) -> str:
     if not slug:
         target = claims.get(CLAIM_TARGET_LINK_URI)
         if isinstance(target, str):
-            slug = (parse_qs(urlsplit(target).query).get("problem") or [None])[0]
+            slug = next(iter(parse_qs(urlsplit(target).query).get("problem", [])), None)
     if not isinstance(slug, str) or not PROBLEM_SLUG.match(slug):
         raise LaunchError(
             400,

@@ -30,7 +30,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
 from server.courses.models import CourseRole
-from server.db import Base, UserRecord, UserStore, UTCDateTime, utcnow
+from server.db import Base, UTCDateTime, UserRecord, UserStore, rowcount, utcnow
 
 LOGIN_TTL_S = 300  # a login initiation's state and nonce live 5 minutes
 LAUNCH_TOKEN_TTL_S = 120  # a one-time launch token lives 2 minutes
@@ -288,7 +288,7 @@ class LtiStore:
         assert found is not None
         return found
 
-    def _view(self, session, platform: LtiPlatform) -> PlatformView:  # type: ignore[no-untyped-def]
+    def _view(self, session, platform: LtiPlatform) -> PlatformView:
         deployments = session.execute(
             select(LtiDeployment.deployment_id)
             .where(LtiDeployment.platform_id == platform.id)
@@ -397,7 +397,7 @@ class LtiStore:
             taken = session.execute(
                 delete(LtiLogin).where(LtiLogin.state_hash == state_hash).execution_options(synchronize_session=False)
             )
-            if taken.rowcount != 1 or expires_at <= utcnow():
+            if rowcount(taken) != 1 or expires_at <= utcnow():
                 return None
             return pending
 
@@ -568,6 +568,6 @@ class LtiStore:
                 .where(LtiLaunchToken.token_hash == token_hash)
                 .execution_options(synchronize_session=False)
             )
-            if taken.rowcount != 1 or found[2] <= utcnow():
+            if rowcount(taken) != 1 or found[2] <= utcnow():
                 return None
             return found[0], found[1]

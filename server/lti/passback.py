@@ -34,7 +34,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
-from server.db import Base, UTCDateTime, _enum, utcnow
+from server.db import Base, UTCDateTime, _enum, rowcount, utcnow
 from server.lti.models import LtiPlatform, LtiResourceLink, LtiUser
 
 
@@ -136,12 +136,14 @@ class PassbackStore:
         key = (LtiGradePassback.resource_link_id == resource_link_id, LtiGradePassback.lti_user_id == lti_user_id)
         for _ in range(2):
             with self._sessions.begin() as session:
-                if session.execute(
-                    update(LtiGradePassback)
-                    .where(*key)
-                    .values(user_id=user_id, updated_at=now)
-                    .execution_options(synchronize_session=False)
-                ).rowcount:
+                if rowcount(
+                    session.execute(
+                        update(LtiGradePassback)
+                        .where(*key)
+                        .values(user_id=user_id, updated_at=now)
+                        .execution_options(synchronize_session=False)
+                    )
+                ):
                     return
             try:
                 with self._sessions.begin() as session:
@@ -197,23 +199,25 @@ class PassbackStore:
             conditions.append(t.resource_link_id.in_(links))
         return self._make_pending(*conditions)
 
-    def _make_pending(self, *conditions) -> int:  # type: ignore[no-untyped-def]
+    def _make_pending(self, *conditions) -> int:
         now = utcnow()
         t = LtiGradePassback
         with self._sessions.begin() as session:
-            return session.execute(
-                update(t)
-                .where(*conditions)
-                .values(
-                    pending_verdict_at=now,
-                    pending_seq=t.pending_seq + 1,
-                    attempts=0,
-                    next_at=case((and_(t.status == PassbackStatus.PENDING, t.next_at > now), t.next_at), else_=now),
-                    status=PassbackStatus.PENDING,
-                    updated_at=now,
+            return rowcount(
+                session.execute(
+                    update(t)
+                    .where(*conditions)
+                    .values(
+                        pending_verdict_at=now,
+                        pending_seq=t.pending_seq + 1,
+                        attempts=0,
+                        next_at=case((and_(t.status == PassbackStatus.PENDING, t.next_at > now), t.next_at), else_=now),
+                        status=PassbackStatus.PENDING,
+                        updated_at=now,
+                    )
+                    .execution_options(synchronize_session=False)
                 )
-                .execution_options(synchronize_session=False)
-            ).rowcount
+            )
 
     def claim_due(self, *, lease_s: float, limit: int = 20) -> list[DueScore]:
         """Pending rows whose time has come, each claimed by one conditional UPDATE that moves its
@@ -238,7 +242,7 @@ class PassbackStore:
                     .values(next_at=now + timedelta(seconds=lease_s))
                     .execution_options(synchronize_session=False)
                 )
-                if taken.rowcount != 1:
+                if rowcount(taken) != 1:
                     continue
                 row = session.get(t, row_id)
                 assert row is not None
@@ -312,12 +316,14 @@ class PassbackStore:
         if sent_timestamp is not None:
             values.update(last_sent_score=sent_score, last_sent_timestamp=sent_timestamp, attempts=0)
         with self._sessions.begin() as session:
-            same = session.execute(
-                update(t)
-                .where(t.id == due.id, t.pending_seq == due.seq)
-                .values(status=status, next_at=next_at, **values)
-                .execution_options(synchronize_session=False)
-            ).rowcount
+            same = rowcount(
+                session.execute(
+                    update(t)
+                    .where(t.id == due.id, t.pending_seq == due.seq)
+                    .values(status=status, next_at=next_at, **values)
+                    .execution_options(synchronize_session=False)
+                )
+            )
             if same:
                 return False
             later = next_at if status == PassbackStatus.PENDING and next_at is not None else now

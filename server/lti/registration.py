@@ -34,7 +34,7 @@ from sqlalchemy import Integer, String, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
-from server.db import Base, UTCDateTime, utcnow
+from server.db import Base, UTCDateTime, rowcount, utcnow
 from server.lti.ags import SCOPE_LINEITEM, SCOPE_RESULT_READONLY, SCOPE_SCORE, AgsClient, AgsRefused
 
 TOOL_CONFIGURATION = "https://purl.imsglobal.org/spec/lti-tool-configuration"
@@ -116,7 +116,7 @@ class RegistrationStore:
                 .values(used_at=now)
                 .execution_options(synchronize_session=False)
             )
-            return done.rowcount == 1
+            return rowcount(done) == 1
 
     def unspend(self, token: str) -> None:
         """Makes a spent token usable again when its registration failed before anything was
@@ -190,13 +190,14 @@ def fetch_configuration(client: AgsClient, url: str) -> PlatformConfiguration:
             f"the configuration's issuer {issuer!r} is not the site it was fetched from "
             f"({fetched.scheme}://{fetched.netloc})"
         )
-    fields = {}
+    fields: dict[str, str] = {}
     for name in ("authorization_endpoint", "token_endpoint", "jwks_uri", "registration_endpoint"):
         value = data.get(name)
         if not isinstance(value, str) or not value:
             raise RegistrationError(f"the platform's configuration has no {name}")
         fields[name] = _https_or_allowed(value, name)
-    platform = data.get(PLATFORM_CONFIGURATION) if isinstance(data.get(PLATFORM_CONFIGURATION), dict) else {}
+    offered = data.get(PLATFORM_CONFIGURATION)
+    platform: dict[str, object] = offered if isinstance(offered, dict) else {}
     product = str(platform.get("product_family_code") or "")[:64]
     return PlatformConfiguration(issuer=issuer, product=product, **fields)
 

@@ -555,7 +555,6 @@ def _launches_an_admin(services: Services, verified: Any) -> bool:
     """Whether the launch's platform user already has an account that is a site admin (made so
     by `remat-judge users role`): only admins open unpublished problems, from an LMS too."""
 
-    assert services.engine is not None
     found = LtiStore(services.engine).lti_user(verified.issuer, verified.sub)
     user = services.users.get(found.user_id) if found is not None else None
     return user is not None and decide(services.access.principal(user), Action.PROBLEMS_MANAGE)

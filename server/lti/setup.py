@@ -16,7 +16,7 @@ registration, and saying at once why grades would not arrive.
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 import jwt
@@ -46,7 +46,7 @@ def platform_advice(service: LtiService, platform: PlatformView) -> str | None:
     return service.client.advice(platform.auth_token_url)
 
 
-def _setup_page(request: Request, service: LtiService, **context: object) -> HTMLResponse:
+def _setup_page(request: Request, service: LtiService, **context: Any) -> HTMLResponse:
     platforms = service.store.platforms()
     return _page(
         request,

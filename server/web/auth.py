@@ -14,7 +14,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request, status
 from pwdlib import PasswordHash
 
-from server.deps import ServicesDep, get_services
+from server.deps import ServicesDep
 from server.runtime import Services
 from server.authz import ANONYMOUS, Principal
 from server.db import UserRecord
@@ -68,8 +68,6 @@ def check_password(user: UserRecord | None, password: str) -> tuple[bool, str | 
     return verify_password(password, user.password_hash)
 
 
-
-
 def session_store(services: Services) -> SessionStore | None:
     """The server-side sessions of this app (None without a database: sessions cannot exist)."""
     if services.engine is None:
@@ -120,8 +118,10 @@ def check_csrf(request: Request, submitted: str | None) -> None:
     """Raises HTTP 403 unless `submitted` is this session's CSRF token."""
     expected = request.session.get("csrf")
     if not expected or not submitted or not secrets.compare_digest(expected, submitted):
-        raise HTTPException(status.HTTP_403_FORBIDDEN, "the form has expired or did not come from this site; "
-                                                       "reload the page and try again")
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN,
+            "the form has expired or did not come from this site; reload the page and try again",
+        )
 
 
 def user_of(request: Request, services: Services) -> UserRecord | None:

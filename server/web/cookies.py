@@ -13,12 +13,10 @@ CSRF token, so `SameSite=None` opens no cross-site write.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from starlette.middleware.sessions import SessionMiddleware
-
-Scope = dict[str, Any]
-ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
+from starlette.types import ASGIApp, Scope
 
 
 def secure_request(scope: Scope, *, public_url: str | None, forced: bool) -> bool:
@@ -35,17 +33,31 @@ class SchemeAwareSessions:
     `SameSite=Lax` on the others (`secure_request`): two `SessionMiddleware` with one secret and
     cookie name, chosen per request."""
 
-    def __init__(self, app: ASGIApp, *, secret_key: str, session_cookie: str, max_age: int,
-                 public_url: str | None, forced: bool):
+    def __init__(
+        self, app: ASGIApp, *, secret_key: str, session_cookie: str, max_age: int, public_url: str | None, forced: bool
+    ):
         self.public_url, self.forced = public_url, forced
-        self.secure = SessionMiddleware(app, secret_key=secret_key, session_cookie=session_cookie, max_age=max_age,
-                                        same_site="none", https_only=True)
-        self.lax = SessionMiddleware(app, secret_key=secret_key, session_cookie=session_cookie, max_age=max_age,
-                                     same_site="lax", https_only=False)
+        self.secure = SessionMiddleware(
+            app,
+            secret_key=secret_key,
+            session_cookie=session_cookie,
+            max_age=max_age,
+            same_site="none",
+            https_only=True,
+        )
+        self.lax = SessionMiddleware(
+            app,
+            secret_key=secret_key,
+            session_cookie=session_cookie,
+            max_age=max_age,
+            same_site="lax",
+            https_only=False,
+        )
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] in ("http", "websocket") and secure_request(scope, public_url=self.public_url,
-                                                                      forced=self.forced):
+        if scope["type"] in ("http", "websocket") and secure_request(
+            scope, public_url=self.public_url, forced=self.forced
+        ):
             await self.secure(scope, receive, send)
         else:
             await self.lax(scope, receive, send)

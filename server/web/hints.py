@@ -65,7 +65,7 @@ def split_hints(text: str) -> list[Hint]:
     hints = []
     for index, match in enumerate(matches):
         end = matches[index + 1].start() if index + 1 < len(matches) else len(text)
-        hints.append(Hint(number=index + 1, title=match.group(1), body=text[match.end():end].strip()))
+        hints.append(Hint(number=index + 1, title=match.group(1), body=text[match.end() : end].strip()))
     return hints
 
 
@@ -82,16 +82,18 @@ class HintStore:
 
     def revealed(self, user_id: int, problem: str) -> dict[int, RevealReason]:
         with self._sessions() as session:
-            rows = session.execute(select(HintReveal.hint, HintReveal.reason).where(
-                HintReveal.user_id == user_id, HintReveal.problem == problem)).all()
+            rows = session.execute(
+                select(HintReveal.hint, HintReveal.reason).where(
+                    HintReveal.user_id == user_id, HintReveal.problem == problem
+                )
+            ).all()
         return {hint: RevealReason(reason) for hint, reason in rows}
 
     def reveal(self, user_id: int, problem: str, hint: int, reason: RevealReason) -> bool:
         """Records that `user_id` saw `hint` of `problem`; False when it was recorded already."""
         try:
             with self._sessions.begin() as session:
-                session.add(HintReveal(user_id=user_id, problem=problem, hint=hint, reason=reason,
-                                       created_at=utcnow()))
+                session.add(HintReveal(user_id=user_id, problem=problem, hint=hint, reason=reason, created_at=utcnow()))
         except IntegrityError:
             return False
         return True
@@ -99,9 +101,11 @@ class HintStore:
     def requested_counts(self, problem: str) -> dict[int, int]:
         """Per student (user id): how many hints of `problem` they asked for (reason "request")."""
         with self._sessions() as session:
-            rows = session.execute(select(HintReveal.user_id, func.count()).where(
-                HintReveal.problem == problem, HintReveal.reason == RevealReason.REQUEST)
-                .group_by(HintReveal.user_id)).all()
+            rows = session.execute(
+                select(HintReveal.user_id, func.count())
+                .where(HintReveal.problem == problem, HintReveal.reason == RevealReason.REQUEST)
+                .group_by(HintReveal.user_id)
+            ).all()
         return {user_id: count for user_id, count in rows}
 
 
@@ -132,10 +136,16 @@ def failed_attempts(engine: Engine, user_id: int, problem: str) -> int:
     from server.db import SubmissionRecord
 
     with sessionmaker(engine)() as session:
-        return int(session.execute(select(func.count()).where(
-            SubmissionRecord.user_id == user_id, SubmissionRecord.problem == problem,
-            SubmissionRecord.verdict.is_not(None),
-            SubmissionRecord.verdict.not_in(("ACCEPTED", "INTERNAL_ERROR")))).scalar_one())
+        return int(
+            session.execute(
+                select(func.count()).where(
+                    SubmissionRecord.user_id == user_id,
+                    SubmissionRecord.problem == problem,
+                    SubmissionRecord.verdict.is_not(None),
+                    SubmissionRecord.verdict.not_in(("ACCEPTED", "INTERNAL_ERROR")),
+                )
+            ).scalar_one()
+        )
 
 
 def hint_view(engine: Engine, *, user_id: int, problem: str, text: str, everything: bool) -> HintView:

@@ -26,7 +26,6 @@ def _highlight(code: str, lang: str, _attrs: str) -> str:
     return f'<pre class="highlight" tabindex="0"><code>{highlight(code, lexer, _FORMATTER)}</code></pre>\n'
 
 
-
 @lru_cache(maxsize=1)
 def _renderer() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "highlight": _highlight, "linkify": False})

@@ -25,6 +25,7 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 # --- numbers people can read ------------------------------------------------------------------------
 
+
 def human_bytes(n: int | float) -> str:
     """`3.5 MiB`, `812 B`: binary units, as memory is counted."""
     size = float(n)
@@ -55,12 +56,14 @@ FILTERS = {"human_bytes": human_bytes, "human_flops": human_flops}
 
 # --- the report as JSON -----------------------------------------------------------------------------
 
+
 def report_data(report: VerdictReport | Mapping[str, Any]) -> dict[str, Any]:
     """The report as its public JSON dict."""
     return report.model_dump(mode="json") if isinstance(report, VerdictReport) else dict(report)
 
 
 # --- checks -----------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class CheckView:
@@ -91,6 +94,7 @@ def check_views(checks: list[Mapping[str, Any]]) -> list[CheckView]:
 
 # --- the residual comparison ------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Saved:
     """One side's residual in a row: what produced it (`source`) and `print_saved_residuals`' note."""
@@ -120,8 +124,11 @@ class ResidualRow:
 
     @property
     def mark_label(self) -> str:
-        return {"both": "saved by both", "reference": "only the reference saves this: you save less",
-                "yours": "only you save this: you save more than needed"}[self.status]
+        return {
+            "both": "saved by both",
+            "reference": "only the reference saves this: you save less",
+            "yours": "only you save this: you save more than needed",
+        }[self.status]
 
 
 def _aval(r: Mapping[str, Any]) -> tuple[str, int]:
@@ -157,11 +164,11 @@ def residual_rows(residuals: Mapping[str, Any]) -> list[ResidualRow]:
         sub_count = Counter(_aval(r)[0] for r in submitted)
         seen: dict[str, Counter[str]] = {"e": Counter(), "s": Counter()}
         exp_ok, sub_ok = [], []
-        for side, items, ok in (("e", expected, exp_ok), ("s", submitted, sub_ok)):
+        for side, items, matched in (("e", expected, exp_ok), ("s", submitted, sub_ok)):
             for r in items:
                 key = _aval(r)[0]
                 seen[side][key] += 1
-                ok.append(seen[side][key] <= min(exp_count[key], sub_count[key]))
+                matched.append(seen[side][key] <= min(exp_count[key], sub_count[key]))
 
     def saved(r: Mapping[str, Any]) -> Saved:
         return Saved(source=r.get("source") or None, note=r.get("note") or None)
@@ -172,22 +179,34 @@ def residual_rows(residuals: Mapping[str, Any]) -> list[ResidualRow]:
         aval, nbytes = _aval(r)
         partner = None
         if ok:
-            partner = next((i for i, s in enumerate(submitted)
-                            if sub_ok[i] and not used[i] and _aval(s)[0] == aval), None)
+            partner = next(
+                (i for i, s in enumerate(submitted) if sub_ok[i] and not used[i] and _aval(s)[0] == aval), None
+            )
             if partner is not None:
                 used[partner] = True
-        rows.append(ResidualRow(aval=aval, nbytes=nbytes, status="both" if ok else "reference", expected=saved(r),
-                                yours=saved(submitted[partner]) if partner is not None else None))
+        rows.append(
+            ResidualRow(
+                aval=aval,
+                nbytes=nbytes,
+                status="both" if ok else "reference",
+                expected=saved(r),
+                yours=saved(submitted[partner]) if partner is not None else None,
+            )
+        )
     for i, s in enumerate(submitted):
         if not used[i]:
             aval, nbytes = _aval(s)
             # matched but without a partner left: the same value as one already listed (saved twice)
-            rows.append(ResidualRow(aval=aval, nbytes=nbytes, status="both" if sub_ok[i] else "yours",
-                                    expected=None, yours=saved(s)))
+            rows.append(
+                ResidualRow(
+                    aval=aval, nbytes=nbytes, status="both" if sub_ok[i] else "yours", expected=None, yours=saved(s)
+                )
+            )
     return rows
 
 
 # --- the memory charts ------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Bar:
@@ -210,13 +229,20 @@ def memory_bars(residuals: Mapping[str, Any]) -> dict[str, list[Bar]]:
     with yours, the reference's and the same reference without any checkpoint."""
     r = residuals.get
     return {
-        "Residual bytes (saved for the backward pass)": _bars([
-            ("yours", r("submitted_bytes", 0), "yours"), ("reference", r("expected_bytes", 0), "reference"),
-            ("no checkpoint", r("no_checkpoint_bytes"), "plain")]),
-        "Backward pass peak live bytes": _bars([
-            ("yours", r("submitted_bwd_peak_bytes"), "yours"),
-            ("reference", r("expected_bwd_peak_bytes"), "reference"),
-            ("no checkpoint", r("no_checkpoint_bwd_peak_bytes"), "plain")]),
+        "Residual bytes (saved for the backward pass)": _bars(
+            [
+                ("yours", r("submitted_bytes", 0), "yours"),
+                ("reference", r("expected_bytes", 0), "reference"),
+                ("no checkpoint", r("no_checkpoint_bytes"), "plain"),
+            ]
+        ),
+        "Backward pass peak live bytes": _bars(
+            [
+                ("yours", r("submitted_bwd_peak_bytes"), "yours"),
+                ("reference", r("expected_bwd_peak_bytes"), "reference"),
+                ("no checkpoint", r("no_checkpoint_bwd_peak_bytes"), "plain"),
+            ]
+        ),
     }
 
 
@@ -292,7 +318,7 @@ def _nice_step(span: float, target: int = 4, base: float = 1.0) -> float:
 
 
 def _byte_unit(top: float) -> tuple[float, str]:
-    for scale, unit in ((1024 ** 3, "GiB"), (1024 ** 2, "MiB"), (1024, "KiB")):
+    for scale, unit in ((1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB")):
         if top >= scale:
             return scale, unit
     return 1, "B"
@@ -321,7 +347,7 @@ def _axis(values: list[float], *, binary: bool) -> tuple[float, float, list[tupl
     if binary:
         scale, unit = _byte_unit(max(abs(hi_v), abs(lo_v)))
         step = _nice_step(span, base=scale)
-        fmt = (lambda v: f"{_tick_number(v / scale)} {unit}" if v else "0")  # noqa: E731
+        fmt = lambda v: f"{_tick_number(v / scale)} {unit}" if v else "0"  # noqa: E731
     else:
         step = _nice_step(span)
         fmt = _flops_tick
@@ -347,11 +373,17 @@ def plane(residuals: Mapping[str, Any]) -> Plane | None:
     reference's, no checkpoint (recomputes nothing) and the reference under one plain
     `jax.checkpoint` (everything recomputed). None when fewer than two points have numbers."""
     r = residuals.get
-    given = [("yours", "yours", r("submitted_bytes"), r("submitted_recompute_flops")),
-             ("reference", "reference", r("expected_bytes"), r("expected_recompute_flops")),
-             ("plain", "no checkpoint", r("no_checkpoint_bytes"),
-              0 if r("no_checkpoint_bytes") is not None else None),  # recomputes nothing
-             ("remat", "everything recomputed", r("full_remat_bytes"), r("full_remat_recompute_flops"))]
+    given = [
+        ("yours", "yours", r("submitted_bytes"), r("submitted_recompute_flops")),
+        ("reference", "reference", r("expected_bytes"), r("expected_recompute_flops")),
+        (
+            "plain",
+            "no checkpoint",
+            r("no_checkpoint_bytes"),
+            0 if r("no_checkpoint_bytes") is not None else None,
+        ),  # recomputes nothing
+        ("remat", "everything recomputed", r("full_remat_bytes"), r("full_remat_recompute_flops")),
+    ]
     present = [(k, n, int(b), int(f)) for k, n, b, f in given if b is not None and f is not None]
     if len(present) < 2:
         return None
@@ -385,8 +417,10 @@ def plane(residuals: Mapping[str, Any]) -> Plane | None:
     W = _NOMINAL_WIDTH
     markers = [(p.x * W / 100 - 11, p.y - 11, p.x * W / 100 + 11, p.y + 11) for p in points]
     # the y-axis title at the top left, and the x-axis numbers and title below the plot
-    reserved = [(-PLANE_GUTTER, 0, -PLANE_GUTTER + 17 * _CHAR_W, 16),
-                (-PLANE_GUTTER, PLANE_BOTTOM + 9, W + PLANE_RIGHT, PLANE_HEIGHT)]
+    reserved = [
+        (-PLANE_GUTTER, 0, -PLANE_GUTTER + 17 * _CHAR_W, 16),
+        (-PLANE_GUTTER, PLANE_BOTTOM + 9, W + PLANE_RIGHT, PLANE_HEIGHT),
+    ]
 
     Box = tuple[float, float, float, float]  # left, top, right, bottom
 
@@ -400,13 +434,20 @@ def plane(residuals: Mapping[str, Any]) -> Plane | None:
             head, _, tail = text.partition(" ")
             variants.append((head, tail))
         cx = p.x * W / 100
-        out = []
+        out: list[tuple[float, tuple[str, ...], float, float, str, Box]] = []
         for v, lines in enumerate(variants):
             width = max(len(s) for s in lines) * _CHAR_W
             height = len(lines) * _LINE_H
-            options = [(12, -height / 2, "start"), (-12, -height / 2, "end"), (0, -13 - height, "middle"),
-                       (0, 13, "middle"), (10, -10 - height, "start"), (-10, -10 - height, "end"),
-                       (10, 9, "start"), (-10, 9, "end")]
+            options = [
+                (12, -height / 2, "start"),
+                (-12, -height / 2, "end"),
+                (0, -13 - height, "middle"),
+                (0, 13, "middle"),
+                (10, -10 - height, "start"),
+                (-10, -10 - height, "end"),
+                (10, 9, "start"),
+                (-10, 9, "end"),
+            ]
             for k, (dx, rel_top, anchor) in enumerate(options):
                 left = cx + dx if anchor == "start" else cx + dx - width if anchor == "end" else cx - width / 2
                 top = p.y + rel_top
@@ -425,11 +466,16 @@ def plane(residuals: Mapping[str, Any]) -> Plane | None:
             for cand in options[id(g)]:
                 box = cand[5]
                 # px outside the chart (a little into the right margin is allowed) ...
-                overflow = (max(0.0, -6 - box[0]) + max(0.0, box[2] - (W + PLANE_RIGHT)) + max(0.0, -box[1])
-                            + max(0.0, box[3] - (PLANE_BOTTOM + 8)))
+                overflow = (
+                    max(0.0, -6 - box[0])
+                    + max(0.0, box[2] - (W + PLANE_RIGHT))
+                    + max(0.0, -box[1])
+                    + max(0.0, box[3] - (PLANE_BOTTOM + 8))
+                )
                 # ... and px² over other labels, the axis texts and other points
                 clash = sum(_overlap(box, o) for o in placed + reserved) + sum(
-                    _overlap(box, m) for j, m in enumerate(markers) if j not in g)
+                    _overlap(box, m) for j, m in enumerate(markers) if j not in g
+                )
                 scored.append((20 * overflow + clash + 5 * cand[0], cand))
             score, cand = min(scored, key=lambda sc: sc[0])
             placed.append(cand[5])
@@ -445,8 +491,10 @@ def plane(residuals: Mapping[str, Any]) -> Plane | None:
     n = len(x_ticks)
     return Plane(
         points=out,
-        x_ticks=[Tick(px(v), t, "start" if i == 0 and n > 1 else "end" if i == n - 1 else "middle")
-                 for i, (v, t) in enumerate(x_ticks)],
+        x_ticks=[
+            Tick(px(v), t, "start" if i == 0 and n > 1 else "end" if i == n - 1 else "middle")
+            for i, (v, t) in enumerate(x_ticks)
+        ],
         y_ticks=[Tick(py(v), t, "end") for v, t in y_ticks],
     )
 
@@ -461,6 +509,7 @@ class Recompute:
 
 # --- the diagnosis: what failed, in one sentence ------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Diagnosis:
     """The panel's first lines: `headline` names what failed (the first failed check, not the
@@ -473,8 +522,11 @@ class Diagnosis:
 
 
 def _listed(rows: list[ResidualRow], limit: int = 3) -> str:
-    parts = [f"{r.aval} ({(r.expected or r.yours).source})" if (r.expected or r.yours) and (r.expected or r.yours).source
-             else r.aval for r in rows[:limit]]
+    def named(r: ResidualRow) -> str:
+        either = r.expected or r.yours
+        return f"{r.aval} ({either.source})" if either is not None and either.source else r.aval
+
+    parts = [named(r) for r in rows[:limit]]
     more = f" and {len(rows) - limit} more" if len(rows) > limit else ""
     return ", ".join(parts) + more
 
@@ -483,8 +535,9 @@ def _values(n: int) -> str:
     return f"{n} value" if n == 1 else f"{n} values"
 
 
-def diagnose(verdict: Verdict, checks: list[CheckView], rows: list[ResidualRow],
-             residuals: Mapping[str, Any] | None) -> Diagnosis:
+def diagnose(
+    verdict: Verdict, checks: list[CheckView], rows: list[ResidualRow], residuals: Mapping[str, Any] | None
+) -> Diagnosis:
     """The one-line diagnosis of a verdict from its checks and residual rows (see `Diagnosis`)."""
     failed = next((c for c in checks if c.state == "fail"), None)
     if verdict == Verdict.ACCEPTED or failed is None:
@@ -498,37 +551,59 @@ def diagnose(verdict: Verdict, checks: list[CheckView], rows: list[ResidualRow],
         if missing:
             parts.append(f"It does not save {_values(len(missing))} the required policy keeps: {_listed(missing)}.")
         if extra and missing:
-            advice = ("Change what your policy saves: keep the missing values, and let the extra ones be "
-                      "recomputed in the backward pass.")
+            advice = (
+                "Change what your policy saves: keep the missing values, and let the extra ones be "
+                "recomputed in the backward pass."
+            )
         elif extra:
-            advice = ("Save less: those values should be recomputed in the backward pass (a stricter policy, "
-                      "or one checkpointed region around more of the computation).")
+            advice = (
+                "Save less: those values should be recomputed in the backward pass (a stricter policy, "
+                "or one checkpointed region around more of the computation)."
+            )
         elif missing:
             advice = "Save more: let the policy keep those values instead of recomputing them."
         else:
             advice = ""
-        return Diagnosis("Your checkpoint policy saves different values than the required one",
-                         " ".join(parts) or failed.message, advice)
+        return Diagnosis(
+            "Your checkpoint policy saves different values than the required one",
+            " ".join(parts) or failed.message,
+            advice,
+        )
     if failed.name == "peak_memory" and residuals:
         yours, limit = residuals.get("submitted_bwd_peak_bytes"), residuals.get("expected_bwd_peak_bytes")
         detail = failed.message
         if isinstance(yours, int) and isinstance(limit, int):
-            detail = (f"Your backward pass holds up to {human_bytes(yours)} at once; the reference's peak is "
-                      f"{human_bytes(limit)}. " + failed.message)
+            detail = (
+                f"Your backward pass holds up to {human_bytes(yours)} at once; the reference's peak is "
+                f"{human_bytes(limit)}. " + failed.message
+            )
         matched = "since you save the same values" in failed.message
-        return Diagnosis("Your backward pass needs more memory than allowed", detail,
-                         "Your saved values are right: write the backward computation with fewer large temporaries."
-                         if matched else "Save fewer residuals, or checkpoint in smaller pieces so less is live at once.")
+        return Diagnosis(
+            "Your backward pass needs more memory than allowed",
+            detail,
+            "Your saved values are right: write the backward computation with fewer large temporaries."
+            if matched
+            else "Save fewer residuals, or checkpoint in smaller pieces so less is live at once.",
+        )
     if failed.name == "recompute":
-        return Diagnosis("Your backward pass recomputes more than the policy asks", failed.message,
-                         "Use the values your policy saves in the backward pass instead of recomputing them.")
-    names = {"value": "Your function returns a wrong value", "avals": "Your function returns the wrong shape or dtype",
-             "gradient": "Your gradients are wrong", "finite_difference": "Your gradients are wrong",
-             "sandbox": "Your code did not run to the end", "module": "Your file does not define what is asked"}
+        return Diagnosis(
+            "Your backward pass recomputes more than the policy asks",
+            failed.message,
+            "Use the values your policy saves in the backward pass instead of recomputing them.",
+        )
+    names = {
+        "value": "Your function returns a wrong value",
+        "avals": "Your function returns the wrong shape or dtype",
+        "gradient": "Your gradients are wrong",
+        "finite_difference": "Your gradients are wrong",
+        "sandbox": "Your code did not run to the end",
+        "module": "Your file does not define what is asked",
+    }
     return Diagnosis(names.get(failed.name, VERDICT_EXPLANATIONS[verdict]), failed.message, "")
 
 
 # --- the panel --------------------------------------------------------------------------------------
+
 
 def panel_context(report: VerdictReport | Mapping[str, Any]) -> dict:
     """Everything `_panel.html` needs."""
@@ -539,8 +614,11 @@ def panel_context(report: VerdictReport | Mapping[str, Any]) -> dict:
         verdict = Verdict.INTERNAL_ERROR
     residuals = data.get("residuals") or None
     recompute = None
-    if residuals and residuals.get("submitted_recompute_flops") is not None \
-            and residuals.get("expected_recompute_flops") is not None:
+    if (
+        residuals
+        and residuals.get("submitted_recompute_flops") is not None
+        and residuals.get("expected_recompute_flops") is not None
+    ):
         recompute = Recompute(int(residuals["submitted_recompute_flops"]), int(residuals["expected_recompute_flops"]))
     checks = check_views(list(data.get("checks") or []))
     flops_exact = not residuals or residuals.get("flops_exact", True) is not False
@@ -575,10 +653,34 @@ def render_panel(report: VerdictReport | Mapping[str, Any], record_id: str) -> s
     """The panel's HTML for a report, as `/submissions/<id>/panel` serves it."""
     from types import SimpleNamespace
 
-    return panel_environment().get_template("_panel.html").render(
-        record=SimpleNamespace(id=record_id), **panel_context(report))
+    return (
+        panel_environment()
+        .get_template("_panel.html")
+        .render(record=SimpleNamespace(id=record_id), **panel_context(report))
+    )
 
 
-__all__ = ["Diagnosis", "diagnose", "CheckView", "ResidualRow", "Saved", "Bar", "Plane", "PlanePoint", "Tick", "Recompute", "human_bytes",
-           "human_flops", "FILTERS", "check_views", "residual_rows", "compares_values", "memory_bars", "plane",
-           "panel_context", "panel_environment", "render_panel", "report_data"]
+__all__ = [
+    "Diagnosis",
+    "diagnose",
+    "CheckView",
+    "ResidualRow",
+    "Saved",
+    "Bar",
+    "Plane",
+    "PlanePoint",
+    "Tick",
+    "Recompute",
+    "human_bytes",
+    "human_flops",
+    "FILTERS",
+    "check_views",
+    "residual_rows",
+    "compares_values",
+    "memory_bars",
+    "plane",
+    "panel_context",
+    "panel_environment",
+    "render_panel",
+    "report_data",
+]

@@ -19,7 +19,7 @@ from sqlalchemy import ForeignKey, Integer, String, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
-from server.db import Base, UTCDateTime, utcnow
+from server.db import Base, UTCDateTime, rowcount, utcnow
 
 TOUCH_EVERY_S = 60  # last_seen_at is written at most once a minute per session
 
@@ -71,8 +71,16 @@ class SessionStore:
         token = secrets.token_urlsafe(32)
         now = utcnow()
         with self._sessions.begin() as session:
-            session.add(WebSession(id=token_hash(token), user_id=user_id, created_at=now, last_seen_at=now,
-                                   user_agent=user_agent[:200], ip=ip[:64]))
+            session.add(
+                WebSession(
+                    id=token_hash(token),
+                    user_id=user_id,
+                    created_at=now,
+                    last_seen_at=now,
+                    user_agent=user_agent[:200],
+                    ip=ip[:64],
+                )
+            )
         return token
 
     def user_of(self, token: str) -> int | None:
@@ -87,8 +95,12 @@ class SessionStore:
             user_id, seen = row.user_id, row.last_seen_at
         if seen <= now - timedelta(seconds=TOUCH_EVERY_S):
             with self._sessions.begin() as session:
-                session.execute(update(WebSession).where(WebSession.id == key).values(last_seen_at=now)
-                                .execution_options(synchronize_session=False))
+                session.execute(
+                    update(WebSession)
+                    .where(WebSession.id == key)
+                    .values(last_seen_at=now)
+                    .execution_options(synchronize_session=False)
+                )
         return user_id
 
     def revoke(self, token: str) -> None:
@@ -107,17 +119,29 @@ class SessionStore:
             conditions.append(WebSession.id != token_hash(except_token))
         return self._revoke(*conditions)
 
-    def _revoke(self, *conditions) -> int:  # type: ignore[no-untyped-def]
+    def _revoke(self, *conditions) -> int:
         with self._sessions.begin() as session:
-            return session.execute(update(WebSession).where(*conditions, WebSession.revoked_at.is_(None))
-                                   .values(revoked_at=utcnow()).execution_options(synchronize_session=False)).rowcount
+            return rowcount(
+                session.execute(
+                    update(WebSession)
+                    .where(*conditions, WebSession.revoked_at.is_(None))
+                    .values(revoked_at=utcnow())
+                    .execution_options(synchronize_session=False)
+                )
+            )
 
     def active(self, user_id: int) -> list[SessionView]:
         """`user_id`'s sessions still in force, newest first."""
         since = utcnow() - timedelta(seconds=self.max_age_s)
         with self._sessions() as session:
-            rows = session.execute(select(WebSession).where(
-                WebSession.user_id == user_id, WebSession.revoked_at.is_(None), WebSession.created_at > since)
-                .order_by(WebSession.last_seen_at.desc())).scalars()
-            return [SessionView(key=r.id, created_at=r.created_at, last_seen_at=r.last_seen_at,
-                                user_agent=r.user_agent, ip=r.ip) for r in rows]
+            rows = session.execute(
+                select(WebSession)
+                .where(WebSession.user_id == user_id, WebSession.revoked_at.is_(None), WebSession.created_at > since)
+                .order_by(WebSession.last_seen_at.desc())
+            ).scalars()
+            return [
+                SessionView(
+                    key=r.id, created_at=r.created_at, last_seen_at=r.last_seen_at, user_agent=r.user_agent, ip=r.ip
+                )
+                for r in rows
+            ]

@@ -34,9 +34,15 @@ def upload_form(request: Request, user: OptionalUser, principal: PrincipalDep) -
 
 
 @router.post("/instructor/problems/upload", response_class=HTMLResponse)
-async def upload_package(request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep,
-                         package: Annotated[UploadFile | None, File()] = None,
-                         publish: Annotated[str, Form()] = "", csrf_token: Annotated[str, Form()] = "") -> Response:
+async def upload_package(
+    request: Request,
+    services: ServicesDep,
+    user: OptionalUser,
+    principal: PrincipalDep,
+    package: Annotated[UploadFile | None, File()] = None,
+    publish: Annotated[str, Form()] = "",
+    csrf_token: Annotated[str, Form()] = "",
+) -> Response:
     """Starts an upload; the form again (400/422) with what is wrong when the quick checks fail."""
     user = require_action(user, principal, request, Action.PROBLEMS_MANAGE)
     check_csrf(request, csrf_token)
@@ -48,8 +54,9 @@ async def upload_package(request: Request, services: ServicesDep, user: Optional
         error, code = f"the archive is larger than {MAX_ARCHIVE_BYTES:,} bytes", status.HTTP_413_CONTENT_TOO_LARGE
     else:
         try:
-            upload_id = await run_in_threadpool(uploads.start, services, data, publish=publish == "on",
-                                                requested_by=user.email)
+            upload_id = await run_in_threadpool(
+                uploads.start, services, data, publish=publish == "on", requested_by=user.email
+            )
         except uploads.UploadRefused as refused:
             error, code = refused.message, refused.status_code
         else:
@@ -58,8 +65,9 @@ async def upload_package(request: Request, services: ServicesDep, user: Optional
 
 
 @router.get("/instructor/problems/uploads/{upload_id}", response_class=HTMLResponse)
-def upload_page(upload_id: str, request: Request, services: ServicesDep, user: OptionalUser,
-                principal: PrincipalDep) -> HTMLResponse:
+def upload_page(
+    upload_id: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep
+) -> HTMLResponse:
     user = require_action(user, principal, request, Action.PROBLEMS_MANAGE)
     view = uploads.UploadStore(services.engine).get(upload_id) if SUBMISSION_ID.match(upload_id) else None
     if view is None:

@@ -24,3 +24,9 @@ def test_ruff_finds_nothing_to_fix() -> None:
 def test_the_code_is_formatted() -> None:
     done = _run("ruff", "format", "--no-cache", "--check", ".")
     assert done.returncode == 0, "run `.venv/bin/ruff format .`:\n" + done.stdout[-4000:] + done.stderr[-2000:]
+
+
+def test_mypy_finds_no_type_errors() -> None:
+    """Strict on jailside, sandbox and graders; the server checked with mypy's defaults."""
+    done = _run("mypy", "--no-incremental", "--cache-dir=/dev/null")
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]

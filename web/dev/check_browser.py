@@ -21,7 +21,7 @@ from pathlib import Path
 from playwright.sync_api import Page, expect, sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import mock_server  # noqa: E402
+import mock_server
 
 SHOTS = Path("/tmp/web-check")
 DRAFT_KEY = "remat-judge:draft:demo"
@@ -231,8 +231,10 @@ def main() -> int:
                 " return r.top < innerHeight && r.bottom > 0; }"
             )
             assert in_view, "verdict panel not scrolled into view"
-            ok("submit: POST with the editor's code; statuses submitting→queued→running→done; "
-               "button disabled while pending; panel fetched, shown, scrolled into view")
+            ok(
+                "submit: POST with the editor's code; statuses submitting→queued→running→done; "
+                "button disabled while pending; panel fetched, shown, scrolled into view"
+            )
             page.wait_for_timeout(600)  # let the smooth scroll settle
             page.screenshot(path=str(SHOTS / "05-done.png"), full_page=False)
             live = page.locator("#verdict-panel")
@@ -244,8 +246,10 @@ def main() -> int:
             expect(live.locator("#residual-table tr.only-yours")).to_have_count(1)
             expect(live.locator("#recompute-line")).to_contain_text("recomputes 524 k FLOPs")
             live.locator("#plane-chart").screenshot(path=str(SHOTS / "05b-plane.png"))
-            ok("the fetched panel has the bytes/recompute-FLOPs plane (4 labelled points), an untick'd "
-               "reported-only check, value-marked residuals and the recompute line")
+            ok(
+                "the fetched panel has the bytes/recompute-FLOPs plane (4 labelled points), an untick'd "
+                "reported-only check, value-marked residuals and the recompute line"
+            )
 
             # -- error paths ---------------------------------------------------------------------
             page.evaluate(
@@ -254,9 +258,7 @@ def main() -> int:
             )
             n_errors = len(console_errors)
             submit.click()
-            expect(page.locator("#live-status.error")).to_have_text(
-                "Mock rejection: the source contains FAIL_422."
-            )
+            expect(page.locator("#live-status.error")).to_have_text("Mock rejection: the source contains FAIL_422.")
             expect(page.locator("#live-status")).to_have_attribute("data-status", "error")
             expect(submit).to_be_enabled()
             page.locator("#live-status").scroll_into_view_if_needed()
@@ -275,7 +277,10 @@ def main() -> int:
             del console_errors[n_errors:]
             ok("a network failure is shown in #live-status with class error")
 
-            page.evaluate("() => window.rematEditor.dispatch({changes: {from: 0, to: window.rematEditor.state.doc.length, insert: '  '}})")
+            page.evaluate(
+                "() => window.rematEditor.dispatch("
+                "{changes: {from: 0, to: window.rematEditor.state.doc.length, insert: '  '}})"
+            )
             submit.click()
             expect(page.locator("#live-status.error")).to_have_text("The source code is empty.")
             ok("empty source is refused client-side (textarea had `required`)")
@@ -303,11 +308,14 @@ def main() -> int:
                     overflow = page.evaluate("() => document.scrollingElement.scrollWidth - innerWidth")
                     assert overflow <= 0, f"{name} scrolls sideways by {overflow}px at {width}px"
                     sizes = page.eval_on_selector_all(
-                        "#plane-chart text", "els => els.map(e => parseFloat(getComputedStyle(e).fontSize))")
+                        "#plane-chart text", "els => els.map(e => parseFloat(getComputedStyle(e).fontSize))"
+                    )
                     assert all(size >= 11 for size in sizes), sizes
                     page.locator(".verdict-panel").screenshot(path=str(SHOTS / f"09-{name}-{width}.png"))
-            ok("canned panels (new fields, ACCEPTED, an old report without them) at 1280px and 390px: "
-               "no sideways scroll, chart text >= 11px, no chart without FLOPs")
+            ok(
+                "canned panels (new fields, ACCEPTED, an old report without them) at 1280px and 390px: "
+                "no sideways scroll, chart text >= 11px, no chart without FLOPs"
+            )
 
             # -- mobile ----------------------------------------------------------------------------
             page.goto(base)

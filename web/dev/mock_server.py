@@ -67,9 +67,11 @@ def panel_html(name: str, record_id: str) -> str:
         sys.path.insert(0, str(REPO))
         from server.web.panel import render_panel
     except ImportError:
-        return (f'<section class="verdict-panel" data-verdict="{html.escape(report["verdict"])}">'
-                f"<p>{html.escape(report['verdict'])} (stand-in: run the mock with the project's venv "
-                "to see the real panel)</p></section>")
+        return (
+            f'<section class="verdict-panel" data-verdict="{html.escape(report["verdict"])}">'
+            f"<p>{html.escape(report['verdict'])} (stand-in: run the mock with the project's venv "
+            "to see the real panel)</p></section>"
+        )
     return render_panel(report, record_id)
 
 
@@ -85,7 +87,8 @@ def canned_page(name: str, wide: bool) -> str:
         '<article class="statement"><h1>Checkpoint with a dot policy</h1><p>A canned verdict from '
         f"<code>web/dev/verdicts/{html.escape(name)}.json</code>, rendered by the real panel template.</p></article>"
         '<section class="workbench"><h2>Your solution</h2><div id="verdict-panel">'
-        + panel_html(name, name) + "</div></section></div></main></body></html>"
+        + panel_html(name, name)
+        + "</div></section></div></main></body></html>"
     )
 
 
@@ -139,7 +142,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_body(200, path.read_bytes(), ctype)
 
     # -- routes --------------------------------------------------------------------------------
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         path = urlsplit(self.path).path
         if path in ("/", "/index.html"):
             self.send_file(HERE / "index.html")
@@ -156,7 +159,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_body(200, canned_page(m.group(1), wide).encode(), "text/html; charset=utf-8")
             return
         if path.startswith("/static/dist/"):
-            rel = path[len("/static/dist/"):]
+            rel = path[len("/static/dist/") :]
             target = (DIST / rel).resolve()
             if DIST.resolve() not in target.parents:
                 self.send_json(404, {"detail": "Not Found"})
@@ -181,8 +184,7 @@ class Handler(BaseHTTPRequestHandler):
                 return
             panel = (
                 "<p>Submission #" + html.escape(sid) + ": the policy saves residuals that the "
-                'budget <span class="math inline">2^{20}</span> does not allow.</p>'
-                + panel_html(VERDICT.lower(), sid)
+                'budget <span class="math inline">2^{20}</span> does not allow.</p>' + panel_html(VERDICT.lower(), sid)
             )
             self.send_body(200, panel.encode(), "text/html; charset=utf-8")
             return
@@ -190,7 +192,7 @@ class Handler(BaseHTTPRequestHandler):
 
     do_HEAD = do_GET
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         path = urlsplit(self.path).path
         if path != "/problems/demo/submit":
             self.send_json(404, {"detail": "Not Found"})
