@@ -10,7 +10,7 @@ PORT   ?= 8000
 
 WEB_BUNDLE := server/web/static/dist/app.js
 
-.PHONY: setup run test bench bench-throughput clean bwrap web chromium services
+.PHONY: setup run test test-fast bench bench-throughput clean bwrap web chromium services
 
 setup: $(STAMP) bwrap web
 
@@ -79,6 +79,11 @@ run: setup
 
 test: setup chromium services
 	$(VENV)/bin/python -m pytest
+
+# The fast layer (about 90 s on 2 cores): unit tests and FastAPI TestClient tests with real SQLite,
+# ruff, mypy and the import contracts; no jail, no server process, no network, no browser.
+test-fast: setup
+	$(VENV)/bin/python -m pytest tests/unit -q
 
 bench: setup
 	$(VENV)/bin/python bench/latency.py 10 --pause-s 3

@@ -58,7 +58,7 @@ Each burst prints:
 CPU accounting needs a writable cgroup hierarchy (root). With cgroup v1 a child
 `remat-bench-<random>` is made under the benchmark's own cgroup in each of the memory, pids and
 cpuacct hierarchies: the judge finds the parent of its jail cgroups by reading /proc/self/cgroup per
-controller (sandbox/limits.py `own_cgroup_v1`), so the server must be inside the new cgroup in
+controller (sandbox/jail_limits.py `own_cgroup_v1`), so the server must be inside the new cgroup in
 every hierarchy the judge uses. The server joins them before it execs (a `preexec_fn` writes its
 pid to each cgroup.procs). With cgroup v2 one leaf cgroup is made (v2 does not let a non-root
 cgroup that holds a process give controllers to children, so the judge's jails fall back to RLIMITs
@@ -111,7 +111,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from sandbox.limits import own_cgroup_v1
+from sandbox.jail_limits import own_cgroup_v1
 
 REPO = Path(__file__).resolve().parents[1]
 PROBLEMS = REPO / "problems"

@@ -29,7 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator, cast
 
-from graders.limits import Aval, ReadLimits
+from graders.artifact_limits import Aval, ReadLimits
 
 # Pure computation: the ops a differentiated numerical function may contain. Everything else is
 # rejected before the artifact runs, in particular custom_call (host callbacks, FFI), infeed,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from graders.limits import VerifyLimits
+from graders.artifact_limits import VerifyLimits
 from graders.problem import Problem
-from sandbox.limits import JailLimits
+from sandbox.jail_limits import JailLimits
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from graders.limits import Aval
+from graders.artifact_limits import Aval
 from graders.verdict import ResidualFact
 
 if TYPE_CHECKING:

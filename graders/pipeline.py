@@ -20,7 +20,7 @@ from graders.verifier_client import ReferenceCheckFailed, Verifier, VerifierErro
 from sandbox.bundle import Bundle, BundleError, parse_bundle
 from jailside.protocol import JailRequest
 from sandbox.jail import JailError, JailOutcome, jail_templates, run_in_jail
-from sandbox.limits import MIB, JailLimits
+from sandbox.jail_limits import MIB, JailLimits
 
 log = logging.getLogger(__name__)
 

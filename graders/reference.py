@@ -52,7 +52,7 @@ from graders.expectation import (
     cache_dir,
     named_sources,
 )
-from graders.limits import Aval, VerifyLimits
+from graders.artifact_limits import Aval, VerifyLimits
 from graders.problem import Problem, _np_dtype, case_arg_specs, hidden_inputs, leaf_names, random_cotangents
 from graders.verdict import ResidualFact
 from jailside.export import export_case, residual_notes

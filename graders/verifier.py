@@ -22,7 +22,7 @@ from graders.checks.residuals import check_peak_memory, check_recompute, check_r
 from graders.checks.values import check_values
 from graders.evaluate import ArtifactRunError, CaseData, evaluate_cases
 from graders.expectation import CaseExpectation, Expectations, named_sources
-from graders.limits import MIB, Aval, ReadLimits, VerifyLimits  # noqa: F401 - re-exported (old home)
+from graders.artifact_limits import MIB, Aval, ReadLimits, VerifyLimits  # noqa: F401 - re-exported (old home)
 from graders.problem import Problem
 from graders.verdict import CheckResult, ResidualFact, ResidualReport, Verdict, first_verdict
 from sandbox.bundle import Bundle, BundleCase

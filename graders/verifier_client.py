@@ -37,7 +37,7 @@ from graders.verifier_events import (
     VerifierParams,
     parse_event,
 )
-from sandbox.limits import MIB
+from sandbox.jail_limits import MIB
 from sandbox.supervise import Child, ChildLimits, SupervisorError, Templates, TemplateSpec, shared_templates
 
 log = logging.getLogger(__name__)

@@ -32,7 +32,7 @@ class VerifierParams(BaseModel):
             snapshot; problem_slug: its slug. problem_version: the version the
             worker judges; a package now on disk with another version is refused (judge fault).
         cache_dir: the reference-expectation cache. seed_hex: the deployment's hidden-input seed.
-        limits: `graders.limits.VerifyLimits` fields. bundle_limit_bytes: the largest bundle read.
+        limits: `graders.artifact_limits.VerifyLimits` fields. bundle_limit_bytes: the largest bundle read.
     """
 
     model_config = ConfigDict(extra="forbid")

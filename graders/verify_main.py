@@ -59,7 +59,7 @@ class VerifierJob:
             RuntimeError: the package on disk is another version than the one being judged.
             Whatever loading or building the expectations raises (judge faults).
         """
-        from graders.limits import VerifyLimits
+        from graders.artifact_limits import VerifyLimits
         from graders.problem import load_problem
         from graders.reference import ReferenceCheckError, ensure_expectations
 
@@ -93,7 +93,7 @@ class VerifierJob:
         """Verifies the bundle read from stdin; events go to `result_fd`. Returns the exit code."""
         import jax
 
-        from graders.limits import VerifyLimits
+        from graders.artifact_limits import VerifyLimits
         from graders.verifier import verify
         from sandbox.bundle import BundleError, parse_bundle
 

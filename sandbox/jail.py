@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jailside.protocol import READY, JailRequest
-from sandbox.limits import MIB, JailLimits
+from sandbox.jail_limits import MIB, JailLimits
 from sandbox.supervise import Child, ChildLimits, SupervisorError, Templates, TemplateSpec, shared_templates
 from sandbox.uids import JAIL_UIDS  # noqa: F401 - re-exported: tests check for leftover jail uids
 

@@ -16,7 +16,7 @@ code that starts, feeds, watches and kills them:
   before the cgroup is removed.
 
 Messages are the typed ones of `jailside/protocol.py`, shared by both ends of every pipe.
-Standard library plus `sandbox.limits`; no JAX here (the server imports this module).
+Standard library plus `sandbox.jail_limits`; no JAX here (the server imports this module).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from jailside.protocol import (
     recv_credentials,
     send_with_fds,
 )
-from sandbox.limits import JailCgroup
+from sandbox.jail_limits import JailCgroup
 from sandbox.seccomp import filter_fd
 from sandbox.uids import JAIL_UIDS, UidPoolError
 

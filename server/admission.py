@@ -56,7 +56,6 @@ class Admission:
 
     def __init__(self, *, rate_limit: str, storage_uri: str, max_queue_depth: int, queue_depth: Callable[[], int]):
         self.items = [parse(part) for part in rate_limit.split(";") if part.strip()] if rate_limit.strip() else []
-        self.rate_text = rate_limit
         self.limiter = MovingWindowRateLimiter(storage_from_string(storage_uri)) if self.items else None
         self.max_queue_depth, self.queue_depth = max_queue_depth, queue_depth
 

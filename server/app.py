@@ -19,7 +19,7 @@ from server import dbfaults, metrics
 from server.api import health, problems, submissions
 from server.courses import pages as course_pages  # courses, gradebooks, regrades (issue 12)
 from server.dbfaults import DATABASE, is_database_fault
-from server.limits import BodySizeLimit, UnstorableTextGuard
+from server.http_guards import BodySizeLimit, UnstorableTextGuard
 from server.lti.routes import router as lti_router  # LTI 1.3 tool (issue 12)
 from server.lti.setup import router as lti_setup_router  # LTI set-up, one-URL registration (issue 24)
 from server.packages import MAX_ARCHIVE_BYTES

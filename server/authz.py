@@ -248,10 +248,6 @@ def decide(principal: Principal, action: Action, target: Target = None) -> bool:
     return False
 
 
-class Forbidden(Exception):
-    """`Access.require` refused: the message says what was refused (for a 403 or an exit code)."""
-
-
 class Access:
     """`decide` with the facts read from the database: principals of accounts, submission
     targets, and the SQL scope of what a principal may read. Thread-safe (a session per call).
@@ -324,12 +320,6 @@ class Access:
             )
         )
         return or_(own, taught)
-
-
-def require(principal: Principal, action: Action, target: Target = None) -> None:
-    """Raises `Forbidden` unless `decide` allows it."""
-    if not decide(principal, action, target):
-        raise Forbidden(f"not allowed: {action.value} ({ACTION_MEANING[action]})")
 
 
 def markdown_table() -> str:

@@ -12,7 +12,7 @@ import threading
 from typing import Protocol
 
 from graders.pipeline import prestart
-from sandbox.limits import JailCgroup
+from sandbox.jail_limits import JailCgroup
 from server import metrics
 from server.db import SubmissionStore
 from server.dbfaults import DATABASE, is_database_fault

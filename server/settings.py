@@ -14,8 +14,8 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from graders.config import JudgeConfig
-from graders.limits import VerifyLimits
-from sandbox.limits import JailLimits
+from graders.artifact_limits import VerifyLimits
+from sandbox.jail_limits import JailLimits
 
 
 class Settings(BaseSettings):

@@ -14,7 +14,7 @@ import signal
 import threading
 
 from graders.problem import ProblemRepository
-from sandbox.limits import JailCgroup
+from sandbox.jail_limits import JailCgroup
 from server import metrics
 from server.db import SubmissionStore
 from server.grading import Sweeper

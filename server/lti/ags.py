@@ -15,8 +15,9 @@ Used by `server.lti.grade_sender` (grade passback after verdicts). Pieces:
   time-outs retried (backoff is the caller's, `server.callbacks.backoff_s`).
 - `send_score`: token + post, refetching the token once after a 401.
 - Ordering: `next_timestamp` (a score's timestamp is strictly newer, in whole seconds, than the
-  last one sent for the same user and line item: Moodle answers 409 otherwise) and
-  `score_to_send` (the assignment's rule: best by default, or last). Both pure.
+  last one sent for the same user and line item: Moodle answers 409 otherwise). Pure. Which score
+  is sent (best or last attempt, after the late rule) is the course's rule:
+  `server.courses.rules.standing`.
 
 Host safety (compare `server.callbacks`): platform URLs (token URL) are registered by an
 administrator with `remat-judge lti register`, and line item URLs come from the platform-signed
@@ -57,7 +58,6 @@ CANVAS_SUBMISSION_CLAIM = "https://canvas.instructure.com/lti/submission"
 ASSERTION_TTL_S = 300
 USER_AGENT = "remat-judge-lti/1"
 MAX_RESPONSE_BYTES = 64 * 1024
-RULE_BEST, RULE_LAST = "best", "last"
 
 
 class Platform(Protocol):
@@ -160,23 +160,6 @@ def next_timestamp(verdict_time: datetime, last_sent: datetime | None) -> dateti
     if _whole_second(verdict_time) > floor:
         return verdict_time
     return floor + timedelta(seconds=1)
-
-
-def score_to_send(rule: str, previous_best: float | None, new_score: float) -> float:
-    """The score to pass back after a new verdict worth `new_score`.
-
-    "best" (the default rule): the best of `previous_best` (None: no earlier verdict) and
-    `new_score`, so a worse later attempt never lowers the gradebook. "last": `new_score`.
-    The caller may skip sending when this equals the score last sent.
-
-    Raises:
-        ValueError: an unknown rule.
-    """
-    if rule == RULE_LAST:
-        return new_score
-    if rule == RULE_BEST:
-        return new_score if previous_best is None else max(previous_best, new_score)
-    raise ValueError(f"unknown grading rule {rule!r} (best or last)")
 
 
 def scores_url(lineitem_url: str) -> str:

@@ -25,7 +25,6 @@ from server.lti.ags import (
     iso_ms,
     next_timestamp,
     score_body,
-    score_to_send,
     scores_url,
 )
 from server.lti.keys import ToolKey, thumbprint
@@ -94,16 +93,6 @@ def test_next_timestamp_is_strictly_newer_in_whole_seconds() -> None:
     assert next_timestamp(other, t0) == datetime(2026, 11, 23, 21, 0, 1, tzinfo=timezone.utc)
     with pytest.raises(ValueError):
         next_timestamp(datetime(2026, 1, 1), None)
-
-
-def test_score_to_send_rules() -> None:
-    assert score_to_send("best", None, 0.4) == 0.4
-    assert score_to_send("best", 0.4, 1.0) == 1.0
-    assert score_to_send("best", 1.0, 0.3) == 1.0
-    assert score_to_send("last", 1.0, 0.3) == 0.3
-    assert score_to_send("last", None, 0.0) == 0.0
-    with pytest.raises(ValueError):
-        score_to_send("first", None, 1.0)
 
 
 def test_scores_url_and_body() -> None:
@@ -251,21 +240,6 @@ def test_same_second_without_the_rule_is_409_not_retried(
     assert late.status_code == 409 and not late.delivered and not late.retry
     assert "earlier timestamp" in (late.error or "")
     assert [s["scoreGiven"] for s in book.accepted("8", "u")] == [0.0]
-
-
-@pytest.mark.parametrize(("rule", "expected"), [("best", 1.0), ("last", 0.25)])
-def test_rules_best_and_last(
-    rule: str, expected: float, client: AgsClient, platform: FakePlatform, key: ToolKey, book: Gradebook
-) -> None:
-    best: float | None = None
-    last_sent: datetime | None = None
-    start = datetime.now(timezone.utc)
-    for i, verdict in enumerate((0.5, 1.0, 0.25)):
-        value = score_to_send(rule, best, verdict)
-        best = verdict if best is None else max(best, verdict)
-        last_sent = next_timestamp(start + timedelta(milliseconds=10 * i), last_sent)
-        assert client.send_score(platform, key, book.lineitem_url("9"), score("u", value, last_sent)).delivered
-    assert book.accepted("9", "u")[-1]["scoreGiven"] == expected
 
 
 def test_moodle_type_id_query_is_kept(client: AgsClient, platform: FakePlatform, key: ToolKey, book: Gradebook) -> None:

@@ -19,7 +19,7 @@ from graders.problem import Problem
 from graders.verdict import Verdict
 from graders.verifier_client import Verifier, verifier_templates
 from sandbox.jail import JailRequest, jail_templates, run_in_jail, template_spec
-from sandbox.limits import JailLimits
+from sandbox.jail_limits import JailLimits
 from sandbox.supervise import Template, Templates
 
 pytestmark = pytest.mark.jail

@@ -20,7 +20,7 @@ import pytest
 from graders.pipeline import JudgeConfig, grade
 from graders.problem import Problem
 from graders.verdict import Verdict
-from sandbox.limits import JailLimits
+from sandbox.jail_limits import JailLimits
 from tests.security.conftest import Bait, snapshot
 from tests.support import PROBLEMS, REPO, jail_processes
 

@@ -607,13 +607,19 @@ def test_normalized_digest_of_garbage_is_an_artifact_error() -> None:
 
 def test_limits_and_avals_live_jax_free_and_keep_their_old_homes() -> None:
     import graders.artifacts
-    import graders.limits
+    import graders.artifact_limits
     import graders.verifier
 
-    assert graders.artifacts.Aval is graders.limits.Aval and graders.artifacts.ReadLimits is graders.limits.ReadLimits
-    assert graders.verifier.VerifyLimits is graders.limits.VerifyLimits
-    assert graders.limits.VerifyLimits(max_ops=7).read_limits == graders.limits.ReadLimits(max_ops=7)
-    assert graders.limits.Aval((2, 3), "bfloat16").nbytes == 12 and str(graders.limits.Aval((), "bool")) == "bool[]"
+    assert (
+        graders.artifacts.Aval is graders.artifact_limits.Aval
+        and graders.artifacts.ReadLimits is graders.artifact_limits.ReadLimits
+    )
+    assert graders.verifier.VerifyLimits is graders.artifact_limits.VerifyLimits
+    assert graders.artifact_limits.VerifyLimits(max_ops=7).read_limits == graders.artifact_limits.ReadLimits(max_ops=7)
+    assert (
+        graders.artifact_limits.Aval((2, 3), "bfloat16").nbytes == 12
+        and str(graders.artifact_limits.Aval((), "bool")) == "bool[]"
+    )
 
 
 def test_a_shared_ir_context_reads_every_module_as_a_context_of_its_own_would() -> None:

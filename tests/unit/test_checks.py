@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from graders.limits import Aval
+from graders.artifact_limits import Aval
 from graders.checks.common import CaseRun, compare_arrays, compare_calibrated
 from graders.checks.gradients import check_gradients
 from graders.checks.residuals import check_peak_memory, check_residuals, residuals_equal

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from graders.limits import VerifyLimits
+from graders.artifact_limits import VerifyLimits
 from graders.problem import load_problem
 from graders.reference import (
     ReferenceCheckError,
