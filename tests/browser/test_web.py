@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -23,7 +24,6 @@ from tests.support import CHROMIUM_ARGS, REPO, Server, chromium_path
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.jail]
 SHOTS = REPO / "test-artifacts" / "browser"
 PASSWORD = "correct horse battery"
-SEEN: dict[str, str] = {}  # facts one test leaves for the next (they run in file order)
 
 NO_POLICY = """import jax
 import jax.numpy as jnp
@@ -69,6 +69,57 @@ def browser(chromium: object) -> Iterator[object]:
     context.close()
 
 
+def _csrf(html: str) -> str:
+    found = re.search(r'name="csrf_token" value="([^"]+)"', html)
+    assert found, "no CSRF token on the page"
+    return found.group(1)
+
+
+@pytest.fixture(scope="module")
+def ada(server: Server) -> dict[str, str]:
+    """Ada's account with two graded attempts at checkpoint_dot_policy, made over plain HTTP
+    through the same forms the pages post (so every test that needs them gets them, in any
+    order): one without a policy (WRONG_POLICY), then the fix (ACCEPTED). Returns the paths of
+    both verdict pages ("wrong", "accepted")."""
+    import httpx
+
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+        signup = {"display_name": "Ada", "email": "ada@example.org", "password": PASSWORD, "next": "/"}
+        made = client.post("/signup", data={**signup, "csrf_token": _csrf(client.get("/signup").text)})
+        assert made.status_code == 303, made.text[:500]
+        token = _csrf(client.get("/problems/checkpoint_dot_policy").text)
+        paths = {}
+        for name, source in (("wrong", NO_POLICY), ("accepted", WITH_POLICY)):
+            answer = client.post(
+                "/problems/checkpoint_dot_policy/submit",
+                data={"source": source, "csrf_token": token},
+                headers={"Accept": "application/json"},
+            )
+            assert answer.status_code == 201, answer.text[:500]
+            body = answer.json()
+            deadline = time.monotonic() + 300
+            while (status := client.get(body["status_url"]).json())["status"] not in ("done", "failed"):
+                assert time.monotonic() < deadline, status
+                time.sleep(0.3)
+            assert status["verdict"] == ("WRONG_POLICY" if name == "wrong" else "ACCEPTED"), status
+            paths[name] = body["page_url"]
+    return paths
+
+
+@pytest.fixture(scope="module")
+def admin(server: Server, ada: dict[str, str]) -> str:
+    """Ada made a site admin with the CLI (`remat-judge users role EMAIL admin`); her email."""
+    cli = str(Path(sys.executable).parent / "remat-judge")
+    promoted = subprocess.run(
+        [cli, "users", "role", "ada@example.org", "admin", "--data-dir", str(server.data_dir)],
+        capture_output=True,
+        text=True,
+        env=server.env,
+    )
+    assert promoted.returncode == 0, promoted.stderr
+    return "ada@example.org"
+
+
 def shot(page: object, name: str) -> None:
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
 
@@ -88,20 +139,21 @@ def submit_and_wait(page: object) -> str:
     return page.get_attribute("#live-status", "data-verdict")  # type: ignore[attr-defined]
 
 
-def test_a_new_user_solves_a_problem_and_understands_why_an_attempt_was_wrong(browser: object, server: Server) -> None:
-    page = browser.new_page()  # type: ignore[attr-defined]
+def test_a_new_user_solves_a_problem_and_understands_why_an_attempt_was_wrong(chromium: object, server: Server) -> None:
+    context = chromium.new_context(viewport={"width": 1366, "height": 900})  # type: ignore[attr-defined]
+    page = context.new_page()  # a browser of her own: signed out whatever ran before
     page.goto(server.url + "/")
     assert page.locator("table.problems tbody tr").count() >= 13
     shot(page, "01-problem-list")
 
     page.click("text=Sign up")
-    page.fill("input[name=display_name]", "Ada")
-    page.fill("input[name=email]", "ada@example.org")
+    page.fill("input[name=display_name]", "Grace")
+    page.fill("input[name=email]", "grace@example.org")
     page.fill("input[name=password]", PASSWORD)
     shot(page, "02-sign-up")
     page.click("main button[type=submit]")
     page.wait_for_url(server.url + "/")
-    assert page.locator(".who").inner_text() == "Ada"
+    assert page.locator(".who").inner_text() == "Grace"
 
     page.goto(server.url + "/problems/checkpoint_dot_policy")
     page.wait_for_selector(".cm-editor")
@@ -125,8 +177,8 @@ def test_a_new_user_solves_a_problem_and_understands_why_an_attempt_was_wrong(br
     assert bars.count() == 6  # yours, reference, no checkpoint; residual bytes and backward peak
     assert page.locator("#memory-chart .bar.plain").count() == 2
     panel.scroll_into_view_if_needed()
-    SEEN["ada_submission"] = panel.locator("a.permalink").get_attribute("href")
-    assert_panel_shows_the_report(page, server, SEEN["ada_submission"].rsplit("/", 1)[-1])
+    permalink = panel.locator("a.permalink").get_attribute("href")
+    assert_panel_shows_the_report(page, server, permalink.rsplit("/", 1)[-1])
     shot(page, "04-wrong-policy")
     panel.screenshot(path=str(SHOTS / "04b-wrong-policy-panel.png"))
     # without a reload: the attempt is in the history, and the first hint opened
@@ -170,7 +222,7 @@ def test_a_new_user_solves_a_problem_and_understands_why_an_attempt_was_wrong(br
     page.goto(server.url + "/me")
     assert page.locator("table.history tbody tr").count() == 2
     shot(page, "07-history")
-    page.close()
+    context.close()
 
 
 def stored_report(server: Server, submission_id: str) -> dict:
@@ -211,21 +263,23 @@ def assert_panel_shows_the_report(page: object, server: Server, submission_id: s
 CANNED = REPO / "web" / "dev" / "verdicts"
 
 
-def test_the_panel_plots_memory_against_recomputation_on_desktop_and_phone(chromium: object, server: Server) -> None:
+def test_the_panel_plots_memory_against_recomputation_on_desktop_and_phone(
+    chromium: object, server: Server, ada: dict[str, str]
+) -> None:
     """Canned verdicts (web/dev/verdicts/: the new fields, an ACCEPTED one, and a report stored
     before those fields existed) stored as Ada's submissions and viewed on their pages: desktop and
     phone, with and without JavaScript."""
     from server.db import SubmissionStore, UserStore, make_engine
 
     engine = make_engine(f"sqlite:///{server.data_dir.resolve() / 'remat-judge.db'}")
-    ada = UserStore(engine).by_email("ada@example.org")
-    assert ada is not None
+    account = UserStore(engine).by_email("ada@example.org")
+    assert account is not None
     store = SubmissionStore(engine)
     ids = {}
     for name in ("wrong_policy", "accepted", "old_report"):
         report = json.loads((CANNED / f"{name}.json").read_text())
         # under another problem than the one whose verdict counts a later test checks
-        record = store.create(problem="remat_sin_sin", source="# canned\n", user_id=ada.id)
+        record = store.create(problem="remat_sin_sin", source="# canned\n", user_id=account.id)
         # stored as a worker stores a verdict: claimed first (so the server's grading threads leave it)
         assert store.claim(record.id, worker_id="canned", lease_s=600, max_attempts=1).record is not None
         assert store.finish(
@@ -280,7 +334,7 @@ def test_the_panel_plots_memory_against_recomputation_on_desktop_and_phone(chrom
         context.close()
 
 
-def test_the_draft_survives_a_reload(browser: object, server: Server) -> None:
+def test_the_draft_survives_a_reload(browser: object, server: Server, ada: dict[str, str]) -> None:
     page = browser.new_page()  # type: ignore[attr-defined]
     _sign_in(page, server, "ada@example.org")
     page.goto(server.url + "/problems/remat_sin_sin")
@@ -296,7 +350,7 @@ def test_the_draft_survives_a_reload(browser: object, server: Server) -> None:
     page.close()
 
 
-def test_locked_until_solved_and_private_to_the_author(browser: object, server: Server) -> None:
+def test_locked_until_solved_and_private_to_the_author(browser: object, server: Server, ada: dict[str, str]) -> None:
     page = browser.new_page()  # type: ignore[attr-defined]
     page.goto(server.url + "/signup")
     page.fill("input[name=display_name]", "Bob")
@@ -308,34 +362,30 @@ def test_locked_until_solved_and_private_to_the_author(browser: object, server: 
     assert response.status == 403
     assert "open after your first ACCEPTED" in page.inner_text("main")
     # Ada's submissions are not Bob's to see
-    assert page.goto(server.url + SEEN["ada_submission"]).status == 404
-    assert page.context.request.get(server.url + SEEN["ada_submission"] + "/panel").status == 404
+    assert page.goto(server.url + ada["wrong"]).status == 404
+    assert page.context.request.get(server.url + ada["wrong"] + "/panel").status == 404
     page.close()
 
 
-def test_instructor_sees_every_submission_and_verdict_counts(browser: object, server: Server) -> None:
-    cli = str(Path(sys.executable).parent / "remat-judge")
-    promoted = subprocess.run(
-        [cli, "users", "role", "ada@example.org", "admin", "--data-dir", str(server.data_dir)],
-        capture_output=True,
-        text=True,
-        env=server.env,
-    )
-    assert promoted.returncode == 0, promoted.stderr
+def test_instructor_sees_every_submission_and_verdict_counts(browser: object, server: Server, admin: str) -> None:
     page = browser.new_page()  # type: ignore[attr-defined]
     _sign_in(page, server, "ada@example.org")
     page.goto(server.url + "/instructor")
     assert page.locator("table.history tbody tr").count() >= 2
     page.click("a[href='/instructor/problems/checkpoint_dot_policy']")
     counts = page.locator("#verdict-counts").inner_text()
-    assert re.search(r"ACCEPTED\s+1", counts) and re.search(r"WRONG_POLICY\s+1", counts)
+    for verdict in ("ACCEPTED", "WRONG_POLICY"):  # Ada's two attempts at least (other tests may add theirs)
+        found = re.search(verdict + r"\s+(\d+)", counts)
+        assert found and int(found.group(1)) >= 1, counts
     shot(page, "08-instructor-problem")
     page.close()
 
 
-def test_instructor_makes_an_api_client_sees_its_key_once_and_revokes_it(browser: object, server: Server) -> None:
-    """Runs after the test above made Ada an instructor. The key works against the API until
-    revoked from the same page."""
+def test_instructor_makes_an_api_client_sees_its_key_once_and_revokes_it(
+    browser: object, server: Server, admin: str
+) -> None:
+    """Ada, an admin, makes a client. The key works against the API until revoked from the same
+    page."""
     import httpx
 
     page = browser.new_page()  # type: ignore[attr-defined]
@@ -371,10 +421,12 @@ def test_instructor_makes_an_api_client_sees_its_key_once_and_revokes_it(browser
     page.close()
 
 
-def test_instructor_runs_a_course_with_a_gradebook_and_regrades_a_problem(chromium: object, server: Server) -> None:
-    """Runs after Ada became an instructor (she also solved checkpoint_dot_policy after a
-    WRONG_POLICY): a course with a deadline, her own enrollment as a student, the gradebook and its
-    CSV at 1280 px and 390 px, then a regrade of the problem from its page, with nothing changed."""
+def test_instructor_runs_a_course_with_a_gradebook_and_regrades_a_problem(
+    chromium: object, server: Server, admin: str
+) -> None:
+    """Ada, an admin who solved checkpoint_dot_policy after a WRONG_POLICY (the fixtures): a
+    course with a deadline, her own enrollment as a student, the gradebook and its CSV at 1280 px
+    and 390 px, then a regrade of the problem from its page, with nothing changed."""
     for width, height in ((1280, 900), (390, 844)):
         context = chromium.new_context(
             viewport={"width": width, "height": height},  # type: ignore[attr-defined]
@@ -442,13 +494,26 @@ def axe_violations(page: object) -> list[str]:
     return list(found)
 
 
-def test_axe_finds_no_serious_violations_on_the_main_pages(chromium: object, server: Server) -> None:
-    """Runs after Ada solved checkpoint_dot_policy, became an instructor and made courses."""
+def test_axe_finds_no_serious_violations_on_the_main_pages(
+    chromium: object, server: Server, admin: str, ada: dict[str, str]
+) -> None:
+    """Every main page, signed out and as Ada (an admin with two verdicts), with a course of her
+    own that has an assignment and her as a student (made with the CLI)."""
     if not AXE.exists():
         reason = "no axe-core (make installs web/'s npm packages)"
         if os.environ.get("CI"):
             pytest.fail(reason)
         pytest.skip(reason)
+    cli = str(Path(sys.executable).parent / "remat-judge")
+    for command in (
+        ["courses", "create", "axe-course", "--title", "Accessible course"],
+        ["courses", "assign", "axe-course", "checkpoint_dot_policy"],
+        ["courses", "enroll", "axe-course", admin],
+    ):
+        made = subprocess.run(
+            [cli, *command, "--data-dir", str(server.data_dir)], capture_output=True, text=True, env=server.env
+        )
+        assert made.returncode == 0 or "exists" in made.stderr, made.stderr
     found: dict[str, list[str]] = {}
     for width, height in ((1280, 900), (390, 844)):
         context = chromium.new_context(viewport={"width": width, "height": height})  # type: ignore[attr-defined]
@@ -461,12 +526,12 @@ def test_axe_finds_no_serious_violations_on_the_main_pages(chromium: object, ser
         for path in (
             "/",
             "/problems/checkpoint_dot_policy",
-            SEEN["ada_submission"],
+            ada["wrong"],
             "/me",
             "/account/sessions",
             "/instructor",
             "/instructor/problems/checkpoint_dot_policy",
-            f"/instructor/courses/rm-{width}",
+            "/instructor/courses/axe-course",
         ):
             page.goto(server.url + path)
             page.wait_for_load_state("networkidle")
@@ -476,7 +541,7 @@ def test_axe_finds_no_serious_violations_on_the_main_pages(chromium: object, ser
     assert found == {}, json.dumps(found, indent=1)
 
 
-def test_phone_sized_screen_and_no_javascript(chromium: object, server: Server) -> None:
+def test_phone_sized_screen_and_no_javascript(chromium: object, server: Server, ada: dict[str, str]) -> None:
     phone = chromium.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)  # type: ignore[attr-defined]
     page = phone.new_page()
     for path in ("/", "/problems/checkpoint_dot_policy", "/problems/scan_layers_remat", "/signin"):
@@ -488,7 +553,7 @@ def test_phone_sized_screen_and_no_javascript(chromium: object, server: Server) 
     _sign_in(page, server, "ada@example.org")  # signed in: hints, history, the verdict page, sessions
     for path in (
         "/problems/checkpoint_dot_policy",
-        SEEN["ada_submission"],
+        ada["wrong"],
         "/account/sessions",
         "/me",
         "/instructor/problems/checkpoint_dot_policy",
@@ -513,7 +578,7 @@ def test_phone_sized_screen_and_no_javascript(chromium: object, server: Server) 
     no_js.close()
 
 
-def test_forms_need_the_csrf_token(browser: object, server: Server) -> None:
+def test_forms_need_the_csrf_token(browser: object, server: Server, ada: dict[str, str]) -> None:
     page = browser.new_page()  # type: ignore[attr-defined]
     _sign_in(page, server, "ada@example.org")
     forged = page.context.request.post(
