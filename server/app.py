@@ -15,10 +15,11 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.gzip import GZipMiddleware
 
-from server import dbfaults, metrics
+from server import metrics
+from server.store import faults as dbfaults
 from server.api import health, problems, submissions
 from server.courses import pages as course_pages  # courses, gradebooks, regrades (issue 12)
-from server.dbfaults import DATABASE, is_database_fault
+from server.store.faults import DATABASE, is_database_fault
 from server.http_guards import BodySizeLimit, UnstorableTextGuard
 from server.lti.routes import router as lti_router  # LTI 1.3 tool (issue 12)
 from server.lti.setup import router as lti_setup_router  # LTI set-up, one-URL registration (issue 24)
@@ -125,7 +126,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     async def on_database_fault(request: Request, exc: Exception) -> Response:
         """A database that is unreachable or restarting is nobody's fault in the request: 503 with
-        Retry-After on every route (`server.dbfaults`), counted, logged once per outage."""
+        Retry-After on every route (`server.store.faults`), counted, logged once per outage."""
         if not is_database_fault(exc):
             raise exc
         DATABASE.failed(exc, where=f"{request.method} {request.url.path}")

@@ -16,17 +16,18 @@ from typing import TYPE_CHECKING, Callable
 from sqlalchemy.engine import Engine
 
 from graders.problem import ProblemRepository
-from server import dbfaults, migrate
+from server.store import faults as dbfaults
+from server.store import migrate
 from server.admission import Admission
-from server.callback_sender import CallbackSender
-from server.db import ClientStore, SubmissionStore, UserStore, make_engine
-from server.grading import Grader, new_worker_id
+from server.delivery.callback_sender import CallbackSender
+from server.store.db import ClientStore, SubmissionStore, UserStore, make_engine
+from server.grading.grader import Grader, new_worker_id
 from server.lti.grade_sender import grade_sender
 from server.lti.service import LtiService
-from server.queue import InProcessQueue, JobQueue, WorkerPool
-from server.redisqueue import RedisJobs
+from server.grading.queue import InProcessQueue, JobQueue, WorkerPool
+from server.grading.redis_jobs import RedisJobs
 from server.settings import Settings
-from server.waits import CompletionHub
+from server.grading.waits import CompletionHub
 from server.web.throttle import SignInThrottle
 
 if TYPE_CHECKING:

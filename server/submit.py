@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING
 
 from graders.problem import ProblemError
 from server.admission import Rejected
-from server.db import ApiClientRecord, Idempotency, IdempotencyKeyTaken, SubmissionRecord
-from server.dbfaults import is_database_fault
+from server.store.db import ApiClientRecord, Idempotency, IdempotencyKeyTaken, SubmissionRecord
+from server.store.faults import is_database_fault
 from server.text import unstorable_reason
 
 if TYPE_CHECKING:
     from server.runtime import Services
 
 log = logging.getLogger(__name__)
-MAX_EXTERNAL_ID_CHARS = 128  # the column's size (server/db.py)
+MAX_EXTERNAL_ID_CHARS = 128  # the column's size (server/store/db.py)
 MAX_CALLBACK_URL_CHARS = 2000
 
 
@@ -107,7 +107,7 @@ def submit(
             unpublished) problem, 403 a problem outside the client's scope, 422 a callback URL
             outside the client's allowed prefixes (or without a client), 422 an idempotency key
             reused for another request, 429 rate limit, 503 queue full or unavailable. Nothing is stored then.
-        A database fault (`server.dbfaults.is_database_fault`) propagates: the app answers 503.
+        A database fault (`server.store.faults.is_database_fault`) propagates: the app answers 503.
     """
     settings = services.settings
     for field, value in (
@@ -155,7 +155,7 @@ def submit(
             f"{', '.join(client.problem_scope) or 'none'})",
         )
     if callback_url is not None:
-        from server.callbacks import allowed_prefix
+        from server.delivery.callbacks import allowed_prefix
 
         if client is None:
             raise SubmitError(422, "callback_url needs an API client (its callback secret signs the callback)")

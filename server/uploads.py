@@ -29,7 +29,7 @@ from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
 from graders.problem import Problem, ProblemError, load_problem
 from graders.publication import published_version, todos
-from server.db import Base, UTCDateTime, _enum, utcnow
+from server.store.db import Base, UTCDateTime, _enum, utcnow
 from server.packages import PackageError, install, staging_root, unpack
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """`remat-judge worker`: a grading process of the distributed mode.
 
-Takes jobs from Redis (Dramatiq), grades them with `server.grading.Grader` (its own fork servers
+Takes jobs from Redis (Dramatiq), grades them with `server.grading.grader.Grader` (its own fork servers
 for jails and verifiers) and announces each stored verdict on Redis. Any number of workers may run
 on any number of machines, sharing the database, Redis, the problem packages and the hidden seed.
 SIGTERM or SIGINT stops it gracefully: it takes no new job, finishes the ones it holds (up to
@@ -16,10 +16,10 @@ import threading
 from graders.problem import ProblemRepository
 from sandbox.jail_limits import JailCgroup
 from server import metrics
-from server.db import SubmissionStore
-from server.grading import Sweeper
-from server.queue import start_templates_in_background
-from server.redisqueue import RedisJobs
+from server.store.db import SubmissionStore
+from server.grading.grader import Sweeper
+from server.grading.queue import start_templates_in_background
+from server.grading.redis_jobs import RedisJobs
 from server.runtime import build_grader, open_database
 from server.settings import Settings
 

@@ -21,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from server.deps import get_services
 from server.runtime import Services
 from server.authz import ADMIN_TOKEN, ANONYMOUS, Action, Principal, SubmissionTarget, api_client, decide
-from server.db import ApiClientRecord, SubmissionRecord
+from server.store.db import ApiClientRecord, SubmissionRecord
 
 bearer = HTTPBearer(
     auto_error=False,

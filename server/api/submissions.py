@@ -17,10 +17,10 @@ from server.api.auth import Caller, CallerDep, can_read
 from server.deps import ServicesDep
 from server.runtime import Services
 from server.authz import Action, decide
-from server.db import SUBMISSION_ID, SubmissionRecord
+from server.store.db import SUBMISSION_ID, SubmissionRecord
 from server.public import public_submission
 from server.schemas import BatchAnswer, BatchItem, SubmissionBatchCreate, SubmissionCreate, SubmissionPublic
-from server.dbfaults import DATABASE, MESSAGE, RETRY_AFTER_S, is_database_fault
+from server.store.faults import DATABASE, MESSAGE, RETRY_AFTER_S, is_database_fault
 from server.submit import SubmitError, idempotency_key_of, submit
 
 router = APIRouter(prefix="/submissions", tags=["submissions"])

@@ -17,7 +17,7 @@ from server.settings import Settings
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-    from server.db import UserStore
+    from server.store.db import UserStore
 
 PIPED_WIDTH = 200  # columns a table may use when the output is not a terminal
 
@@ -92,8 +92,8 @@ def settings_for(data_dir: Optional[Path] = NOT_USED, problems_dir: Optional[Pat
 def engine_for(data_dir: Optional[Path]) -> Engine:
     """The deployment's database, migrated to the latest revision; exits with a message (not an
     empty new database) when there is none at that place."""
-    from server import migrate
-    from server.db import make_engine
+    from server.store import migrate
+    from server.store.db import make_engine
 
     url = settings_for(data_dir).resolved_database_url
     try:
@@ -113,6 +113,6 @@ def engine_for(data_dir: Optional[Path]) -> Engine:
 
 
 def user_store(data_dir: Optional[Path]) -> UserStore:
-    from server.db import UserStore
+    from server.store.db import UserStore
 
     return UserStore(engine_for(data_dir))

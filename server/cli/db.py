@@ -1,4 +1,4 @@
-"""`remat-judge db`: the database schema (Alembic migrations, see `server.migrate`).
+"""`remat-judge db`: the database schema (Alembic migrations, see `server.store.migrate`).
 
 `upgrade` applies the migrations (run it before starting scaled-out API and worker processes;
 the embedded server applies them itself at start-up); `current` says where a database is.
@@ -60,7 +60,7 @@ def _database_errors(url: str) -> Iterator[None]:
     into a message on stderr and that exit code."""
     from sqlalchemy.exc import ArgumentError, DBAPIError
 
-    from server import migrate
+    from server.store import migrate
 
     try:
         yield
@@ -83,7 +83,7 @@ def db_upgrade(database_url: DatabaseUrl = None, data_dir: DataDir = None) -> No
     from several processes at once (they take turns). Exits 1 when the database is unreachable or
     cannot be migrated (then nothing was changed), 2 for a malformed URL.
     """
-    from server import migrate
+    from server.store import migrate
 
     url = _url(database_url, data_dir)
     with _database_errors(url):
@@ -101,7 +101,7 @@ def db_current(database_url: DatabaseUrl = None, data_dir: DataDir = None) -> No
     The database's is "none" before the first upgrade. Exits 0 when the two are the same, 1 when
     they differ (run `remat-judge db upgrade`) or the database is unreachable, 2 for a malformed URL.
     """
-    from server import migrate
+    from server.store import migrate
 
     url = _url(database_url, data_dir)
     with _database_errors(url):

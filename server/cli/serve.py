@@ -79,7 +79,7 @@ def serve(
         os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(multiproc))
     if settings.scaled:  # say a missing migration plainly, before the server starts (waiting for the database)
         from server.runtime import require_migrated
-        from server.dbfaults import wait_for_database
+        from server.store.faults import wait_for_database
 
         wait_for_database(settings.resolved_database_url)
         try:
@@ -133,7 +133,7 @@ def _serve_metrics(settings: Settings, port: int, host: str) -> None:
     metrics, and the queue depth read from the database at each scrape. Exits with a message when
     the port is taken."""
     from server import metrics
-    from server.db import SubmissionStore, make_engine
+    from server.store.db import SubmissionStore, make_engine
 
     store = SubmissionStore(make_engine(settings.resolved_database_url))
     try:

@@ -19,7 +19,7 @@ from graders.problem import ProblemError, ProblemRepository
 from server.courses.models import Assignment, Course, CourseError, CourseRole, CourseStore
 from server.courses.regrade import Regrade, RegradeStore
 from server.courses.rules import Policy
-from server.db import UserStore
+from server.store.db import UserStore
 from server.lti.models import LtiResourceLink
 from server.lti.passback import PassbackStore
 

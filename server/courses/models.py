@@ -32,7 +32,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
 from server.courses.rules import Attempt, GradeRule, LateRule, Policy, Standing, standing
-from server.db import Base, SubmissionRecord, UTCDateTime, UserRecord, _enum, rowcount, utcnow
+from server.store.db import Base, SubmissionRecord, UTCDateTime, UserRecord, _enum, rowcount, utcnow
 
 COURSE_KEY = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,63}$")
 

@@ -24,7 +24,7 @@ from sqlalchemy import ForeignKey, Float, Integer, String, Text, UniqueConstrain
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
-from server.db import (
+from server.store.db import (
     FINISHED,
     Base,
     CallbackStatus,

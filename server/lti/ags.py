@@ -12,20 +12,20 @@ Used by `server.lti.grade_sender` (grade passback after verdicts). Pieces:
   `application/vnd.ims.lis.v1.score+json`, classified as a `Delivery`: 2xx delivered; 401 the
   token was refused (`token_refused`: fetch a new one once, `send_score` does); 400, 409 and other
   4xx not retried, reported with the platform's message; 408, 429, 5xx, connection errors and
-  time-outs retried (backoff is the caller's, `server.callbacks.backoff_s`).
+  time-outs retried (backoff is the caller's, `server.delivery.callbacks.backoff_s`).
 - `send_score`: token + post, refetching the token once after a 401.
 - Ordering: `next_timestamp` (a score's timestamp is strictly newer, in whole seconds, than the
   last one sent for the same user and line item: Moodle answers 409 otherwise). Pure. Which score
   is sent (best or last attempt, after the late rule) is the course's rule:
   `server.courses.rules.standing`.
 
-Host safety (compare `server.callbacks`): platform URLs (token URL) are registered by an
+Host safety (compare `server.delivery.callbacks`): platform URLs (token URL) are registered by an
 administrator with `remat-judge lti register`, and line item URLs come from the platform-signed
 id_token, so no allow-list of prefixes is asked for. What is kept: http(s) only, no userinfo, the
 host looked up once and the request pinned to the checked address (no DNS rebinding), environment
 proxies ignored, redirects never followed (a bearer token is never re-sent elsewhere), answers read
 up to `MAX_RESPONSE_BYTES`, timeouts on every operation. Special addresses (loopback, private,
-link-local such as 169.254.169.254, ...; `server.callbacks.special_address`) are refused unless
+link-local such as 169.254.169.254, ...; `server.delivery.callbacks.special_address`) are refused unless
 they fall in `allow_networks`: a campus Moodle on a private network is legitimate, so an operator
 lists its network (e.g. "10.0.0.0/8"); cloud metadata stays unreachable unless named.
 """
@@ -46,7 +46,15 @@ from urllib.parse import urlencode
 
 import httpx
 
-from server.callbacks import CallbackRefused, _default_ssl_context, _describe, _excerpt, _parse, lookup, special_address
+from server.delivery.callbacks import (
+    CallbackRefused,
+    _default_ssl_context,
+    _describe,
+    _excerpt,
+    _parse,
+    lookup,
+    special_address,
+)
 from server.lti.keys import ToolKey
 
 SCOPE_SCORE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"

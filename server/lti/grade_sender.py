@@ -1,7 +1,7 @@
 """Passing scores back to the LMS (AGS), from the grading processes, off the grading path.
 
 Each grading process (the embedded server, every `remat-judge worker`) runs one `LtiGradeSender`,
-like `server.callback_sender.CallbackSender`: a thread claims due rows of `lti_grade_passbacks`
+like `server.delivery.callback_sender.CallbackSender`: a thread claims due rows of `lti_grade_passbacks`
 (`PassbackStore.claim_due`: a conditional UPDATE, so one process sends for a row at a time and a
 student's scores on one line item go out in order, whatever the number of workers) and hands each
 to a small pool of sending threads. Each send:
@@ -29,14 +29,14 @@ from typing import Callable
 
 from sqlalchemy.engine import Engine
 
-from server.callbacks import backoff_s
+from server.delivery.callbacks import backoff_s
 from server.courses.models import CourseStore
 from server.courses.rules import Standing
-from server.db import utcnow
+from server.store.db import utcnow
 from server.lti.ags import AgsClient, Score, next_timestamp
 from server.lti.keys import ToolKey
 from server.lti.passback import DueScore, PassbackStatus, PassbackStore
-from server.senders import DueSender
+from server.delivery.senders import DueSender
 from server.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@
 - `lti_launch_tokens`: one-time tokens (SHA-256 stored) that turn a launch into a session in a new
   window when the LMS's iframe does not keep our cookies.
 
-Every write is its own committed transaction. Times are UTC (`server.db.utcnow`).
+Every write is its own committed transaction. Times are UTC (`server.store.db.utcnow`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
 from server.courses.models import CourseRole
-from server.db import Base, UTCDateTime, UserRecord, UserStore, rowcount, utcnow
+from server.store.db import Base, UTCDateTime, UserRecord, UserStore, rowcount, utcnow
 
 LOGIN_TTL_S = 300  # a login initiation's state and nonce live 5 minutes
 LAUNCH_TOKEN_TTL_S = 120  # a one-time launch token lives 2 minutes

@@ -34,7 +34,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
-from server.db import Base, UTCDateTime, _enum, rowcount, utcnow
+from server.store.db import Base, UTCDateTime, _enum, rowcount, utcnow
 from server.lti.models import LtiPlatform, LtiResourceLink, LtiUser
 
 

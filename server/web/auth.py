@@ -17,7 +17,7 @@ from pwdlib import PasswordHash
 from server.deps import ServicesDep
 from server.runtime import Services
 from server.authz import ANONYMOUS, Principal
-from server.db import UserRecord
+from server.store.db import UserRecord
 from server.web.sessions import SessionStore
 
 _HASHER = PasswordHash.recommended()  # argon2id with pwdlib's recommended parameters

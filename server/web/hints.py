@@ -24,7 +24,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
-from server.db import Base, UTCDateTime, _enum, utcnow
+from server.store.db import Base, UTCDateTime, _enum, utcnow
 
 HINT_AFTER_ATTEMPTS = 1  # one more hint opens after each graded attempt that is not ACCEPTED
 _HEADING = re.compile(r"^## +(.+?)\s*$", re.MULTILINE)
@@ -133,7 +133,7 @@ class HintView:
 def failed_attempts(engine: Engine, user_id: int, problem: str) -> int:
     """Graded attempts of `user_id` on `problem` that were not ACCEPTED (INTERNAL_ERROR, the
     judge's fault, does not count)."""
-    from server.db import SubmissionRecord
+    from server.store.db import SubmissionRecord
 
     with sessionmaker(engine)() as session:
         return int(

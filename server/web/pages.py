@@ -19,7 +19,7 @@ from graders.verdict import VerdictReport
 from server.deps import ServicesDep
 from server.runtime import Services
 from server.authz import ANONYMOUS, Access, Action, Principal, decide
-from server.db import SUBMISSION_ID, SubmissionRecord, UserRecord
+from server.store.db import SUBMISSION_ID, SubmissionRecord, UserRecord
 from server.submit import SubmitError
 from server.submit import submit as submit_service
 from server.web.auth import (
@@ -187,7 +187,7 @@ def _past_deadline(dues: list) -> bool:
     """Whether a deadline of the user's assignments of this problem (their extension, when they
     have one) has passed in a course that opens solutions after deadlines (an admin's choice:
     `Course.solutions_after_deadline`): the reference solution opens then, as after an ACCEPTED."""
-    from server.db import utcnow
+    from server.store.db import utcnow
 
     now = utcnow()
     return any(
@@ -658,7 +658,7 @@ def instructor_create_client(
 ) -> HTMLResponse:
     import json
 
-    from server.callbacks import check_prefix
+    from server.delivery.callbacks import check_prefix
 
     user = require_action(user, principal, request, Action.CLIENTS_MANAGE)
     check_csrf(request, csrf_token)

@@ -19,7 +19,7 @@ from sqlalchemy import ForeignKey, Integer, String, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
-from server.db import Base, UTCDateTime, rowcount, utcnow
+from server.store.db import Base, UTCDateTime, rowcount, utcnow
 
 TOUCH_EVERY_S = 60  # last_seen_at is written at most once a minute per session
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from sqlalchemy import update
 
-from server.db import make_engine, utcnow
+from server.store.db import make_engine, utcnow
 from server.lti.registration import RegistrationUrl
 from tests.lti_platform import Browser, Platform, start_tool
 from tests.support import CHROMIUM_ARGS, Server, chromium_path, remat_judge

@@ -14,7 +14,7 @@ from typing import Iterator
 import httpx
 import pytest
 
-from server.db import SubmissionStore, make_engine
+from server.store.db import SubmissionStore, make_engine
 from server.lti.models import lti_email
 from server.lti.passback import PassbackStore
 from tests.lti_gradebook import Gradebook

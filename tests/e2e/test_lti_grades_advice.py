@@ -12,7 +12,7 @@ from typing import Iterator
 
 import pytest
 
-from server.db import make_engine
+from server.store.db import make_engine
 from server.lti.models import lti_email
 from server.lti.passback import PassbackStore
 from tests.e2e.test_lti_grade_passback import RIGHT, SCORE_SCOPE, submit_on_the_web, wait_for_verdict, wait_until

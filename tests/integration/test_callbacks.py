@@ -1,4 +1,4 @@
-"""Callback delivery (server/callbacks.py) against a real HTTP listener on this machine: the
+"""Callback delivery (server/delivery/callbacks.py) against a real HTTP listener on this machine: the
 signature, the retry classification, the allow-list, special addresses, and that the request goes
 to the address that was checked. Nothing of ours is mocked; the listener is http.server."""
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from server.callbacks import (
+from server.delivery.callbacks import (
     SIGNATURE_HEADER,
     USER_AGENT,
     CallbackRefused,
@@ -537,10 +537,10 @@ def test_https_to_a_pinned_address_still_checks_the_certificate_for_the_host_nam
 def test_a_revoked_client_gets_no_callback_not_even_after_a_regrade(receiver: Receiver, tmp_path: Path) -> None:
     """Revoking a client stops its callbacks at once: one pending when it was revoked, and those a
     regrade makes pending again, are refused without a connection."""
-    from server import migrate
-    from server.callback_sender import CallbackSender
+    from server.store import migrate
+    from server.delivery.callback_sender import CallbackSender
     from server.courses.regrade import RegradeStore
-    from server.db import CallbackStatus, ClientStore, SubmissionStore, make_engine
+    from server.store.db import CallbackStatus, ClientStore, SubmissionStore, make_engine
 
     url = f"sqlite:///{tmp_path / 'judge.db'}"
     migrate.upgrade(url)

@@ -1,4 +1,4 @@
-"""Exactly-once grading in the database (server/db.py `claim`, `finish`, `to_enqueue`), on real
+"""Exactly-once grading in the database (server/store/db.py `claim`, `finish`, `to_enqueue`), on real
 SQLite and real PostgreSQL, migrated by the real migration chain."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from server import migrate
-from server.db import SubmissionStatus, SubmissionStore, make_engine
+from server.store import migrate
+from server.store.db import SubmissionStatus, SubmissionStore, make_engine
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -127,7 +127,7 @@ def test_a_submission_that_kills_its_worker_every_time_ends_failed(store: Submis
     import json
 
     from graders.problem import ProblemRepository
-    from server.grading import Grader
+    from server.grading.grader import Grader
     from tests.support import PROBLEMS
 
     record = store.create(problem="checkpoint_dot_policy", source="x")

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from server import migrate
+from server.store import migrate
 from server.courses.models import CourseRole, CourseStore
 from server.courses.regrade import RegradeStore
 from server.courses.rules import LateRule, Policy
-from server.db import SubmissionStatus, SubmissionStore, UserStore, make_engine, utcnow
+from server.store.db import SubmissionStatus, SubmissionStore, UserStore, make_engine, utcnow
 from server.lti.models import LtiStore
 from server.web.hints import HintStore, RevealReason
 

@@ -12,10 +12,10 @@ from typing import Iterator
 import pytest
 from sqlalchemy import update
 
-from server import migrate
+from server.store import migrate
 from server.courses.models import CourseStore
 from server.courses.models import CourseRole
-from server.db import SubmissionStore, make_engine, utcnow
+from server.store.db import SubmissionStore, make_engine, utcnow
 from server.lti.ags import AgsClient
 from server.lti.grade_sender import LtiGradeSender, Scorer
 from server.lti.models import LtiStore

@@ -1,6 +1,6 @@
-"""The migration chain (server/migrations, applied by server.migrate) on real SQLite and real
+"""The migration chain (server/store/migrations, applied by server.store.migrate) on real SQLite and real
 PostgreSQL: up, down and up again; adoption of databases made by the old `create_all` code, rows
-kept; no drift between the migrated schema and server.db's models; concurrent upgrades."""
+kept; no drift between the migrated schema and server.store.db's models; concurrent upgrades."""
 
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.exc import IntegrityError
 
-from server import migrate
-from server.db import Base, SubmissionStatus, SubmissionStore, UserStore, make_engine
+from server.store import migrate
+from server.store.db import Base, SubmissionStatus, SubmissionStore, UserStore, make_engine
 from tests.support import REPO
 
 T0 = datetime(2026, 5, 1, 12, 0, 0)
 
-# The DDL of the old create_all code (server/db.py before migrations, commit e9fbe1c), as each dialect got it.
+# The DDL of the old create_all code (server/store/db.py before migrations, commit e9fbe1c), as each dialect got it.
 LEGACY_USERS = """CREATE TABLE users (
     id {serial} NOT NULL, email VARCHAR(254) NOT NULL, display_name VARCHAR(80) NOT NULL,
     password_hash VARCHAR(255) NOT NULL, role VARCHAR(16) NOT NULL, created_at {ts} NOT NULL,
@@ -47,7 +47,7 @@ FIRST_SUBMISSIONS = """CREATE TABLE submissions (
     id VARCHAR(32) NOT NULL, problem VARCHAR(64) NOT NULL, source TEXT NOT NULL, status VARCHAR(16) NOT NULL,
     verdict VARCHAR(32), score FLOAT, result_json TEXT, created_at {ts} NOT NULL, PRIMARY KEY (id))"""
 
-HEAD = "0013"  # the latest revision (server/migrations/versions)
+HEAD = "0013"  # the latest revision (server/store/migrations/versions)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -150,7 +150,7 @@ def _schema(url: str) -> dict[str, Any]:
 
 
 def _fresh_schema(url: str, tmp_path: Path, postgres_server: Any = None) -> dict[str, Any]:
-    """The schema `Base.metadata.create_all` makes from server.db's models, on the same kind of database."""
+    """The schema `Base.metadata.create_all` makes from server.store.db's models, on the same kind of database."""
     other = (
         f"sqlite:///{tmp_path / 'create_all.db'}" if url.startswith("sqlite") else postgres_server.url_for("create_all")
     )
@@ -452,7 +452,7 @@ def _upgrade_at_once(url: str, processes: int) -> list[subprocess.CompletedProce
     """Runs `migrate.upgrade(url)` in `processes` Python processes that start it at the same instant."""
     start_at = time.time() + 4.0  # after every process has imported the server
     script = (
-        "import sys, time; from server import migrate; time.sleep(max(0.0, float(sys.argv[2]) - time.time())); "
+        "import sys, time; from server.store import migrate; time.sleep(max(0.0, float(sys.argv[2]) - time.time())); "
         "print(migrate.upgrade(sys.argv[1]))"
     )
     procs = [

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from server import migrate
-from server.db import SubmissionStore, make_engine
-from server.dbfaults import wait_for_database
-from server.grading import Sweeper
-from server.redisqueue import RedisJobs
+from server.store import migrate
+from server.store.db import SubmissionStore, make_engine
+from server.store.faults import wait_for_database
+from server.grading.grader import Sweeper
+from server.grading.redis_jobs import RedisJobs
 
 
 def test_waiting_for_a_database_that_is_down_says_so_once_and_returns_when_it_answers(

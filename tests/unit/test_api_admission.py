@@ -9,15 +9,15 @@ import pytest
 from fastapi.testclient import TestClient
 
 from graders.problem import ProblemRepository
-from server import migrate
+from server.store import migrate
 from server.admission import Admission
 from server.deps import get_services
 from server.runtime import Services
 from server.app import create_app
-from server.db import ClientStore, SubmissionStatus, SubmissionStore, UserStore, make_engine
-from server.queue import InProcessQueue
+from server.store.db import ClientStore, SubmissionStatus, SubmissionStore, UserStore, make_engine
+from server.grading.queue import InProcessQueue
 from server.settings import Settings
-from server.waits import CompletionHub
+from server.grading.waits import CompletionHub
 from tests.support import PROBLEMS
 
 SOURCE = (PROBLEMS / "checkpoint_dot_policy" / "reference.py").read_text()

@@ -11,14 +11,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from graders.problem import ProblemRepository
-from server import migrate
+from server.store import migrate
 from server.admission import Admission
 from server.app import create_app
-from server.db import ClientStore, SubmissionStore, UserStore, make_engine
+from server.store.db import ClientStore, SubmissionStore, UserStore, make_engine
 from server.deps import get_services
 from server.runtime import Services
 from server.settings import Settings
-from server.waits import CompletionHub
+from server.grading.waits import CompletionHub
 from tests.support import PROBLEMS
 
 SOURCE = (PROBLEMS / "checkpoint_dot_policy" / "reference.py").read_text()

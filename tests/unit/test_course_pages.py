@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from server.db import SiteRole, SubmissionRecord, SubmissionStatus, UserStore
+from server.store.db import SiteRole, SubmissionRecord, SubmissionStatus, UserStore
 from server.web.auth import hash_password
 from tests.unit.test_api_admission import make_client
 

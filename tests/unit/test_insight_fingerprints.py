@@ -1,6 +1,6 @@
 """Policy fingerprints from verdict reports alone (graders/insight.py): order-free, blind to
 names, the recompute check's judgment, reports without residuals; and the migration's backfill
-of stored verdicts (server/migrations/versions/0013)."""
+of stored verdicts (server/store/migrations/versions/0013)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from graders.insight import fingerprint
-from server import migrate
-from server.db import SubmissionStore, make_engine
+from server.store import migrate
+from server.store.db import SubmissionStore, make_engine
 
 
 def fact(shape: list[int], source: str, matched: bool | None, kind: str = "device") -> dict:
@@ -103,7 +103,7 @@ def test_the_migration_backfills_stored_verdicts(tmp_path: Path) -> None:
                 sa.text("UPDATE submissions SET status='done', verdict=:v, result_json=:j WHERE id=:i"),
                 {"v": verdict, "j": body, "i": record.id},
             )
-        backfill = importlib.import_module("server.migrations.versions.0013_policy_fingerprints").backfill
+        backfill = importlib.import_module("server.store.migrations.versions.0013_policy_fingerprints").backfill
         assert backfill(connection) == 1
         rows = dict(connection.execute(sa.text("SELECT id, policy_fingerprint FROM submissions")).all())
     assert rows[graded.id] == fingerprint(report(REFERENCE[:1], REFERENCE)).key  # type: ignore[union-attr]

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from server import migrate
+from server.store import migrate
 from server.courses.models import CourseRole
-from server.db import SiteRole, UserStore, make_engine, utcnow
+from server.store.db import SiteRole, UserStore, make_engine, utcnow
 from server.lti.models import LtiStore
 from server.web.auth import NO_PASSWORD, check_password
 

@@ -1,4 +1,4 @@
-"""Outages in the logs: `server.dbfaults.Outage` says an outage once when it starts, reminds while
+"""Outages in the logs: `server.store.faults.Outage` says an outage once when it starts, reminds while
 it lasts, and says once when it ends; `server.logs.RepeatFilter` holds back a library's repeated
 lines within a window and says how many it held."""
 
@@ -9,7 +9,7 @@ import logging
 import pytest
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from server.dbfaults import Outage, is_database_fault
+from server.store.faults import Outage, is_database_fault
 from server.logs import RepeatFilter
 
 
@@ -45,7 +45,7 @@ def test_repeated_library_lines_are_held_back_and_counted() -> None:
     template = "Consumer encountered a connection error: %s"
     passed = [held.filter(record("dramatiq.consumer", template, f"Error 111 #{i}")) for i in range(20)]
     assert passed == [True] + [False] * 19
-    assert held.filter(record("server.grading", template, "ours")) is True  # only the named libraries
+    assert held.filter(record("server.grading.grader", template, "ours")) is True  # only the named libraries
     held.window_s = 0
     last = record("dramatiq.consumer", template, "again")
     assert held.filter(last) and "(19 more like this" in last.getMessage()

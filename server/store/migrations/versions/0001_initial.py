@@ -1,10 +1,10 @@
 """The schema as the judge had it before migrations (the "legacy" schema).
 
 Until then the tables were made by `Base.metadata.create_all` and grown by adding missing columns
-by hand. A database made that way is adopted by `server.migrate.upgrade`: it is brought to
+by hand. A database made that way is adopted by `server.store.migrate.upgrade`: it is brought to
 exactly this schema (`legacy_metadata`), stamped "0001" and upgraded from there.
 
-Frozen: `server.migrate` reads `legacy_metadata` from this module. Never change it; change the
+Frozen: `server.store.migrate` reads `legacy_metadata` from this module. Never change it; change the
 schema in a new revision.
 
 Revision ID: 0001

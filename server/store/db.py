@@ -1,8 +1,8 @@
 """Persistence: the tables and the one place that reads and writes them (SQLAlchemy 2).
 
 SQLite by default (WAL journal, so the API reads while a worker writes); PostgreSQL (psycopg 3)
-for scale-out. The schema is made and changed by Alembic migrations only (`server/migrations/`,
-applied by `server.migrate.upgrade`). Every write is its own committed transaction.
+for scale-out. The schema is made and changed by Alembic migrations only (`server/store/migrations/`,
+applied by `server.store.migrate.upgrade`). Every write is its own committed transaction.
 
 The database is the source of truth for grading: a submission is stored (status "queued") before
 its job is enqueued; a worker claims it with one conditional UPDATE (`claim`), holds a lease it
@@ -251,10 +251,10 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
 
 
 def make_engine(url: str) -> Engine:
-    """An engine for `url` (no schema change: see `server.migrate`). For SQLite, creates the folder
+    """An engine for `url` (no schema change: see `server.store.migrate`). For SQLite, creates the folder
     and sets WAL and a busy timeout; `postgresql://` URLs use psycopg 3 (connections checked before
     use, 5 s to connect). Each new connection ends an outage this process logged
-    (`server.dbfaults.DATABASE`)."""
+    (`server.store.faults.DATABASE`)."""
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"check_same_thread": False})
@@ -272,7 +272,7 @@ def make_engine(url: str) -> Engine:
 
 def _database_back(*_: object) -> None:
     """A new connection was made: an outage the process was in is over (logged once)."""
-    from server.dbfaults import DATABASE
+    from server.store.faults import DATABASE
 
     DATABASE.recovered()
 
@@ -631,7 +631,7 @@ class SubmissionStore:
     def stale_queued(self, *, older_than_s: float, limit: int = 500) -> list[str]:
         """Ids "queued" whose job was enqueued more than `older_than_s` ago and that still wait,
         oldest first: their message may be gone (a queue that lost it), and only the queue can
-        say whether it holds them (`server.grading.Sweeper`)."""
+        say whether it holds them (`server.grading.grader.Sweeper`)."""
         with self._sessions() as session:
             return list(
                 session.execute(

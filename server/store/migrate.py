@@ -1,6 +1,6 @@
 """Schema migrations of the judge's database: apply them (`upgrade`), ask where a database is
 (`current`) and where the code is (`head`). Alembic, configured here (no alembic.ini): the
-environment and the revisions are in `server/migrations/`.
+environment and the revisions are in `server/store/migrations/`.
 
 `upgrade` is safe to call from several processes at start-up: it holds a lock for its whole
 run (PostgreSQL: `pg_advisory_xact_lock`; SQLite: `flock` on `<database>.migrate.lock`) and
@@ -29,7 +29,7 @@ from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
 from sqlalchemy.engine import Connection, Engine
 
-from server.db import make_engine
+from server.store.db import make_engine
 
 MIGRATIONS_DIR = Path(__file__).resolve().with_name("migrations")
 LEGACY_REVISION = "0001"
@@ -44,7 +44,7 @@ class MigrationError(RuntimeError):
 
 
 def config(url: str | None = None) -> Config:
-    """The Alembic configuration of the judge (script location `server/migrations/`); with `url`,
+    """The Alembic configuration of the judge (script location `server/store/migrations/`); with `url`,
     Alembic commands run without a connection of ours connect there (e.g. `command.revision(...,
     autogenerate=True)` when writing a new revision)."""
     cfg = Config()

@@ -1,7 +1,7 @@
 """The embedded mode's job queue and grading threads (one process, nothing else to install).
 
-The queue is one small interface (`JobQueue`): `InProcessQueue` here, `server.redisqueue.RedisJobs`
-when scaled out. Either way a job is a submission id and `server.grading.Grader` does the rest.
+The queue is one small interface (`JobQueue`): `InProcessQueue` here, `server.grading.redis_jobs.RedisJobs`
+when scaled out. Either way a job is a submission id and `server.grading.grader.Grader` does the rest.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Protocol
 from graders.pipeline import prestart
 from sandbox.jail_limits import JailCgroup
 from server import metrics
-from server.db import SubmissionStore
-from server.dbfaults import DATABASE, is_database_fault
-from server.grading import Grader, Sweeper
+from server.store.db import SubmissionStore
+from server.store.faults import DATABASE, is_database_fault
+from server.grading.grader import Grader, Sweeper
 
 log = logging.getLogger(__name__)
 

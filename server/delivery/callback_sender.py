@@ -3,7 +3,7 @@
 Each grading process (the embedded server, every `remat-judge worker`) runs one `CallbackSender`:
 a thread that claims due callbacks from the database (`SubmissionStore.claim_due_callbacks`, so
 one sender delivers each attempt) and hands each to a small pool of delivery threads
-(`server.callbacks.deliver`: one signed POST, time-limited). A dead or slow receiver holds a
+(`server.delivery.callbacks.deliver`: one signed POST, time-limited). A dead or slow receiver holds a
 delivery thread for at most `callback_timeout_s`, never a grading thread. Retries are scheduled in
 the database (`callback_next_at`, exponential backoff), so they survive restarts; each attempt
 is counted and its outcome shown to the client in the submission's `callback` field.
@@ -15,11 +15,11 @@ import json
 import logging
 from datetime import timedelta
 
-from server.callbacks import backoff_s, deliver
-from server.db import CallbackStatus, ClientStore, SubmissionRecord, SubmissionStore, utcnow
+from server.delivery.callbacks import backoff_s, deliver
+from server.store.db import CallbackStatus, ClientStore, SubmissionRecord, SubmissionStore, utcnow
 from server.logs import submission_context
 from server.public import public_submission
-from server.senders import DueSender
+from server.delivery.senders import DueSender
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ delivered to another. Celery needs `acks_late` plus `reject_on_worker_lost` and 
 visibility timeout by default; Huey loses a killed worker's task.
 
 Delivery is at least once; grading is once: the job is only a submission id, and
-`server.grading.Grader` claims the stored submission before grading it.
+`server.grading.grader.Grader` claims the stored submission before grading it.
 
 Timings (settings): a worker counts as dead `heartbeat_timeout_s` after its last heartbeat (every
 broker call is one; an idle worker polls about once a second); each broker call runs maintenance
@@ -25,7 +25,7 @@ import redis
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.middleware import TimeLimit, default_middleware
 
-from server.dbfaults import DATABASE, is_database_fault
+from server.store.faults import DATABASE, is_database_fault
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class RedisJobs:
                 if not is_database_fault(exc):
                     raise
                 # the database is away: try the job later, without a traceback per attempt
-                # (Dramatiq does not log `Retry`; the outage is logged once, `server.dbfaults`)
+                # (Dramatiq does not log `Retry`; the outage is logged once, `server.store.faults`)
                 DATABASE.failed(exc, where="a grading job (retried)")
                 raise dramatiq.Retry(f"the database is unavailable: {type(exc).__name__}") from None
 

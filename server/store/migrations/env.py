@@ -1,9 +1,9 @@
 """Alembic's entry point for the judge's database.
 
-`server.migrate` runs it with `config.attributes["connection"]`: a connection inside a transaction
+`server.store.migrate` runs it with `config.attributes["connection"]`: a connection inside a transaction
 that already holds the migration lock (the whole upgrade commits or rolls back as one). Without
 one, it connects to `config.attributes["url"]` (or the `sqlalchemy.url` option) through
-`server.db.make_engine`. SQLite gets batch mode (`render_as_batch`), so `ALTER`s that SQLite lacks
+`server.store.db.make_engine`. SQLite gets batch mode (`render_as_batch`), so `ALTER`s that SQLite lacks
 are done by copying the table.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from server.db import Base, make_engine
+from server.store.db import Base, make_engine
 import server.lti.models
 import server.lti.passback
 import server.courses.models
@@ -29,7 +29,7 @@ target_metadata = Base.metadata
 def _url() -> str:
     url = config.attributes.get("url") or config.get_main_option("sqlalchemy.url")
     if not url:
-        raise RuntimeError("no database to migrate: pass a connection or a URL (see server.migrate)")
+        raise RuntimeError("no database to migrate: pass a connection or a URL (see server.store.migrate)")
     return str(url)
 
 

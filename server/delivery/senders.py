@@ -13,7 +13,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from server.dbfaults import Outage
+from server.store.faults import Outage
 
 log = logging.getLogger(__name__)
 

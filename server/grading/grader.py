@@ -2,7 +2,7 @@
 
 One `Grader` per worker process (the embedded server, or `remat-judge worker`), whatever queue
 delivers the jobs. A job names a submission id and nothing else: everything else is read from the
-database, which is the source of truth (`server/db.py`):
+database, which is the source of truth (`server/store/db.py`):
 
 1. `claim` takes the submission with one conditional UPDATE (queued, or running with an expired
    lease -> running, attempts + 1). A second delivery of the same job finds it claimed or finished
@@ -37,10 +37,10 @@ from graders.verdict import Verdict, VerdictReport
 from server import metrics
 
 if TYPE_CHECKING:
-    from server.callback_sender import CallbackSender
+    from server.delivery.callback_sender import CallbackSender
     from server.lti.grade_sender import LtiGradeSender
-from server.db import SubmissionRecord, SubmissionStatus, SubmissionStore, utcnow
-from server.dbfaults import DATABASE, Outage, is_database_fault
+from server.store.db import SubmissionRecord, SubmissionStatus, SubmissionStore, utcnow
+from server.store.faults import DATABASE, Outage, is_database_fault
 from server.logs import submission_context
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from typing import Callable
 
 from starlette.concurrency import run_in_threadpool
 
-from server.dbfaults import Outage
+from server.store.faults import Outage
 
 log = logging.getLogger(__name__)
 REDIS_LISTEN = Outage("listening for verdicts on Redis", log)
@@ -109,7 +109,7 @@ class CompletionHub:
     async def _listen(self, url: str) -> None:
         import redis.asyncio as aioredis
 
-        from server.redisqueue import FINISHED_CHANNEL
+        from server.grading.redis_jobs import FINISHED_CHANNEL
 
         while True:
             client = aioredis.Redis.from_url(url, socket_connect_timeout=2.0)

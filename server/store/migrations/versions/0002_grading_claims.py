@@ -1,7 +1,7 @@
 """Grading claims: statuses and roles checked by the database; the lease columns of a claim.
 
 - `submissions.status` may only be queued, running, done or failed (CHECK constraint
-  "submission_status", as `server.db` declares it: a string column, no native PostgreSQL enum);
+  "submission_status", as `server.store.db` declares it: a string column, no native PostgreSQL enum);
 - `users.role` may only be student or instructor (CHECK constraint "user_role");
 - new nullable columns on `submissions`: `enqueued_at` (when the job queue accepted the job),
   `lease_expires_at` and `worker_id` (who holds the claim, until when).
