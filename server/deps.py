@@ -11,7 +11,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request, status
 
 from server.lti.service import LtiService
-from server.runtime import Services
+from server.services import Services
 
 
 def get_services(request: Request) -> Services:

@@ -9,8 +9,6 @@ what they need through the dependencies of `server.deps`, which a test overrides
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
-from functools import cached_property
 from typing import TYPE_CHECKING, Callable
 
 from sqlalchemy.engine import Engine
@@ -23,67 +21,16 @@ from server.delivery.callback_sender import CallbackSender
 from server.store.db import ClientStore, SubmissionStore, UserStore, make_engine
 from server.grading.grader import Grader, new_worker_id
 from server.lti.grade_sender import grade_sender
+from server.lti.passback import LtiCourseGrades
 from server.lti.service import LtiService
 from server.grading.queue import InProcessQueue, JobQueue, WorkerPool
 from server.grading.redis_jobs import RedisJobs
+from server.services import Services
 from server.settings import Settings
 from server.grading.waits import CompletionHub
-from server.web.throttle import SignInThrottle
 
 if TYPE_CHECKING:
-    from server.authz import Access
-
-
-@dataclass
-class Services:
-    """Everything a running app holds, built once by `build_services`.
-
-    Attributes:
-        settings: the deployment's settings.
-        store, users, clients: the submissions, accounts and API clients tables.
-        problems: the problem packages (read per request: a published version needs no restart).
-        jobs: where new submissions' jobs go (in process, or Redis).
-        hub: waits for verdicts without holding threads.
-        admission: the submission rate limit and queue-depth bound.
-        pool: the grading threads of the embedded mode; None when scaled out (workers grade).
-        redis_jobs: the Redis queue when scaled out, else None.
-        engine: the database (courses, regrades and other stores are made per request).
-        lti: the LTI tool's service (`server.lti.service.LtiService`); None in tests without LTI.
-        signin_throttle: failed sign-ins per account and address; made on first use when None.
-    """
-
-    settings: Settings
-    engine: Engine
-    store: SubmissionStore
-    users: UserStore
-    clients: ClientStore
-    problems: ProblemRepository
-    jobs: JobQueue
-    hub: CompletionHub
-    admission: Admission
-    pool: WorkerPool | None = None
-    redis_jobs: RedisJobs | None = None
-    lti: LtiService | None = None
-    signin_throttle: SignInThrottle | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    @cached_property
-    def access(self) -> Access:
-        """Who may do what (`server.authz.Access`) on this database."""
-        from server.authz import Access
-
-        return Access(self.engine)
-
-    def throttle(self) -> SignInThrottle:
-        """The sign-in throttle, made on first use from the settings (in Redis when scaled out)."""
-        with self._lock:
-            if self.signin_throttle is None:
-                self.signin_throttle = SignInThrottle(
-                    per_account=self.settings.signin_failures_per_account,
-                    per_ip=self.settings.signin_failures_per_ip,
-                    storage_uri=self.settings.redis_url or "memory://",
-                )
-            return self.signin_throttle
+    pass
 
 
 def require_migrated(url: str) -> None:
@@ -190,4 +137,5 @@ def build_services(settings: Settings, engine: Engine) -> Services:
         redis_jobs=redis_jobs,
         engine=engine,
         lti=LtiService.start(engine, settings),
+        lms_grades=LtiCourseGrades(engine),
     )

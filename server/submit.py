@@ -17,7 +17,7 @@ from server.store.faults import is_database_fault
 from server.text import unstorable_reason
 
 if TYPE_CHECKING:
-    from server.runtime import Services
+    from server.services import Services
 
 log = logging.getLogger(__name__)
 MAX_EXTERNAL_ID_CHARS = 128  # the column's size (server/store/db.py)

@@ -19,7 +19,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from server.deps import get_services
-from server.runtime import Services
+from server.services import Services
 from server.authz import ADMIN_TOKEN, ANONYMOUS, Action, Principal, SubmissionTarget, api_client, decide
 from server.store.db import ApiClientRecord, SubmissionRecord
 

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 
 from graders.problem import ArrayArg, ListArg, Problem, ProblemError
 from server.deps import ServicesDep
-from server.runtime import Services
+from server.services import Services
 from server.authz import ADMIN_TOKEN, ANONYMOUS, Action, Principal, decide
 from server.store.db import SUBMISSION_ID
 from server.schemas import ArgumentPublic, CasePublic, ProblemDetail, ProblemSummary

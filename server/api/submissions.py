@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 
 from server.api.auth import Caller, CallerDep, can_read
 from server.deps import ServicesDep
-from server.runtime import Services
+from server.services import Services
 from server.authz import Action, decide
 from server.store.db import SUBMISSION_ID, SubmissionRecord
 from server.public import public_submission

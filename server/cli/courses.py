@@ -17,6 +17,7 @@ from rich.table import Table
 from server.cli.common import EXIT_USAGE, console, engine_for, err, settings_for
 from server.courses.models import Course, CourseError
 from server.courses.rules import GradeRule, LateRule, Policy
+from server.lti.passback import LtiCourseGrades
 
 courses_app = typer.Typer(
     help="Courses: assignments with deadlines and late rules, enrollments, extensions, "
@@ -114,7 +115,7 @@ def assign(
             grade_rule=rule,
             grace_minutes=grace_minutes,
         )
-        admin.change_assignment(engine, course, problem, policy, _problems(problems_dir))
+        admin.change_assignment(engine, course, problem, policy, _problems(problems_dir), LtiCourseGrades(engine))
     except (CourseError, ValueError) as exc:
         raise _fail(str(exc)) from None
     console.print(
@@ -225,7 +226,7 @@ def extend(
         due_at = admin.parse_time(due, "--due")
         if due_at is None:
             raise CourseError("--due: give the student's deadline")
-        admin.extend(engine, course, problem, email, due_at)
+        admin.extend(engine, course, problem, email, due_at, LtiCourseGrades(engine))
     except CourseError as exc:
         raise _fail(str(exc)) from None
     console.print(f"{escape(email)} is due {due_at.isoformat()} on {escape(problem)} in {escape(course.key)}")

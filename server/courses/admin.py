@@ -11,17 +11,14 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from sqlalchemy import select
 from sqlalchemy.engine import Engine
-from sqlalchemy.orm import Session
 
 from graders.problem import ProblemError, ProblemRepository
+from server.courses.lms import LmsGrades
 from server.courses.models import Assignment, Course, CourseError, CourseRole, CourseStore
 from server.courses.regrade import Regrade, RegradeStore
 from server.courses.rules import Policy
 from server.store.db import UserStore
-from server.lti.models import LtiResourceLink
-from server.lti.passback import PassbackStore
 
 
 def parse_time(text: str | None, what: str) -> datetime | None:
@@ -42,26 +39,8 @@ def parse_time(text: str | None, what: str) -> datetime | None:
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
-def _link_ids(engine: Engine, course: Course, problem: str) -> list[int]:
-    """The LTI resource links of `course`'s LMS context that open `problem`."""
-    if course.platform_id is None or course.context_id is None:
-        return []
-    link = LtiResourceLink
-    with Session(engine) as session:
-        return list(
-            session.execute(
-                select(link.id).where(
-                    link.platform_id == course.platform_id,
-                    link.deployment_id == course.deployment_id,
-                    link.context_id == course.context_id,
-                    link.problem == problem,
-                )
-            ).scalars()
-        )
-
-
 def change_assignment(
-    engine: Engine, course: Course, problem: str, policy: Policy, problems: ProblemRepository
+    engine: Engine, course: Course, problem: str, policy: Policy, problems: ProblemRepository, lms: LmsGrades
 ) -> Assignment:
     """Makes or changes `course`'s assignment of `problem`, then re-sends changed LMS grades.
 
@@ -73,11 +52,11 @@ def change_assignment(
     except (KeyError, ProblemError):
         raise CourseError(f"the judge has no problem {problem!r}") from None
     assignment = CourseStore(engine).set_assignment(course.id, problem, policy)
-    PassbackStore(engine).standings_changed(link_ids=_link_ids(engine, course, problem))
+    lms.standings_changed(course, problem)
     return assignment
 
 
-def extend(engine: Engine, course: Course, problem: str, email: str, due_at: datetime) -> Assignment:
+def extend(engine: Engine, course: Course, problem: str, email: str, due_at: datetime, lms: LmsGrades) -> Assignment:
     """Gives the student with `email` their own deadline on `course`'s assignment of `problem`,
     then re-sends their LMS grade if it changed.
 
@@ -92,7 +71,7 @@ def extend(engine: Engine, course: Course, problem: str, email: str, due_at: dat
     if user is None:
         raise CourseError(f"nobody with the email {email!r} is in the course {course.key!r}")
     courses.extend(assignment.id, user.id, due_at)
-    PassbackStore(engine).standings_changed(link_ids=_link_ids(engine, course, problem), user_id=user.id)
+    lms.standings_changed(course, problem, user_id=user.id)
     return assignment
 
 

@@ -26,7 +26,7 @@ from fastapi.templating import Jinja2Templates
 
 from graders.problem import ProblemError
 from server.deps import ServicesDep
-from server.runtime import Services
+from server.services import Services
 from server.authz import ANONYMOUS, Action, CourseTarget, Principal, decide
 from server.courses import admin
 from server.courses.models import Course, CourseError, CourseRole, CourseStore
@@ -90,13 +90,7 @@ def _course_page(
     store = CourseStore(services.engine)
     book = store.gradebook(course)
     assigned = {a.problem for a in book.assignments}
-    undelivered: dict[tuple[int, str], tuple[str, str]] = {}
-    if course.platform_id is not None and course.deployment_id is not None and course.context_id is not None:
-        from server.lti.passback import PassbackStore  # LTI courses only
-
-        undelivered = PassbackStore(services.engine).undelivered_in_course(
-            platform_id=course.platform_id, deployment_id=course.deployment_id, context_id=course.context_id
-        )
+    undelivered = services.lms_grades.undelivered(course)
     target = CourseTarget.of(course)
     published_only = not decide(principal, Action.PROBLEMS_MANAGE)
     return _render(
@@ -234,7 +228,7 @@ def set_assignment(
             grade_rule=rule,
             grace_minutes=grace,
         )
-        admin.change_assignment(services.engine, course, problem, policy, services.problems)
+        admin.change_assignment(services.engine, course, problem, policy, services.problems, services.lms_grades)
     except (CourseError, ValueError) as exc:
         return _course_page(
             request,
@@ -267,7 +261,7 @@ def add_extension(
         when = admin.parse_time(due_at, "extension")
         if when is None:
             raise CourseError("give the student's deadline")
-        admin.extend(services.engine, course, problem, email.strip(), when)
+        admin.extend(services.engine, course, problem, email.strip(), when, services.lms_grades)
     except CourseError as exc:
         return _course_page(
             request,

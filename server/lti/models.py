@@ -30,7 +30,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
 from server.courses.models import CourseRole
-from server.store.db import Base, UTCDateTime, UserRecord, UserStore, rowcount, utcnow
+from server.store.db import NO_PASSWORD, Base, UTCDateTime, UserRecord, UserStore, rowcount, utcnow
 
 LOGIN_TTL_S = 300  # a login initiation's state and nonce live 5 minutes
 LAUNCH_TOKEN_TTL_S = 120  # a one-time launch token lives 2 minutes
@@ -442,8 +442,6 @@ class LtiStore:
         # no password: the account signs in through launches only (`server.web.auth.check_password`
         # answers "wrong password" for it); hashing a random one cost 0.1 s of CPU per first launch,
         # 30 s for a lab of 300
-        from server.web.auth import NO_PASSWORD
-
         unusable = NO_PASSWORD
         synthetic = lti_email(issuer, sub)
         display = (name or (email or "").split("@")[0] or "LTI user")[:80]

@@ -32,9 +32,10 @@ from datetime import datetime, timedelta
 from sqlalchemy import Float, ForeignKey, Integer, String, UniqueConstraint, and_, case, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
+from sqlalchemy.orm import Mapped, Session, mapped_column, sessionmaker
 
 from server.store.db import Base, UTCDateTime, _enum, rowcount, utcnow
+from server.courses.models import Course
 from server.lti.models import LtiPlatform, LtiResourceLink, LtiUser
 
 
@@ -391,3 +392,39 @@ class PassbackStore:
                 )
                 for row, link, user, issuer in session.execute(query).all()
             ]
+
+
+class LtiCourseGrades:
+    """`server.courses.lms.LmsGrades` for LMS courses: a course made by launches has an LMS context
+    (platform, deployment, context id), whose resource links that open a problem carry its
+    students' passback rows. A course without a context has no LMS grades."""
+
+    def __init__(self, engine: Engine):
+        self.engine, self.store = engine, PassbackStore(engine)
+
+    def _link_ids(self, course: Course, problem: str) -> list[int]:
+        """The resource links of `course`'s LMS context that open `problem`."""
+        if course.platform_id is None or course.context_id is None:
+            return []
+        link = LtiResourceLink
+        with Session(self.engine) as session:
+            return list(
+                session.execute(
+                    select(link.id).where(
+                        link.platform_id == course.platform_id,
+                        link.deployment_id == course.deployment_id,
+                        link.context_id == course.context_id,
+                        link.problem == problem,
+                    )
+                ).scalars()
+            )
+
+    def standings_changed(self, course: Course, problem: str, user_id: int | None = None) -> int:
+        return self.store.standings_changed(link_ids=self._link_ids(course, problem), user_id=user_id)
+
+    def undelivered(self, course: Course) -> dict[tuple[int, str], tuple[str, str]]:
+        if course.platform_id is None or course.deployment_id is None or course.context_id is None:
+            return {}
+        return self.store.undelivered_in_course(
+            platform_id=course.platform_id, deployment_id=course.deployment_id, context_id=course.context_id
+        )

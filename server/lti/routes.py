@@ -54,7 +54,7 @@ from fastapi.templating import Jinja2Templates
 
 from graders.problem import ProblemError
 from server.deps import LtiDep, ServicesDep
-from server.runtime import Services
+from server.services import Services
 from server.authz import ANONYMOUS, Action, decide
 from server.courses.models import CourseRole
 from server.lti import deep_linking

@@ -59,6 +59,11 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
+# The password hash of an account that has no password (LTI accounts sign in through launches):
+# no hash format starts with "!", so nothing verifies against it (`server.web.auth.check_password`).
+NO_PASSWORD = "!no-password"
+
+
 def rowcount(result: Result[Any]) -> int:
     """The rows an UPDATE or DELETE matched. `Session.execute` is typed to return a plain `Result`;
     for DML it is a `CursorResult`, which has the count (SQLAlchemy 2 docs, "Getting Affected Row
@@ -126,7 +131,7 @@ def _enum(kind: type[enum.Enum], name: str) -> Enum:
 
 class UserRecord(Base):
     """An account of the web judge. `password_hash` is an argon2 hash (pwdlib), or
-    `server.web.auth.NO_PASSWORD` for an account that signs in through LTI launches only.
+    `NO_PASSWORD` for an account that signs in through LTI launches only.
 
     Attributes:
         email: the sign-in email, unique and lower-cased; an LTI account's is a synthetic

@@ -15,7 +15,7 @@ from fastapi import Depends, HTTPException, Request, status
 from pwdlib import PasswordHash
 
 from server.deps import ServicesDep
-from server.runtime import Services
+from server.services import Services
 from server.authz import ANONYMOUS, Principal
 from server.store.db import UserRecord
 from server.web.sessions import SessionStore
@@ -51,11 +51,6 @@ def signup_errors(email: str, display_name: str, password: str) -> list[str]:
 # A fixed argon2 hash to verify against when an email is unknown, so a sign-in does the same work
 # (about 0.1 s) whether or not the account exists.
 _DUMMY_HASH = _HASHER.hash(secrets.token_urlsafe(16))
-
-
-# The password hash of an account that has no password (LTI accounts sign in through launches):
-# no hash format starts with "!", so nothing verifies against it.
-NO_PASSWORD = "!no-password"
 
 
 def check_password(user: UserRecord | None, password: str) -> tuple[bool, str | None]:

@@ -17,7 +17,7 @@ from markupsafe import Markup
 from graders.problem import Problem, ProblemError
 from graders.verdict import VerdictReport
 from server.deps import ServicesDep
-from server.runtime import Services
+from server.services import Services
 from server.authz import ANONYMOUS, Access, Action, Principal, decide
 from server.store.db import SUBMISSION_ID, SubmissionRecord, UserRecord
 from server.submit import SubmitError

@@ -12,7 +12,7 @@ from graders.problem import ProblemRepository
 from server.store import migrate
 from server.admission import Admission
 from server.deps import get_services
-from server.runtime import Services
+from server.services import Services
 from server.app import create_app
 from server.store.db import ClientStore, SubmissionStatus, SubmissionStore, UserStore, make_engine
 from server.grading.queue import InProcessQueue

@@ -16,7 +16,7 @@ from server.admission import Admission
 from server.app import create_app
 from server.store.db import ClientStore, SubmissionStore, UserStore, make_engine
 from server.deps import get_services
-from server.runtime import Services
+from server.services import Services
 from server.settings import Settings
 from server.grading.waits import CompletionHub
 from tests.support import PROBLEMS

@@ -13,7 +13,8 @@ from server.store import migrate
 from server.courses.models import CourseRole
 from server.store.db import SiteRole, UserStore, make_engine, utcnow
 from server.lti.models import LtiStore
-from server.web.auth import NO_PASSWORD, check_password
+from server.store.db import NO_PASSWORD
+from server.web.auth import check_password
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -1,0 +1,84 @@
+"""The container of a running app's parts (`Services`), built by the composition root
+(`server.runtime.build_services`) and handed to routes by `server.deps`. Low on purpose: it
+imports the types it holds only for type checking, so an edge that names `Services` pulls in none
+of the parts it does not use (docs/ARCHITECTURE.md, "The server's floors")."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from server.courses.lms import LmsGrades, NoLms
+from server.settings import Settings
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from graders.problem import ProblemRepository
+    from server.admission import Admission
+    from server.authz import Access
+    from server.grading.queue import JobQueue, WorkerPool
+    from server.grading.redis_jobs import RedisJobs
+    from server.grading.waits import CompletionHub
+    from server.lti.service import LtiService
+    from server.store.db import ClientStore, SubmissionStore, UserStore
+    from server.web.throttle import SignInThrottle
+
+
+@dataclass
+class Services:
+    """Everything a running app holds, built once by `build_services`.
+
+    Attributes:
+        settings: the deployment's settings.
+        store, users, clients: the submissions, accounts and API clients tables.
+        problems: the problem packages (read per request: a published version needs no restart).
+        jobs: where new submissions' jobs go (in process, or Redis).
+        hub: waits for verdicts without holding threads.
+        admission: the submission rate limit and queue-depth bound.
+        pool: the grading threads of the embedded mode; None when scaled out (workers grade).
+        redis_jobs: the Redis queue when scaled out, else None.
+        engine: the database (courses, regrades and other stores are made per request).
+        lti: the LTI tool's service (`server.lti.service.LtiService`); None in tests without LTI.
+        lms_grades: the LMS side of courses' grades (`server.courses.lms.LmsGrades`): LTI's in a
+            running judge, `NoLms` in a test that builds its own services.
+        signin_throttle: failed sign-ins per account and address; made on first use when None.
+    """
+
+    settings: Settings
+    engine: Engine
+    store: SubmissionStore
+    users: UserStore
+    clients: ClientStore
+    problems: ProblemRepository
+    jobs: JobQueue
+    hub: CompletionHub
+    admission: Admission
+    pool: WorkerPool | None = None
+    redis_jobs: RedisJobs | None = None
+    lti: LtiService | None = None
+    lms_grades: LmsGrades = field(default_factory=NoLms)
+    signin_throttle: SignInThrottle | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @cached_property
+    def access(self) -> Access:
+        """Who may do what (`server.authz.Access`) on this database."""
+        from server.authz import Access
+
+        return Access(self.engine)
+
+    def throttle(self) -> SignInThrottle:
+        """The sign-in throttle, made on first use from the settings (in Redis when scaled out)."""
+        with self._lock:
+            if self.signin_throttle is None:
+                from server.web.throttle import SignInThrottle
+
+                self.signin_throttle = SignInThrottle(
+                    per_account=self.settings.signin_failures_per_account,
+                    per_ip=self.settings.signin_failures_per_ip,
+                    storage_uri=self.settings.redis_url or "memory://",
+                )
+            return self.signin_throttle
