@@ -39,7 +39,8 @@ def measure(problem_dir: Path, source_path: Path, repeats: int) -> dict[str, flo
 
     from graders.problem import case_arg_specs, load_problem
     from graders.reference import cache_dir, ensure_expectations, load_expectations
-    from graders.verifier import VerifyLimits, verify
+    from graders.artifact_limits import VerifyLimits
+    from graders.verifier import verify
     from sandbox.bundle import BUNDLE_FORMAT, parse_bundle
     from jailside.export import export_case
 

@@ -4,8 +4,7 @@ the caps on untrusted artifacts (`VerifyLimits`, `ReadLimits`) and the aval of o
 This module, like graders/expectation.py, graders/checks/*, graders/verdict.py and
 graders/problem.py, imports nothing that imports jax or jaxlib, not even inside functions (an
 import-linter contract checks it): the server and the result cache use these types without
-paying for, or trusting, a JAX import. graders/verifier.py and graders/artifacts.py re-export
-them under their old names.
+paying for, or trusting, a JAX import.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ MIB = 1024 * 1024
 
 @dataclass(frozen=True)
 class ReadLimits:
-    """Caps on reading one module, enforced while it is walked (graders/artifacts.py).
+    """Caps on reading one module, enforced while it is walked (graders/untrusted/).
 
     Attributes:
         max_ops: operations in the module (all functions and regions).
@@ -60,7 +59,7 @@ class Aval:
     """Shape and dtype of one array.
 
     Attributes:
-        shape: static dimensions (no symbolic ones: graders/artifacts.py refuses those).
+        shape: static dimensions (no symbolic ones: graders/untrusted/ refuses those).
         dtype: a numpy dtype name ("float32", "bool", ...) or "bfloat16".
     """
 

@@ -42,7 +42,7 @@ class CaseExpectation:
         input_avals: fwd's input leaves; output_avals: the primal output leaves.
         residuals: the reference's saved residuals, in the order its fwd returns them, with their
             provenance (`source`) and `print_saved_residuals` notes.
-        fwd_peak_bytes, bwd_peak_bytes: peak live bytes of its artifacts (graders/artifacts.py).
+        fwd_peak_bytes, bwd_peak_bytes: peak live bytes of its artifacts (graders/untrusted/).
         bwd_flops: FLOPs of one run of its backward program; bwd_flops_exact: False when a loop's
             trip count could not be read (the figure counts such a loop once).
         bwd_largest_value_bytes, bwd_largest_value_elements: the largest single value its backward

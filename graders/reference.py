@@ -40,7 +40,9 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from graders.artifacts import ModuleInfo, deserialize, exported_avals, inspect_module
+from graders.untrusted.result import ModuleInfo
+from graders.untrusted.parse import deserialize, exported_avals
+from graders.untrusted.reader import inspect_module
 from graders.checks.residuals import describe_residuals
 from graders.evaluate import ArtifactRunError, CaseData, evaluate_cases
 from graders.expectation import (

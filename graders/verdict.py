@@ -87,7 +87,7 @@ class ResidualFact(BaseModel):
         shape, dtype: its aval, read from the exported forward program.
         note: what `print_saved_residuals` said of it in the jail (advisory, for people).
         source: the op of the forward program that produces it ("dot_general", "sine",
-            "argument x"), read from the artifact (graders/artifacts.py, `_provenance`).
+            "argument x"), read from the artifact (graders/untrusted/, `_provenance`).
         matched: for a submitted residual, whether it equals, as a value on every hidden input, a
             residual the reference saves; for an expected one, whether the submission saves it.
             None when values were not compared.
@@ -147,11 +147,11 @@ def _dtype(name: str) -> Any:
 
 class ResidualReport(BaseModel):
     """Residuals of the reference and of the submission (for the case the report shows), and the
-    peak live bytes of each one's forward and backward pass (graders/artifacts.py says how peaks
+    peak live bytes of each one's forward and backward pass (graders/untrusted/ says how peaks
     are measured). `no_checkpoint_*` describe the reference with every `jax.checkpoint` removed;
     `full_remat_*` the reference under one plain `jax.checkpoint` (saves the inputs, recomputes
     everything). All sizes in bytes. `*_bwd_flops`: FLOPs of one run of the backward program
-    (graders/artifacts.py, `ModuleInfo.flops`); `*_recompute_flops`: those minus the backward FLOPs
+    (graders/untrusted/, `ModuleInfo.flops`); `*_recompute_flops`: those minus the backward FLOPs
     without any checkpoint (never below 0): the forward work the backward pass redoes.
     `*_host_bytes`: the part of the residual bytes a policy offloads to host memory (the rest
     stays on the device). `flops_exact`: False when a loop's trip count could not be read in

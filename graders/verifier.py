@@ -15,14 +15,16 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from graders.artifacts import ArtifactError, deserialize, exported_avals, inspect_module, shared_ir_context
+from graders.untrusted.result import ArtifactError
+from graders.untrusted.parse import deserialize, exported_avals, shared_ir_context
+from graders.untrusted.reader import inspect_module
 from graders.checks.common import CaseRun
 from graders.checks.gradients import check_gradients
 from graders.checks.residuals import check_peak_memory, check_recompute, check_residuals, describe_residuals, signature
 from graders.checks.values import check_values
 from graders.evaluate import ArtifactRunError, CaseData, evaluate_cases
 from graders.expectation import CaseExpectation, Expectations, named_sources
-from graders.artifact_limits import MIB, Aval, ReadLimits, VerifyLimits  # noqa: F401 - re-exported (old home)
+from graders.artifact_limits import Aval, VerifyLimits
 from graders.problem import Problem
 from graders.verdict import CheckResult, ResidualFact, ResidualReport, Verdict, first_verdict
 from sandbox.bundle import Bundle, BundleCase

@@ -1,4 +1,4 @@
-"""graders/artifacts.py: residual bytes read from exported artifacts, peak live bytes, the op allowlist."""
+"""graders/untrusted/: residual bytes read from exported artifacts, peak live bytes, the op allowlist."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from graders.artifacts import ArtifactError, deserialize, exported_avals, inspect_module
+from graders.untrusted.result import ArtifactError
+from graders.untrusted.parse import deserialize, exported_avals
+from graders.untrusted.reader import inspect_module
 from jailside.export import export_case
 
 X_1024 = [{"kind": "array", "name": "x", "shape": [1024], "dtype": "float32"}]
@@ -312,7 +314,7 @@ def test_deserialize_round_trips_a_real_artifact() -> None:
 
 
 def _inspect_text(text: str, **limits: int) -> Any:
-    from graders.artifacts import ReadLimits
+    from graders.artifact_limits import ReadLimits
 
     return inspect_module(deserialize(_forge_artifact(text)), limits=ReadLimits(**limits))
 
@@ -520,7 +522,7 @@ def _digests_of_source(path: Path, source: str) -> tuple[str, str]:
     """(fwd, bwd) normalized digests of `f` defined in `source`, imported from the file `path`."""
     import importlib.util
 
-    from graders.artifacts import normalized_digest
+    from graders.untrusted.digest import normalized_digest
 
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(f"digest_{path.stem}", path)
@@ -558,7 +560,7 @@ def test_normalized_digest_is_the_same_in_another_process(tmp_path: Path) -> Non
     (tmp_path / "b.py").write_text(source + "\n# exported by another process\n")
     script = (
         "import importlib.util, json, sys\n"
-        "from graders.artifacts import deserialize, normalized_digest\n"
+        "from graders.untrusted.parse import deserialize\nfrom graders.untrusted.digest import normalized_digest\n"
         "from jailside.export import export_case\n"
         f"spec = importlib.util.spec_from_file_location('other', {str(tmp_path / 'b.py')!r})\n"
         "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
@@ -581,7 +583,7 @@ def test_normalized_digest_is_the_same_in_another_process(tmp_path: Path) -> Non
 
 
 def test_inspect_module_computes_the_same_digest() -> None:
-    from graders.artifacts import normalized_digest
+    from graders.untrusted.digest import normalized_digest
 
     fwd_blob, bwd_blob, _ = export_case(lambda w, x: jnp.sum(jnp.tanh(x @ w)), W_X)
     for blob in (fwd_blob, bwd_blob):
@@ -590,7 +592,7 @@ def test_inspect_module_computes_the_same_digest() -> None:
 
 
 def test_normalized_digest_covers_how_the_artifact_is_called() -> None:
-    from graders.artifacts import normalized_digest
+    from graders.untrusted.digest import normalized_digest
 
     fwd = deserialize(export_case(lambda w, x: jnp.sum(jnp.tanh(x @ w)), W_X)[0])
     other_inputs = dataclasses.replace(fwd, module_kept_var_idx=(1,))  # the same module, called otherwise
@@ -598,23 +600,16 @@ def test_normalized_digest_covers_how_the_artifact_is_called() -> None:
 
 
 def test_normalized_digest_of_garbage_is_an_artifact_error() -> None:
-    from graders.artifacts import normalized_digest
+    from graders.untrusted.digest import normalized_digest
 
     fwd = deserialize(export_case(jnp.sin, X_8)[0])
     with pytest.raises(ArtifactError, match="cannot parse"):
         normalized_digest(dataclasses.replace(fwd, mlir_module_serialized=b"not bytecode"))
 
 
-def test_limits_and_avals_live_jax_free_and_keep_their_old_homes() -> None:
-    import graders.artifacts
+def test_limits_and_avals_live_jax_free() -> None:
     import graders.artifact_limits
-    import graders.verifier
 
-    assert (
-        graders.artifacts.Aval is graders.artifact_limits.Aval
-        and graders.artifacts.ReadLimits is graders.artifact_limits.ReadLimits
-    )
-    assert graders.verifier.VerifyLimits is graders.artifact_limits.VerifyLimits
     assert graders.artifact_limits.VerifyLimits(max_ops=7).read_limits == graders.artifact_limits.ReadLimits(max_ops=7)
     assert (
         graders.artifact_limits.Aval((2, 3), "bfloat16").nbytes == 12
@@ -623,7 +618,7 @@ def test_limits_and_avals_live_jax_free_and_keep_their_old_homes() -> None:
 
 
 def test_a_shared_ir_context_reads_every_module_as_a_context_of_its_own_would() -> None:
-    from graders.artifacts import shared_ir_context
+    from graders.untrusted.parse import shared_ir_context
 
     blobs = export_case(lambda w, x: jnp.sum(jnp.tanh(x @ w)), W_X)[:2] + export_case(jnp.sin, X_8)[:2]
     alone = [inspect_module(deserialize(b)) for b in blobs]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from graders.artifacts import deserialize, exported_avals
+from graders.untrusted.parse import deserialize, exported_avals
 from sandbox.bundle import BUNDLE_FORMAT, Bundle, BundleError, parse_bundle
 from jailside.runner import BUNDLE_FORMAT as RUNNER_BUNDLE_FORMAT
 from jailside.runner import run_request

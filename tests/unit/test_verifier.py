@@ -25,7 +25,8 @@ from graders.reference import (
     save_expectations,
 )
 from graders.verdict import Verdict
-from graders.verifier import VerifyLimits, VerifyResult, VersionMismatch, residual_report, score_of, verify
+from graders.artifact_limits import VerifyLimits
+from graders.verifier import VerifyResult, VersionMismatch, residual_report, score_of, verify
 from sandbox.bundle import Bundle, parse_bundle
 from jailside.export import export_case
 
@@ -389,7 +390,7 @@ def test_submission_values_equal_the_references_own_exactly(
 
 def _forge_case(raw: dict[str, Any], index: int, field: str, change: Callable[[Any], Any]) -> Bundle:
     """The bundle with case `index`'s artifact `field` deserialized, changed and serialized again."""
-    from graders.artifacts import deserialize
+    from graders.untrusted.parse import deserialize
 
     data = copy.deepcopy(raw)
     exported = deserialize(base64.b64decode(data["cases"][index][field]))

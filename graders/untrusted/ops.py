@@ -1,0 +1,95 @@
+"""The allowlist and cost classes of the StableHLO and CHLO operations an untrusted program may
+hold, and the bounds on what is believed of it."""
+
+from __future__ import annotations
+
+
+# Pure computation: the ops a differentiated numerical function may contain. Everything else is
+# rejected before the artifact runs, in particular custom_call (host callbacks, FFI), infeed,
+# outfeed, send, recv, tokens and collectives.
+STABLEHLO_PURE_OPS = frozenset(
+    """
+abs add and atan2 batch_norm_grad batch_norm_inference batch_norm_training bitcast_convert broadcast
+broadcast_in_dim case cbrt ceil cholesky clamp compare complex concatenate constant convert convolution
+cosine count_leading_zeros divide dot dot_general dynamic_slice dynamic_update_slice einsum exponential
+exponential_minus_one fft floor gather get_tuple_element if imag iota is_finite log log_plus_one logistic
+map maximum minimum multiply negate not optimization_barrier or pad popcnt power real reduce
+reduce_precision reduce_window remainder reshape return reverse rng rng_bit_generator round_nearest_afz
+round_nearest_even rsqrt scatter select select_and_scatter shift_left shift_right_arithmetic
+shift_right_logical sign sine slice sort sqrt subtract tan tanh transpose triangular_solve tuple
+unary_einsum while xor
+""".split()
+)
+
+
+CHLO_PURE_OPS = frozenset(
+    """
+acos acosh asin asinh atan atanh bessel_i0e bessel_i1e conj constant constant_like cosh digamma erf
+erf_inv erfc is_inf is_neg_inf is_pos_inf lgamma next_after polygamma sinh square tan top_k zeta
+""".split()
+)
+
+
+ALLOWED_OPS = frozenset(
+    {f"stablehlo.{op}" for op in STABLEHLO_PURE_OPS}
+    | {f"chlo.{op}" for op in CHLO_PURE_OPS}
+    | {"func.func", "func.call", "func.return"}
+)
+
+
+ALIASING_OPS = frozenset({"stablehlo.optimization_barrier"})  # results are their operands, no new memory
+
+
+# Ops that move or relabel data without arithmetic: no FLOPs, and provenance looks through them.
+MOVE_OPS = frozenset(
+    {
+        "stablehlo.reshape",
+        "stablehlo.transpose",
+        "stablehlo.broadcast_in_dim",
+        "stablehlo.broadcast",
+        "stablehlo.convert",
+        "stablehlo.bitcast_convert",
+        "stablehlo.reduce_precision",
+        "stablehlo.copy",
+    }
+)
+
+
+NO_FLOP_OPS = MOVE_OPS | {
+    "stablehlo.constant",
+    "stablehlo.iota",
+    "stablehlo.get_tuple_element",
+    "stablehlo.tuple",
+    "stablehlo.optimization_barrier",
+    "stablehlo.return",
+    "func.return",
+    "func.call",
+    "stablehlo.slice",
+    "stablehlo.dynamic_slice",
+    "stablehlo.dynamic_update_slice",
+    "stablehlo.concatenate",
+    "stablehlo.pad",
+    "stablehlo.reverse",
+    "stablehlo.gather",
+    "stablehlo.while",
+    "stablehlo.case",
+    "stablehlo.if",
+    "stablehlo.composite",
+    "chlo.constant",
+    "chlo.constant_like",
+}
+
+
+MAX_TRIP_COUNT = 1 << 30  # a loop bound read from a constant is believed up to this
+
+
+MAX_SYMBOL_CHARS = 1024  # longest function name accepted
+
+
+MEMORY_KINDS = ("device", "pinned_host", "unpinned_host")  # what `mhlo.memory_kind` may say (JAX's names)
+
+
+NAME_ATTRIBUTES = ("jax.arg_info", "jax.result_info")  # Python argument and result names JAX records
+
+
+MAX_PROVENANCE_STEPS = 10_000

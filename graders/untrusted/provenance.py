@@ -1,0 +1,136 @@
+"""Where each output of an untrusted program comes from (an argument, a named value, a constant),
+read by following defining ops back through data movement, iteratively and bounded."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+from graders.untrusted.ops import ALIASING_OPS, MAX_PROVENANCE_STEPS, MOVE_OPS
+from graders.untrusted.parse import _ir
+
+
+def _callee(op: Any) -> str | None:
+    """The function `op` runs: `func.call`'s callee, or a composite's decomposition."""
+    ir = _ir()
+    name = op.operation.name
+    if name == "func.call":
+        return cast(str, ir.FlatSymbolRefAttr(op.attributes["callee"]).value)  # untyped MLIR bindings
+    if name == "stablehlo.composite":
+        return cast(str, ir.FlatSymbolRefAttr(op.attributes["decomposition"]).value)
+    return None
+
+
+def _defining_op(value: Any) -> Any | None:
+    owner = value.owner
+    ir = _ir()
+    if isinstance(owner, ir.Block):
+        return None
+    return owner
+
+
+def _block_arg_index(value: Any, block: Any) -> int | None:
+    ir = _ir()
+    if isinstance(value.owner, ir.Block) and value.owner == block:
+        return cast(int, ir.BlockArgument(value).arg_number)  # the MLIR bindings are untyped (Any)
+    return None
+
+
+def _constant_int(value: Any) -> int | None:
+    """The integer a scalar `stablehlo.constant` holds, or None."""
+    ir = _ir()
+    op = _defining_op(value)
+    if op is None or op.operation.name != "stablehlo.constant":
+        return None
+    try:
+        attr = ir.DenseIntElementsAttr(op.attributes["value"])
+        if len(attr) != 1:
+            return None
+        return int(attr[0])
+    except Exception:  # noqa: BLE001 - an attribute of a forged module that is not what it claims
+        return None
+
+
+def _provenance(value: Any, main_block: Any, functions: dict[str, Any]) -> str:
+    """The op that produces `value`, an output of `main`, looking through what only moves data.
+
+    Follows: data-movement ops (reshape, transpose, broadcast, convert, reduce_precision, which
+    JAX puts on checkpoint-saved values) to their operand; `optimization_barrier` result j to
+    operand j; `func.call` results into the callee's return and callee arguments back out to the
+    call's operands (a stack of open calls, so SSA names reused across functions never mix);
+    `dynamic_update_slice` (a scan stacking one value per iteration) to the update; a `while`
+    result to what its body returns, and a loop-carried body argument to the value carried
+    (the loop's initial value when the body passes it through); `case`/`if` to the first branch.
+    Bounded by MAX_PROVENANCE_STEPS and a visited set.
+    """
+    ir = _ir()
+    calls: list[Any] = []  # the func.call ops we are inside, innermost last
+    visited: set[tuple[Any, int]] = set()
+    for _ in range(MAX_PROVENANCE_STEPS):
+        key = (value, len(calls))
+        if key in visited:
+            return "a loop-carried value"
+        visited.add(key)
+        owner = value.owner
+        if isinstance(owner, ir.Block):
+            index = ir.BlockArgument(value).arg_number
+            parent = owner.owner  # the op holding the region (func.func, while, case, ...)
+            pname = parent.operation.name if parent is not None else ""
+            if owner == main_block and not calls:
+                return f"argument {index}"
+            if pname == "func.func" and calls:
+                call = calls.pop()
+                if index >= len(call.operands):
+                    return "an argument"
+                value = call.operands[index]
+                continue
+            if pname == "stablehlo.while":
+                body = parent.regions[1].blocks[0] if len(parent.regions) > 1 else None
+                carried = _returned(body, index) if body is not None else None
+                if carried is not None and carried != value:
+                    value = carried
+                elif index < len(parent.operands):
+                    value = parent.operands[index]
+                else:
+                    return "a loop-carried value"
+                continue
+            return "a block argument"
+        op = owner
+        name: str = op.operation.name  # (the MLIR bindings are untyped)
+        result_index = ir.OpResult(value).result_number
+        if name == "func.call":
+            callee = functions.get(_callee(op) or "")
+            returned = _returned(callee.regions[0].blocks[0], result_index) if callee is not None else None
+            if returned is None:
+                return "a call"
+            calls.append(op)
+            value = returned
+            continue
+        if name in MOVE_OPS and len(op.operands):
+            value = op.operands[0]
+            continue
+        if name in ALIASING_OPS and result_index < len(op.operands):
+            value = op.operands[result_index]
+            continue
+        if name == "stablehlo.dynamic_update_slice" and len(op.operands) > 1:
+            value = op.operands[1]
+            continue
+        if name == "stablehlo.while" and len(op.regions) > 1:
+            returned = _returned(op.regions[1].blocks[0], result_index)
+            if returned is None:
+                return "a loop"
+            value = returned
+            continue
+        if name in ("stablehlo.case", "stablehlo.if") and len(op.regions):
+            returned = _returned(op.regions[0].blocks[0], result_index)
+            if returned is None:
+                return "a branch"
+            value = returned
+            continue
+        return name.split(".", 1)[-1]
+    return "a long chain of operations"
+
+
+def _returned(block: Any, index: int) -> Any | None:
+    ops = list(block.operations)
+    if not ops or index >= len(ops[-1].operands):
+        return None
+    return ops[-1].operands[index]

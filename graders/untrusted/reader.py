@@ -1,0 +1,84 @@
+"""`inspect_module`: every fact the verifier reads from one untrusted module, in one bounded pass."""
+
+from __future__ import annotations
+
+from typing import Any
+from graders.artifact_limits import ReadLimits
+from graders.untrusted.digest import _module_digest, _program_digest
+from graders.untrusted.ops import MEMORY_KINDS
+from graders.untrusted.parse import _ir, _ir_context, _parse
+from graders.untrusted.provenance import _provenance
+from graders.untrusted.result import ArtifactError, ModuleInfo
+from graders.untrusted.walker import _Reader
+
+
+def _result_memory_kinds(main: Any, n_results: int) -> list[str]:
+    """Per result of `main`, its `mhlo.memory_kind` result attribute ("device" when unmarked).
+
+    Raises:
+        ArtifactError: a memory kind the judge does not know (a forged attribute).
+    """
+    ir = _ir()
+    kinds = ["device"] * n_results
+    if "res_attrs" not in main.attributes:
+        return kinds
+    for i, attrs in enumerate(ir.ArrayAttr(main.attributes["res_attrs"])):
+        if i >= n_results:
+            break
+        attrs = ir.DictAttr(attrs)
+        if "mhlo.memory_kind" in attrs:
+            kind = ir.StringAttr(attrs["mhlo.memory_kind"]).value
+            if kind not in MEMORY_KINDS:
+                raise ArtifactError(f"result {i} is left in memory of an unknown kind {kind[:40]!r}")
+            kinds[i] = kind
+    return kinds
+
+
+def inspect_module(
+    exported: Any, *, allowed_custom_calls: frozenset[str] = frozenset(), limits: ReadLimits = ReadLimits()
+) -> ModuleInfo:
+    """Parses an Exported's StableHLO module from bytecode and inspects it without running it.
+
+    Args:
+        exported: a deserialized `jax.export.Exported`.
+        allowed_custom_calls: custom_call targets permitted (a problem may allow some).
+        limits: caps on ops, region nesting and call depth, enforced during the walk.
+
+    Returns:
+        ModuleInfo with op counts and disallowed ops; when nothing is disallowed, also peak live
+        bytes, FLOPs, the provenance of `main`'s outputs and the artifact's `normalized_digest`.
+
+    Raises:
+        ArtifactError: the module cannot be parsed, has no public `main`, exceeds a cap, or has a
+            value of dynamic shape or unknown type.
+    """
+    ir = _ir()
+    info = ModuleInfo()
+    with _ir_context():
+        module = _parse(exported)
+        functions: dict[str, Any] = {}
+        for top in module.body.operations:
+            if top.operation.name != "func.func":
+                info.disallowed.append(top.operation.name[:80])
+                continue
+            functions[ir.StringAttr(top.attributes["sym_name"]).value] = top
+            if len(functions) > limits.max_ops:
+                raise ArtifactError(f"the program has more than {limits.max_ops:,} functions")
+        info.functions = len(functions)
+        reader = _Reader(functions, limits, allowed_custom_calls, info)
+        reader.scan()
+        if "main" not in functions:
+            raise ArtifactError("the module has no main function")
+        if info.disallowed:  # only walk modules we would run
+            return info
+        for name in reader.call_order():
+            reader.function_summary[name] = reader.walk_function(name)
+        main = reader.function_summary["main"]
+        info.peak_live_bytes, info.flops = main.peak, main.flops
+        main_block = functions["main"].regions[0].blocks[0]
+        returned = list(main_block.operations)[-1].operands
+        info.sources = [_provenance(v, main_block, functions) for v in returned]
+        info.memory_kinds = _result_memory_kinds(functions["main"], len(returned))
+        info.digest = _module_digest(module, exported)  # it strips the module's locations
+        info.program_digest = _program_digest(module, exported)  # last: it renames the module's functions
+    return info

@@ -1,0 +1,63 @@
+"""What reading an untrusted program gives: its facts (`ModuleInfo`) or why it was refused
+(`ArtifactError`)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+class ArtifactError(Exception):
+    """An artifact cannot be deserialized, parsed or accepted (a forged or corrupt bundle, a dynamic
+    shape, a module past the caps). The message is safe to show to the submission's author."""
+
+
+@dataclass
+class ModuleInfo:
+    """What static inspection found in one artifact.
+
+    Attributes:
+        op_counts: how many of each op (by full name, e.g. "stablehlo.dot_general").
+        disallowed: op names (or `custom_call @target`) outside the allowlist, sorted.
+        peak_live_bytes: the most bytes live at once when ops run in program order (see
+            `_Frame.peak`); 0 when `disallowed` is not empty (the module is not walked).
+        flops: floating-point operations of one run of `main`: 2·(result elements)·(contracted
+            size) per `dot_general`/`dot`/`convolution`, one per result element for other
+            arithmetic, zero for data movement; callees counted per call, `while` bodies times
+            the trip count read from the loop's bound (1 when unknown: see `flops_exact`), the
+            costliest branch of a `case`/`if`.
+        flops_exact: False when some loop's trip count could not be read.
+        sources: per output of `main`, the op that produces it ("dot_general", "sine", ...) or
+            "argument i" (0-based flat input), looking through data movement, calls, scan stacking
+            (`dynamic_update_slice`) and loop carries (see `_provenance`).
+        functions: number of functions in the module.
+        digest: `normalized_digest` of the artifact (64 hex digits); "" when `disallowed` is not
+            empty (the module is not walked).
+        program_digest: like `digest`, but blind to names too (`_program_digest`): two programs
+            that differ only in the names of their functions and variables get the same one. For
+            finding identical programs among students (docs/ARCHITECTURE.md, "Insight"), never
+            for caching results (a name can matter to an error message).
+        largest_value_bytes, largest_value_elements: the bytes and elements of the largest single
+            value any op of the module defines (the biggest temporary a backward pass can hold
+            besides its inputs).
+        memory_kinds: per output of `main`, where the program leaves it: its result attribute
+            `mhlo.memory_kind` ("device", or "pinned_host" for a value a checkpoint policy offloads
+            to host memory, e.g. `save_and_offload_only_these_names`); "device" when unmarked.
+    """
+
+    op_counts: Counter[str] = field(default_factory=Counter)
+    disallowed: list[str] = field(default_factory=list)
+    peak_live_bytes: int = 0
+    flops: int = 0
+    flops_exact: bool = True
+    sources: list[str] = field(default_factory=list)
+    functions: int = 0
+    digest: str = ""
+    program_digest: str = ""
+    largest_value_bytes: int = 0
+    largest_value_elements: int = 0
+    memory_kinds: list[str] = field(default_factory=list)
+
+    @property
+    def n_ops(self) -> int:
+        return sum(self.op_counts.values())
