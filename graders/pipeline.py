@@ -216,7 +216,7 @@ def _verify_into(report: VerdictReport, verifier: Verifier, bundle_bytes: bytes,
         return None
     for check, internal in zip(result.checks, result.internal + [None] * len(result.checks)):
         report.checks.append(check.model_copy(update={"internal": internal}))
-    report.verdict = Verdict(result.verdict)
+    report.verdict = result.verdict
     report.score = result.score
     report.residuals = result.residuals
     report.program_digest = result.program_digest

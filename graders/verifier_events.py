@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from graders.verdict import CheckResult, ResidualReport
+from graders.verdict import CheckResult, ResidualReport, Verdict
 
 MAX_EVENT_BYTES = 8 << 20
 
@@ -74,7 +74,7 @@ class Running(_Event):
 
 class Result(_Event):
     event: Literal["result"] = "result"
-    verdict: str
+    verdict: Verdict  # checked against the verdicts the judge knows, like every word of the child
     score: float
     checks: list[CheckResult]
     internal: list[dict[str, Any] | None] = Field(

@@ -132,7 +132,7 @@ class VerifierJob:
             return 1
         emit(
             Result(
-                verdict=result.verdict.value,
+                verdict=result.verdict,
                 score=result.score,
                 checks=result.checks,
                 internal=[c.internal for c in result.checks],

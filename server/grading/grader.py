@@ -183,7 +183,7 @@ class Grader:
             try:
                 queue_ms = (record.started_at - record.created_at).total_seconds() * 1000 if record.started_at else 0.0
                 report.id = record.id
-                report.status = "done"
+                report.status = SubmissionStatus.DONE.value
                 report.timing_ms = {"queue": round(queue_ms, 1), **report.timing_ms}
                 report.created_at = record.created_at.isoformat()
                 report.finished_at = utcnow().isoformat()
