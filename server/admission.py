@@ -20,6 +20,7 @@ from limits.storage import storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 
 from server import metrics
+from server.refusal import Refusal
 
 QUEUE_FULL_RETRY_AFTER_S = 30
 
@@ -29,11 +30,12 @@ class Rejected(Exception):
     """A submission refused before it was stored.
 
     Attributes:
-        status_code: 429 or 503; message: why, for the client; retry_after_s: whole seconds.
+        refusal: RATE_LIMITED or UNAVAILABLE; message: why, for the client; retry_after_s: whole
+            seconds.
         reason: the metrics label (rate_limited, queue_full, queue_unavailable).
     """
 
-    status_code: int
+    refusal: Refusal
     message: str
     retry_after_s: int
     reason: str
@@ -73,7 +75,7 @@ class Admission:
                     reset_at, _ = self.limiter.get_window_stats(item, "submissions", client_key)
                     metrics.REJECTED.labels(reason="rate_limited").inc()
                     raise Rejected(
-                        429,
+                        Refusal.RATE_LIMITED,
                         f"too many submissions: the limit is {item} per client; try again in a moment",
                         max(1, math.ceil(reset_at - time.time())),
                         "rate_limited",
@@ -83,7 +85,7 @@ class Admission:
             if depth >= self.max_queue_depth:
                 metrics.REJECTED.labels(reason="queue_full").inc()
                 raise Rejected(
-                    503,
+                    Refusal.UNAVAILABLE,
                     f"the judge is busy: {depth:,} submissions are waiting to be graded (the cap "
                     f"is {self.max_queue_depth:,}); nothing was stored, try again later",
                     QUEUE_FULL_RETRY_AFTER_S,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from graders.problem import ProblemError
+from server.refusal import Refusal
 from server.admission import Rejected
 from server.store.db import ApiClientRecord, Idempotency, IdempotencyKeyTaken, SubmissionRecord
 from server.store.faults import is_database_fault
@@ -26,10 +27,10 @@ MAX_CALLBACK_URL_CHARS = 2000
 
 @dataclass
 class SubmitError(Exception):
-    """A submission refused: `status_code` (404, 413, 422, 429, 503), `message` for the client,
-    `retry_after_s` for 429 and 503."""
+    """A submission refused: why (`Refusal`, which each edge maps to its own code), `message`
+    for the client, `retry_after_s` for RATE_LIMITED, UNAVAILABLE and IN_PROGRESS."""
 
-    status_code: int
+    refusal: Refusal
     message: str
     retry_after_s: int | None = None
 
@@ -46,7 +47,7 @@ def idempotency_key_of(header: str | None) -> str | None:
     structured-field string (`"8e03978e-..."`, as the IETF draft writes it); None without one.
 
     Raises:
-        SubmitError(422): not 1 to 255 visible ASCII characters.
+        SubmitError(Refusal.INVALID): not 1 to 255 visible ASCII characters.
     """
     if header is None:
         return None
@@ -54,7 +55,7 @@ def idempotency_key_of(header: str | None) -> str | None:
     if len(value) >= 2 and value[0] == value[-1] == '"':
         value = value[1:-1]
     if not IDEMPOTENCY_KEY.fullmatch(value):
-        raise SubmitError(422, "Idempotency-Key must be 1 to 255 visible ASCII characters (a UUID, say)")
+        raise SubmitError(Refusal.INVALID, "Idempotency-Key must be 1 to 255 visible ASCII characters (a UUID, say)")
     return value
 
 
@@ -102,11 +103,12 @@ def submit(
         The stored submission (status "queued").
 
     Raises:
-        SubmitError: 422 a NUL or a lone surrogate in any text (before anything is counted),
-            422 empty source, 413 too large, 404 unknown (or, unless `unpublished_too`,
-            unpublished) problem, 403 a problem outside the client's scope, 422 a callback URL
-            outside the client's allowed prefixes (or without a client), 422 an idempotency key
-            reused for another request, 429 rate limit, 503 queue full or unavailable. Nothing is stored then.
+        SubmitError: INVALID a NUL or a lone surrogate in any text (before anything is
+            counted), an empty source, a callback URL outside the client's allowed prefixes (or
+            without a client), an idempotency key reused for another request; TOO_LARGE;
+            UNKNOWN_PROBLEM (or, unless `unpublished_too`, unpublished); OUT_OF_SCOPE for the
+            client; RATE_LIMITED; UNAVAILABLE, the queue full or unreachable; IN_PROGRESS, the
+            same idempotency key being stored. Nothing is stored then.
         A database fault (`server.store.faults.is_database_fault`) propagates: the app answers 503.
     """
     settings = services.settings
@@ -118,7 +120,7 @@ def submit(
     ):
         reason = unstorable_reason(value) if value is not None else None
         if reason is not None:  # checked first: no message below may quote such text, nothing is counted
-            raise SubmitError(422, f"{field} contains {reason}; send UTF-8 text without it")
+            raise SubmitError(Refusal.INVALID, f"{field} contains {reason}; send UTF-8 text without it")
     idempotency = None
     if idempotency_key is not None:
         idempotency = Idempotency(
@@ -132,14 +134,16 @@ def submit(
         if stored is not None:
             return stored
     if not source.strip():
-        raise SubmitError(422, "the source is empty")
+        raise SubmitError(Refusal.INVALID, "the source is empty")
     if external_id is not None and not 1 <= len(external_id) <= MAX_EXTERNAL_ID_CHARS:
-        raise SubmitError(422, f"external_id must have 1 to {MAX_EXTERNAL_ID_CHARS} characters")
+        raise SubmitError(Refusal.INVALID, f"external_id must have 1 to {MAX_EXTERNAL_ID_CHARS} characters")
     if callback_url is not None and not 1 <= len(callback_url) <= MAX_CALLBACK_URL_CHARS:
-        raise SubmitError(422, f"callback_url must have 1 to {MAX_CALLBACK_URL_CHARS} characters")
+        raise SubmitError(Refusal.INVALID, f"callback_url must have 1 to {MAX_CALLBACK_URL_CHARS} characters")
     size = len(source.encode("utf-8"))
     if size > settings.max_source_bytes:
-        raise SubmitError(413, f"the source is {size:,} bytes; the limit is {settings.max_source_bytes:,} bytes")
+        raise SubmitError(
+            Refusal.TOO_LARGE, f"the source is {size:,} bytes; the limit is {settings.max_source_bytes:,} bytes"
+        )
     try:
         if not problem or len(problem) > 64:
             raise KeyError(problem)
@@ -147,10 +151,10 @@ def submit(
             raise KeyError(problem)
         services.problems.get(problem)
     except (KeyError, ProblemError):
-        raise SubmitError(404, f"no problem {problem!r}") from None
+        raise SubmitError(Refusal.UNKNOWN_PROBLEM, f"no problem {problem!r}") from None
     if client is not None and client.problem_scope is not None and problem not in client.problem_scope:
         raise SubmitError(
-            403,
+            Refusal.OUT_OF_SCOPE,
             f"this API client may not submit to {problem!r} (its problems: "
             f"{', '.join(client.problem_scope) or 'none'})",
         )
@@ -158,10 +162,12 @@ def submit(
         from server.delivery.callbacks import allowed_prefix
 
         if client is None:
-            raise SubmitError(422, "callback_url needs an API client (its callback secret signs the callback)")
+            raise SubmitError(
+                Refusal.INVALID, "callback_url needs an API client (its callback secret signs the callback)"
+            )
         if allowed_prefix(callback_url, client.callback_prefixes) is None:
             raise SubmitError(
-                422,
+                Refusal.INVALID,
                 f"callback_url {callback_url!r} is not under this client's allowed callback "
                 f"prefixes ({', '.join(client.callback_prefixes) or 'none'})",
             )
@@ -169,7 +175,7 @@ def submit(
         services.admission.check(owner_key)
         if services.redis_jobs is not None and not services.redis_jobs.available():
             raise Rejected(
-                503,
+                Refusal.UNAVAILABLE,
                 "the grading queue is unavailable right now; nothing was stored, try again in a few seconds",
                 5,
                 "queue_unavailable",
@@ -179,7 +185,7 @@ def submit(
             from server import metrics
 
             metrics.REJECTED.labels(reason="queue_unavailable").inc()
-        raise SubmitError(rejected.status_code, rejected.message, rejected.retry_after_s) from None
+        raise SubmitError(rejected.refusal, rejected.message, rejected.retry_after_s) from None
     except SubmitError:
         raise
     except Exception as exc:  # the rate-limit storage (Redis) is unreachable, or the database
@@ -190,7 +196,9 @@ def submit(
 
         metrics.REJECTED.labels(reason="queue_unavailable").inc()
         raise SubmitError(
-            503, "the grading queue is unavailable right now; nothing was stored, try again in a few seconds", 5
+            Refusal.UNAVAILABLE,
+            "the grading queue is unavailable right now; nothing was stored, try again in a few seconds",
+            5,
         ) from None
     try:
         record = services.store.create(
@@ -207,7 +215,7 @@ def submit(
         stored = _replay(services, idempotency)
         if stored is None:
             raise SubmitError(
-                409, "a request with this Idempotency-Key is being stored; repeat it in a moment", 1
+                Refusal.IN_PROGRESS, "a request with this Idempotency-Key is being stored; repeat it in a moment", 1
             ) from None
         return stored
     try:
@@ -226,7 +234,7 @@ def _replay(services: Services, idempotency: Idempotency) -> SubmissionRecord | 
     """The submission stored for this owner's key, if any (a repeat).
 
     Raises:
-        SubmitError(422): the key was used for another request.
+        SubmitError(Refusal.INVALID): the key was used for another request.
     """
     found = services.store.by_idempotency_key(idempotency.owner, idempotency.key)
     if found is None:
@@ -234,7 +242,7 @@ def _replay(services: Services, idempotency: Idempotency) -> SubmissionRecord | 
     fingerprint, record = found
     if fingerprint != idempotency.request_sha256:
         raise SubmitError(
-            422,
+            Refusal.INVALID,
             "this Idempotency-Key was used for another request (another problem, source, "
             "external_id or callback_url) in the last 24 hours; use a new key for a new request",
         )

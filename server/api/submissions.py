@@ -21,6 +21,7 @@ from server.store.db import SUBMISSION_ID, SubmissionRecord
 from server.public import public_submission
 from server.schemas import BatchAnswer, BatchItem, SubmissionBatchCreate, SubmissionCreate, SubmissionPublic
 from server.store.faults import DATABASE, MESSAGE, RETRY_AFTER_S, is_database_fault
+from server.refusal import Refusal
 from server.submit import SubmitError, idempotency_key_of, submit
 
 router = APIRouter(prefix="/submissions", tags=["submissions"])
@@ -53,10 +54,23 @@ def _shown(record: SubmissionRecord, fields: list[str] | None) -> dict[str, Any]
     return data if fields is None else {f: data[f] for f in fields}
 
 
+# The HTTP status of each refusal of the submission service (the REST API, its batch items and the
+# web page's JSON answers all use these).
+HTTP_STATUS: dict[Refusal, int] = {
+    Refusal.INVALID: status.HTTP_422_UNPROCESSABLE_CONTENT,
+    Refusal.TOO_LARGE: status.HTTP_413_CONTENT_TOO_LARGE,
+    Refusal.UNKNOWN_PROBLEM: status.HTTP_404_NOT_FOUND,
+    Refusal.OUT_OF_SCOPE: status.HTTP_403_FORBIDDEN,
+    Refusal.IN_PROGRESS: status.HTTP_409_CONFLICT,
+    Refusal.RATE_LIMITED: status.HTTP_429_TOO_MANY_REQUESTS,
+    Refusal.UNAVAILABLE: status.HTTP_503_SERVICE_UNAVAILABLE,
+}
+
+
 def submit_error(exc: SubmitError) -> HTTPException:
-    """The HTTP error of a refused submission (with `Retry-After` for 429 and 503)."""
+    """The HTTP error of a refused submission (with `Retry-After` when the refusal says how long)."""
     headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s is not None else None
-    return HTTPException(exc.status_code, exc.message, headers=headers)
+    return HTTPException(HTTP_STATUS[exc.refusal], exc.message, headers=headers)
 
 
 def _submit(
@@ -151,7 +165,9 @@ def create_batch(
             items.append(BatchItem(index=index, id=record.id, status=str(record.status)))
         except SubmitError as exc:
             items.append(
-                BatchItem(index=index, error=exc.status_code, detail=exc.message, retry_after_s=exc.retry_after_s)
+                BatchItem(
+                    index=index, error=HTTP_STATUS[exc.refusal], detail=exc.message, retry_after_s=exc.retry_after_s
+                )
             )
         except Exception as exc:  # the database went away: this item is not stored, those before it are
             if not is_database_fault(exc):

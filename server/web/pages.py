@@ -20,6 +20,7 @@ from server.deps import ServicesDep
 from server.services import Services
 from server.authz import ANONYMOUS, Access, Action, Principal, decide
 from server.store.db import SUBMISSION_ID, SubmissionRecord, UserRecord
+from server.api.submissions import submit_error
 from server.submit import SubmitError
 from server.submit import submit as submit_service
 from server.web.auth import (
@@ -252,11 +253,10 @@ def submit(
             unpublished_too=decide(principal, Action.PROBLEMS_MANAGE),
         )
     except SubmitError as exc:
-        message = exc.message  # the same words as the API's
-        headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s is not None else None
+        refused = submit_error(exc)  # the same status and words as the API's
         if wants_json:
-            return JSONResponse({"detail": message}, status_code=exc.status_code, headers=headers)
-        raise HTTPException(exc.status_code, message, headers=headers) from None
+            return JSONResponse({"detail": refused.detail}, status_code=refused.status_code, headers=refused.headers)
+        raise refused from None
     if wants_json:
         return JSONResponse(
             {
