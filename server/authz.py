@@ -3,7 +3,7 @@ REST API, the LTI routes and the CLI.
 
 Roles have a scope (docs/ARCHITECTURE.md, "Authority"):
 
-- a **site role** on the account (`server.store.db.SiteRole`): `admin` manages problems, API clients,
+- a **site role** on the account (`server.store.accounts.SiteRole`): `admin` manages problems, API clients,
   LMS platforms, accounts and every course; everyone else is a plain `user`. Only
   `remat-judge users role EMAIL admin` makes an admin; no LMS launch ever does;
 - a **course role** per enrollment (`server.courses.models.CourseRole`): `staff` or `student`,
@@ -27,7 +27,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import sessionmaker
 
 from server.courses.models import Assignment, Course, CourseRole, Enrollment
-from server.store.db import SiteRole, SubmissionRecord, UserRecord
+from server.store.accounts import SiteRole, UserRecord
+from server.store.submissions import SubmissionRecord
 
 
 class Action(enum.StrEnum):

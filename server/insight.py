@@ -27,7 +27,7 @@ from sqlalchemy.orm import sessionmaker
 
 from graders.insight import fingerprint
 from server.courses.models import Course, CourseRole, Enrollment
-from server.store.db import SubmissionRecord, SubmissionStatus
+from server.store.submissions import SubmissionRecord, SubmissionStatus
 
 
 @dataclass

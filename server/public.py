@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from graders.verdict import VerdictReport
-from server.store.db import SubmissionRecord
+from server.store.submissions import SubmissionRecord
 from server.schemas import CallbackState, SubmissionPublic
 
 

@@ -18,7 +18,9 @@ from server.store import faults as dbfaults
 from server.store import migrate
 from server.admission import Admission
 from server.delivery.callback_sender import CallbackSender
-from server.store.db import ClientStore, SubmissionStore, UserStore, make_engine
+from server.store.accounts import ClientStore, UserStore
+from server.store.db import make_engine
+from server.store.submissions import SubmissionStore
 from server.grading.grader import Grader, new_worker_id
 from server.lti.grade_sender import grade_sender
 from server.lti.passback import LtiCourseGrades

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from server.grading.redis_jobs import RedisJobs
     from server.grading.waits import CompletionHub
     from server.lti.service import LtiService
-    from server.store.db import ClientStore, SubmissionStore, UserStore
+    from server.store.accounts import ClientStore, UserStore
+    from server.store.submissions import SubmissionStore
     from server.web.throttle import SignInThrottle
 
 

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 from graders.problem import ProblemError
 from server.refusal import Refusal
 from server.admission import Rejected
-from server.store.db import ApiClientRecord, Idempotency, IdempotencyKeyTaken, SubmissionRecord
+from server.store.accounts import ApiClientRecord
+from server.store.submissions import Idempotency, IdempotencyKeyTaken, SubmissionRecord
 from server.store.faults import is_database_fault
 from server.text import unstorable_reason
 

@@ -16,7 +16,7 @@ import threading
 from graders.problem import ProblemRepository
 from sandbox.jail_limits import JailCgroup
 from server import metrics
-from server.store.db import SubmissionStore
+from server.store.submissions import SubmissionStore
 from server.grading.grader import Sweeper
 from server.grading.queue import start_templates_in_background
 from server.grading.redis_jobs import RedisJobs

@@ -21,7 +21,8 @@ from starlette.concurrency import run_in_threadpool
 from server.deps import get_services
 from server.services import Services
 from server.authz import ADMIN_TOKEN, ANONYMOUS, Action, Principal, SubmissionTarget, api_client, decide
-from server.store.db import ApiClientRecord, SubmissionRecord
+from server.store.accounts import ApiClientRecord
+from server.store.submissions import SubmissionRecord
 
 bearer = HTTPBearer(
     auto_error=False,

@@ -13,7 +13,7 @@ from graders.problem import ArrayArg, ListArg, Problem, ProblemError
 from server.deps import ServicesDep
 from server.services import Services
 from server.authz import ADMIN_TOKEN, ANONYMOUS, Action, Principal, decide
-from server.store.db import SUBMISSION_ID
+from server.store.submissions import SUBMISSION_ID
 from server.schemas import ArgumentPublic, CasePublic, ProblemDetail, ProblemSummary
 
 router = APIRouter(prefix="/problems", tags=["problems"])

@@ -17,7 +17,7 @@ from server.api.auth import Caller, CallerDep, can_read
 from server.deps import ServicesDep
 from server.services import Services
 from server.authz import Action, decide
-from server.store.db import SUBMISSION_ID, SubmissionRecord
+from server.store.submissions import SUBMISSION_ID, SubmissionRecord
 from server.public import public_submission
 from server.schemas import BatchAnswer, BatchItem, SubmissionBatchCreate, SubmissionCreate, SubmissionPublic
 from server.store.faults import DATABASE, MESSAGE, RETRY_AFTER_S, is_database_fault

@@ -47,7 +47,7 @@ def users_role(
     """Set an account's site role: admin (manages problems, API clients, LMS platforms, accounts
     and every course) or user. Teaching one course is a course role instead: `courses enroll KEY
     EMAIL --role staff`, or the LMS's Instructor role at launch."""
-    from server.store.db import SiteRole
+    from server.store.accounts import SiteRole
 
     try:
         site_role = SiteRole(role)
@@ -84,7 +84,7 @@ def clients_create(
     import json
 
     from server.delivery.callbacks import check_prefix
-    from server.store.db import ClientStore
+    from server.store.accounts import ClientStore
 
     import re
 
@@ -116,7 +116,7 @@ def clients_create(
 @clients_app.command("list")
 def clients_list(data_dir: Annotated[Optional[Path], typer.Option(help="the server's data folder")] = None) -> None:
     """List API clients: name, key prefix, problems, callback prefixes, created, revoked."""
-    from server.store.db import ClientStore
+    from server.store.accounts import ClientStore
 
     table = Table(show_header=True, header_style="bold")
     for column in ("name", "key", "problems", "callbacks to", "created", "revoked"):
@@ -139,7 +139,7 @@ def clients_revoke(
     data_dir: Annotated[Optional[Path], typer.Option(help="the server's data folder")] = None,
 ) -> None:
     """Revoke a client's key (at once, for every server process sharing the database)."""
-    from server.store.db import ClientStore
+    from server.store.accounts import ClientStore
 
     if not ClientStore(engine_for(data_dir)).revoke(name):
         err.print(f"[red]no active client named {name!r}[/]")

@@ -17,7 +17,7 @@ from server.settings import Settings
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-    from server.store.db import UserStore
+    from server.store.accounts import UserStore
 
 PIPED_WIDTH = 200  # columns a table may use when the output is not a terminal
 
@@ -113,6 +113,6 @@ def engine_for(data_dir: Optional[Path]) -> Engine:
 
 
 def user_store(data_dir: Optional[Path]) -> UserStore:
-    from server.store.db import UserStore
+    from server.store.accounts import UserStore
 
     return UserStore(engine_for(data_dir))

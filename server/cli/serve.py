@@ -133,7 +133,8 @@ def _serve_metrics(settings: Settings, port: int, host: str) -> None:
     metrics, and the queue depth read from the database at each scrape. Exits with a message when
     the port is taken."""
     from server import metrics
-    from server.store.db import SubmissionStore, make_engine
+    from server.store.db import make_engine
+    from server.store.submissions import SubmissionStore
 
     store = SubmissionStore(make_engine(settings.resolved_database_url))
     try:

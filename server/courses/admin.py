@@ -18,7 +18,7 @@ from server.courses.lms import LmsGrades
 from server.courses.models import Assignment, Course, CourseError, CourseRole, CourseStore
 from server.courses.regrade import Regrade, RegradeStore
 from server.courses.rules import Policy
-from server.store.db import UserStore
+from server.store.accounts import UserStore
 
 
 def parse_time(text: str | None, what: str) -> datetime | None:

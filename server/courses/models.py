@@ -32,7 +32,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
 from server.courses.rules import Attempt, GradeRule, LateRule, Policy, Standing, standing
-from server.store.db import Base, SubmissionRecord, UTCDateTime, UserRecord, _enum, rowcount, utcnow
+from server.store.accounts import UserRecord
+from server.store.db import Base, UTCDateTime, _enum, rowcount, utcnow
+from server.store.submissions import SubmissionRecord
 
 COURSE_KEY = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,63}$")
 

@@ -24,16 +24,9 @@ from sqlalchemy import ForeignKey, Float, Integer, String, Text, UniqueConstrain
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
-from server.store.db import (
-    FINISHED,
-    Base,
-    CallbackStatus,
-    SubmissionRecord,
-    SubmissionStatus,
-    UserRecord,
-    UTCDateTime,
-    utcnow,
-)
+from server.store.accounts import UserRecord
+from server.store.db import Base, UTCDateTime, utcnow
+from server.store.submissions import FINISHED, CallbackStatus, SubmissionRecord, SubmissionStatus
 
 
 class Regrade(Base):

@@ -16,7 +16,9 @@ import logging
 from datetime import timedelta
 
 from server.delivery.callbacks import backoff_s, deliver
-from server.store.db import CallbackStatus, ClientStore, SubmissionRecord, SubmissionStore, utcnow
+from server.store.accounts import ClientStore
+from server.store.db import utcnow
+from server.store.submissions import CallbackStatus, SubmissionRecord, SubmissionStore
 from server.logs import submission_context
 from server.public import public_submission
 from server.delivery.senders import DueSender

@@ -39,7 +39,8 @@ from server import metrics
 if TYPE_CHECKING:
     from server.delivery.callback_sender import CallbackSender
     from server.lti.grade_sender import LtiGradeSender
-from server.store.db import SubmissionRecord, SubmissionStatus, SubmissionStore, utcnow
+from server.store.db import utcnow
+from server.store.submissions import SubmissionRecord, SubmissionStatus, SubmissionStore
 from server.store.faults import DATABASE, Outage, is_database_fault
 from server.logs import submission_context
 

@@ -14,7 +14,7 @@ from typing import Protocol
 from graders.pipeline import prestart
 from sandbox.jail_limits import JailCgroup
 from server import metrics
-from server.store.db import SubmissionStore
+from server.store.submissions import SubmissionStore
 from server.store.faults import DATABASE, is_database_fault
 from server.grading.grader import Grader, Sweeper
 

@@ -30,7 +30,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
 from server.courses.models import CourseRole
-from server.store.db import NO_PASSWORD, Base, UTCDateTime, UserRecord, UserStore, rowcount, utcnow
+from server.store.accounts import NO_PASSWORD, UserRecord, UserStore
+from server.store.db import Base, UTCDateTime, rowcount, utcnow
 
 LOGIN_TTL_S = 300  # a login initiation's state and nonce live 5 minutes
 LAUNCH_TOKEN_TTL_S = 120  # a one-time launch token lives 2 minutes

@@ -17,7 +17,7 @@ from pwdlib import PasswordHash
 from server.deps import ServicesDep
 from server.services import Services
 from server.authz import ANONYMOUS, Principal
-from server.store.db import UserRecord
+from server.store.accounts import UserRecord
 from server.web.sessions import SessionStore
 
 _HASHER = PasswordHash.recommended()  # argon2id with pwdlib's recommended parameters

@@ -133,7 +133,7 @@ class HintView:
 def failed_attempts(engine: Engine, user_id: int, problem: str) -> int:
     """Graded attempts of `user_id` on `problem` that were not ACCEPTED (INTERNAL_ERROR, the
     judge's fault, does not count)."""
-    from server.store.db import SubmissionRecord
+    from server.store.submissions import SubmissionRecord
 
     with sessionmaker(engine)() as session:
         return int(

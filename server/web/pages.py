@@ -19,7 +19,8 @@ from graders.verdict import VerdictReport
 from server.deps import ServicesDep
 from server.services import Services
 from server.authz import ANONYMOUS, Access, Action, Principal, decide
-from server.store.db import SUBMISSION_ID, SubmissionRecord, UserRecord
+from server.store.accounts import UserRecord
+from server.store.submissions import SUBMISSION_ID, SubmissionRecord
 from server.api.submissions import submit_error
 from server.submit import SubmitError
 from server.submit import submit as submit_service

@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 
 from server import uploads
 from server.authz import Action
-from server.store.db import SUBMISSION_ID
+from server.store.submissions import SUBMISSION_ID
 from server.packages import MAX_ARCHIVE_BYTES
 from server.web.auth import OptionalUser, PrincipalDep, ServicesDep, check_csrf
 from server.web.pages import render, require_action

@@ -227,7 +227,8 @@ def test_a_new_user_solves_a_problem_and_understands_why_an_attempt_was_wrong(ch
 
 def stored_report(server: Server, submission_id: str) -> dict:
     """The verdict JSON as the server stored it (every field the verifier wrote)."""
-    from server.store.db import SubmissionStore, make_engine
+    from server.store.db import make_engine
+    from server.store.submissions import SubmissionStore
 
     engine = make_engine(f"sqlite:///{server.data_dir.resolve() / 'remat-judge.db'}")
     record = SubmissionStore(engine).get(submission_id)
@@ -269,7 +270,9 @@ def test_the_panel_plots_memory_against_recomputation_on_desktop_and_phone(
     """Canned verdicts (web/dev/verdicts/: the new fields, an ACCEPTED one, and a report stored
     before those fields existed) stored as Ada's submissions and viewed on their pages: desktop and
     phone, with and without JavaScript."""
-    from server.store.db import SubmissionStore, UserStore, make_engine
+    from server.store.accounts import UserStore
+    from server.store.db import make_engine
+    from server.store.submissions import SubmissionStore
 
     engine = make_engine(f"sqlite:///{server.data_dir.resolve() / 'remat-judge.db'}")
     account = UserStore(engine).by_email("ada@example.org")

@@ -15,7 +15,8 @@ import httpx
 import pytest
 
 from server.courses.models import context_key
-from server.store.db import SiteRole, UserStore, make_engine
+from server.store.accounts import SiteRole, UserStore
+from server.store.db import make_engine
 from server.lti.models import LtiStore, lti_email
 from tests.e2e.test_lti_grade_passback import RIGHT, SLUG, submit_on_the_web
 from tests.lti_platform import INSTRUCTOR, Browser, Platform, start_tool

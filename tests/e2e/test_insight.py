@@ -84,7 +84,8 @@ def submit_api(server: Server, key: str, source: str) -> str:
 
 
 def wait_graded(server: Server, ids: list[str]) -> None:
-    from server.store.db import SubmissionStore, make_engine
+    from server.store.db import make_engine
+    from server.store.submissions import SubmissionStore
 
     store = SubmissionStore(make_engine(f"sqlite:///{(server.data_dir / 'remat-judge.db').resolve()}"))
     deadline = time.monotonic() + 300

@@ -14,7 +14,8 @@ from typing import Iterator
 import httpx
 import pytest
 
-from server.store.db import SubmissionStore, make_engine
+from server.store.db import make_engine
+from server.store.submissions import SubmissionStore
 from server.lti.models import lti_email
 from server.lti.passback import PassbackStore
 from tests.lti_gradebook import Gradebook

@@ -16,7 +16,8 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from server.store.db import UserStore, make_engine
+from server.store.accounts import UserStore
+from server.store.db import make_engine
 from server.lti.keys import thumbprint
 from server.lti.models import LtiStore
 from tests.lti_platform import INSTRUCTOR, TEACHING_ASSISTANT, Browser, Platform, parse_form, start_tool

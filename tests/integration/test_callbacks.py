@@ -540,7 +540,9 @@ def test_a_revoked_client_gets_no_callback_not_even_after_a_regrade(receiver: Re
     from server.store import migrate
     from server.delivery.callback_sender import CallbackSender
     from server.courses.regrade import RegradeStore
-    from server.store.db import CallbackStatus, ClientStore, SubmissionStore, make_engine
+    from server.store.accounts import ClientStore
+    from server.store.db import make_engine
+    from server.store.submissions import CallbackStatus, SubmissionStore
 
     url = f"sqlite:///{tmp_path / 'judge.db'}"
     migrate.upgrade(url)

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from server.store import migrate
-from server.store.db import SubmissionStatus, SubmissionStore, make_engine
+from server.store.db import make_engine
+from server.store.submissions import SubmissionStatus, SubmissionStore
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

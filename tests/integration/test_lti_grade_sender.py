@@ -15,7 +15,8 @@ from sqlalchemy import update
 from server.store import migrate
 from server.courses.models import CourseStore
 from server.courses.models import CourseRole
-from server.store.db import SubmissionStore, make_engine, utcnow
+from server.store.db import make_engine, utcnow
+from server.store.submissions import SubmissionStore
 from server.lti.ags import AgsClient
 from server.lti.grade_sender import LtiGradeSender, Scorer
 from server.lti.models import LtiStore

@@ -20,7 +20,9 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.exc import IntegrityError
 
 from server.store import migrate
-from server.store.db import Base, SubmissionStatus, SubmissionStore, UserStore, make_engine
+from server.store.accounts import UserStore
+from server.store.db import Base, make_engine
+from server.store.submissions import SubmissionStatus, SubmissionStore
 from tests.support import REPO
 
 T0 = datetime(2026, 5, 1, 12, 0, 0)

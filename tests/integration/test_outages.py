@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from server.store import migrate
-from server.store.db import SubmissionStore, make_engine
+from server.store.db import make_engine
+from server.store.submissions import SubmissionStore
 from server.store.faults import wait_for_database
 from server.grading.grader import Sweeper
 from server.grading.redis_jobs import RedisJobs

@@ -185,7 +185,7 @@ def test_an_instructor_resets_a_password_and_every_session_ends(site: Site, tmp_
 def test_an_account_without_a_password_never_signs_in_and_answers_like_a_wrong_password(site: Site) -> None:
     """LTI accounts have no password (`NO_PASSWORD`, not a hash): signing in with their email and
     any password, the marker itself included, is the same 401 as a wrong password."""
-    from server.store.db import NO_PASSWORD
+    from server.store.accounts import NO_PASSWORD
 
     site.users.create(email="lti-0123@lti.invalid", display_name="Launch Only", password_hash=NO_PASSWORD)
     for password in ("", "pw-123456", NO_PASSWORD, "no-password"):

@@ -14,7 +14,9 @@ from server.admission import Admission
 from server.deps import get_services
 from server.services import Services
 from server.app import create_app
-from server.store.db import ClientStore, SubmissionStatus, SubmissionStore, UserStore, make_engine
+from server.store.accounts import ClientStore, UserStore
+from server.store.db import make_engine
+from server.store.submissions import SubmissionStatus, SubmissionStore
 from server.grading.queue import InProcessQueue
 from server.settings import Settings
 from server.grading.waits import CompletionHub

@@ -14,7 +14,9 @@ from graders.problem import ProblemRepository
 from server.store import migrate
 from server.admission import Admission
 from server.app import create_app
-from server.store.db import ClientStore, SubmissionStore, UserStore, make_engine
+from server.store.accounts import ClientStore, UserStore
+from server.store.db import make_engine
+from server.store.submissions import SubmissionStore
 from server.deps import get_services
 from server.services import Services
 from server.settings import Settings

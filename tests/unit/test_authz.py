@@ -36,7 +36,7 @@ from server.authz import (
 )
 from server.courses.models import Course, CourseRole, CourseStore
 from server.courses.rules import Policy
-from server.store.db import SiteRole, UserStore
+from server.store.accounts import SiteRole, UserStore
 from server.lti.models import LtiStore
 from server.lti.service import LtiService
 from server.settings import Settings

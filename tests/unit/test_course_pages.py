@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from server.store.db import SiteRole, SubmissionRecord, SubmissionStatus, UserStore
+from server.store.accounts import SiteRole, UserStore
+from server.store.submissions import SubmissionRecord, SubmissionStatus
 from server.web.auth import hash_password
 from tests.unit.test_api_admission import make_client
 

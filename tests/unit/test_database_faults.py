@@ -18,15 +18,9 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import OperationalError
 
 from server import metrics
-from server.store.db import (
-    ClientStore,
-    IdempotencyKey,
-    SubmissionRecord,
-    SubmissionStore,
-    UserStore,
-    make_engine,
-    utcnow,
-)
+from server.store.accounts import ClientStore, UserStore
+from server.store.db import make_engine, utcnow
+from server.store.submissions import IdempotencyKey, SubmissionRecord, SubmissionStore
 from tests.unit.test_api_admission import SOURCE, make_client
 
 DEAD = "postgresql://remat@127.0.0.1:1/judge"  # nothing listens on port 1: connecting is refused at once

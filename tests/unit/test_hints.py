@@ -11,7 +11,8 @@ import pytest
 
 from server.courses.models import CourseRole, CourseStore
 from server.courses.rules import Policy
-from server.store.db import SiteRole, utcnow
+from server.store.accounts import SiteRole
+from server.store.db import utcnow
 from server.web.hints import HintStore, open_by_attempts, split_hints
 from tests.unit.test_course_pages import DUE, Site
 

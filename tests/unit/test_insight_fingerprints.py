@@ -13,7 +13,8 @@ import sqlalchemy as sa
 
 from graders.insight import fingerprint
 from server.store import migrate
-from server.store.db import SubmissionStore, make_engine
+from server.store.db import make_engine
+from server.store.submissions import SubmissionStore
 
 
 def fact(shape: list[int], source: str, matched: bool | None, kind: str = "device") -> dict:

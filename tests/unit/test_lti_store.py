@@ -11,9 +11,10 @@ import pytest
 
 from server.store import migrate
 from server.courses.models import CourseRole
-from server.store.db import SiteRole, UserStore, make_engine, utcnow
+from server.store.accounts import SiteRole, UserStore
+from server.store.db import make_engine, utcnow
 from server.lti.models import LtiStore
-from server.store.db import NO_PASSWORD
+from server.store.accounts import NO_PASSWORD
 from server.web.auth import check_password
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from server.store.db import SiteRole
+from server.store.accounts import SiteRole
 from server.web.markdown import split_section
 from tests.unit.test_course_pages import DUE, Site
 

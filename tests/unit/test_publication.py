@@ -14,7 +14,7 @@ import pytest
 from graders.problem import ProblemRepository, load_problem
 from graders.publication import MARKER, mark_published, mark_unpublished, publication, published_version, todos
 from graders.scaffold import scaffold
-from server.store.db import SiteRole
+from server.store.accounts import SiteRole
 from server.folders import folder, source_of
 from server.packages import install, pack, staged_package
 from tests.support import PROBLEMS

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from server.store.db import SiteRole
+from server.store.accounts import SiteRole
 from server.packages import pack
 from tests.support import PROBLEMS
 from tests.unit.test_course_pages import Site

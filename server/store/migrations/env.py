@@ -13,6 +13,8 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from server.store.db import Base, make_engine
+import server.store.accounts
+import server.store.submissions
 import server.lti.models
 import server.lti.passback
 import server.courses.models
