@@ -26,11 +26,12 @@ from server.lti.setup import router as lti_setup_router  # LTI set-up, one-URL r
 from server.packages import MAX_ARCHIVE_BYTES
 from server.runtime import build_services, open_database
 from server.settings import Settings, get_settings
+from server.web import account_pages, instructor_pages
 from server.web import pages as web_pages
 from server.web import uploads as web_uploads
 from server.web.cookies import SchemeAwareSessions
 from server.web.markdown import pygments_css
-from server.web.pages import WEB_DIR, error_page
+from server.web.common import WEB_DIR, error_page
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +180,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(web_uploads.router)  # the admin's upload page (before /instructor/problems/{slug})
     app.include_router(web_pages.router)
+    app.include_router(account_pages.router)
+    app.include_router(instructor_pages.router)
     app.include_router(lti_router)  # LTI 1.3 tool (issue 12)
     app.include_router(lti_setup_router)  # LTI set-up, one-URL registration (issue 24)
     app.include_router(course_pages.router)  # courses, gradebooks, regrades (issue 12)

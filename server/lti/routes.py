@@ -76,7 +76,7 @@ from server.lti.launch import (
 from server.lti.models import LAUNCH_TOKEN_TTL_S, LOGIN_TTL_S, LtiStore, PendingLogin, PlatformView, sha256_hex
 from server.lti.service import LtiService
 from server.web.auth import csrf_token, principal_of, sign_in, user_of
-from server.web.pages import WEB_DIR
+from server.web.common import WEB_DIR
 from server.web.panel import FILTERS
 
 HERE = Path(__file__).resolve().parent

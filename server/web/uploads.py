@@ -22,7 +22,7 @@ from server.authz import Action
 from server.store.submissions import SUBMISSION_ID
 from server.packages import MAX_ARCHIVE_BYTES
 from server.web.auth import OptionalUser, PrincipalDep, ServicesDep, check_csrf
-from server.web.pages import render, require_action
+from server.web.common import render, require_action
 
 router = APIRouter(include_in_schema=False)
 
