@@ -160,7 +160,7 @@ def submit(
             f"{', '.join(client.problem_scope) or 'none'})",
         )
     if callback_url is not None:
-        from server.delivery.callbacks import allowed_prefix
+        from server.delivery.targets import allowed_prefix
 
         if client is None:
             raise SubmitError(

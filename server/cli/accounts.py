@@ -83,7 +83,7 @@ def clients_create(
     """
     import json
 
-    from server.delivery.callbacks import check_prefix
+    from server.delivery.targets import check_prefix
     from server.store.accounts import ClientStore
 
     import re

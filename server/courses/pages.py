@@ -35,7 +35,7 @@ from server.courses.rules import GradeRule, LateRule, Policy
 from server.store.accounts import UserRecord
 from server.web.auth import OptionalUser, PrincipalDep, check_csrf, csrf_token
 from server.web.common import WEB_DIR, require_action, require_teacher
-from server.web.panel import FILTERS
+from server.web.formatting import FILTERS
 
 HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=[str(HERE / "templates"), str(WEB_DIR / "templates")])

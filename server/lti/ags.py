@@ -25,7 +25,7 @@ id_token, so no allow-list of prefixes is asked for. What is kept: http(s) only,
 host looked up once and the request pinned to the checked address (no DNS rebinding), environment
 proxies ignored, redirects never followed (a bearer token is never re-sent elsewhere), answers read
 up to `MAX_RESPONSE_BYTES`, timeouts on every operation. Special addresses (loopback, private,
-link-local such as 169.254.169.254, ...; `server.delivery.callbacks.special_address`) are refused unless
+link-local such as 169.254.169.254, ...; `server.delivery.targets.special_address`) are refused unless
 they fall in `allow_networks`: a campus Moodle on a private network is legitimate, so an operator
 lists its network (e.g. "10.0.0.0/8"); cloud metadata stays unreachable unless named.
 """
@@ -46,15 +46,8 @@ from urllib.parse import urlencode
 
 import httpx
 
-from server.delivery.callbacks import (
-    CallbackRefused,
-    _default_ssl_context,
-    _describe,
-    _excerpt,
-    _parse,
-    lookup,
-    special_address,
-)
+from server.delivery.callbacks import _default_ssl_context, _describe, _excerpt
+from server.delivery.targets import CallbackRefused, _parse, lookup, special_address
 from server.lti.keys import ToolKey
 
 SCOPE_SCORE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"

@@ -77,7 +77,7 @@ from server.lti.models import LAUNCH_TOKEN_TTL_S, LOGIN_TTL_S, LtiStore, Pending
 from server.lti.service import LtiService
 from server.web.auth import csrf_token, principal_of, sign_in, user_of
 from server.web.common import WEB_DIR
-from server.web.panel import FILTERS
+from server.web.formatting import FILTERS
 
 HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=[str(HERE / "templates"), str(WEB_DIR / "templates")])

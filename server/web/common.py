@@ -21,7 +21,7 @@ from server.web.auth import (
     csrf_token,
 )
 from server.web.markdown import render_markdown
-from server.web.panel import FILTERS
+from server.web.formatting import FILTERS
 
 HERE = WEB_DIR = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))

@@ -106,7 +106,7 @@ def instructor_create_client(
 ) -> HTMLResponse:
     import json
 
-    from server.delivery.callbacks import check_prefix
+    from server.delivery.targets import check_prefix
 
     user = require_action(user, principal, request, Action.CLIENTS_MANAGE)
     check_csrf(request, csrf_token)

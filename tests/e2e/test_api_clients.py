@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from graders.pipeline import JudgeConfig
-from server.delivery.callbacks import SIGNATURE_HEADER, verify
+from server.delivery.signing import SIGNATURE_HEADER, verify
 from tests.support import PROBLEMS, Server, free_port, remat_judge
 
 pytestmark = [pytest.mark.e2e, pytest.mark.jail]

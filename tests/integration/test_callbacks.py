@@ -19,20 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from server.delivery.callbacks import (
-    SIGNATURE_HEADER,
-    USER_AGENT,
-    CallbackRefused,
-    Target,
-    allowed_prefix,
-    backoff_s,
-    deliver,
-    resolve,
-    send,
-    sign,
-    special_address,
-    verify,
-)
+from server.delivery.callbacks import USER_AGENT, backoff_s, deliver, send
+from server.delivery.signing import SIGNATURE_HEADER, sign, verify
+from server.delivery.targets import CallbackRefused, Target, allowed_prefix, resolve, special_address
 
 SECRET = "s3cret-for-tests"
 BODY = (

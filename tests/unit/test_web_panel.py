@@ -15,16 +15,9 @@ from typing import Any
 import pytest
 
 from graders.verdict import VerdictReport
-from server.web.panel import (
-    _CHAR_W,
-    _LINE_H,
-    _NOMINAL_WIDTH,
-    human_bytes,
-    human_flops,
-    panel_context,
-    plane,
-    render_panel,
-)
+from server.web.formatting import human_bytes, human_flops
+from server.web.panel import panel_context, render_panel
+from server.web.plane import _CHAR_W, _LINE_H, _NOMINAL_WIDTH, plane
 
 CANNED = Path(__file__).resolve().parents[2] / "web" / "dev" / "verdicts"
 
@@ -235,7 +228,8 @@ def _check(name: str, passed: bool, judged: bool = True, message: str = "") -> d
 
 def test_the_diagnosis_names_the_check_that_failed_not_the_verdicts_general_words() -> None:
     from graders.verdict import Verdict
-    from server.web.panel import check_views, diagnose
+    from server.web.diagnosis import diagnose
+    from server.web.panel import check_views
 
     residuals = {"submitted_bwd_peak_bytes": 3 * 2**20, "expected_bwd_peak_bytes": 2**20}
     # sin_chain_recursive's case: the residuals check passed and the peak check failed

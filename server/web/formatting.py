@@ -1,0 +1,32 @@
+"""Numbers people can read: bytes in KiB/MiB/GiB and FLOPs in k/M/G with three significant
+digits (`FILTERS`, the templates' `human_bytes` and `human_flops`)."""
+
+from __future__ import annotations
+
+
+def human_bytes(n: int | float) -> str:
+    """`3.5 MiB`, `812 B`: binary units, as memory is counted."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(size) < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def _three_digits(x: float) -> str:
+    """3 significant digits at most, no trailing zeros: 1.23, 12.3, 123, 2."""
+    text = f"{x:.2f}" if abs(x) < 10 else f"{x:.1f}" if abs(x) < 100 else f"{x:.0f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def human_flops(n: int | float) -> str:
+    """`812 FLOPs`, `12.6 k FLOPs`, `1.23 M FLOPs`, `4 G FLOPs` (decimal prefixes)."""
+    value = float(n)
+    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{_three_digits(value / scale)} {prefix} FLOPs"
+    return f"{value:.0f} FLOP" + ("" if abs(value) == 1 else "s")
+
+
+FILTERS = {"human_bytes": human_bytes, "human_flops": human_flops}

@@ -1,0 +1,279 @@
+"""The bytes/recompute-FLOPs plane of the verdict panel, drawn as SVG by the template from what
+`plane` computes: axes with readable ticks, one point per program (yours, the reference's, no
+checkpoint) and labels placed so they do not overlap."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+from server.web.formatting import human_bytes, human_flops
+
+
+# Geometry of the plane's SVG (pixels). x positions are percentages of the SVG's width (so the
+# chart fills any width while text keeps its size); the SVG sits in a left gutter of
+# PLANE_GUTTER px for the y-axis numbers and draws them at negative x (overflow visible).
+PLANE_HEIGHT = 250
+
+
+PLANE_TOP = 30
+
+
+PLANE_BOTTOM = 204
+
+
+PLANE_GUTTER = 50
+
+
+PLANE_RIGHT = 14
+
+
+_NOMINAL_WIDTH = 210.0  # labels are placed so that they do not collide even this narrow
+
+
+_CHAR_W = 7.0  # px per character at 12px, generous
+
+
+_LINE_H = 14.0
+
+
+_TICK_CHAR_W = 6.5  # px per character of an 11px axis number
+
+
+@dataclass(frozen=True)
+class Tick:
+    position: float  # x: percent; y: px
+    text: str
+    anchor: str = "middle"
+
+
+@dataclass(frozen=True)
+class PlanePoint:
+    """One labelled point. `x` in percent of the plot width, `y` in px; `label_lines` drawn at
+    (`x`% + `dx` px, `label_y` px) with `anchor`; `label` empty when another point's label names it."""
+
+    key: str  # "yours" | "reference" | "plain" | "remat"
+    name: str
+    nbytes: int
+    flops: int
+    x: float
+    y: float
+    label_lines: tuple[str, ...] = ()
+    dx: float = 0.0
+    label_y: float = 0.0
+    anchor: str = "start"
+
+    @property
+    def description(self) -> str:
+        return f"{self.name}: {human_bytes(self.nbytes)} saved, {human_flops(self.flops)} recomputed"
+
+
+@dataclass(frozen=True)
+class Plane:
+    points: list[PlanePoint]
+    x_ticks: list[Tick]
+    y_ticks: list[Tick]
+    height: int = PLANE_HEIGHT
+    top: int = PLANE_TOP
+    bottom: int = PLANE_BOTTOM
+    gutter: int = PLANE_GUTTER
+
+    @property
+    def drawn(self) -> list[PlanePoint]:
+        """Points in drawing order: the reference's ring under the others, yours on top."""
+        order = ["reference", "remat", "plain", "yours"]
+        return sorted(self.points, key=lambda p: order.index(p.key))
+
+
+def _nice_step(span: float, target: int = 4, base: float = 1.0) -> float:
+    """A step of 1, 2, 2.5 or 5 times a power of ten (of `base` units) giving about `target` steps."""
+    raw = span / base / max(target, 1)
+    power = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1
+    for m in (1, 2, 2.5, 5, 10):
+        if m * power >= raw:
+            return m * power * base
+    return 10 * power * base
+
+
+def _byte_unit(top: float) -> tuple[float, str]:
+    for scale, unit in ((1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB")):
+        if top >= scale:
+            return scale, unit
+    return 1, "B"
+
+
+def _tick_number(x: float) -> str:
+    text = f"{x:.3f}".rstrip("0").rstrip(".")
+    return "0" if text in ("", "-0") else text
+
+
+def _flops_tick(v: float) -> str:
+    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= scale:
+            return f"{_tick_number(v / scale)}{prefix}"
+    return _tick_number(v)
+
+
+def _axis(values: list[float], *, binary: bool) -> tuple[float, float, list[tuple[float, str]]]:
+    """Range [lo, hi] from zero (or below, for negative values) to a round number above the
+    largest value, and its ticks as (value, text). Byte ticks (the x axis) are thinned until their
+    numbers fit side by side on the narrowest chart."""
+    lo_v, hi_v = min(0.0, min(values)), max(0.0, max(values))
+    if hi_v == lo_v:
+        return 0.0, 1.0, [(0.0, "0")]
+    span = (hi_v - lo_v) * 1.08
+    if binary:
+        scale, unit = _byte_unit(max(abs(hi_v), abs(lo_v)))
+        step = _nice_step(span, base=scale)
+        fmt = lambda v: f"{_tick_number(v / scale)} {unit}" if v else "0"  # noqa: E731
+    else:
+        step = _nice_step(span)
+        fmt = _flops_tick
+    while True:
+        lo = math.floor(lo_v / step) * step
+        hi = math.ceil(hi_v * 1.04 / step) * step
+        n = int(round((hi - lo) / step))
+        ticks = [(lo + i * step, fmt(lo + i * step)) for i in range(n + 1)]
+        # the first and last numbers hang inwards from their ticks: 1.5 widths between ticks
+        widest = max(len(t) for _, t in ticks) * _TICK_CHAR_W
+        if not binary or n <= 1 or _NOMINAL_WIDTH / n >= 1.5 * widest + 8:
+            return lo, hi, ticks
+        step *= 2
+
+
+def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> float:
+    """Area (px²) two boxes (left, top, right, bottom) share."""
+    return max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+
+
+def plane(residuals: Mapping[str, Any]) -> Plane | None:
+    """Up to four points on (saved residual bytes, backward recompute FLOPs): yours, the
+    reference's, no checkpoint (recomputes nothing) and the reference under one plain
+    `jax.checkpoint` (everything recomputed). None when fewer than two points have numbers."""
+    r = residuals.get
+    given = [
+        ("yours", "yours", r("submitted_bytes"), r("submitted_recompute_flops")),
+        ("reference", "reference", r("expected_bytes"), r("expected_recompute_flops")),
+        (
+            "plain",
+            "no checkpoint",
+            r("no_checkpoint_bytes"),
+            0 if r("no_checkpoint_bytes") is not None else None,
+        ),  # recomputes nothing
+        ("remat", "everything recomputed", r("full_remat_bytes"), r("full_remat_recompute_flops")),
+    ]
+    present = [(k, n, int(b), int(f)) for k, n, b, f in given if b is not None and f is not None]
+    if len(present) < 2:
+        return None
+    x_lo, x_hi, x_ticks = _axis([b for *_, b, _ in present], binary=True)
+    y_lo, y_hi, y_ticks = _axis([f for *_, f in present], binary=False)
+    plot_h = PLANE_BOTTOM - PLANE_TOP
+
+    def px(v: float) -> float:
+        return 100.0 * (v - x_lo) / (x_hi - x_lo)
+
+    def py(v: float) -> float:
+        return PLANE_BOTTOM - plot_h * (v - y_lo) / (y_hi - y_lo)
+
+    points = [PlanePoint(key=k, name=n, nbytes=b, flops=f, x=px(b), y=py(f)) for k, n, b, f in present]
+
+    # One label per group of points drawn on top of each other ("yours = reference" when the
+    # numbers are equal, "yours, reference" when they only look so at this scale).
+    groups: list[list[int]] = []
+    for i, p in enumerate(points):
+        for g in groups:
+            q = points[g[0]]
+            if abs(p.x - q.x) * _NOMINAL_WIDTH / 100 < 4 and abs(p.y - q.y) < 4:
+                g.append(i)
+                break
+        else:
+            groups.append([i])
+
+    # Place each label beside its point where it fits inside the chart and hits no other label or
+    # marker, checked at the narrowest width the chart gets (wider only spreads points apart):
+    # greedily, in every order of the (at most four) labels, keeping the best overall.
+    W = _NOMINAL_WIDTH
+    markers = [(p.x * W / 100 - 11, p.y - 11, p.x * W / 100 + 11, p.y + 11) for p in points]
+    # the y-axis title at the top left, and the x-axis numbers and title below the plot
+    reserved = [
+        (-PLANE_GUTTER, 0, -PLANE_GUTTER + 17 * _CHAR_W, 16),
+        (-PLANE_GUTTER, PLANE_BOTTOM + 9, W + PLANE_RIGHT, PLANE_HEIGHT),
+    ]
+
+    Box = tuple[float, float, float, float]  # left, top, right, bottom
+
+    def candidates(g: list[int]) -> list[tuple[float, tuple[str, ...], float, float, str, Box]]:
+        """(preference, lines, dx, top relative to the point, anchor, box) for each way to put the label."""
+        p = points[g[0]]
+        same = all((points[i].nbytes, points[i].flops) == (p.nbytes, p.flops) for i in g)
+        text = (" = " if same else ", ").join(points[i].name for i in g)  # "=" only when the numbers are equal
+        variants: list[tuple[str, ...]] = [(text,)]
+        if len(g) == 1 and " " in text and len(text) > 10:
+            head, _, tail = text.partition(" ")
+            variants.append((head, tail))
+        cx = p.x * W / 100
+        out: list[tuple[float, tuple[str, ...], float, float, str, Box]] = []
+        for v, lines in enumerate(variants):
+            width = max(len(s) for s in lines) * _CHAR_W
+            height = len(lines) * _LINE_H
+            options = [
+                (12, -height / 2, "start"),
+                (-12, -height / 2, "end"),
+                (0, -13 - height, "middle"),
+                (0, 13, "middle"),
+                (10, -10 - height, "start"),
+                (-10, -10 - height, "end"),
+                (10, 9, "start"),
+                (-10, 9, "end"),
+            ]
+            for k, (dx, rel_top, anchor) in enumerate(options):
+                left = cx + dx if anchor == "start" else cx + dx - width if anchor == "end" else cx - width / 2
+                top = p.y + rel_top
+                out.append((k + 2.5 * v, lines, dx, rel_top, anchor, (left, top, left + width, top + height)))
+        return out
+
+    options = {id(g): candidates(g) for g in groups}
+    best_total: float | None = None
+    best_choice: list[tuple[list[int], tuple]] = []
+    for order in itertools.permutations(groups):
+        placed: list[Box] = []
+        total = 0.0
+        choice = []
+        for g in order:
+            scored = []
+            for cand in options[id(g)]:
+                box = cand[5]
+                # px outside the chart (a little into the right margin is allowed) ...
+                overflow = (
+                    max(0.0, -6 - box[0])
+                    + max(0.0, box[2] - (W + PLANE_RIGHT))
+                    + max(0.0, -box[1])
+                    + max(0.0, box[3] - (PLANE_BOTTOM + 8))
+                )
+                # ... and px² over other labels, the axis texts and other points
+                clash = sum(_overlap(box, o) for o in placed + reserved) + sum(
+                    _overlap(box, m) for j, m in enumerate(markers) if j not in g
+                )
+                scored.append((20 * overflow + clash + 5 * cand[0], cand))
+            score, cand = min(scored, key=lambda sc: sc[0])
+            placed.append(cand[5])
+            total += score
+            choice.append((g, cand))
+        if best_total is None or total < best_total:
+            best_total, best_choice = total, choice
+    out = list(points)
+    for g, (_, lines, dx, rel_top, anchor, _) in best_choice:
+        p = points[g[0]]  # 11: from the top of the label's box to the first line's baseline
+        out[g[0]] = dataclasses.replace(p, label_lines=lines, dx=dx, label_y=p.y + rel_top + 11, anchor=anchor)
+
+    n = len(x_ticks)
+    return Plane(
+        points=out,
+        x_ticks=[
+            Tick(px(v), t, "start" if i == 0 and n > 1 else "end" if i == n - 1 else "middle")
+            for i, (v, t) in enumerate(x_ticks)
+        ],
+        y_ticks=[Tick(py(v), t, "end") for v, t in y_ticks],
+    )
