@@ -119,6 +119,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     _offline_docs(app)
 
+    _handle_errors(app)
+    _add_middleware(app, settings)
+    _add_routes(app)
+    return app
+
+
+def _handle_errors(app: FastAPI) -> None:
+    """HTML error pages for browsers and JSON for the API; a database that is away is a 503 with
+    Retry-After on every route; validation errors say which field and why."""
+
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(request: Request, exc: StarletteHTTPException) -> Response:
         if request.url.path.startswith("/api/") or "text/html" not in request.headers.get("accept", ""):
@@ -145,6 +155,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         code, message = _validation_message(exc)
         return JSONResponse(status_code=code, content={"detail": message})
 
+
+def _add_middleware(app: FastAPI, settings: Settings) -> None:
+    """Body caps and unstorable-text guards before any route runs, the session cookie that is
+    secure by the URL, and gzip."""
     app.add_middleware(UnstorableTextGuard)  # inside BodySizeLimit: it reads bodies already capped
     # JSON escapes can make a 64 KiB source up to 6 times longer on the wire.
     app.add_middleware(
@@ -163,6 +177,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         forced=settings.cookie_secure,
     )
     app.add_middleware(GZipMiddleware, minimum_size=1024)
+
+
+def _add_routes(app: FastAPI) -> None:
+    """Static files, the favicon and Pygments' stylesheet, then every router (the admin's upload
+    page before `/instructor/problems/{slug}`)."""
     app.mount("/static", StaticFiles(directory=str(WEB_DIR / "static")), name="static")
 
     @app.get("/favicon.ico", include_in_schema=False)
@@ -189,7 +208,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(submissions.router, prefix="/api/v1")
     app.include_router(health.router, prefix="/api/v1")
     app.include_router(health.router)
-    return app
 
 
 def app_from_environment() -> FastAPI:

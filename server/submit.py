@@ -112,16 +112,7 @@ def submit(
             same idempotency key being stored. Nothing is stored then.
         A database fault (`server.store.faults.is_database_fault`) propagates: the app answers 503.
     """
-    settings = services.settings
-    for field, value in (
-        ("problem", problem),
-        ("source", source),
-        ("external_id", external_id),
-        ("callback_url", callback_url),
-    ):
-        reason = unstorable_reason(value) if value is not None else None
-        if reason is not None:  # checked first: no message below may quote such text, nothing is counted
-            raise SubmitError(Refusal.INVALID, f"{field} contains {reason}; send UTF-8 text without it")
+    _check_text(problem=problem, source=source, external_id=external_id, callback_url=callback_url)
     idempotency = None
     if idempotency_key is not None:
         idempotency = Idempotency(
@@ -134,6 +125,39 @@ def submit(
         stored = _replay(services, idempotency)
         if stored is not None:
             return stored
+    _check_fields(services, source=source, external_id=external_id, callback_url=callback_url)
+    _check_target(services, problem=problem, client=client, callback_url=callback_url, unpublished_too=unpublished_too)
+    _admit(services, owner_key)
+    return _store_and_enqueue(
+        services,
+        problem=problem,
+        source=source,
+        user_id=user_id,
+        client=client,
+        external_id=external_id,
+        callback_url=callback_url,
+        idempotency=idempotency,
+    )
+
+
+def _check_text(*, problem: str, source: str, external_id: str | None, callback_url: str | None) -> None:
+    """Refuses a NUL or a lone surrogate in any text, first: no message may quote such text, and
+    nothing is counted for it (INVALID)."""
+    for field, value in (
+        ("problem", problem),
+        ("source", source),
+        ("external_id", external_id),
+        ("callback_url", callback_url),
+    ):
+        reason = unstorable_reason(value) if value is not None else None
+        if reason is not None:  # checked first: no message below may quote such text, nothing is counted
+            raise SubmitError(Refusal.INVALID, f"{field} contains {reason}; send UTF-8 text without it")
+
+
+def _check_fields(services: Services, *, source: str, external_id: str | None, callback_url: str | None) -> None:
+    """Refuses an empty source, ids and URLs of the wrong length (INVALID) and a source over the
+    size limit (TOO_LARGE)."""
+    settings = services.settings
     if not source.strip():
         raise SubmitError(Refusal.INVALID, "the source is empty")
     if external_id is not None and not 1 <= len(external_id) <= MAX_EXTERNAL_ID_CHARS:
@@ -145,6 +169,19 @@ def submit(
         raise SubmitError(
             Refusal.TOO_LARGE, f"the source is {size:,} bytes; the limit is {settings.max_source_bytes:,} bytes"
         )
+
+
+def _check_target(
+    services: Services,
+    *,
+    problem: str,
+    client: ApiClientRecord | None,
+    callback_url: str | None,
+    unpublished_too: bool,
+) -> None:
+    """Refuses an unknown (or, unless `unpublished_too`, unpublished) problem (UNKNOWN_PROBLEM),
+    one outside the client's scope (OUT_OF_SCOPE), and a callback URL without a client or outside
+    its allowed prefixes (INVALID)."""
     try:
         if not problem or len(problem) > 64:
             raise KeyError(problem)
@@ -172,6 +209,11 @@ def submit(
                 f"callback_url {callback_url!r} is not under this client's allowed callback "
                 f"prefixes ({', '.join(client.callback_prefixes) or 'none'})",
             )
+
+
+def _admit(services: Services, owner_key: str) -> None:
+    """Admission control: the caller's rate limit (RATE_LIMITED), the queue's depth and, scaled
+    out, whether Redis answers (UNAVAILABLE). A database fault propagates."""
     try:
         services.admission.check(owner_key)
         if services.redis_jobs is not None and not services.redis_jobs.available():
@@ -201,6 +243,21 @@ def submit(
             "the grading queue is unavailable right now; nothing was stored, try again in a few seconds",
             5,
         ) from None
+
+
+def _store_and_enqueue(
+    services: Services,
+    *,
+    problem: str,
+    source: str,
+    user_id: int | None,
+    client: ApiClientRecord | None,
+    external_id: str | None,
+    callback_url: str | None,
+    idempotency: Idempotency | None,
+) -> SubmissionRecord:
+    """Stores the submission (with its idempotency key, in one transaction), then enqueues it; a
+    concurrent repeat of the same key answers the first one stored (or IN_PROGRESS)."""
     try:
         record = services.store.create(
             problem=problem,
