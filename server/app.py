@@ -21,6 +21,8 @@ from server.api import health, problems, submissions
 from server.courses import pages as course_pages  # courses, gradebooks, regrades (issue 12)
 from server.store.faults import DATABASE, is_database_fault
 from server.http_guards import BodySizeLimit, UnstorableTextGuard
+from server.lti import deep_linking_pages as lti_deep_linking
+from server.lti import login as lti_login
 from server.lti.routes import router as lti_router  # LTI 1.3 tool (issue 12)
 from server.lti.setup import router as lti_setup_router  # LTI set-up, one-URL registration (issue 24)
 from server.packages import MAX_ARCHIVE_BYTES
@@ -201,7 +203,9 @@ def _add_routes(app: FastAPI) -> None:
     app.include_router(web_pages.router)
     app.include_router(account_pages.router)
     app.include_router(instructor_pages.router)
-    app.include_router(lti_router)  # LTI 1.3 tool (issue 12)
+    app.include_router(lti_login.router)  # LTI 1.3 tool: OIDC login, launch, deep linking
+    app.include_router(lti_router)
+    app.include_router(lti_deep_linking.router)
     app.include_router(lti_setup_router)  # LTI set-up, one-URL registration (issue 24)
     app.include_router(course_pages.router)  # courses, gradebooks, regrades (issue 12)
     app.include_router(problems.router, prefix="/api/v1")

@@ -33,7 +33,7 @@ from server.lti.registration import (
     fetch_configuration,
     register_with,
 )
-from server.lti.routes import _admin_only, _page
+from server.lti.pages import _admin_only, _page
 from server.lti.service import LtiService
 from server.web.auth import check_csrf, user_of
 
