@@ -1,6 +1,7 @@
 """The `remat-judge` command line (Typer): one app, its commands grouped by what they work on.
 
-`serve` and `worker` (server.cli.serve), `grade` and `problems ...` (server.cli.problems),
+`serve` and `worker` (server.cli.serve), `grade` (server.cli.grade), `problems ...`
+(server.cli.problems; `add` in server.cli.packages),
 `users ...` and `clients ...` (server.cli.accounts), `db ...` (server.cli.db), `lti ...`
 (server.cli.lti), `courses ...` and `problems regrade|regrades` (server.cli.courses). What they
 share (consoles, exit codes, settings, the database) is in server.cli.common.
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import typer
 
-from server.cli import accounts, courses, passwords, problems, serve
+from server.cli import accounts, courses, grade, packages, passwords, problems, serve
 from server.cli.db import db_app
 from server.cli.lti import lti_app
 
@@ -19,7 +20,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-app.registered_commands += serve.app.registered_commands + problems.app.registered_commands
+app.registered_commands += serve.app.registered_commands + grade.app.registered_commands
+_ = packages  # imported for `problems add`, which registers itself on problems_app
 app.add_typer(problems.problems_app, name="problems")
 app.add_typer(accounts.users_app, name="users")
 app.add_typer(db_app, name="db")

@@ -1,0 +1,118 @@
+"""`remat-judge grade FILE --problem SLUG`: a file graded through the same jail and verifier as the
+server, the report printed as a table (or JSON), exit 0 when ACCEPTED."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Annotated, Optional
+import typer
+from rich.table import Table
+from rich.text import Text
+from graders.checks.residuals import format_residuals
+from graders.problem import ProblemError, ProblemRepository
+from graders.verdict import VERDICT_EXPLANATIONS, Verdict, VerdictReport
+from server.cli.common import EXIT_ACCEPTED, EXIT_REJECTED, EXIT_USAGE, console, err, quietly, settings_for
+
+
+app = typer.Typer()  # `grade`, added to the main app (server.cli)
+
+
+def _headline(report: VerdictReport) -> str:
+    """The verdict's one line, from the check that failed (the web panel's diagnosis)."""
+    from server.web.panel import panel_context
+
+    try:
+        diagnosis = panel_context(report)["diagnosis"]
+        return (
+            f"{diagnosis.headline}."
+            if diagnosis.headline and not diagnosis.headline.endswith(".")
+            else diagnosis.headline
+        )
+    except Exception:  # noqa: BLE001 - a report the panel cannot read: the verdict's own words
+        return VERDICT_EXPLANATIONS[report.verdict or Verdict.INTERNAL_ERROR]
+
+
+def _print_report(report: VerdictReport) -> None:
+    verdict = report.verdict or Verdict.INTERNAL_ERROR
+    color = "green" if verdict == Verdict.ACCEPTED else "red"
+    console.print(
+        f"[bold {color}]{verdict.value}[/]  score {report.score:.2f}  ({report.problem}, "
+        f"version {report.problem_version})"
+    )
+    console.print(_headline(report), markup=False, highlight=False)
+    table = Table(show_header=True, header_style="bold")
+    table.add_column("check")
+    table.add_column("")
+    table.add_column("message", overflow="fold")
+    for check in report.checks:
+        mark = "[green]ok[/]" if check.passed else "[red]FAIL[/]"
+        # a check's message can quote the submission (an exception's text): never Rich markup
+        table.add_row(Text(check.name), mark if check.judged else "[dim]info[/]", Text(check.message))
+    console.print(table)
+    if report.residuals is not None:
+        r = report.residuals
+        console.print(
+            format_residuals(r.expected, title=f"the required policy saves ({r.case})", unmatched="not saved by yours"),
+            markup=False,
+            highlight=False,
+        )
+        console.print(format_residuals(r.submitted, title=f"yours saves ({r.case})"), markup=False, highlight=False)
+        if r.expected_bwd_peak_bytes is not None:
+            console.print(
+                f"backward pass peak live bytes: yours {r.submitted_bwd_peak_bytes:,}, "
+                f"reference {r.expected_bwd_peak_bytes:,}"
+            )
+        if r.expected_recompute_flops is not None and r.submitted_recompute_flops is not None:
+            console.print(
+                f"backward pass recompute FLOPs: yours {r.submitted_recompute_flops:,}, "
+                f"reference {r.expected_recompute_flops:,}"
+            )
+    for name in ("stdout", "stderr"):
+        text = getattr(report, name)
+        if text.strip():
+            console.print(f"[bold]{name}[/]")
+            console.print(text.rstrip(), markup=False, highlight=False)
+    console.print(f"timing (ms): {report.timing_ms}")
+
+
+@app.command("grade")
+def grade_file(
+    file: Annotated[Path, typer.Argument(help="the submission's .py file")],
+    problem: Annotated[str, typer.Option("--problem", "-p", help="problem slug")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the verdict JSON")] = False,
+    data_dir: Annotated[Optional[Path], typer.Option(help="cache and seed folder")] = None,
+    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+) -> None:
+    """Grade FILE against a problem through the same sandbox and verifier as the server.
+
+    Exits 0 only for ACCEPTED, 1 for any other verdict, 2 for usage errors.
+    """
+    import threading
+
+    from graders.pipeline import grade, prestart
+
+    # both templates import JAX while the file and the problem load
+    threading.Thread(target=lambda: quietly(prestart), daemon=True).start()
+    settings = settings_for(data_dir, problems_dir)
+    try:
+        source = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        err.print(f"cannot read {file}: {exc}")
+        raise typer.Exit(EXIT_USAGE) from None
+    try:
+        loaded = ProblemRepository(settings.problems_dir).get(problem)
+    except KeyError:
+        err.print(f"no problem {problem!r} in {settings.problems_dir}; `remat-judge problems list` lists them")
+        raise typer.Exit(EXIT_USAGE) from None
+    except ProblemError as exc:
+        err.print(f"problem {problem!r} is invalid:\n{exc}")
+        raise typer.Exit(EXIT_USAGE) from None
+    with err.status(f"grading {file.name} against {problem}...") if not as_json else nullcontext():
+        report = grade(source, loaded, settings.judge_config())
+    if as_json:
+        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+    else:
+        _print_report(report)
+    raise typer.Exit(EXIT_ACCEPTED if report.verdict == Verdict.ACCEPTED else EXIT_REJECTED)
