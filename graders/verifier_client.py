@@ -43,10 +43,9 @@ from sandbox.supervise import Child, ChildLimits, SupervisorError, Templates, Te
 log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[1]
 KEPT_STDERR_BYTES = 64 * 1024
-RESULT_CACHE_FORMAT = (
-    4  # 2: programs compiled with evaluate.COMPILER_OPTIONS; 3: the reference self-checks; 4: program digests
-)
-# (no per-submission finite differences), memory kinds, calibrated peak slack, the recompute check
+# 2: programs compiled with evaluate.COMPILER_OPTIONS; 3: the reference self-checks (no per-submission
+# finite differences), memory kinds, calibrated peak slack, the recompute check; 4: program digests
+RESULT_CACHE_FORMAT = 4
 MAX_FORKS_PER_TEMPLATE = 500
 
 

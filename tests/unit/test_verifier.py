@@ -16,14 +16,8 @@ import pytest
 
 from graders.expectation import ARRAY_FIELDS
 from graders.problem import Problem
-from graders.reference import (
-    Expectations,
-    build_expectations,
-    cache_dir,
-    ensure_expectations,
-    load_expectations,
-    save_expectations,
-)
+from graders.expectation_files import load_expectations, save_expectations
+from graders.reference import Expectations, build_expectations, cache_dir, ensure_expectations
 from graders.verdict import Verdict
 from graders.artifact_limits import VerifyLimits
 from graders.verifier import VerifyResult, VersionMismatch, residual_report, score_of, verify
