@@ -3,276 +3,40 @@
 A package holds `problem.toml` (this module's `ProblemSpec`), `statement.md`, `starter.py`,
 `reference.py` (never served, never mounted into a jail), optional `hints.md`, and `wrong/*.py`,
 known-wrong submissions whose first line is `# expect: VERDICT`.
+
+The models of `problem.toml` are in `graders.problem_spec`; this module loads packages, draws
+hidden inputs and cotangents, and serves published versions (`ProblemRepository`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import re
 import tomllib
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, cast
-
+from typing import Any, cast
 import numpy as np
 from pydantic import (
     BaseModel,
-    ConfigDict,
-    Discriminator,
-    Field,
-    Tag,
     ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_validator,
+)
+from graders.publication import content_version, published_version, snapshot_dir, take_snapshot
+from graders.problem_spec import (
+    _array_specs,
+    ArrayArg,
+    ArraySpec,
+    CaseSpec,
+    ListArg,
+    ProblemError,
+    ProblemSpec,
+    SLUG_RE,
+    UniformGenerator,
 )
 
-from graders.publication import content_version, published_version, snapshot_dir, take_snapshot
 
 log = logging.getLogger(__name__)
-
-SLUG_RE = r"^[a-z][a-z0-9_]{1,63}$"
-DIM_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
-FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
-
-
-class ProblemError(Exception):
-    """A problem package is missing or invalid; the message names the file and the field."""
-
-
-class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class NormalGenerator(_Spec):
-    """Hidden inputs drawn from N(mean, scale**2)."""
-
-    kind: Literal["normal"] = "normal"
-    mean: float = 0.0
-    scale: Annotated[float, Field(gt=0)] = 1.0
-
-
-class UniformGenerator(_Spec):
-    """Hidden inputs drawn uniformly from [low, high)."""
-
-    kind: Literal["uniform"]
-    low: float = -1.0
-    high: float = 1.0
-
-    @model_validator(mode="after")
-    def _ordered(self) -> "UniformGenerator":
-        if not self.low < self.high:
-            raise ValueError(f"uniform generator needs low < high, got low={self.low}, high={self.high}")
-        return self
-
-
-def _kind_or(default: str) -> Discriminator:
-    """A discriminator that reads `kind`, taking `default` when the field is left out."""
-
-    def kind(value: object) -> str:
-        if isinstance(value, dict):
-            return str(value.get("kind", default))
-        return str(getattr(value, "kind", default))
-
-    return Discriminator(kind)
-
-
-Generator = Annotated[
-    Union[Annotated[NormalGenerator, Tag("normal")], Annotated[UniformGenerator, Tag("uniform")]], _kind_or("normal")
-]
-Dim = Union[Annotated[int, Field(ge=0, le=1 << 20)], Annotated[str, Field(pattern=DIM_RE)]]
-
-
-class ArraySpec(_Spec):
-    """One array argument (or one item of a list argument).
-
-    Attributes:
-        shape: sizes, each an int or a dimension name bound by every case's `dims`.
-        dtype: a float dtype name, e.g. "float32".
-        generator: how hidden inputs are drawn.
-    """
-
-    shape: list[Dim]
-    dtype: Literal["float16", "bfloat16", "float32", "float64"] = "float32"
-    generator: Generator = NormalGenerator()
-
-
-class ArrayArg(ArraySpec):
-    """A positional argument that is one array."""
-
-    name: Annotated[str, Field(pattern=DIM_RE)]
-    kind: Literal["array"] = "array"
-
-
-class ListArg(_Spec):
-    """A positional argument that is a Python list of arrays (e.g. `params = [W1, W2, W3]`)."""
-
-    name: Annotated[str, Field(pattern=DIM_RE)]
-    kind: Literal["list"]
-    items: Annotated[list[ArraySpec], Field(min_length=1, max_length=64)]
-
-
-class StaticArg(_Spec):
-    """A positional argument passed as a Python value (a bool, int, float or str), set per case."""
-
-    name: Annotated[str, Field(pattern=DIM_RE)]
-    kind: Literal["static"]
-
-
-Arg = Annotated[
-    Union[Annotated[ArrayArg, Tag("array")], Annotated[ListArg, Tag("list")], Annotated[StaticArg, Tag("static")]],
-    _kind_or("array"),
-]
-
-
-class CaseSpec(_Spec):
-    """A test case: sizes for the named dimensions and values for the static arguments."""
-
-    name: Annotated[str, Field(pattern=DIM_RE)]
-    dims: dict[Annotated[str, Field(pattern=DIM_RE)], Annotated[int, Field(ge=0, le=1 << 20)]] = {}
-    static: dict[str, Union[bool, int, float, str]] = {}
-
-
-class Tolerance(_Spec):
-    """|submitted - expected| <= atol * max(1, max|expected|) + rtol * |expected|, elementwise."""
-
-    rtol: Annotated[float, Field(ge=0)] = 1e-4
-    atol: Annotated[float, Field(ge=0)] = 1e-5
-
-
-class MemoryRule(_Spec):
-    """What the saved residuals must be.
-
-    `exact`: the residual signature (the multiset of residual avals) equals the reference's; with
-    `bound_bwd_peak`, the backward pass's peak live bytes must also be at most the reference's plus
-    `slack_bytes` (for problems whose values all share one shape, where a wrong checkpoint placement
-    can save as many arrays of that shape as the right one but holds more at once afterwards).
-    `at_most`: residual bytes and backward-pass peak live bytes are each at most the reference's
-    plus `slack_bytes`.
-    `match` (for `exact`): "values" (default) also requires each saved residual to equal, as a value
-    on every hidden input, a distinct residual of the reference (docs/ARCHITECTURE.md, "Two axes of
-    a policy"); "avals" compares shapes and dtypes only, for a problem whose statement accepts any
-    value of the right shape.
-    `recompute_slack` (for `exact`): the backward pass may spend at most this fraction more FLOPs
-    than the reference's (a policy saves values so the backward pass need not recompute them: one
-    that saves the right values and recomputes everything anyway is WRONG_POLICY); None: reported
-    only. The default, 0.25, is measured: the bank's correct solutions, written in other styles,
-    stay within a few percent of their reference.
-    """
-
-    rule: Literal["exact", "at_most"] = "exact"
-    match: Literal["values", "avals"] = "values"
-    slack_bytes: Annotated[int, Field(ge=0)] = 0
-    bound_bwd_peak: bool = False
-    recompute_slack: Annotated[float, Field(ge=0, le=100)] | None = 0.25
-
-    @property
-    def bounds_peak(self) -> bool:
-        """Whether the backward pass's peak live bytes are judged (not only reported)."""
-        return self.rule == "at_most" or self.bound_bwd_peak
-
-
-class Scoring(_Spec):
-    """Weights of the three parts of a score; they must sum to 1."""
-
-    value: Annotated[float, Field(ge=0)] = 0.34
-    gradient: Annotated[float, Field(ge=0)] = 0.33
-    policy: Annotated[float, Field(ge=0)] = 0.33
-
-    @model_validator(mode="after")
-    def _sums_to_one(self) -> "Scoring":
-        total = self.value + self.gradient + self.policy
-        if not math.isclose(total, 1.0, abs_tol=1e-6):
-            raise ValueError(f"scoring weights must sum to 1, they sum to {total}")
-        return self
-
-
-class ProblemLimits(_Spec):
-    """Per-problem jail limits (units in the names); unset fields use the deployment's defaults."""
-
-    wall_time_limit_s: Annotated[float, Field(gt=0, le=600)] | None = None
-    cpu_time_limit_s: Annotated[float, Field(gt=0, le=600)] | None = None
-    memory_limit_mib: Annotated[int, Field(ge=512, le=65536)] | None = None
-
-
-class VerifySpec(_Spec):
-    """How hard the verifier looks.
-
-    Attributes:
-        inputs_per_case: fresh hidden inputs (each with its own random cotangent) per case.
-        allowed_custom_calls: custom_call targets this problem permits (none by default).
-    """
-
-    inputs_per_case: Annotated[int, Field(ge=1, le=20)] = 3
-    allowed_custom_calls: list[str] = []
-
-
-class ProblemSpec(_Spec):
-    """`problem.toml`."""
-
-    slug: Annotated[str, Field(pattern=SLUG_RE)]
-    title: Annotated[str, Field(min_length=1, max_length=200)]
-    difficulty: Literal["easy", "medium", "hard"]
-    tags: list[Annotated[str, Field(min_length=1, max_length=60)]] = []
-    order: Annotated[int, Field(ge=0, le=100_000)] | None = None  # place in the course list (lowest first)
-    entry_point: Annotated[str, Field(pattern=DIM_RE)]
-    args: Annotated[list[Arg], Field(min_length=1, max_length=32)]
-    cases: Annotated[list[CaseSpec], Field(min_length=1, max_length=16)]
-    tolerance: dict[Literal["float16", "bfloat16", "float32", "float64"], Tolerance] = {}
-    memory: MemoryRule = MemoryRule()
-    scoring: Scoring = Scoring()
-    limits: ProblemLimits = ProblemLimits()
-    verify: VerifySpec = VerifySpec()
-
-    @field_validator("args")
-    @classmethod
-    def _unique_arg_names(cls, args: list[Arg]) -> list[Arg]:
-        names = [a.name for a in args]
-        if len(set(names)) != len(names):
-            raise ValueError(f"argument names must be unique, got {names}")
-        return args
-
-    @field_validator("cases")
-    @classmethod
-    def _cases_bind_everything(cls, cases: list[CaseSpec], info: ValidationInfo) -> list[CaseSpec]:
-        names = [c.name for c in cases]
-        if len(set(names)) != len(names):
-            raise ValueError(f"case names must be unique, got {names}")
-        args = info.data.get("args")
-        if args is None:  # args failed validation; that error is reported already
-            return cases
-        needed = {d for spec in _array_specs(args) for d in spec.shape if isinstance(d, str)}
-        statics = {a.name for a in args if isinstance(a, StaticArg)}
-        for case in cases:
-            missing = needed - set(case.dims)
-            if missing:
-                raise ValueError(f"case {case.name!r} does not give dims {sorted(missing)}")
-            if set(case.static) != statics:
-                raise ValueError(
-                    f"case {case.name!r} must give static values for exactly {sorted(statics)}, "
-                    f"it gives {sorted(case.static)}"
-                )
-        return cases
-
-    def tolerance_for(self, dtype: str) -> Tolerance:
-        """The tolerance for outputs of `dtype` (the default Tolerance when unset)."""
-        # (not `.get(dtype)`: the keys are the float dtypes' Literal names, `dtype` any name)
-        for name, tolerance in self.tolerance.items():
-            if name == dtype:
-                return tolerance
-        return Tolerance()
-
-
-def _array_specs(args: list[Arg]) -> list[ArraySpec]:
-    out: list[ArraySpec] = []
-    for a in args:
-        if isinstance(a, ArrayArg):
-            out.append(a)
-        elif isinstance(a, ListArg):
-            out.extend(a.items)
-    return out
 
 
 def _concrete(spec: ArraySpec, dims: dict[str, int]) -> list[int]:

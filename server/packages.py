@@ -19,7 +19,8 @@ import uuid
 from pathlib import Path, PurePosixPath
 from typing import Iterator
 
-from graders.problem import SLUG_RE, Problem, load_problem
+from graders.problem import Problem, load_problem
+from graders.problem_spec import SLUG_RE
 from graders.publication import MARKER, mark_published, mark_unpublished, published_version, take_snapshot
 
 MAX_ARCHIVE_BYTES = 4 * 1024 * 1024  # compressed upload

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from graders.problem import ProblemError
+from graders.problem_spec import ProblemError
 from server.refusal import Refusal
 from server.admission import Rejected
 from server.store.accounts import ApiClientRecord

@@ -27,7 +27,8 @@ from sqlalchemy import Boolean, Integer, String, Text, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
-from graders.problem import Problem, ProblemError, load_problem
+from graders.problem import Problem, load_problem
+from graders.problem_spec import ProblemError
 from graders.publication import published_version, todos
 from server.store.db import Base, UTCDateTime, _enum, utcnow
 from server.packages import PackageError, install, staging_root, unpack

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from graders.expectation import CaseExpectation
-from graders.problem import Tolerance
+from graders.problem_spec import Tolerance
 from graders.verdict import ResidualFact
 
 

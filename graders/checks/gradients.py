@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from graders.checks.common import CaseRun, compare_calibrated
 from graders.expectation import error_of
-from graders.problem import ProblemSpec
+from graders.problem_spec import ProblemSpec
 from graders.verdict import CheckResult, Verdict
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from graders.checks.common import CaseRun, compare_calibrated
 from graders.expectation import error_of
-from graders.problem import MemoryRule, ProblemSpec, Tolerance
+from graders.problem_spec import MemoryRule, ProblemSpec, Tolerance
 from graders.verdict import CheckResult, ResidualFact, Verdict
 
 

@@ -11,7 +11,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 from graders.checks.residuals import format_residuals
-from graders.problem import ProblemError, ProblemRepository
+from graders.problem import ProblemRepository
+from graders.problem_spec import ProblemError
 from graders.verdict import VERDICT_EXPLANATIONS, Verdict, VerdictReport
 from server.cli.common import EXIT_ACCEPTED, EXIT_REJECTED, EXIT_USAGE, console, err, quietly, settings_for
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 import typer
 from rich.markup import escape
-from graders.problem import ProblemError
+from graders.problem_spec import ProblemError
 from server.cli.common import EXIT_REJECTED, EXIT_USAGE, console, err, settings_for
 from server.cli.problems import _rows_table, _validate_packages, problems_app
 

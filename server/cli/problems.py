@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 from rich.table import Table
-from graders.problem import Problem, ProblemError, ProblemRepository
+from graders.problem import Problem, ProblemRepository
+from graders.problem_spec import ProblemError
 from server.settings import Settings
 from server.cli.common import EXIT_REJECTED, EXIT_USAGE, console, engine_for, err, settings_for
 
@@ -141,7 +142,7 @@ def problems_new(
     """Scaffold a problem package with every file, each field commented."""
     import re
 
-    from graders.problem import SLUG_RE
+    from graders.problem_spec import SLUG_RE
     from graders.scaffold import scaffold
 
     if not re.match(SLUG_RE, slug):

@@ -13,7 +13,8 @@ from datetime import datetime, timezone
 
 from sqlalchemy.engine import Engine
 
-from graders.problem import ProblemError, ProblemRepository
+from graders.problem import ProblemRepository
+from graders.problem_spec import ProblemError
 from server.courses.lms import LmsGrades
 from server.courses.models import Assignment, Course, CourseError, CourseRole, CourseStore
 from server.courses.regrade import Regrade, RegradeStore

@@ -24,7 +24,7 @@ from fastapi import APIRouter, Form, HTTPException, Path as PathParam, Request, 
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from graders.problem import ProblemError
+from graders.problem_spec import ProblemError
 from server.deps import ServicesDep
 from server.services import Services
 from server.authz import ANONYMOUS, Action, CourseTarget, Principal, decide

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Callable
 from graders.insight import fingerprint
 from graders.config import JudgeConfig
 from graders.pipeline import grade, internal_error_report
-from graders.problem import ProblemError, ProblemRepository
+from graders.problem import ProblemRepository
+from graders.problem_spec import ProblemError
 from graders.verdict import Verdict, VerdictReport
 from server import metrics
 

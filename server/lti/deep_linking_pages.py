@@ -8,7 +8,7 @@ import secrets
 from typing import Annotated, Any
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
-from graders.problem import ProblemError
+from graders.problem_spec import ProblemError
 from server.deps import LtiDep, ServicesDep
 from server.services import Services
 from server.courses.models import CourseRole

@@ -50,7 +50,7 @@ from typing import Annotated, Any
 from urllib.parse import urlencode
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
-from graders.problem import ProblemError
+from graders.problem_spec import ProblemError
 from server.deps import LtiDep, ServicesDep
 from server.services import Services
 from server.authz import Action, decide

@@ -11,7 +11,8 @@ from fastapi import HTTPException, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
-from graders.problem import Problem, ProblemError
+from graders.problem import Problem
+from graders.problem_spec import ProblemError
 from graders.verdict import VerdictReport
 from server.services import Services
 from server.authz import ANONYMOUS, Action, Principal, decide

@@ -15,7 +15,7 @@ from graders.checks.residuals import check_peak_memory, check_residuals, residua
 from graders.checks.values import check_values
 from graders.evaluate import directional_derivatives
 from graders.expectation import CaseExpectation
-from graders.problem import MemoryRule, ProblemSpec, Tolerance
+from graders.problem_spec import MemoryRule, ProblemSpec, Tolerance
 from graders.verdict import ResidualFact, Verdict
 
 TOL = Tolerance(rtol=1e-4, atol=1e-5)

@@ -9,16 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graders.problem import (
-    ArrayArg,
-    Problem,
-    ProblemError,
-    UniformGenerator,
-    case_arg_specs,
-    hidden_inputs,
-    leaf_names,
-    load_problem,
-)
+from graders.problem import Problem, case_arg_specs, hidden_inputs, leaf_names, load_problem
+from graders.problem_spec import ArrayArg, ProblemError, UniformGenerator
 from graders.verdict import Verdict
 
 DOT_POLICY_DIR = Path(__file__).resolve().parents[2] / "problems" / "checkpoint_dot_policy"
