@@ -77,55 +77,47 @@ def serve(
         shutil.rmtree(multiproc, ignore_errors=True)
         multiproc.mkdir(parents=True)
         os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(multiproc))
-    if settings.scaled:  # say a missing migration plainly, before the server starts (waiting for the database)
-        from server.runtime import require_migrated
-        from server.store.faults import wait_for_database
-
-        wait_for_database(settings.resolved_database_url)
-        try:
-            require_migrated(settings.resolved_database_url)
-        except RuntimeError as exc:
-            err.print(f"[red]{escape(str(exc))}[/]")
-            raise typer.Exit(EXIT_USAGE) from None
+    if settings.scaled:
+        _check_schema(settings)
     if (ssl_certfile is None) != (ssl_keyfile is None):
         err.print("[red]--ssl-certfile and --ssl-keyfile go together[/]")
         raise typer.Exit(EXIT_USAGE)
     certfile, keyfile = (str(ssl_certfile), str(ssl_keyfile)) if ssl_certfile else (None, None)
     if metrics_port is not None:
         _serve_metrics(settings, metrics_port, metrics_host)
-    if processes == 1:
+    if processes > 1:  # the server processes read their settings from the environment
+        os.environ["REMAT_JUDGE_DATA_DIR"] = str(settings.data_dir.resolve())
+        os.environ["REMAT_JUDGE_PROBLEMS_DIR"] = str(settings.problems_dir.resolve())
+    else:
         from server.app import create_app
-
-        uvicorn.run(
-            create_app(settings),
-            host=host,
-            port=port,
-            log_level="info",
-            log_config=None,
-            timeout_keep_alive=KEEP_ALIVE_S,
-            proxy_headers=True,
-            forwarded_allow_ips=forwarded_allow_ips,
-            ssl_certfile=certfile,
-            ssl_keyfile=keyfile,
-        )
-        return
-    # the server processes read their settings from the environment
-    os.environ["REMAT_JUDGE_DATA_DIR"] = str(settings.data_dir.resolve())
-    os.environ["REMAT_JUDGE_PROBLEMS_DIR"] = str(settings.problems_dir.resolve())
     uvicorn.run(
-        "server.app:app_from_environment",
-        factory=True,
+        create_app(settings) if processes == 1 else "server.app:app_from_environment",
+        factory=processes > 1,
+        workers=processes if processes > 1 else None,
         host=host,
         port=port,
-        workers=processes,
+        log_level="info",
+        log_config=None,
         timeout_keep_alive=KEEP_ALIVE_S,
         proxy_headers=True,
         forwarded_allow_ips=forwarded_allow_ips,
-        log_level="info",
-        log_config=None,
         ssl_certfile=certfile,
         ssl_keyfile=keyfile,
     )
+
+
+def _check_schema(settings: Settings) -> None:
+    """Scaled out, says a missing migration plainly before the server starts (waiting for the
+    database first); exits 2 then."""
+    from server.runtime import require_migrated
+    from server.store.faults import wait_for_database
+
+    wait_for_database(settings.resolved_database_url)
+    try:
+        require_migrated(settings.resolved_database_url)
+    except RuntimeError as exc:
+        err.print(f"[red]{escape(str(exc))}[/]")
+        raise typer.Exit(EXIT_USAGE) from None
 
 
 def _serve_metrics(settings: Settings, port: int, host: str) -> None:

@@ -33,7 +33,8 @@ from server.delivery.callbacks import backoff_s
 from server.courses.models import CourseStore
 from server.courses.rules import Standing
 from server.store.db import utcnow
-from server.lti.ags import AgsClient, Score, next_timestamp
+from server.lti.ags import AgsClient
+from server.lti.scores import Score, next_timestamp
 from server.lti.keys import ToolKey
 from server.lti.passback import DueScore, PassbackStatus, PassbackStore
 from server.delivery.senders import DueSender

@@ -13,15 +13,11 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from server.lti.ags import (
+from server.lti.ags import SCOPE_LINEITEM, SCOPE_RESULT_READONLY, SCOPE_SCORE, AgsClient, TokenError
+from server.lti.scores import (
     CANVAS_SUBMISSION_CLAIM,
-    SCOPE_LINEITEM,
-    SCOPE_RESULT_READONLY,
-    SCOPE_SCORE,
     SCORE_CONTENT_TYPE,
-    AgsClient,
     Score,
-    TokenError,
     iso_ms,
     next_timestamp,
     score_body,
