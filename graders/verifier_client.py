@@ -38,7 +38,8 @@ from graders.verifier_events import (
     parse_event,
 )
 from sandbox.jail_limits import MIB
-from sandbox.supervise import Child, ChildLimits, SupervisorError, Templates, TemplateSpec, shared_templates
+from sandbox.supervise import Child, ChildLimits
+from sandbox.templates import SupervisorError, Templates, TemplateSpec, shared_templates
 
 log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[1]

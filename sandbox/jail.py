@@ -31,7 +31,8 @@ from pathlib import Path
 
 from jailside.protocol import READY, JailRequest
 from sandbox.jail_limits import MIB, JailLimits
-from sandbox.supervise import Child, ChildLimits, SupervisorError, Templates, TemplateSpec, shared_templates
+from sandbox.supervise import Child, ChildLimits
+from sandbox.templates import SupervisorError, Templates, TemplateSpec, shared_templates
 from sandbox.uids import JAIL_UIDS  # noqa: F401 - re-exported: tests check for leftover jail uids
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from graders.verdict import Verdict
 from graders.verifier_client import Verifier, verifier_templates
 from sandbox.jail import JailRequest, jail_templates, run_in_jail, template_spec
 from sandbox.jail_limits import JailLimits
-from sandbox.supervise import Template, Templates
+from sandbox.templates import Template, Templates
 
 pytestmark = pytest.mark.jail
 
