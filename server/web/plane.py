@@ -179,8 +179,29 @@ def plane(residuals: Mapping[str, Any]) -> Plane | None:
 
     points = [PlanePoint(key=k, name=n, nbytes=b, flops=f, x=px(b), y=py(f)) for k, n, b, f in present]
 
-    # One label per group of points drawn on top of each other ("yours = reference" when the
-    # numbers are equal, "yours, reference" when they only look so at this scale).
+    out = list(points)
+    for g, (_, lines, dx, rel_top, anchor, _) in _place_labels(points, _groups_on_top(points)):
+        p = points[g[0]]  # 11: from the top of the label's box to the first line's baseline
+        out[g[0]] = dataclasses.replace(p, label_lines=lines, dx=dx, label_y=p.y + rel_top + 11, anchor=anchor)
+
+    n = len(x_ticks)
+    return Plane(
+        points=out,
+        x_ticks=[
+            Tick(px(v), t, "start" if i == 0 and n > 1 else "end" if i == n - 1 else "middle")
+            for i, (v, t) in enumerate(x_ticks)
+        ],
+        y_ticks=[Tick(py(v), t, "end") for v, t in y_ticks],
+    )
+
+
+Box = tuple[float, float, float, float]  # left, top, right, bottom
+Candidate = tuple[float, tuple[str, ...], float, float, str, Box]  # (preference, lines, dx, top, anchor, box)
+
+
+def _groups_on_top(points: list[PlanePoint]) -> list[list[int]]:
+    """One label per group of points drawn on top of each other ("yours = reference" when the
+    numbers are equal, "yours, reference" when they only look so at this scale)."""
     groups: list[list[int]] = []
     for i, p in enumerate(points):
         for g in groups:
@@ -190,53 +211,56 @@ def plane(residuals: Mapping[str, Any]) -> Plane | None:
                 break
         else:
             groups.append([i])
+    return groups
 
-    # Place each label beside its point where it fits inside the chart and hits no other label or
-    # marker, checked at the narrowest width the chart gets (wider only spreads points apart):
-    # greedily, in every order of the (at most four) labels, keeping the best overall.
+
+def _label_candidates(points: list[PlanePoint], g: list[int]) -> list[Candidate]:
+    """(preference, lines, dx, top relative to the point, anchor, box) for each way to put the
+    label of group `g` (at the chart's narrowest width, `_NOMINAL_WIDTH`)."""
+    W = _NOMINAL_WIDTH
+    p = points[g[0]]
+    same = all((points[i].nbytes, points[i].flops) == (p.nbytes, p.flops) for i in g)
+    text = (" = " if same else ", ").join(points[i].name for i in g)  # "=" only when the numbers are equal
+    variants: list[tuple[str, ...]] = [(text,)]
+    if len(g) == 1 and " " in text and len(text) > 10:
+        head, _, tail = text.partition(" ")
+        variants.append((head, tail))
+    cx = p.x * W / 100
+    out: list[Candidate] = []
+    for v, lines in enumerate(variants):
+        width = max(len(s) for s in lines) * _CHAR_W
+        height = len(lines) * _LINE_H
+        options = [
+            (12, -height / 2, "start"),
+            (-12, -height / 2, "end"),
+            (0, -13 - height, "middle"),
+            (0, 13, "middle"),
+            (10, -10 - height, "start"),
+            (-10, -10 - height, "end"),
+            (10, 9, "start"),
+            (-10, 9, "end"),
+        ]
+        for k, (dx, rel_top, anchor) in enumerate(options):
+            left = cx + dx if anchor == "start" else cx + dx - width if anchor == "end" else cx - width / 2
+            top = p.y + rel_top
+            out.append((k + 2.5 * v, lines, dx, rel_top, anchor, (left, top, left + width, top + height)))
+    return out
+
+
+def _place_labels(points: list[PlanePoint], groups: list[list[int]]) -> list[tuple[list[int], Candidate]]:
+    """Places each group's label beside its point where it fits inside the chart and hits no other
+    label or marker, checked at the narrowest width the chart gets (wider only spreads points
+    apart): greedily, in every order of the (at most four) labels, keeping the best overall."""
     W = _NOMINAL_WIDTH
     markers = [(p.x * W / 100 - 11, p.y - 11, p.x * W / 100 + 11, p.y + 11) for p in points]
     # the y-axis title at the top left, and the x-axis numbers and title below the plot
-    reserved = [
+    reserved: list[Box] = [
         (-PLANE_GUTTER, 0, -PLANE_GUTTER + 17 * _CHAR_W, 16),
         (-PLANE_GUTTER, PLANE_BOTTOM + 9, W + PLANE_RIGHT, PLANE_HEIGHT),
     ]
-
-    Box = tuple[float, float, float, float]  # left, top, right, bottom
-
-    def candidates(g: list[int]) -> list[tuple[float, tuple[str, ...], float, float, str, Box]]:
-        """(preference, lines, dx, top relative to the point, anchor, box) for each way to put the label."""
-        p = points[g[0]]
-        same = all((points[i].nbytes, points[i].flops) == (p.nbytes, p.flops) for i in g)
-        text = (" = " if same else ", ").join(points[i].name for i in g)  # "=" only when the numbers are equal
-        variants: list[tuple[str, ...]] = [(text,)]
-        if len(g) == 1 and " " in text and len(text) > 10:
-            head, _, tail = text.partition(" ")
-            variants.append((head, tail))
-        cx = p.x * W / 100
-        out: list[tuple[float, tuple[str, ...], float, float, str, Box]] = []
-        for v, lines in enumerate(variants):
-            width = max(len(s) for s in lines) * _CHAR_W
-            height = len(lines) * _LINE_H
-            options = [
-                (12, -height / 2, "start"),
-                (-12, -height / 2, "end"),
-                (0, -13 - height, "middle"),
-                (0, 13, "middle"),
-                (10, -10 - height, "start"),
-                (-10, -10 - height, "end"),
-                (10, 9, "start"),
-                (-10, 9, "end"),
-            ]
-            for k, (dx, rel_top, anchor) in enumerate(options):
-                left = cx + dx if anchor == "start" else cx + dx - width if anchor == "end" else cx - width / 2
-                top = p.y + rel_top
-                out.append((k + 2.5 * v, lines, dx, rel_top, anchor, (left, top, left + width, top + height)))
-        return out
-
-    options = {id(g): candidates(g) for g in groups}
+    options = {id(g): _label_candidates(points, g) for g in groups}
     best_total: float | None = None
-    best_choice: list[tuple[list[int], tuple]] = []
+    best_choice: list[tuple[list[int], Candidate]] = []
     for order in itertools.permutations(groups):
         placed: list[Box] = []
         total = 0.0
@@ -263,17 +287,4 @@ def plane(residuals: Mapping[str, Any]) -> Plane | None:
             choice.append((g, cand))
         if best_total is None or total < best_total:
             best_total, best_choice = total, choice
-    out = list(points)
-    for g, (_, lines, dx, rel_top, anchor, _) in best_choice:
-        p = points[g[0]]  # 11: from the top of the label's box to the first line's baseline
-        out[g[0]] = dataclasses.replace(p, label_lines=lines, dx=dx, label_y=p.y + rel_top + 11, anchor=anchor)
-
-    n = len(x_ticks)
-    return Plane(
-        points=out,
-        x_ticks=[
-            Tick(px(v), t, "start" if i == 0 and n > 1 else "end" if i == n - 1 else "middle")
-            for i, (v, t) in enumerate(x_ticks)
-        ],
-        y_ticks=[Tick(py(v), t, "end") for v, t in y_ticks],
-    )
+    return best_choice
