@@ -214,8 +214,7 @@ def _verify_into(report: VerdictReport, verifier: Verifier, bundle_bytes: bytes,
         report.checks.append(CheckResult(name="execute", passed=False, message=message, verdict=verdict))
         report.verdict = verdict
         return None
-    for check, internal in zip(result.checks, result.internal + [None] * len(result.checks)):
-        report.checks.append(check.model_copy(update={"internal": internal}))
+    report.checks.extend(CheckResult.model_validate(check.model_dump()) for check in result.checks)
     report.verdict = result.verdict
     report.score = result.score
     report.residuals = result.residuals

@@ -45,8 +45,9 @@ log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[1]
 KEPT_STDERR_BYTES = 64 * 1024
 # 2: programs compiled with evaluate.COMPILER_OPTIONS; 3: the reference self-checks (no per-submission
-# finite differences), memory kinds, calibrated peak slack, the recompute check; 4: program digests
-RESULT_CACHE_FORMAT = 4
+# finite differences), memory kinds, calibrated peak slack, the recompute check; 4: program digests;
+# 5: each check's instructor-only details inside the check (`ReportedCheck`)
+RESULT_CACHE_FORMAT = 5
 MAX_FORKS_PER_TEMPLATE = 500
 
 

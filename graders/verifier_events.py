@@ -72,14 +72,19 @@ class Running(_Event):
     event: Literal["running"] = "running"
 
 
+class ReportedCheck(CheckResult):
+    """A check as the verifier child reports it: with its instructor-only `internal` details,
+    which `CheckResult` leaves out of every dump. They cross the process boundary inside their
+    check and end in the stored report only (`VerdictReport.stored_json`), never in public JSON."""
+
+    internal: dict[str, Any] | None = None
+
+
 class Result(_Event):
     event: Literal["result"] = "result"
     verdict: Verdict  # checked against the verdicts the judge knows, like every word of the child
     score: float
-    checks: list[CheckResult]
-    internal: list[dict[str, Any] | None] = Field(
-        default_factory=list, description="each check's instructor-only details"
-    )
+    checks: list[ReportedCheck]
     residuals: ResidualReport | None
     problem_version: str
     jax_version: str

@@ -34,6 +34,7 @@ from graders.verifier_events import (
     OutOfMemory,
     Ready,
     ReferenceFailed,
+    ReportedCheck,
     Result,
     Running,
     SelfCheckFailure,
@@ -134,8 +135,9 @@ class VerifierJob:
             Result(
                 verdict=result.verdict,
                 score=result.score,
-                checks=result.checks,
-                internal=[c.internal for c in result.checks],
+                checks=[
+                    ReportedCheck.model_validate({**c.model_dump(), "internal": c.internal}) for c in result.checks
+                ],
                 residuals=result.residuals,
                 problem_version=self.problem.version,
                 jax_version=jax.__version__,
