@@ -1,15 +1,16 @@
 """The composition root: the one place where a process's parts are built from its settings.
 
-The web app (`server.app.create_app`'s lifespan), a grading worker (`server.worker.run`), the CLI
-and the tests all build through here, so the database, the queue, the grader and its senders are
-wired once (docs/ARCHITECTURE.md, "The server's floors"). Routes never build anything: they get
-what they need through the dependencies of `server.deps`, which a test overrides.
+The web app (`server.app.create_app`'s lifespan) and a grading worker (`server.worker.run`) build
+through here, so the database, the queue, the grader and its senders are wired once
+(docs/ARCHITECTURE.md, "The server's floors"). Routes never build anything: they get what they
+need through the dependencies of `server.deps`, which a test overrides. The CLI's other commands
+open an existing database with `server.cli.common.engine_for`.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from sqlalchemy.engine import Engine
 
@@ -30,9 +31,6 @@ from server.grading.redis_jobs import RedisJobs
 from server.services import Services
 from server.settings import Settings
 from server.grading.waits import CompletionHub
-
-if TYPE_CHECKING:
-    pass
 
 
 def require_migrated(url: str) -> None:

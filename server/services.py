@@ -5,7 +5,6 @@ of the parts it does not use (docs/ARCHITECTURE.md, "The server's floors")."""
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -45,7 +44,6 @@ class Services:
         lti: the LTI tool's service (`server.lti.service.LtiService`); None in tests without LTI.
         lms_grades: the LMS side of courses' grades (`server.courses.lms.LmsGrades`): LTI's in a
             running judge, `NoLms` in a test that builds its own services.
-        signin_throttle: failed sign-ins per account and address; made on first use when None.
     """
 
     settings: Settings
@@ -61,8 +59,6 @@ class Services:
     redis_jobs: RedisJobs | None = None
     lti: LtiService | None = None
     lms_grades: LmsGrades = field(default_factory=NoLms)
-    signin_throttle: SignInThrottle | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @cached_property
     def access(self) -> Access:
@@ -71,15 +67,14 @@ class Services:
 
         return Access(self.engine)
 
+    @cached_property
     def throttle(self) -> SignInThrottle:
-        """The sign-in throttle, made on first use from the settings (in Redis when scaled out)."""
-        with self._lock:
-            if self.signin_throttle is None:
-                from server.web.throttle import SignInThrottle
+        """Failed sign-ins per account and address (`server.web.throttle`), from the settings (in
+        Redis when scaled out)."""
+        from server.web.throttle import SignInThrottle
 
-                self.signin_throttle = SignInThrottle(
-                    per_account=self.settings.signin_failures_per_account,
-                    per_ip=self.settings.signin_failures_per_ip,
-                    storage_uri=self.settings.redis_url or "memory://",
-                )
-            return self.signin_throttle
+        return SignInThrottle(
+            per_account=self.settings.signin_failures_per_account,
+            per_ip=self.settings.signin_failures_per_ip,
+            storage_uri=self.settings.redis_url or "memory://",
+        )

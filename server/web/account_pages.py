@@ -55,7 +55,7 @@ def signup(
 ) -> Response:
     check_csrf(request, csrf_token)
     email = email.strip()
-    throttle = services.throttle()
+    throttle = services.throttle
     wait_s = throttle.retry_after_s(email, client_ip(request))
     if wait_s is not None:  # the sign-in throttle holds here too: sign-up is no way around it
         response = render(
@@ -112,7 +112,7 @@ def signin(
     next: Annotated[str, Form()] = "/",
 ) -> Response:
     check_csrf(request, csrf_token)
-    throttle = services.throttle()
+    throttle = services.throttle
     wait_s = throttle.retry_after_s(email, client_ip(request))
     if wait_s is not None:  # no password is checked past the limit
         response = render(
