@@ -20,8 +20,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-app.registered_commands += serve.app.registered_commands + grade.app.registered_commands
-_ = packages  # imported for `problems add`, which registers itself on problems_app
+app.command()(serve.serve)
+app.command()(serve.worker)
+app.command("grade")(grade.grade_file)
 app.add_typer(problems.problems_app, name="problems")
 app.add_typer(accounts.users_app, name="users")
 app.add_typer(db_app, name="db")
@@ -29,6 +30,7 @@ app.add_typer(accounts.clients_app, name="clients")
 app.add_typer(lti_app, name="lti")
 app.add_typer(courses.courses_app, name="courses")
 accounts.users_app.command("reset-password")(passwords.reset_password)
+problems.problems_app.command("add")(packages.problems_add)
 problems.problems_app.command("regrade")(courses.regrade)
 problems.problems_app.command("regrades")(courses.regrades)
 

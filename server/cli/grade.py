@@ -17,9 +17,6 @@ from graders.verdict import VERDICT_EXPLANATIONS, Verdict, VerdictReport
 from server.cli.common import EXIT_ACCEPTED, EXIT_REJECTED, EXIT_USAGE, console, err, quietly, settings_for
 
 
-app = typer.Typer()  # `grade`, added to the main app (server.cli)
-
-
 def _headline(report: VerdictReport) -> str:
     """The verdict's one line, from the check that failed (the web panel's diagnosis)."""
     from server.web.panel import panel_context
@@ -78,7 +75,6 @@ def _print_report(report: VerdictReport) -> None:
     console.print(f"timing (ms): {report.timing_ms}")
 
 
-@app.command("grade")
 def grade_file(
     file: Annotated[Path, typer.Argument(help="the submission's .py file")],
     problem: Annotated[str, typer.Option("--problem", "-p", help="problem slug")],

@@ -9,10 +9,9 @@ import typer
 from rich.markup import escape
 from graders.problem_spec import ProblemError
 from server.cli.common import EXIT_REJECTED, EXIT_USAGE, console, err, settings_for
-from server.cli.problems import _rows_table, _validate_packages, problems_app
+from server.cli.problems import _rows_table, _validate_packages
 
 
-@problems_app.command("add")
 def problems_add(
     path: Annotated[Path, typer.Argument(help="the package folder")],
     server: Annotated[Optional[str], typer.Option(help="upload to this server instead (URL)")] = None,

@@ -13,14 +13,12 @@ from server.settings import Settings
 
 from server.cli.common import EXIT_USAGE, err, settings_for
 
-app = typer.Typer()  # its commands are added to the main app (server.cli)
 # Idle keep-alive connections stay open this long (uvicorn's default is 5 s). Browsers keep used
 # idle sockets far longer (Chromium: 300 s) and reuse them for a POST, which is not retried when
 # the server closed the socket at that moment: a form post failed with ECONNRESET in CI.
 KEEP_ALIVE_S = 75
 
 
-@app.command()
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port")] = 8000,
@@ -137,7 +135,6 @@ def _serve_metrics(settings: Settings, port: int, host: str) -> None:
     err.print(f"[dim]metrics: http://{escape(host)}:{port}/metrics[/]", highlight=False)
 
 
-@app.command()
 def worker(
     concurrency: Annotated[int, typer.Option(help="submissions graded at once", min=1, max=64)] = 2,
     data_dir: Annotated[Optional[Path], typer.Option(help="cache and seed folder")] = None,
