@@ -10,18 +10,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from graders.problem import ProblemRepository
-from server.store import migrate
-from server.admission import Admission
 from server.app import create_app
-from server.store.accounts import ClientStore, UserStore
-from server.store.db import make_engine
-from server.store.submissions import SubmissionStore
 from server.deps import get_services
-from server.services import Services
 from server.settings import Settings
-from server.grading.waits import CompletionHub
 from tests.support import PROBLEMS
+from tests.unit.test_api_admission import make_services
 
 SOURCE = (PROBLEMS / "checkpoint_dot_policy" / "reference.py").read_text()
 PROBLEM = "checkpoint_dot_policy"
@@ -45,26 +38,10 @@ class Api:
         settings = Settings(
             data_dir=tmp_path, problems_dir=PROBLEMS, hidden_seed="unit", rate_limit="", wait_timeout_s=0.1
         )
-        url = f"sqlite:///{tmp_path / 'judge.db'}"
-        migrate.upgrade(url)
-        engine = make_engine(url)
-        store = SubmissionStore(engine)
         self.queue = RecordingQueue()
-        self.services = Services(
-            settings=settings,
-            store=store,
-            users=UserStore(engine),
-            problems=ProblemRepository(PROBLEMS),
-            jobs=self.queue,
-            hub=CompletionHub(store.finished_among, poll_s=0.05),
-            admission=Admission(
-                rate_limit="", storage_uri="memory://", max_queue_depth=0, queue_depth=store.queue_depth
-            ),
-            clients=ClientStore(engine),
-            engine=engine,
-        )
-        _, self.key_a = self.services.clients.create("a")  # type: ignore[union-attr]
-        _, self.key_b = self.services.clients.create("b", problems=["remat_sin_sin"])  # type: ignore[union-attr]
+        self.services = make_services(settings, f"sqlite:///{tmp_path / 'judge.db'}", jobs=self.queue)
+        _, self.key_a = self.services.clients.create("a")
+        _, self.key_b = self.services.clients.create("b", problems=["remat_sin_sin"])
         app = create_app(settings)
         app.dependency_overrides[get_services] = lambda: self.services
         self.client = TestClient(app)  # not entered: the lifespan (grading threads) does not run
@@ -170,7 +147,7 @@ def test_a_client_lists_and_reads_its_own_submissions_only(api: Api) -> None:
 
 def test_a_revoked_key_stops_at_once(api: Api) -> None:
     api.submit(api.key_b, problem="remat_sin_sin")
-    assert api.services.clients.revoke("b")  # type: ignore[union-attr]
+    assert api.services.clients.revoke("b")
     answer = api.client.post(
         "/api/v1/submissions", headers=api.as_(api.key_b), json={"problem": "remat_sin_sin", "source": SOURCE}
     )
