@@ -1,4 +1,7 @@
-"""Persistence: the tables and the one place that reads and writes them (SQLAlchemy 2).
+"""Persistence's base: the engine, timestamps and the rules every table of the judge follows
+(SQLAlchemy 2). The tables themselves: `server.store.accounts` (users, API clients),
+`server.store.submissions` (submissions, claims, callbacks, idempotency keys), and the feature
+packages' models (courses, LTI, web sessions, uploads).
 
 SQLite by default (WAL journal, so the API reads while a worker writes); PostgreSQL (psycopg 3)
 for scale-out. The schema is made and changed by Alembic migrations only (`server/store/migrations/`,
@@ -8,7 +11,8 @@ The database is the source of truth for grading: a submission is stored (status 
 its job is enqueued; a worker claims it with one conditional UPDATE (`claim`), holds a lease it
 renews while grading, and stores the verdict only while it still holds the claim (`finish`). A
 job delivered twice is graded once; a claim whose lease ran out (its worker died) can be taken
-over; after `max_attempts` claims the submission ends "failed" with an INTERNAL_ERROR verdict.
+over; after `max_attempts` claims the submission ends "failed" with an INTERNAL_ERROR verdict
+(`server.store.submissions.SubmissionStore`).
 """
 
 from __future__ import annotations
