@@ -305,8 +305,11 @@ class Grader:
             self.store.callback_due_now(submission_id)  # no-op without a pending callback
             if self.callbacks is not None:
                 self.callbacks.kick()
-        except Exception:  # the database is away: the callback stays pending, not lost
-            log.exception("scheduling the callback of %s failed", submission_id)
+        except Exception as exc:
+            if is_database_fault(exc):  # said once per outage, without a traceback
+                DATABASE.failed(exc, where="scheduling a callback (it stays pending)")
+            else:
+                log.exception("scheduling the callback of %s failed", submission_id)
         if (
             self.grades is not None
             and record is not None
@@ -316,8 +319,11 @@ class Grader:
         ):
             try:  # one UPDATE (no row for an account without LTI launches)
                 self.grades.verdict_stored(user_id=record.user_id, problem=record.problem)
-            except Exception:  # the database is away: this verdict's passback is lost, grading goes on
-                log.exception("scheduling the LMS grade passback of %s failed", submission_id)
+            except Exception as exc:
+                if is_database_fault(exc):  # said once per outage, without a traceback
+                    DATABASE.failed(exc, where="scheduling an LMS grade passback")
+                else:
+                    log.exception("scheduling the LMS grade passback of %s failed", submission_id)
 
     def _grade(self, slug: str, source: str) -> VerdictReport:
         try:
