@@ -21,7 +21,7 @@ from server.store.submissions import SUBMISSION_ID, SubmissionRecord
 from server.public import public_submission
 from server.schemas import BatchAnswer, BatchItem, SubmissionBatchCreate, SubmissionCreate, SubmissionPublic
 from server.store.faults import DATABASE, MESSAGE, RETRY_AFTER_S, is_database_fault
-from server.refusal import Refusal
+from server.http_refusals import HTTP_STATUS, submit_error
 from server.submit import SubmitError, idempotency_key_of, submit
 
 router = APIRouter(prefix="/submissions", tags=["submissions"])
@@ -52,25 +52,6 @@ def _fields(fields: str | None) -> list[str] | None:
 def _shown(record: SubmissionRecord, fields: list[str] | None) -> dict[str, Any]:
     data = public_submission(record).model_dump(mode="json")
     return data if fields is None else {f: data[f] for f in fields}
-
-
-# The HTTP status of each refusal of the submission service (the REST API, its batch items and the
-# web page's JSON answers all use these).
-HTTP_STATUS: dict[Refusal, int] = {
-    Refusal.INVALID: status.HTTP_422_UNPROCESSABLE_CONTENT,
-    Refusal.TOO_LARGE: status.HTTP_413_CONTENT_TOO_LARGE,
-    Refusal.UNKNOWN_PROBLEM: status.HTTP_404_NOT_FOUND,
-    Refusal.OUT_OF_SCOPE: status.HTTP_403_FORBIDDEN,
-    Refusal.IN_PROGRESS: status.HTTP_409_CONFLICT,
-    Refusal.RATE_LIMITED: status.HTTP_429_TOO_MANY_REQUESTS,
-    Refusal.UNAVAILABLE: status.HTTP_503_SERVICE_UNAVAILABLE,
-}
-
-
-def submit_error(exc: SubmitError) -> HTTPException:
-    """The HTTP error of a refused submission (with `Retry-After` when the refusal says how long)."""
-    headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s is not None else None
-    return HTTPException(HTTP_STATUS[exc.refusal], exc.message, headers=headers)
 
 
 def _submit(

@@ -142,7 +142,7 @@ def send(
         SIGNATURE_HEADER: sign(body, secret, timestamp),
     }
     extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
-    verify: ssl.SSLContext = ssl_context if ssl_context is not None else _default_ssl_context()
+    verify: ssl.SSLContext = ssl_context if ssl_context is not None else default_ssl_context()
     attempt = Attempt(None, "no address to connect to", retry=True, delivered=False, elapsed_ms=0.0)
     with httpx.Client(
         trust_env=False, follow_redirects=False, timeout=httpx.Timeout(timeout_s), verify=verify
@@ -156,7 +156,7 @@ def send(
             except httpx.ConnectError as exc:
                 attempt = Attempt(
                     None,
-                    f"could not connect to {_where(target, address)}: {_describe(exc)}",
+                    f"could not connect to {_where(target, address)}: {describe_error(exc)}",
                     retry=True,
                     delivered=False,
                     elapsed_ms=0.0,
@@ -179,14 +179,14 @@ def send(
             except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
                 attempt = Attempt(
                     None,
-                    f"the connection to {_where(target, address)} failed: {_describe(exc)}",
+                    f"the connection to {_where(target, address)} failed: {describe_error(exc)}",
                     retry=True,
                     delivered=False,
                     elapsed_ms=0.0,
                 )
             except httpx.HTTPError as exc:
                 attempt = Attempt(
-                    None, f"the request failed: {_describe(exc)}", retry=False, delivered=False, elapsed_ms=0.0
+                    None, f"the request failed: {describe_error(exc)}", retry=False, delivered=False, elapsed_ms=0.0
                 )
             break
     attempt.elapsed_ms = _ms_since(started)
@@ -212,7 +212,7 @@ def _exchange(client: httpx.Client, request: httpx.Request, started: float, time
     if 200 <= code < 300:
         return Attempt(code, None, retry=False, delivered=True, elapsed_ms=0.0)
     if 300 <= code < 400:
-        location = _excerpt(response.headers.get("location", "").encode("utf-8", "replace"))
+        location = excerpt(response.headers.get("location", "").encode("utf-8", "replace"))
         to = f" to {location}" if location else ""
         return Attempt(
             code,
@@ -222,7 +222,7 @@ def _exchange(client: httpx.Client, request: httpx.Request, started: float, time
             delivered=False,
             elapsed_ms=0.0,
         )
-    said = _excerpt(content)
+    said = excerpt(content)
     said = f": {said}" if said else ""
     if code >= 500:
         return Attempt(code, f"the receiver answered {code}{said}", retry=True, delivered=False, elapsed_ms=0.0)
@@ -230,7 +230,7 @@ def _exchange(client: httpx.Client, request: httpx.Request, started: float, time
 
 
 @functools.cache
-def _default_ssl_context() -> ssl.SSLContext:
+def default_ssl_context() -> ssl.SSLContext:
     """httpx's default verifying context, built once (building it reads the CA file): certifi's
     CAs, or those of `SSL_CERT_FILE` / `SSL_CERT_DIR` when set when it is first built."""
     return httpx.create_ssl_context()
@@ -242,13 +242,15 @@ def _where(target: Target, address: str) -> str:
     return f"{host}:{target.port}" if target.host == address else f"{host}:{target.port} ({shown})"
 
 
-def _describe(exc: BaseException) -> str:
-    """The exception's message without the C source locations `ssl` adds ("(_ssl.c:1006)")."""
+def describe_error(exc: BaseException) -> str:
+    """The exception's message, as an `excerpt`, without the C source locations `ssl` adds ("(_ssl.c:1006)")."""
     text = re.sub(r"\s*\(_ssl\.c:\d+\)", "", str(exc)) or type(exc).__name__
-    return _excerpt(text.encode("utf-8", "replace"))
+    return excerpt(text.encode("utf-8", "replace"))
 
 
-def _excerpt(raw: bytes) -> str:
+def excerpt(raw: bytes) -> str:
+    """At most `_EXCERPT_CHARS` printable characters of a receiver's answer (UTF-8, undecodable bytes
+    replaced, whitespace runs folded to one space), for error messages shown to operators."""
     text = " ".join(raw.decode("utf-8", "replace").split())
     text = "".join(ch for ch in text if ch.isprintable())
     return text if len(text) <= _EXCERPT_CHARS else text[: _EXCERPT_CHARS - 1] + "…"

@@ -25,7 +25,9 @@ class CallbackRefused(Exception):
 
 
 @dataclass(frozen=True)
-class _Parsed:
+class ParsedUrl:
+    """A callback or LMS URL as httpx parses it, with its scheme, host and port made explicit."""
+
     url: httpx.URL
     scheme: str
     host: str  # lower case, IDNA (ASCII), IPv6 without brackets
@@ -33,8 +35,8 @@ class _Parsed:
     path: str  # as sent (percent-encoded, dot segments removed by httpx)
 
 
-def _parse(url: str) -> _Parsed:
-    """Parses with httpx, the parser that also builds the request (no parser differential).
+def parse_url(url: str) -> ParsedUrl:
+    """The URL parsed with httpx, the parser that also builds the request (no parser differential).
 
     Raises:
         CallbackRefused: not a URL, not http(s), userinfo, no host, a port outside 1-65535, or an
@@ -59,7 +61,7 @@ def _parse(url: str) -> _Parsed:
     decoded = unquote(path)
     if "\\" in decoded or any(segment in (".", "..") for segment in decoded.split("/")):
         raise CallbackRefused("the URL's path has an encoded '.' or '..' segment or a backslash")
-    return _Parsed(parsed, scheme, host, port, path)
+    return ParsedUrl(parsed, scheme, host, port, path)
 
 
 def check_prefix(prefix: str) -> str:
@@ -70,7 +72,7 @@ def check_prefix(prefix: str) -> str:
             (such a prefix would never allow anything).
     """
     try:
-        parsed = _parse(prefix)
+        parsed = parse_url(prefix)
     except CallbackRefused as exc:
         raise ValueError(f"callback prefix {prefix!r}: {exc}") from None
     if parsed.url.query or parsed.url.fragment:
@@ -91,12 +93,12 @@ def allowed_prefix(url: str, prefixes: list[str]) -> str | None:
     prefixes `check_prefix` refuses are skipped. No name is looked up here.
     """
     try:
-        target = _parse(url)
+        target = parse_url(url)
     except CallbackRefused:
         return None
     for prefix in prefixes:
         try:
-            allowed = _parse(prefix)
+            allowed = parse_url(prefix)
         except CallbackRefused:
             continue
         if allowed.url.query or allowed.url.fragment:
@@ -195,12 +197,12 @@ def resolve(url: str, prefixes: list[str]) -> Target:
         socket.gaierror: with `EAI_AGAIN` only: the name server did not answer now (worth
             retrying, unlike a name that does not exist).
     """
-    parsed = _parse(url)
+    parsed = parse_url(url)
     prefix = allowed_prefix(url, prefixes)
     if prefix is None:
         raise CallbackRefused(f"{parsed.url} is not under any of this client's allowed callback prefixes")
     addresses = lookup(parsed.host, parsed.port)
-    prefix_host = _parse(prefix).host
+    prefix_host = parse_url(prefix).host
     named = _literal(prefix_host)
     for address in addresses:
         ip = ipaddress.ip_address(address)

@@ -45,8 +45,8 @@ from dataclasses import dataclass
 from typing import Iterable, Protocol
 from urllib.parse import urlencode
 import httpx
-from server.delivery.callbacks import _default_ssl_context, _describe, _excerpt
-from server.delivery.targets import CallbackRefused, _parse, lookup, special_address
+from server.delivery.callbacks import default_ssl_context, describe_error, excerpt
+from server.delivery.targets import CallbackRefused, parse_url, lookup, special_address
 from server.lti.keys import ToolKey
 from server.lti.scores import Delivery, SCORE_CONTENT_TYPE, Score, score_body, scores_url
 
@@ -130,8 +130,8 @@ def _message(raw: bytes) -> str:
     if isinstance(data, dict):
         for name in ("message", "error_description", "error", "reason", "detail"):
             if isinstance(data.get(name), str) and data[name]:
-                return _excerpt(data[name].encode("utf-8", "replace"))
-    return _excerpt(raw)
+                return excerpt(data[name].encode("utf-8", "replace"))
+    return excerpt(raw)
 
 
 class AgsClient:
@@ -184,7 +184,7 @@ class AgsClient:
             (EAI_AGAIN): worth retrying.
         """
         try:
-            parsed = _parse(url)
+            parsed = parse_url(url)
         except CallbackRefused as exc:
             raise AgsRefused(str(exc)) from None
         addresses = self._addresses(parsed.host, parsed.port)
@@ -195,7 +195,7 @@ class AgsClient:
             **headers,
         }
         extensions = {"sni_hostname": parsed.host} if parsed.scheme == "https" else {}
-        verify = self.ssl_context if self.ssl_context is not None else _default_ssl_context()
+        verify = self.ssl_context if self.ssl_context is not None else default_ssl_context()
         started = time.monotonic()
         last: Exception | None = None
         with httpx.Client(
@@ -279,7 +279,7 @@ class AgsClient:
         except httpx.TimeoutException:
             raise TokenError(f"the token endpoint timed out after {self.timeout_s:g} s", retry=True) from None
         except httpx.HTTPError as exc:
-            raise TokenError(f"the token request failed: {_describe(exc)}", retry=True) from None
+            raise TokenError(f"the token request failed: {describe_error(exc)}", retry=True) from None
         self.token_fetches += 1
         code = answer.status_code
         if not 200 <= code < 300:
@@ -330,7 +330,7 @@ class AgsClient:
         except httpx.TimeoutException:
             return Delivery(None, False, True, f"timed out after {self.timeout_s:g} s")
         except httpx.HTTPError as exc:
-            return Delivery(None, False, True, f"the request failed: {_describe(exc)}")
+            return Delivery(None, False, True, f"the request failed: {describe_error(exc)}")
         code = answer.status_code
         if 200 <= code < 300:
             return Delivery(code, True, False, None)
@@ -396,7 +396,7 @@ def network_advice(url: str, allow_networks: Iterable[str]) -> str | None:
     answer now is said, not raised).
     """
     try:
-        parsed = _parse(url)
+        parsed = parse_url(url)
     except CallbackRefused as exc:
         return str(exc)
     allowed = []

@@ -15,7 +15,7 @@ from server.services import Services
 from server.authz import Action, decide
 from server.store.accounts import UserRecord
 from server.store.submissions import SubmissionRecord
-from server.api.submissions import submit_error
+from server.http_refusals import submit_error
 from server.submit import SubmitError
 from server.submit import submit as submit_service
 from server.web.auth import (
