@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
 
 MIB = 1024 * 1024
 
@@ -54,9 +57,13 @@ class VerifyLimits:
         return ReadLimits(max_ops=self.max_ops, max_depth=self.max_depth, max_call_depth=self.max_call_depth)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class Aval:
     """Shape and dtype of one array.
+
+    The one aval type of the judge: the untrusted reader returns these, a `ResidualFact` has one
+    (`.aval`), and residual signatures are multisets of them. Ordered by (shape, dtype), so
+    messages list them in a stable order.
 
     Attributes:
         shape: static dimensions (no symbolic ones: graders/untrusted/ refuses those).
@@ -73,9 +80,37 @@ class Aval:
         Raises:
             TypeError: `dtype` is not a dtype numpy (or ml_dtypes, for bfloat16) knows.
         """
-        from graders.problem import _np_dtype
+        return math.prod(self.shape) * np_dtype(self.dtype).itemsize
 
-        return math.prod(self.shape) * _np_dtype(self.dtype).itemsize
+    def short(self) -> str:
+        """`f32[16,8]`, as `print_saved_residuals` writes avals."""
+        return f"{_ABBREV.get(self.dtype, self.dtype)}[{','.join(str(d) for d in self.shape)}]"
 
     def __str__(self) -> str:
         return f"{self.dtype}[{','.join(str(d) for d in self.shape)}]"
+
+
+_ABBREV = {
+    "float32": "f32",
+    "float64": "f64",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "int32": "i32",
+    "int64": "i64",
+    "bool": "bool",
+    "uint8": "u8",
+    "int8": "i8",
+}
+
+
+def np_dtype(name: str) -> np.dtype[Any]:
+    """The numpy dtype of a dtype name ("float32", "bool", ...; "bfloat16" from ml_dtypes).
+
+    Raises:
+        TypeError: numpy knows no dtype of that name.
+    """
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return cast("np.dtype[Any]", np.dtype(ml_dtypes.bfloat16))  # Any: ml_dtypes is untyped
+    return np.dtype(name)

@@ -36,7 +36,7 @@ from graders.expectation import (
     Expectations,
 )
 from graders.artifact_limits import Aval
-from graders.problem import _np_dtype
+from graders.artifact_limits import np_dtype
 from graders.verdict import ResidualFact
 
 log = logging.getLogger(__name__)
@@ -159,7 +159,7 @@ def _map_data(path: Path, meta_bytes: bytes) -> mmap.mmap:
 
 def _array(data: mmap.mmap, entry: dict[str, Any]) -> np.ndarray:
     """A read-only view of one array of the mapped data (validated against the data's bounds)."""
-    offset, shape, dtype = int(entry["offset"]), tuple(int(d) for d in entry["shape"]), _np_dtype(entry["dtype"])
+    offset, shape, dtype = int(entry["offset"]), tuple(int(d) for d in entry["shape"]), np_dtype(entry["dtype"])
     count = math.prod(shape)
     if offset < HEADER_BYTES or min(shape, default=0) < 0 or offset + count * dtype.itemsize > len(data):
         raise _Unreadable(f"an array lies outside {DATA_FILE}")

@@ -16,12 +16,13 @@ import re
 import tomllib
 from functools import cached_property
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 import numpy as np
 from pydantic import (
     BaseModel,
     ValidationError,
 )
+from graders.artifact_limits import np_dtype
 from graders.publication import content_version, published_version, snapshot_dir, take_snapshot
 from graders.problem_spec import (
     _array_specs,
@@ -99,7 +100,7 @@ def hidden_inputs(spec: ProblemSpec, case: CaseSpec, *, seed: bytes, version: st
             values = rng.uniform(g.low, g.high, size=shape)
         else:
             values = rng.normal(g.mean, g.scale, size=shape)
-        out.append(np.asarray(values, dtype=_np_dtype(item.dtype)))
+        out.append(np.asarray(values, dtype=np_dtype(item.dtype)))
     return out
 
 
@@ -108,20 +109,12 @@ def random_cotangents(
 ) -> list[np.ndarray]:
     """Standard-normal cotangents, one per primal output aval (shape, dtype)."""
     rng = _rng(seed, slug, version, case, "cotangent", index)
-    return [np.asarray(rng.standard_normal(size=shape), dtype=_np_dtype(dtype)) for shape, dtype in avals]
+    return [np.asarray(rng.standard_normal(size=shape), dtype=np_dtype(dtype)) for shape, dtype in avals]
 
 
 def _rng(seed: bytes, *parts: object) -> np.random.Generator:
     digest = hashlib.sha256(seed + b"\0" + "\0".join(str(p) for p in parts).encode()).digest()
     return np.random.default_rng(int.from_bytes(digest[:16], "little"))
-
-
-def _np_dtype(name: str) -> np.dtype[Any]:
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return cast("np.dtype[Any]", np.dtype(ml_dtypes.bfloat16))  # Any: ml_dtypes is untyped
-    return np.dtype(name)
 
 
 class Problem:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import math
 from enum import Enum
 from typing import Any
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+
+from graders.artifact_limits import Aval
 
 
 class Verdict(str, Enum):
@@ -108,25 +108,18 @@ class ResidualFact(BaseModel):
         return self.memory_kind == "device"
 
     @property
+    def aval(self) -> Aval:
+        """Its shape and dtype as the one aval type the judge reads artifacts into."""
+        return Aval(tuple(self.shape), self.dtype)
+
+    @property
     def nbytes(self) -> int:
         """Size in bytes (bool as one byte, as XLA stores it)."""
-        itemsize: int = np.dtype(_dtype(self.dtype)).itemsize  # (numpy's np.dtype(Any) is Any)
-        return math.prod(self.shape) * itemsize
+        return self.aval.nbytes
 
     def short(self) -> str:
         """`f32[16,8]`, as `print_saved_residuals` writes avals."""
-        abbrev = {
-            "float32": "f32",
-            "float64": "f64",
-            "float16": "f16",
-            "bfloat16": "bf16",
-            "int32": "i32",
-            "int64": "i64",
-            "bool": "bool",
-            "uint8": "u8",
-            "int8": "i8",
-        }
-        return f"{abbrev.get(self.dtype, self.dtype)}[{','.join(str(d) for d in self.shape)}]"
+        return self.aval.short()
 
     def described(self) -> str:
         """`f32[16,8] from dot_general` for messages (`, offloaded to pinned_host` when it is)."""
@@ -135,14 +128,6 @@ class ResidualFact(BaseModel):
             + (f" from `{self.source}`" if self.source else "")
             + ("" if self.on_device else f", offloaded to {self.memory_kind}")
         )
-
-
-def _dtype(name: str) -> Any:
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return ml_dtypes.bfloat16
-    return name
 
 
 class ResidualReport(BaseModel):

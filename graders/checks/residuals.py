@@ -8,21 +8,22 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from graders.artifact_limits import Aval
 from graders.checks.common import CaseRun, compare_calibrated
 from graders.expectation import error_of
 from graders.problem_spec import MemoryRule, ProblemSpec, Tolerance
 from graders.verdict import CheckResult, ResidualFact, Verdict
 
 
-def signature(residuals: list[ResidualFact]) -> Counter[tuple[tuple[int, ...], str, str]]:
+def signature(residuals: list[ResidualFact]) -> Counter[tuple[Aval, str]]:
     """The residual signature: the multiset of residual avals with where each is kept (device or
     host memory), order-free: two correct programs may save the same values in a different order."""
-    return Counter((tuple(r.shape), r.dtype, r.memory_kind) for r in residuals)
+    return Counter((r.aval, r.memory_kind) for r in residuals)
 
 
-def aval_signature(residuals: list[ResidualFact]) -> Counter[tuple[tuple[int, ...], str]]:
+def aval_signature(residuals: list[ResidualFact]) -> Counter[Aval]:
     """The multiset of residual avals alone (what `print_saved_residuals` notes can be checked against)."""
-    return Counter((tuple(r.shape), r.dtype) for r in residuals)
+    return Counter(r.aval for r in residuals)
 
 
 def device_bytes(residuals: list[ResidualFact]) -> int:
@@ -70,10 +71,10 @@ def describe_residuals(
     def field(n: Any, name: str) -> Any:
         return n[name] if isinstance(n, dict) else getattr(n, name)
 
-    described = [((tuple(field(n, "shape")), str(field(n, "dtype"))), str(field(n, "note"))) for n in notes]
+    described = [(Aval(tuple(field(n, "shape")), str(field(n, "dtype"))), str(field(n, "note"))) for n in notes]
     if Counter(key for key, _ in described) != aval_signature(facts):
         return facts
-    queues: dict[tuple[tuple[int, ...], str], list[str]] = {}
+    queues: dict[Aval, list[str]] = {}
     for key, note in described:
         if hide_source:
             note = re.sub(r" from (?!the argument).*$", "", note)
@@ -91,7 +92,7 @@ def describe_residuals(
         for fact in facts:
             if fact.note is not None:
                 continue
-            queue = queues[(tuple(fact.shape), fact.dtype)]
+            queue = queues[fact.aval]
             chosen = next((i for i, note in enumerate(queue) if agrees(fact, note)), None if strict else 0)
             if chosen is not None:
                 fact.note = queue.pop(chosen)
@@ -120,9 +121,9 @@ def _difference(expected: list[ResidualFact], submitted: list[ResidualFact]) -> 
     want, got = signature(expected), signature(submitted)
     missing, extra = want - got, got - want
 
-    def short(key: tuple[tuple[int, ...], str, str]) -> str:
-        place = "" if key[2] == "device" else f" on {key[2]}"
-        return ResidualFact(shape=list(key[0]), dtype=key[1]).short() + place
+    def short(key: tuple[Aval, str]) -> str:
+        aval, memory_kind = key
+        return aval.short() + ("" if memory_kind == "device" else f" on {memory_kind}")
 
     parts = []
     if missing:

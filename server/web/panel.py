@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 import jinja2
-from graders.verdict import VERDICT_EXPLANATIONS, ResidualFact, Verdict, VerdictReport
+from graders.artifact_limits import Aval
+from graders.verdict import VERDICT_EXPLANATIONS, Verdict, VerdictReport
 from server.web.diagnosis import Recompute, diagnose
 from server.web.formatting import FILTERS
 from server.web.plane import plane
@@ -96,7 +97,7 @@ class ResidualRow:
 def _aval(r: Mapping[str, Any]) -> tuple[str, int]:
     """(`f32[16,8]`, bytes) of one residual of the verdict JSON (`ResidualFact`); an offloaded one
     reads `f32[16,8] on pinned_host`."""
-    fact = ResidualFact(shape=[int(d) for d in r.get("shape") or []], dtype=str(r.get("dtype", "")))
+    fact = Aval(tuple(int(d) for d in r.get("shape") or []), str(r.get("dtype", "")))
     kind = str(r.get("memory_kind") or "device")
     text = fact.short() + ("" if kind == "device" else f" on {kind}")
     try:
