@@ -46,8 +46,10 @@ from graders.expectation import (
     cache_dir,
     named_sources,
 )
-from graders.artifact_limits import VerifyLimits
+from graders.artifact_limits import Aval, VerifyLimits
+from graders.verdict import ResidualFact
 from graders.problem import Problem, case_arg_specs, hidden_inputs, leaf_names, random_cotangents
+from graders.problem_spec import CaseSpec
 from jailside.export import export_case, residual_notes
 from graders.expectation_files import load_expectations, save_expectations
 
@@ -274,6 +276,214 @@ def _export(fn: Callable[..., Any], specs: list[dict[str, Any]], case: str) -> t
         ) from exc
 
 
+def _import_reference(problem: Problem) -> tuple[Callable[..., Any], Callable[..., Any] | None]:
+    """(the reference's entry point, the same imported with checkpoints disabled or None when that fails).
+
+    Raises:
+        ReferenceCheckError: runtime_error, when reference.py or its entry point cannot be imported.
+    """
+    try:
+        module = _import_file(problem.reference_path, f"_remat_reference_{problem.slug}")
+        fn = getattr(module, problem.spec.entry_point)
+    except Exception as exc:
+        raise ReferenceCheckError(
+            "runtime_error",
+            f"importing reference.py and finding {problem.spec.entry_point!r} raised {type(exc).__name__}: {exc}",
+        ) from exc
+    plain_fn = None
+    try:
+        with checkpoint_disabled():
+            plain_module = _import_file(problem.reference_path, f"_remat_reference_plain_{problem.slug}")
+            plain_fn = getattr(plain_module, problem.spec.entry_point)
+    except Exception:  # noqa: BLE001 - a reference that needs its checkpoints: no plain comparison
+        plain_fn = None
+    return fn, plain_fn
+
+
+def _export_within_budget(
+    fn: Callable[..., Any],
+    specs: list[dict[str, Any]],
+    case: str,
+    export_s: float,
+    export_budget_s: float | None,
+) -> tuple[bytes, bytes, int, float]:
+    """`_export` of one case and the export seconds so far including it.
+
+    Raises:
+        ReferenceCheckError: as `_export`, or time_limit when the seconds so far exceed the budget.
+    """
+    t0 = time.monotonic()
+    fwd_blob, bwd_blob, n_out = _export(fn, specs, case)
+    export_s += time.monotonic() - t0
+    if export_budget_s is not None and export_s > export_budget_s:
+        raise ReferenceCheckError(
+            "time_limit",
+            f"exporting the reference took {export_s:.1f} s by case {case!r}, more than "
+            f"the {export_budget_s:g} s a submission gets for exporting every case in the jail "
+            f"([limits] wall_time_limit_s): a submission as fast as the reference would be "
+            f"judged TIME_LIMIT_EXCEEDED. Make the reference (or the cases) faster, or raise "
+            f"wall_time_limit_s in problem.toml's [limits].",
+        )
+    return fwd_blob, bwd_blob, n_out, export_s
+
+
+def _check_peak_memory(case: str, fwd_info: ModuleInfo, bwd_info: ModuleInfo, limits: VerifyLimits) -> None:
+    """Raises `ReferenceCheckError("memory_limit")` when either program holds more than the verifier allows."""
+    for kind, info in (("forward", fwd_info), ("backward", bwd_info)):
+        if info.peak_live_bytes > limits.max_peak_live_bytes:
+            raise ReferenceCheckError(
+                "memory_limit",
+                f"on case {case!r} the reference's {kind} program holds "
+                f"{info.peak_live_bytes:,} bytes live at once, more than the "
+                f"{limits.max_peak_live_bytes:,} the verifier lets any exported program hold "
+                f"(a submission like it is judged MEMORY_LIMIT_EXCEEDED): make the case smaller.",
+            )
+
+
+def _case_expectation(
+    case: CaseSpec,
+    specs: list[dict[str, Any]],
+    fn: Callable[..., Any],
+    plain_fn: Callable[..., Any] | None,
+    *,
+    fwd: Any,
+    fwd_info: ModuleInfo,
+    bwd_info: ModuleInfo,
+    output_avals: list[Aval],
+    residuals: list[ResidualFact],
+) -> CaseExpectation:
+    """The expectation of one case without its hidden inputs and values, with its variants' facts."""
+    plain = None
+    if plain_fn is not None:
+        with checkpoint_disabled():
+            plain = _variant_facts(plain_fn, specs)
+    full = _variant_facts(_everything_recomputed(fn, specs), specs)
+    return CaseExpectation(
+        name=case.name,
+        dims=dict(case.dims),
+        static=dict(case.static),
+        arg_specs=specs,
+        input_avals=exported_avals(fwd.in_avals),
+        output_avals=output_avals,
+        residuals=residuals,
+        fwd_peak_bytes=fwd_info.peak_live_bytes,
+        bwd_peak_bytes=bwd_info.peak_live_bytes,
+        bwd_flops=bwd_info.flops,
+        plain_residual_bytes=plain[0] if plain else None,
+        plain_bwd_peak_bytes=plain[1].peak_live_bytes if plain else None,
+        plain_bwd_flops=plain[1].flops if plain else None,
+        full_remat_bytes=full[0] if full else None,
+        full_remat_bwd_peak_bytes=full[1].peak_live_bytes if full else None,
+        full_remat_bwd_flops=full[1].flops if full else None,
+        fd_step=FD_STEP,
+        fd_reference_error=[],
+        bwd_flops_exact=bwd_info.flops_exact,
+        bwd_largest_value_bytes=bwd_info.largest_value_bytes,
+        bwd_largest_value_elements=bwd_info.largest_value_elements,
+    )
+
+
+def _add_hidden_inputs(expectation: CaseExpectation, problem: Problem, case: CaseSpec, seed: bytes) -> None:
+    """Appends the case's hidden inputs, random cotangents and finite-difference directions to `expectation`."""
+    for k in range(problem.spec.verify.inputs_per_case):
+        expectation.inputs.append(hidden_inputs(problem.spec, case, seed=seed, version=problem.version, index=k))
+        expectation.cotangents.append(
+            random_cotangents(
+                [(a.shape, a.dtype) for a in expectation.output_avals],
+                seed=seed,
+                slug=problem.slug,
+                version=problem.version,
+                case=case.name,
+                index=k,
+            )
+        )
+        expectation.fd_directions.append(
+            random_cotangents(
+                [(a.shape, a.dtype) for a in expectation.input_avals],
+                seed=seed,
+                slug=problem.slug,
+                version=problem.version,
+                case=case.name + "/fd-direction",
+                index=k,
+            )
+        )
+
+
+def _expect_case(
+    problem: Problem,
+    case: CaseSpec,
+    fn: Callable[..., Any],
+    plain_fn: Callable[..., Any] | None,
+    *,
+    names: list[str],
+    seed: bytes,
+    limits: VerifyLimits,
+    export_s: float,
+    export_budget_s: float | None,
+) -> tuple[CaseExpectation, CaseData, tuple[str, str], float]:
+    """(expectation, programs to run, program digests, export seconds so far) of one case.
+
+    Raises:
+        ReferenceCheckError: runtime_error, time_limit or memory_limit.
+    """
+    specs = case_arg_specs(problem.spec, case)
+    fwd_blob, bwd_blob, n_out, export_s = _export_within_budget(fn, specs, case.name, export_s, export_budget_s)
+    fwd, bwd = deserialize(fwd_blob), deserialize(bwd_blob)
+    fwd_info, bwd_info = inspect_module(fwd), inspect_module(bwd)
+    _check_peak_memory(case.name, fwd_info, bwd_info, limits)
+    digest = (fwd_info.digest, bwd_info.digest)
+    out_avals = exported_avals(fwd.out_avals)
+    residuals = describe_residuals(
+        out_avals[n_out:],
+        residual_notes(fn, specs),
+        sources=named_sources(fwd_info.sources[n_out:], names),
+        hide_source=True,
+        memory_kinds=fwd_info.memory_kinds[n_out:],
+    )
+    expectation = _case_expectation(
+        case,
+        specs,
+        fn,
+        plain_fn,
+        fwd=fwd,
+        fwd_info=fwd_info,
+        bwd_info=bwd_info,
+        output_avals=out_avals[:n_out],
+        residuals=residuals,
+    )
+    _add_hidden_inputs(expectation, problem, case, seed)
+    data = CaseData(
+        fwd=fwd,
+        bwd=bwd,
+        n_out=n_out,
+        inputs=expectation.inputs,
+        cotangents=expectation.cotangents,
+        directions=None,
+        step=0.0,
+        peak_bytes=max(fwd_info.peak_live_bytes, bwd_info.peak_live_bytes),
+    )
+    return expectation, data, digest, export_s
+
+
+def _finite_difference_pass(
+    fn: Callable[..., Any],
+    problem: Problem,
+    cases: list[CaseExpectation],
+    artifacts: list[CaseData],
+    failures: list[ReferenceCheckError],
+) -> None:
+    """Runs each case in float64 (`_float64_truth`), appending the first finite-difference failure to `failures`."""
+    for case, expectation, data in zip(problem.spec.cases, cases, artifacts):
+        fd = _float64_truth(fn, case_arg_specs(problem.spec, case), expectation, data.n_out)
+        if fd is not None:
+            expectation.fd_reference_error = [fd_disagreement(c, a) for c, a in fd]
+            if not any(f.check == "finite_difference" for f in failures):
+                try:
+                    _check_finite_difference(case.name, fd)
+                except ReferenceCheckError as failure:
+                    failures.append(failure)
+
+
 def build_expectations(
     problem: Problem, *, seed: bytes, export_budget_s: float | None = None, limits: VerifyLimits | None = None
 ) -> Expectations:
@@ -294,122 +504,27 @@ def build_expectations(
     import jax
 
     limits = limits or VerifyLimits()
-    try:
-        module = _import_file(problem.reference_path, f"_remat_reference_{problem.slug}")
-        fn = getattr(module, problem.spec.entry_point)
-    except Exception as exc:
-        raise ReferenceCheckError(
-            "runtime_error",
-            f"importing reference.py and finding {problem.spec.entry_point!r} raised {type(exc).__name__}: {exc}",
-        ) from exc
-    plain_fn = None
-    try:
-        with checkpoint_disabled():
-            plain_module = _import_file(problem.reference_path, f"_remat_reference_plain_{problem.slug}")
-            plain_fn = getattr(plain_module, problem.spec.entry_point)
-    except Exception:  # noqa: BLE001 - a reference that needs its checkpoints: no plain comparison
-        plain_fn = None
+    fn, plain_fn = _import_reference(problem)
     names = leaf_names(problem.spec)
-    k_inputs = problem.spec.verify.inputs_per_case
-    cases, artifacts, digests = [], [], []
+    cases: list[CaseExpectation] = []
+    artifacts: list[CaseData] = []
+    digests: list[tuple[str, str]] = []
     export_s = 0.0
     for case in problem.spec.cases:
-        specs = case_arg_specs(problem.spec, case)
-        t0 = time.monotonic()
-        fwd_blob, bwd_blob, n_out = _export(fn, specs, case.name)
-        export_s += time.monotonic() - t0
-        if export_budget_s is not None and export_s > export_budget_s:
-            raise ReferenceCheckError(
-                "time_limit",
-                f"exporting the reference took {export_s:.1f} s by case {case.name!r}, more than "
-                f"the {export_budget_s:g} s a submission gets for exporting every case in the jail "
-                f"([limits] wall_time_limit_s): a submission as fast as the reference would be "
-                f"judged TIME_LIMIT_EXCEEDED. Make the reference (or the cases) faster, or raise "
-                f"wall_time_limit_s in problem.toml's [limits].",
-            )
-        fwd, bwd = deserialize(fwd_blob), deserialize(bwd_blob)
-        fwd_info, bwd_info = inspect_module(fwd), inspect_module(bwd)
-        for kind, info in (("forward", fwd_info), ("backward", bwd_info)):
-            if info.peak_live_bytes > limits.max_peak_live_bytes:
-                raise ReferenceCheckError(
-                    "memory_limit",
-                    f"on case {case.name!r} the reference's {kind} program holds "
-                    f"{info.peak_live_bytes:,} bytes live at once, more than the "
-                    f"{limits.max_peak_live_bytes:,} the verifier lets any exported program hold "
-                    f"(a submission like it is judged MEMORY_LIMIT_EXCEEDED): make the case smaller.",
-                )
-        digests.append((fwd_info.digest, bwd_info.digest))
-        out_avals = exported_avals(fwd.out_avals)
-        residuals = describe_residuals(
-            out_avals[n_out:],
-            residual_notes(fn, specs),
-            sources=named_sources(fwd_info.sources[n_out:], names),
-            hide_source=True,
-            memory_kinds=fwd_info.memory_kinds[n_out:],
+        expectation, data, digest, export_s = _expect_case(
+            problem,
+            case,
+            fn,
+            plain_fn,
+            names=names,
+            seed=seed,
+            limits=limits,
+            export_s=export_s,
+            export_budget_s=export_budget_s,
         )
-        plain = None
-        if plain_fn is not None:
-            with checkpoint_disabled():
-                plain = _variant_facts(plain_fn, specs)
-        full = _variant_facts(_everything_recomputed(fn, specs), specs)
-        expectation = CaseExpectation(
-            name=case.name,
-            dims=dict(case.dims),
-            static=dict(case.static),
-            arg_specs=specs,
-            input_avals=exported_avals(fwd.in_avals),
-            output_avals=out_avals[:n_out],
-            residuals=residuals,
-            fwd_peak_bytes=fwd_info.peak_live_bytes,
-            bwd_peak_bytes=bwd_info.peak_live_bytes,
-            bwd_flops=bwd_info.flops,
-            plain_residual_bytes=plain[0] if plain else None,
-            plain_bwd_peak_bytes=plain[1].peak_live_bytes if plain else None,
-            plain_bwd_flops=plain[1].flops if plain else None,
-            full_remat_bytes=full[0] if full else None,
-            full_remat_bwd_peak_bytes=full[1].peak_live_bytes if full else None,
-            full_remat_bwd_flops=full[1].flops if full else None,
-            fd_step=FD_STEP,
-            fd_reference_error=[],
-            bwd_flops_exact=bwd_info.flops_exact,
-            bwd_largest_value_bytes=bwd_info.largest_value_bytes,
-            bwd_largest_value_elements=bwd_info.largest_value_elements,
-        )
-        for k in range(k_inputs):
-            expectation.inputs.append(hidden_inputs(problem.spec, case, seed=seed, version=problem.version, index=k))
-            expectation.cotangents.append(
-                random_cotangents(
-                    [(a.shape, a.dtype) for a in expectation.output_avals],
-                    seed=seed,
-                    slug=problem.slug,
-                    version=problem.version,
-                    case=case.name,
-                    index=k,
-                )
-            )
-            expectation.fd_directions.append(
-                random_cotangents(
-                    [(a.shape, a.dtype) for a in expectation.input_avals],
-                    seed=seed,
-                    slug=problem.slug,
-                    version=problem.version,
-                    case=case.name + "/fd-direction",
-                    index=k,
-                )
-            )
+        digests.append(digest)
         cases.append(expectation)
-        artifacts.append(
-            CaseData(
-                fwd=fwd,
-                bwd=bwd,
-                n_out=n_out,
-                inputs=expectation.inputs,
-                cotangents=expectation.cotangents,
-                directions=None,
-                step=0.0,
-                peak_bytes=max(fwd_info.peak_live_bytes, bwd_info.peak_live_bytes),
-            )
-        )
+        artifacts.append(data)
     values = _run_reference(artifacts, cases, limits)
     failures: list[ReferenceCheckError] = []
     try:
@@ -424,15 +539,7 @@ def build_expectations(
             got.residuals,
             got.gradients,
         )
-    for case, expectation, data in zip(problem.spec.cases, cases, artifacts):
-        fd = _float64_truth(fn, case_arg_specs(problem.spec, case), expectation, data.n_out)
-        if fd is not None:
-            expectation.fd_reference_error = [fd_disagreement(c, a) for c, a in fd]
-            if not any(f.check == "finite_difference" for f in failures):
-                try:
-                    _check_finite_difference(case.name, fd)
-                except ReferenceCheckError as failure:
-                    failures.append(failure)
+    _finite_difference_pass(fn, problem, cases, artifacts, failures)
     if failures:
         raise ReferenceCheckError(
             failures[0].check, failures[0].message, more=[(f.check, f.message) for f in failures[1:]]

@@ -182,30 +182,11 @@ class JwksCache:
         return signing_key.key
 
 
-def verify_id_token(
-    id_token: str,
-    *,
-    issuer: str,
-    client_id: str,
-    deployment_ids: tuple[str, ...],
-    expected_nonce: str,
-    key_for: Callable[[str], Any],
-    leeway_s: float = LEEWAY_S,
-    message_types: tuple[str, ...] = (RESOURCE_LINK_REQUEST,),
-) -> dict[str, Any]:
-    """Verifies a launch's id_token (Security Framework 5.1.3) and returns its claims.
-
-    Args:
-        issuer, client_id, deployment_ids: the registered platform the login initiation was for.
-        expected_nonce: the nonce sent with this launch's login initiation.
-        key_for: the platform's public key for a `kid` (raises LaunchError when unknown).
-        leeway_s: clock skew allowed on exp and iat, seconds.
-        message_types: the LTI message types accepted (a resource link launch by default; the
-            launch route also accepts `LtiDeepLinkingRequest`, whose own claims
-            `server.lti.deep_linking.settings_of` checks: it has no resource link claim).
+def _signing_kid(id_token: str) -> str:
+    """The `kid` of the key that signed `id_token`, read from its unverified header.
 
     Raises:
-        LaunchError(400): not a JWT; LaunchError(403): anything that fails a check.
+        LaunchError(400): not a JWT; LaunchError(403): not RS256, or no kid.
     """
     try:
         header = jwt.get_unverified_header(id_token)
@@ -216,7 +197,15 @@ def verify_id_token(
     kid = header.get("kid")
     if not isinstance(kid, str) or not kid:
         raise LaunchError(403, "The launch's id_token names no signing key (kid).")
-    key = key_for(kid)
+    return kid
+
+
+def _decoded_claims(id_token: str, key: Any, *, issuer: str, client_id: str, leeway_s: float) -> dict[str, Any]:
+    """The claims of `id_token` once its signature, issuer, audience, exp and iat verify.
+
+    Raises:
+        LaunchError(403): any of them fails, or a required claim is missing.
+    """
     try:
         claims = jwt.decode(  # step 1 signature; 2 iss; 3 aud; 7 exp; 8 iat
             id_token,
@@ -243,6 +232,18 @@ def verify_id_token(
         raise LaunchError(403, f"The launch lacks the {exc.claim!r} claim.") from None
     except jwt.InvalidTokenError:
         raise LaunchError(403, "The launch's id_token is not valid.") from None
+    return claims
+
+
+def _check_claims(
+    claims: dict[str, Any],
+    *,
+    client_id: str,
+    deployment_ids: tuple[str, ...],
+    expected_nonce: str,
+    message_types: tuple[str, ...],
+) -> None:
+    """Raises `LaunchError(403)` when verified claims fail the remaining OIDC and LTI 1.3 checks."""
     aud = claims["aud"]
     azp = claims.get("azp")
     # steps 4-5: several audiences need an azp; an azp present must be this tool's client id
@@ -270,6 +271,43 @@ def verify_id_token(
         raise LaunchError(403, "The launch names no resource link.")
     if not isinstance(claims.get(CLAIM_ROLES), list):  # Core 5.3.7 (may be empty)
         raise LaunchError(403, "The launch carries no roles claim.")
+
+
+def verify_id_token(
+    id_token: str,
+    *,
+    issuer: str,
+    client_id: str,
+    deployment_ids: tuple[str, ...],
+    expected_nonce: str,
+    key_for: Callable[[str], Any],
+    leeway_s: float = LEEWAY_S,
+    message_types: tuple[str, ...] = (RESOURCE_LINK_REQUEST,),
+) -> dict[str, Any]:
+    """Verifies a launch's id_token (Security Framework 5.1.3) and returns its claims.
+
+    Args:
+        issuer, client_id, deployment_ids: the registered platform the login initiation was for.
+        expected_nonce: the nonce sent with this launch's login initiation.
+        key_for: the platform's public key for a `kid` (raises LaunchError when unknown).
+        leeway_s: clock skew allowed on exp and iat, seconds.
+        message_types: the LTI message types accepted (a resource link launch by default; the
+            launch route also accepts `LtiDeepLinkingRequest`, whose own claims
+            `server.lti.deep_linking.settings_of` checks: it has no resource link claim).
+
+    Raises:
+        LaunchError(400): not a JWT; LaunchError(403): anything that fails a check.
+    """
+    kid = _signing_kid(id_token)
+    key = key_for(kid)
+    claims = _decoded_claims(id_token, key, issuer=issuer, client_id=client_id, leeway_s=leeway_s)
+    _check_claims(
+        claims,
+        client_id=client_id,
+        deployment_ids=deployment_ids,
+        expected_nonce=expected_nonce,
+        message_types=message_types,
+    )
     return claims
 
 

@@ -58,49 +58,47 @@ def _platform_for(service: LtiService, iss: str, client_id: str) -> PlatformView
     return found[0]
 
 
-def _login(
+def _checked_platform(
     request: Request,
     service: LtiService,
     *,
     iss: str,
     login_hint: str,
     target_link_uri: str,
-    lti_message_hint: str,
     client_id: str,
     lti_deployment_id: str,
-    lti_storage_target: str = "",
-) -> Response:
-    try:
-        refusal = service.https_refusal(request)
-        if refusal is not None:
-            raise refusal
-        platform = _platform_for(service, iss, client_id)
-        _count_launch(request, service, platform.issuer)
-        if not login_hint:
-            raise LaunchError(400, "The login initiation names no user (login_hint).")
-        if not target_link_uri:
-            raise LaunchError(400, "The login initiation names no target_link_uri.")
-        if lti_deployment_id and lti_deployment_id not in platform.deployment_ids:
-            raise LaunchError(403, "This deployment of the tool is not registered with the judge.")
-    except LaunchError as error:
-        return _refused(request, error)
-    target = lti_storage_target if STORAGE_TARGET.fullmatch(lti_storage_target) else None
-    platform_origin = _origin(platform.auth_login_url)
-    relaunch = {
-        name: value
-        for name, value in (
-            ("iss", iss),
-            ("login_hint", login_hint),
-            ("lti_message_hint", lti_message_hint),
-            ("target_link_uri", target_link_uri),
-            ("client_id", client_id or platform.client_id),
-            ("lti_deployment_id", lti_deployment_id),
-        )
-        if value
-    }
-    state, nonce, binding = service.store.start_login(
-        platform.id, storage_target=target if platform_origin else None, relaunch=relaunch
-    )
+) -> PlatformView:
+    """The registered platform of a login initiation, once it is counted and its parameters checked.
+
+    Raises:
+        LaunchError: the service's HTTPS refusal; `_platform_for`'s; 400 no login_hint or no
+            target_link_uri; 403 an unregistered deployment.
+    """
+    refusal = service.https_refusal(request)
+    if refusal is not None:
+        raise refusal
+    platform = _platform_for(service, iss, client_id)
+    _count_launch(request, service, platform.issuer)
+    if not login_hint:
+        raise LaunchError(400, "The login initiation names no user (login_hint).")
+    if not target_link_uri:
+        raise LaunchError(400, "The login initiation names no target_link_uri.")
+    if lti_deployment_id and lti_deployment_id not in platform.deployment_ids:
+        raise LaunchError(403, "This deployment of the tool is not registered with the judge.")
+    return platform
+
+
+def _auth_params(
+    request: Request,
+    service: LtiService,
+    platform: PlatformView,
+    *,
+    login_hint: str,
+    lti_message_hint: str,
+    state: str,
+    nonce: str,
+) -> dict[str, str]:
+    """The query parameters of the authentication request sent to the platform's auth-login-url."""
     params = {
         "scope": "openid",
         "response_type": "id_token",
@@ -114,20 +112,11 @@ def _login(
     }
     if lti_message_hint:
         params["lti_message_hint"] = lti_message_hint
-    auth_url = _with_query(platform.auth_login_url, params)
-    if binding is not None:  # the platform keeps the binding for us (postMessage storage), then we go on
-        response: Response = _page(
-            request,
-            "lti_storage.html",
-            mode="put",
-            target=target,
-            origin=platform_origin,
-            key=storage_key(state),
-            value=binding,
-            next_url=auth_url,
-        )
-    else:
-        response = RedirectResponse(auth_url, status_code=302, headers=NO_STORE)
+    return params
+
+
+def _set_state_cookie(request: Request, service: LtiService, response: Response, state: str) -> None:
+    """Sets the cookie binding `state` to the browser on `response` (SameSite=None over HTTPS, else Lax)."""
     if service.secure(request):  # cross-site launch POST: only a SameSite=None cookie comes back with it
         response.set_cookie(
             state_cookie_name(state),
@@ -147,6 +136,67 @@ def _login(
             httponly=True,
             samesite="lax",
         )
+
+
+def _login(
+    request: Request,
+    service: LtiService,
+    *,
+    iss: str,
+    login_hint: str,
+    target_link_uri: str,
+    lti_message_hint: str,
+    client_id: str,
+    lti_deployment_id: str,
+    lti_storage_target: str = "",
+) -> Response:
+    try:
+        platform = _checked_platform(
+            request,
+            service,
+            iss=iss,
+            login_hint=login_hint,
+            target_link_uri=target_link_uri,
+            client_id=client_id,
+            lti_deployment_id=lti_deployment_id,
+        )
+    except LaunchError as error:
+        return _refused(request, error)
+    target = lti_storage_target if STORAGE_TARGET.fullmatch(lti_storage_target) else None
+    platform_origin = _origin(platform.auth_login_url)
+    relaunch = {
+        name: value
+        for name, value in (
+            ("iss", iss),
+            ("login_hint", login_hint),
+            ("lti_message_hint", lti_message_hint),
+            ("target_link_uri", target_link_uri),
+            ("client_id", client_id or platform.client_id),
+            ("lti_deployment_id", lti_deployment_id),
+        )
+        if value
+    }
+    state, nonce, binding = service.store.start_login(
+        platform.id, storage_target=target if platform_origin else None, relaunch=relaunch
+    )
+    params = _auth_params(
+        request, service, platform, login_hint=login_hint, lti_message_hint=lti_message_hint, state=state, nonce=nonce
+    )
+    auth_url = _with_query(platform.auth_login_url, params)
+    if binding is not None:  # the platform keeps the binding for us (postMessage storage), then we go on
+        response: Response = _page(
+            request,
+            "lti_storage.html",
+            mode="put",
+            target=target,
+            origin=platform_origin,
+            key=storage_key(state),
+            value=binding,
+            next_url=auth_url,
+        )
+    else:
+        response = RedirectResponse(auth_url, status_code=302, headers=NO_STORE)
+    _set_state_cookie(request, service, response, state)
     return response
 
 
