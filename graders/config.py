@@ -27,6 +27,9 @@ class JudgeConfig:
         results_dir: where verifier results are cached by content (`graders.verifier_client.
             ResultCache`), or None for no result cache (a library caller's default; the server
             and the CLI use `<data dir>/results`).
+        ready_children: jail and verifier children of each kind kept started ahead of their
+            submission (`sandbox.ready`), 0 for none (a library caller's default; the server keeps
+            one per grading thread).
     """
 
     cache_dir: Path
@@ -38,6 +41,7 @@ class JudgeConfig:
     verifier_memory_limit_mib: int = 4096
     retries_on_internal_error: int = 1
     results_dir: Path | None = None
+    ready_children: int = 0
 
     def jail_limits_for(self, problem: Problem) -> JailLimits:
         """The deployment's limits with the problem's overrides applied."""

@@ -179,7 +179,7 @@ def check_reference(problem: Problem, config: JudgeConfig) -> ReferenceCheckFail
     Raises:
         VerifierError: a fault of the judge (the verifier could not start).
     """
-    verifier = Verifier.start(problem, config)
+    verifier = Verifier.start(problem, config, ready=False)  # no child kept ready for an unpublished version
     try:
         verifier.wait_ready()
     except ReferenceCheckFailed as failure:
@@ -309,7 +309,7 @@ def grade_once(source: str, problem: Problem, config: JudgeConfig) -> VerdictRep
                 cpu_time_limit_s=limits.cpu_time_limit_s,
                 memory_limit_mib=limits.memory_limit_mib,
             )
-            outcome = run_in_jail(request, limits)
+            outcome = run_in_jail(request, limits, keep_ready=config.ready_children)
         except (JailError, VerifierError) as exc:
             return _internal(problem, f"{type(exc).__name__}: {exc}", t0)
         sandbox_check, bundle = judge_outcome(outcome, limits)

@@ -38,6 +38,7 @@ from graders.verifier_events import (
     parse_event,
 )
 from sandbox.jail_limits import MIB
+from sandbox.ready import shared_ready
 from sandbox.supervise import Child, ChildLimits
 from sandbox.templates import SupervisorError, Templates, TemplateSpec, shared_templates
 
@@ -108,6 +109,9 @@ def template_spec() -> TemplateSpec:
 
 verifier_templates = shared_templates(template_spec, max_forks=MAX_FORKS_PER_TEMPLATE)
 """This process's verifier template set (one template, shared by every grading thread)."""
+verifier_ready = shared_ready(verifier_templates)
+"""This process's verifier children started ahead, each with one problem version's expectations
+loaded (`sandbox.ready`: keyed by the version, the seed and the limits)."""
 
 
 def child_limits(config: JudgeConfig) -> ChildLimits:
@@ -194,8 +198,13 @@ class Verifier:
         self._pending: list[bytes] = []
 
     @classmethod
-    def start(cls, problem: Problem, config: JudgeConfig, templates: Templates | None = None) -> "Verifier":
-        """Forks a verifier child for `problem`.
+    def start(
+        cls, problem: Problem, config: JudgeConfig, templates: Templates | None = None, *, ready: bool = True
+    ) -> "Verifier":
+        """A verifier child for `problem`: one already waiting with this version's expectations
+        loaded when there is one (`verifier_ready`), else one forked now. Unless `ready` is False
+        (a reference check of a version not yet published) or `templates` is given, a replacement
+        starts in the background when `config.ready_children` > 0.
 
         Raises:
             VerifierError: phase "startup" (the template or the child could not be started).
@@ -212,7 +221,10 @@ class Verifier:
             reference_export_budget_s=reference_budget_s(problem, config)[0],
         )
         try:
-            child = Child.start(templates or verifier_templates(), child_limits(config), params.model_dump())
+            if templates is None and ready:
+                child = verifier_ready().take(child_limits(config), params.model_dump(), keep=config.ready_children)
+            else:
+                child = Child.start(templates or verifier_templates(), child_limits(config), params.model_dump())
         except SupervisorError as exc:
             raise VerifierError(f"the verifier could not start: {exc}", phase="startup") from None
         return cls(child, problem, config)

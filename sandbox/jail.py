@@ -31,6 +31,7 @@ from pathlib import Path
 
 from jailside.protocol import READY, JailRequest
 from sandbox.jail_limits import MIB, JailLimits
+from sandbox.ready import shared_ready
 from sandbox.supervise import Child, ChildLimits
 from sandbox.templates import SupervisorError, Templates, TemplateSpec, shared_templates
 from sandbox.uids import JAIL_UIDS  # noqa: F401 - re-exported: tests check for leftover jail uids
@@ -219,6 +220,8 @@ def template_spec(runtime: JailRuntime | None = None) -> TemplateSpec:
 
 jail_templates = shared_templates(template_spec, max_forks=MAX_FORKS_PER_TEMPLATE)
 """This process's jail template set (one template, shared by every grading thread)."""
+jail_ready = shared_ready(jail_templates)
+"""This process's jail children started ahead of their submissions (`sandbox.ready`)."""
 
 
 def _rlimits(limits: JailLimits) -> dict[str, list[int]]:
@@ -280,13 +283,18 @@ def cpu_limit_exceeded(used_ms: float | None, limit_s: float, exit_code: int | N
     return used_ms is not None and used_ms > limit_s * 1000
 
 
-def run_in_jail(request: JailRequest, limits: JailLimits, templates: Templates | None = None) -> JailOutcome:
+def run_in_jail(
+    request: JailRequest, limits: JailLimits, templates: Templates | None = None, *, keep_ready: int = 0
+) -> JailOutcome:
     """Runs one submission in a fresh jail child and reports what was observed from outside.
 
     Args:
         request: the submission and the cases' argument avals.
         limits: this submission's limits.
-        templates: the template set to fork from (default: this process's, `jail_templates()`).
+        templates: the template set to fork from (default: this process's, `jail_templates()`,
+            through its ready children `jail_ready()`).
+        keep_ready: jail children with these limits to keep started ahead, waiting for the next
+            submissions (`sandbox.ready`; 0: none). Only without `templates`.
 
     Returns:
         The outcome; the child is torn down (every process killed, cgroup removed, uid returned).
@@ -295,7 +303,10 @@ def run_in_jail(request: JailRequest, limits: JailLimits, templates: Templates |
         JailError: the jail could not be started or did not become ready (a judge fault).
     """
     try:
-        child = Child.start(templates or jail_templates(), child_limits(limits))
+        if templates is None:
+            child = jail_ready().take(child_limits(limits), keep=keep_ready)
+        else:
+            child = Child.start(templates, child_limits(limits))
     except SupervisorError as exc:
         raise JailError(str(exc)) from None
     try:

@@ -222,6 +222,12 @@ class JailCgroup:
             return self._read_int("memory", "memory.max_usage_in_bytes")
         return self._read_int("unified", "memory.peak")
 
+    def memory_bytes(self) -> int | None:
+        """Memory charged to the cgroup now (bytes), as the kernel accounts it."""
+        if self.version == 1:
+            return self._read_int("memory", "memory.usage_in_bytes")
+        return self._read_int("unified", "memory.current")
+
     def cpu_time_ms(self) -> float | None:
         """CPU time of every process that ran in the cgroup, in milliseconds."""
         if self.version == 1:

@@ -316,6 +316,25 @@ class Child:
             peak_memory_bytes=self.cgroup.peak_memory_bytes(),
         )
 
+    def waiting(self) -> bool:
+        """Whether the child is still alive and has reported no exit (a ready child waiting for
+        its job): its cgroup holds a process (or, without a cgroup, its first process is not a
+        zombie), and no `JobExit` came on its job socket."""
+        if self._closed or self.pid is None or self.lockdown_error() is not None or self._exit is not None:
+            return False
+        if self.cgroup is not None:
+            return bool(self.cgroup.pids())
+        try:
+            with open(f"/proc/{self.pid}/stat", "rb") as f:
+                state = f.read().rpartition(b")")[2].split()[:1]
+        except OSError:
+            return False
+        return state not in ([b"Z"], [b"X"], [])
+
+    def memory_bytes(self) -> int | None:
+        """Memory charged to the child's cgroup now (bytes), or None without a cgroup."""
+        return self.cgroup.memory_bytes() if self.cgroup is not None else None
+
     def cpu_ms(self) -> float | None:
         """CPU milliseconds the child has used so far (cgroup), or None."""
         return self.cgroup.cpu_time_ms() if self.cgroup is not None else None

@@ -30,6 +30,9 @@ class Settings(BaseSettings):
         hidden_seed: secret seed of hidden inputs; when unset, 32 random bytes are generated once
             and kept in `<data_dir>/hidden_seed` (mode 0600).
         workers: submissions graded at once (each uses a jail and a verifier process).
+        ready_children: jail and verifier children of each kind started ahead and kept waiting
+            for the next submission (`sandbox.ready`); default one per grading thread (`workers`,
+            or a worker's `--concurrency`); 0 turns them off (less memory, slower verdicts).
         max_source_bytes: largest submission accepted (HTTP 413 above it).
         wait_timeout_s: how long `POST /submissions?wait=true` waits before answering 202.
         wall_time_limit_s, cpu_time_limit_s, memory_limit_mib: default jail limits (a problem
@@ -97,6 +100,7 @@ class Settings(BaseSettings):
     database_url: str | None = None
     hidden_seed: str | None = Field(default=None, repr=False)
     workers: int = Field(default=2, ge=1, le=64)
+    ready_children: int | None = Field(default=None, ge=0, le=64)
     max_source_bytes: int = 64 * 1024
     wait_timeout_s: float = Field(default=60.0, ge=0, le=600)
     wall_time_limit_s: float = 10.0
@@ -171,6 +175,7 @@ class Settings(BaseSettings):
             verify_limits=VerifyLimits(),
             verify_time_limit_s=self.verify_time_limit_s,
             results_dir=(self.data_dir / "results").resolve(),
+            ready_children=self.workers if self.ready_children is None else self.ready_children,
         )
 
 

@@ -46,8 +46,10 @@ def run(
         ValueError: no Redis URL is configured.
         RuntimeError: the database is not migrated to the latest revision.
     """
-    if not settings.redis_url:
+    redis_url = settings.redis_url
+    if not redis_url:
         raise ValueError("a worker needs REMAT_JUDGE_REDIS_URL (the distributed mode)")
+    settings = settings.model_copy(update={"workers": concurrency})  # ready children: one per thread
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -58,7 +60,7 @@ def run(
         return
     store = SubmissionStore(engine)
     problems = ProblemRepository(settings.problems_dir)
-    jobs = RedisJobs(settings.redis_url, heartbeat_timeout_s=settings.heartbeat_timeout_s)
+    jobs = RedisJobs(redis_url, heartbeat_timeout_s=settings.heartbeat_timeout_s)
     grader = build_grader(settings, engine, store, problems, kind="worker", on_finished=jobs.announce)
     worker_id = grader.worker_id
     jobs.run = grader.grade  # this process runs the jobs it is given

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -30,6 +31,45 @@ def jail_processes() -> list[str]:
         for line in out.splitlines()
         if line.split() and int(line.split()[0]) in JAIL_UIDS.uids and JAIL_UIDS.is_free(int(line.split()[0]))
     ]
+
+
+def descendants(pid: int) -> list[int]:
+    """`pid` and every process below it, from /proc/*/stat."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo += children.get(p, [])
+    return found
+
+
+def memory_contains(pid: int, needles: list[bytes]) -> list[bytes]:
+    """Which `needles` occur anywhere in the readable memory of `pid` (as root, via /proc/PID/mem)."""
+    found: set[bytes] = set()
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+        for line in maps:
+            span, perms = line.split()[:2]
+            if not perms.startswith("r"):
+                continue
+            start, end = (int(x, 16) for x in span.split("-"))
+            if end - start > 1 << 30:
+                continue
+            try:
+                mem.seek(start)
+                chunk = mem.read(end - start)
+            except (OSError, ValueError, OverflowError):
+                continue
+            found.update(n for n in needles if n in chunk)
+    return sorted(found)
 
 
 def start_cli(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 import typer
@@ -107,7 +108,8 @@ def grade_file(
         err.print(f"problem {problem!r} is invalid:\n{exc}")
         raise typer.Exit(EXIT_USAGE) from None
     with err.status(f"grading {file.name} against {problem}...") if not as_json else nullcontext():
-        report = grade(source, loaded, settings.judge_config())
+        # one submission, then the process exits: no child is worth starting ahead
+        report = grade(source, loaded, replace(settings.judge_config(), ready_children=0))
     if as_json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     else:

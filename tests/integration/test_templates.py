@@ -21,6 +21,7 @@ from graders.verifier_client import Verifier, verifier_templates
 from sandbox.jail import JailRequest, jail_templates, run_in_jail, template_spec
 from sandbox.jail_limits import JailLimits
 from sandbox.templates import Template, Templates
+from tests.support import descendants, memory_contains
 
 pytestmark = pytest.mark.jail
 
@@ -30,56 +31,17 @@ TRIVIAL = JailRequest(
 )
 
 
-def _descendants(pid: int) -> list[int]:
-    """`pid` and every process below it, from /proc/*/stat."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        todo += children.get(p, [])
-    return found
-
-
 def _python_of(template: Template) -> int:
     """The template's Python process (below enter.py's exec and, for the jail, bubblewrap)."""
     pid = template.pid()
     assert pid is not None
-    for p in _descendants(pid):
+    for p in descendants(pid):
         try:
             if b"python" in Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0]:
                 return p
         except OSError:
             continue
     raise AssertionError("no python process under the template")
-
-
-def _memory_contains(pid: int, needles: list[bytes]) -> list[bytes]:
-    """Which `needles` occur anywhere in the readable memory of `pid` (as root, via /proc/PID/mem)."""
-    found: set[bytes] = set()
-    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
-        for line in maps:
-            span, perms = line.split()[:2]
-            if not perms.startswith("r"):
-                continue
-            start, end = (int(x, 16) for x in span.split("-"))
-            if end - start > 1 << 30:
-                continue
-            try:
-                mem.seek(start)
-                chunk = mem.read(end - start)
-            except (OSError, ValueError, OverflowError):
-                continue
-            found.update(n for n in needles if n in chunk)
-    return sorted(found)
 
 
 def test_a_dead_template_is_replaced_by_the_next_fork() -> None:
@@ -144,7 +106,7 @@ def test_templates_hold_no_secret(
             for t in opened_files
             if "problems" in t or str(judge_config.cache_dir) in t or t.endswith((".db", ".sqlite", "session_secret"))
         ], targets
-        assert _memory_contains(pid, secrets) == [], templates.spec.name
+        assert memory_contains(pid, secrets) == [], templates.spec.name
 
 
 def test_a_verifier_child_is_unprivileged_and_offline(judge_config: JudgeConfig, dot_problem: Problem) -> None:
