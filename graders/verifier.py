@@ -15,7 +15,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from graders.untrusted.result import ArtifactError
+from graders.untrusted.result import ArtifactError, ModuleInfo
 from graders.untrusted.parse import deserialize, exported_avals, shared_ir_context
 from graders.untrusted.reader import inspect_module
 from graders.checks.common import CaseRun
@@ -89,11 +89,8 @@ def program_digest(loaded: list[tuple[str, str]]) -> str:
     return hashlib.sha256(b"remat-judge programs\0" + material.encode()).hexdigest()
 
 
-def _load_case(
-    expected: CaseExpectation, case: BundleCase, problem: Problem, limits: VerifyLimits, leaf_names: list[str]
-) -> _Loaded:
-    """Steps 1 to 3 for one case: nothing here runs the artifacts."""
-    label = f"case {expected.name!r}"
+def _check_sizes(label: str, case: BundleCase, limits: VerifyLimits) -> None:
+    """Raises _Stop (RUNTIME_ERROR) if either serialized artifact is over the size limit."""
     for kind, blob in (("forward", case.fwd), ("backward", case.bwd)):
         if len(blob) > limits.max_artifact_bytes:
             raise _fail(
@@ -103,55 +100,63 @@ def _load_case(
                 f"{limits.max_artifact_bytes:,} allowed. Large constants captured by the function "
                 f"(arrays built at trace time) end up inside the program.",
             )
+
+
+def _deserialize_pair(label: str, case: BundleCase) -> tuple[Any, Any]:
+    """Returns the case's (fwd, bwd) Exported objects; raises _Stop (RUNTIME_ERROR) if either is invalid."""
     try:
-        fwd, bwd = deserialize(case.fwd), deserialize(case.bwd)
+        return deserialize(case.fwd), deserialize(case.bwd)
     except ArtifactError as exc:
         raise _fail(
             "module", Verdict.RUNTIME_ERROR, f"{label}: the result is not a valid exported program ({exc})"
         ) from exc
-    allowed = frozenset(problem.spec.verify.allowed_custom_calls)
-    infos = []
-    for kind, exp in (("forward", fwd), ("backward", bwd)):
-        if tuple(exp.platforms) != ("cpu",) or exp.nr_devices != 1:
-            raise _fail(
-                "module",
-                Verdict.RUNTIME_ERROR,
-                f"{label}: the {kind} program targets {exp.platforms} on {exp.nr_devices} devices, not one CPU",
-            )
-        if exp.ordered_effects or exp.unordered_effects or exp.disabled_safety_checks:
-            raise _fail(
-                "module",
-                Verdict.RUNTIME_ERROR,
-                f"{label}: the {kind} program has side effects (callbacks, I/O) or disabled safety "
-                f"checks; only pure array computation can be judged",
-            )
-        try:
-            info = inspect_module(exp, allowed_custom_calls=allowed, limits=limits.read_limits)
-        except ArtifactError as exc:
-            raise _fail("module", Verdict.RUNTIME_ERROR, f"{label}: the {kind} program cannot be read ({exc})") from exc
-        except (MemoryError, RecursionError):
-            raise
-        except Exception:  # the MLIR bindings refusing a forged module in a way we did not foresee
-            log.exception("reading a %s artifact failed", kind)
-            raise _fail("module", Verdict.RUNTIME_ERROR, f"{label}: the {kind} program cannot be read") from None
-        if info.disallowed:
-            raise _fail(
-                "module",
-                Verdict.RUNTIME_ERROR,
-                f"{label}: the {kind} program uses operations the judge does not run: "
-                f"{', '.join(info.disallowed)}. Host callbacks (jax.pure_callback, jax.debug.print, "
-                f"io_callback) and library calls outside pure array math are not allowed.",
-                disallowed=info.disallowed,
-            )
-        if info.peak_live_bytes > limits.max_peak_live_bytes:
-            raise _fail(
-                "module",
-                Verdict.MEMORY_LIMIT_EXCEEDED,
-                f"{label}: the {kind} program would hold {info.peak_live_bytes:,} bytes live at once, "
-                f"more than the {limits.max_peak_live_bytes:,} allowed",
-            )
-        infos.append(info)
 
+
+def _inspect_program(label: str, kind: str, exp: Any, allowed: frozenset[str], limits: VerifyLimits) -> ModuleInfo:
+    """Returns the ModuleInfo of one program; raises _Stop if its platform, effects, ops or peak are refused."""
+    if tuple(exp.platforms) != ("cpu",) or exp.nr_devices != 1:
+        raise _fail(
+            "module",
+            Verdict.RUNTIME_ERROR,
+            f"{label}: the {kind} program targets {exp.platforms} on {exp.nr_devices} devices, not one CPU",
+        )
+    if exp.ordered_effects or exp.unordered_effects or exp.disabled_safety_checks:
+        raise _fail(
+            "module",
+            Verdict.RUNTIME_ERROR,
+            f"{label}: the {kind} program has side effects (callbacks, I/O) or disabled safety "
+            f"checks; only pure array computation can be judged",
+        )
+    try:
+        info = inspect_module(exp, allowed_custom_calls=allowed, limits=limits.read_limits)
+    except ArtifactError as exc:
+        raise _fail("module", Verdict.RUNTIME_ERROR, f"{label}: the {kind} program cannot be read ({exc})") from exc
+    except (MemoryError, RecursionError):
+        raise
+    except Exception:  # the MLIR bindings refusing a forged module in a way we did not foresee
+        log.exception("reading a %s artifact failed", kind)
+        raise _fail("module", Verdict.RUNTIME_ERROR, f"{label}: the {kind} program cannot be read") from None
+    if info.disallowed:
+        raise _fail(
+            "module",
+            Verdict.RUNTIME_ERROR,
+            f"{label}: the {kind} program uses operations the judge does not run: "
+            f"{', '.join(info.disallowed)}. Host callbacks (jax.pure_callback, jax.debug.print, "
+            f"io_callback) and library calls outside pure array math are not allowed.",
+            disallowed=info.disallowed,
+        )
+    if info.peak_live_bytes > limits.max_peak_live_bytes:
+        raise _fail(
+            "module",
+            Verdict.MEMORY_LIMIT_EXCEEDED,
+            f"{label}: the {kind} program would hold {info.peak_live_bytes:,} bytes live at once, "
+            f"more than the {limits.max_peak_live_bytes:,} allowed",
+        )
+    return info
+
+
+def _check_avals(label: str, expected: CaseExpectation, case: BundleCase, fwd: Any, bwd: Any) -> list[Aval]:
+    """Returns the residual avals (fwd outputs past the primal ones); raises _Stop if any aval disagrees."""
     n_out = len(expected.output_avals)
     try:
         fwd_in, fwd_out = exported_avals(fwd.in_avals), exported_avals(fwd.out_avals)
@@ -187,6 +192,21 @@ def _load_case(
             f"{label}: the backward program returns gradients {_avals_text(bwd_out)}"
             f", expected {_avals_text(expected.input_avals)}",
         )
+    return residual_avals
+
+
+def _load_case(
+    expected: CaseExpectation, case: BundleCase, problem: Problem, limits: VerifyLimits, leaf_names: list[str]
+) -> _Loaded:
+    """Steps 1 to 3 for one case: nothing here runs the artifacts."""
+    label = f"case {expected.name!r}"
+    _check_sizes(label, case, limits)
+    fwd, bwd = _deserialize_pair(label, case)
+    allowed = frozenset(problem.spec.verify.allowed_custom_calls)
+    infos = [_inspect_program(label, kind, exp, allowed, limits) for kind, exp in (("forward", fwd), ("backward", bwd))]
+
+    n_out = len(expected.output_avals)
+    residual_avals = _check_avals(label, expected, case, fwd, bwd)
     residuals = describe_residuals(
         residual_avals,
         case.residual_notes,

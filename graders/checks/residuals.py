@@ -241,6 +241,54 @@ def _recompute_text(run: CaseRun) -> str:
     return ""
 
 
+def _match_values(run: CaseRun, *, spec: ProblemSpec) -> int:
+    """Returns how many reference residuals the submission's match by value, marking `matched` on both sides."""
+    expected, submitted = run.expected.residuals, run.residuals
+    matching = match_residuals(run, spec=spec)
+    matched_refs = {j for j in matching if j is not None}
+    run.expected_matched = [j in matched_refs for j in range(len(expected))]
+    for fact, j in zip(submitted, matching):
+        fact.matched = j is not None
+    return len(matched_refs)
+
+
+def _exact_mismatch(run: CaseRun, rule: MemoryRule) -> str:
+    """Returns why the residuals break the `exact` rule (signature, then values), or "" if they keep it."""
+    expected, submitted = run.expected.residuals, run.residuals
+    if signature(expected) != signature(submitted):
+        diff = _difference(expected, submitted)
+        return "saves different residuals than the required checkpoint policy" + (f" ({diff})" if diff else "")
+    if rule.match == "values" and not all(f.matched for f in submitted):
+        yours = [f for f in submitted if not f.matched]
+        assert run.expected_matched is not None  # set by _match_values, as rule.match == "values"
+        theirs = [expected[j] for j, m in enumerate(run.expected_matched) if not m]
+        return (
+            f"saves residuals of the right shapes, but {_count(len(yours), 'value')} "
+            f"{'is' if len(yours) == 1 else 'are'} not one the required policy saves: you save "
+            + ", ".join(f.described() for f in yours)
+            + " where the policy saves "
+            + ", ".join(f.described() for f in theirs)
+        )
+    return ""
+
+
+def _residuals_failure(run: CaseRun, why: str) -> str:
+    """Returns the failure message for one case: `why`, the recompute note and both residual listings."""
+    return (
+        f"{run.label}: your function {why}.{_recompute_text(run)}\n"
+        + format_residuals(
+            _with_matches(run.expected.residuals, run.expected_matched),
+            title="the required policy saves",
+            unmatched="not saved by yours",
+        )
+        + "\n"
+        + format_residuals(run.residuals, title="yours saves")
+        + "\n"
+        + f"backward pass peak live bytes: yours {run.bwd_peak_bytes:,}, "
+        f"reference {run.expected.bwd_peak_bytes:,}"
+    )
+
+
 def check_residuals(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
     """Compares saved residuals with the reference's under the problem's memory rule.
 
@@ -276,49 +324,16 @@ def check_residuals(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
         }
         why = ""
         if rule.rule == "exact" or rule.match == "values":
-            matching = match_residuals(run, spec=spec)
-            matched_refs = {j for j in matching if j is not None}
-            run.expected_matched = [j in matched_refs for j in range(len(expected))]
-            for fact, j in zip(submitted, matching):
-                fact.matched = j is not None
-            details[run.expected.name]["values_matched"] = len(matched_refs)
+            details[run.expected.name]["values_matched"] = _match_values(run, spec=spec)
         if rule.rule == "exact":
-            if signature(expected) != signature(submitted):
-                diff = _difference(expected, submitted)
-                why = "saves different residuals than the required checkpoint policy" + (f" ({diff})" if diff else "")
-            elif rule.match == "values" and not all(f.matched for f in submitted):
-                yours = [f for f in submitted if not f.matched]
-                assert run.expected_matched is not None  # set above, as rule.match == "values"
-                theirs = [expected[j] for j, m in enumerate(run.expected_matched) if not m]
-                why = (
-                    f"saves residuals of the right shapes, but {_count(len(yours), 'value')} "
-                    f"{'is' if len(yours) == 1 else 'are'} not one the required policy saves: you save "
-                    + ", ".join(f.described() for f in yours)
-                    + " where the policy saves "
-                    + ", ".join(f.described() for f in theirs)
-                )
+            why = _exact_mismatch(run, rule)
         elif sub_device > exp_device + rule.slack_bytes:
             why = (
                 f"keeps {sub_device:,} bytes of residuals on the device, more than the "
                 f"{exp_device + rule.slack_bytes:,} allowed"
             )
         if why:
-            failures.append(
-                (
-                    max(exp_bytes, sub_bytes),
-                    f"{run.label}: your function {why}.{_recompute_text(run)}\n"
-                    + format_residuals(
-                        _with_matches(expected, run.expected_matched),
-                        title="the required policy saves",
-                        unmatched="not saved by yours",
-                    )
-                    + "\n"
-                    + format_residuals(submitted, title="yours saves")
-                    + "\n"
-                    + f"backward pass peak live bytes: yours {run.bwd_peak_bytes:,}, "
-                    f"reference {run.expected.bwd_peak_bytes:,}",
-                )
-            )
+            failures.append((max(exp_bytes, sub_bytes), _residuals_failure(run, why)))
     # the case with the most bytes at stake, as in the residual report beside the verdict
     failure = max(failures, key=lambda f: f[0])[1] if failures else None
     if failure:
