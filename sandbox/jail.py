@@ -310,9 +310,12 @@ def run_in_jail(
     except SupervisorError as exc:
         raise JailError(str(exc)) from None
     try:
-        return _run(child, request, limits)
-    finally:
+        outcome = _run(child, request, limits)
+    except BaseException:
         child.close()
+        raise
+    child.close(wait=False)  # the outcome holds the cgroup's facts; the teardown is off the critical path
+    return outcome
 
 
 def _run(child: Child, request: JailRequest, limits: JailLimits) -> JailOutcome:

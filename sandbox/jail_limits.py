@@ -116,6 +116,9 @@ class JailCgroup:
         cpuacct = own_cgroup_v1("cpuacct")
         if cpuacct is not None and os.access(cpuacct, os.W_OK):
             dirs["cpuacct"] = cpuacct / name
+        cpu = own_cgroup_v1("cpu")  # for `set_cpu_weight`; often the same hierarchy as cpuacct
+        if cpu is not None and os.access(cpu, os.W_OK) and (cpuacct is None or cpu.resolve() != cpuacct.resolve()):
+            dirs["cpu"] = cpu / name
         made = cls(1, {})
         try:
             for controller, path in dirs.items():
@@ -158,7 +161,9 @@ class JailCgroup:
         how many. Non-empty ones (a jail still running) are left alone: rmdir refuses them; so are
         ones younger than `min_age_s`, which another judge process may be about to join."""
         parents = [
-            p for p in (*(own_cgroup_v1(c) for c in ("memory", "pids", "cpuacct")), _own_cgroup_v2()) if p is not None
+            p
+            for p in (*(own_cgroup_v1(c) for c in ("memory", "pids", "cpuacct", "cpu")), _own_cgroup_v2())
+            if p is not None
         ]
         removed = 0
         for parent in parents:
@@ -221,6 +226,28 @@ class JailCgroup:
         if self.version == 1:
             return self._read_int("memory", "memory.max_usage_in_bytes")
         return self._read_int("unified", "memory.peak")
+
+    def set_cpu_weight(self, weight: int) -> bool:
+        """Sets the cgroup's CPU weight against its siblings (the judge's other children), in
+        cgroup v2 units: 1..10000, 100 the default (v1: `cpu.shares` = weight * 1024 / 100, at
+        least 2). The kernel's scheduler enforces it on every thread of every process inside;
+        a weight of 1 lets the cgroup run only on CPU time the others leave idle.
+
+        Returns:
+            True when set; False when the host offers no cpu controller here (nothing changes).
+        """
+        if self.version == 1:
+            found = [d / "cpu.shares" for d in self.dirs.values() if (d / "cpu.shares").exists()]
+            value = str(max(2, weight * 1024 // 100))
+        else:
+            found = [d / "cpu.weight" for d in self.dirs.values() if (d / "cpu.weight").exists()]
+            value = str(min(10000, max(1, weight)))
+        try:
+            for path in found:
+                path.write_text(value)
+        except OSError:
+            return False
+        return bool(found)
 
     def memory_bytes(self) -> int | None:
         """Memory charged to the cgroup now (bytes), as the kernel accounts it."""

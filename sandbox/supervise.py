@@ -126,32 +126,43 @@ class Child:
         self.started_at = time.monotonic()
 
     @classmethod
-    def start(cls, templates: Templates, limits: ChildLimits, job: dict[str, Any] | None = None) -> "Child":
+    def start(
+        cls,
+        templates: Templates,
+        limits: ChildLimits,
+        job: dict[str, Any] | None = None,
+        *,
+        cpu_weight: int | None = None,
+    ) -> "Child":
         """Forks a child through `templates`, moves it into a new cgroup and sends its setup.
 
         Args:
             templates: the template kind to fork from.
             limits: its limits and isolation.
             job: parameters for the job's trusted `prepare` step (never shown to the job after it).
+            cpu_weight: its cgroup's CPU weight (`JailCgroup.set_cpu_weight`) from before its
+                setup is sent; None for the default (a child started ahead waits at weight 1).
 
         Raises:
             SupervisorError: the template or the child failed before the job began (judge fault).
         """
         child = cls(limits)
         try:
-            child._start(templates, job or {})
+            child._start(templates, job or {}, cpu_weight)
         except BaseException:
             child.close()
             raise
         return child
 
-    def _start(self, templates: Templates, job: dict[str, Any]) -> None:
+    def _start(self, templates: Templates, job: dict[str, Any], cpu_weight: int | None) -> None:
         limits = self.limits
         as_root = os.geteuid() == 0
         if as_root:
             self.cgroup = JailCgroup.create(
                 memory_limit_bytes=limits.memory_limit_bytes, process_limit=limits.process_limit
             )
+        if self.cgroup is not None and cpu_weight is not None:
+            self.cgroup.set_cpu_weight(cpu_weight)
         if as_root and limits.own_uid:
             try:
                 self.uid = JAIL_UIDS.take()
@@ -331,6 +342,11 @@ class Child:
             return False
         return state not in ([b"Z"], [b"X"], [])
 
+    def set_cpu_weight(self, weight: int) -> None:
+        """Sets its cgroup's CPU weight (`JailCgroup.set_cpu_weight`; nothing without a cgroup)."""
+        if self.cgroup is not None:
+            self.cgroup.set_cpu_weight(weight)
+
     def memory_bytes(self) -> int | None:
         """Memory charged to the child's cgroup now (bytes), or None without a cgroup."""
         return self.cgroup.memory_bytes() if self.cgroup is not None else None
@@ -365,8 +381,16 @@ class Child:
             os.close(fd)
         self._open.clear()
 
-    def close(self) -> None:
-        """Kills what is left, removes the cgroup and gives the uid back. Idempotent."""
+    def close(self, *, wait: bool = True) -> None:
+        """Kills what is left, removes the cgroup and gives the uid back. Idempotent.
+
+        Args:
+            wait: True: return once all of that is done. False: every process of the child is
+                SIGKILLed before returning (nothing of it runs again), and waiting for the kernel
+                to tear it down, removing the cgroup and returning the uid happen in a background
+                thread: 3-30 ms off a verdict's critical path (measured on 2 cores). Read `facts`
+                first: the cgroup goes away.
+        """
         if self._closed:
             return
         self._closed = True
@@ -379,6 +403,12 @@ class Child:
         if self.job_sock is not None:
             self.job_sock.close()
             self.job_sock = None
+        if wait:
+            self._tear_down()
+        else:
+            threading.Thread(target=self._tear_down, name="child-teardown", daemon=True).start()
+
+    def _tear_down(self) -> None:
         emptied = False
         if self.cgroup is not None:
             emptied = self.cgroup.remove()
