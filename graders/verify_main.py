@@ -10,8 +10,7 @@ parameters (`graders.verifier_events.VerifierParams`) after the fork, in its `Jo
    disk whose version differs from the worker's is refused (a judge fault);
 2. locks down (`jailside/forkserver.py`): new network, IPC, UTS and mount namespaces with a
    private /tmp, RLIMITs, an unprivileged uid without capabilities, no_new_privs, seccomp;
-3. (`run`) starts the CPU backend, runs a small exported program once (`warm_up_verifier`), says
-   `ready`, reads the bundle from stdin, and reports
+3. (`run`) starts the CPU backend, says `ready`, reads the bundle from stdin, and reports
    `digest`, `running` and `result` (or `error`, `memory_error`) as JSON lines on its result pipe
    (`graders/verifier_events.py`).
 
@@ -108,11 +107,7 @@ class VerifierJob:
         if self.reference_failure is not None:
             emit(self.reference_failure)
             return 1
-        jax.devices()  # start the CPU backend (about 12 ms of CPU)
-        try:
-            warm_up_verifier()
-        except Exception:  # noqa: BLE001 - only a head start: the submission's artifacts will tell
-            pass
+        jax.devices()  # start the CPU backend (about 12 ms of CPU; no warm-up compile)
         emit(Ready(ms=self.loaded_ms, version=self.problem.version))
         data = sys.stdin.buffer.read(self.params.bundle_limit_bytes + 1)
         t1 = time.monotonic()
@@ -151,34 +146,6 @@ class VerifierJob:
             )
         )
         return 0
-
-
-def warm_up_verifier() -> None:
-    """Runs the verifier's artifact path once on a small exported program before the bundle
-    exists: deserialize, read it as untrusted (`graders.untrusted.reader.inspect_module`), compile
-    and run its forward and backward programs (`graders.evaluate.evaluate_cases`). A child started
-    ahead (`sandbox/ready.py`) does it off the critical path, so a submission's verification does
-    not pay for first use (the MLIR context's dialects, XLA's first compile, pages copied on first
-    write after the fork).
-
-    Raises:
-        Whatever exporting, reading or running the small program raises (a fault of the judge).
-    """
-    import numpy as np
-
-    from graders.evaluate import CaseData, evaluate_cases
-    from graders.untrusted.parse import deserialize
-    from graders.untrusted.reader import inspect_module
-    from jailside.warmup import WARM_UP_SHAPE, WARM_UP_SPECS, warm_up_child
-
-    fwd_bytes, bwd_bytes, n_out = warm_up_child()
-    fwd, bwd = deserialize(fwd_bytes), deserialize(bwd_bytes)
-    inspect_module(fwd), inspect_module(bwd)
-    inputs = [[np.ones(WARM_UP_SHAPE, np.float32) for _ in WARM_UP_SPECS]]
-    cotangents = [[np.ones((), np.float32)] * n_out]
-    evaluate_cases(
-        [CaseData(fwd=fwd, bwd=bwd, n_out=n_out, inputs=inputs, cotangents=cotangents, directions=None, step=0.0)]
-    )
 
 
 def main(argv: list[str]) -> int:

@@ -3,8 +3,7 @@
 Runs in a locked-down child of the jail template (`jailside/jail_template.py`) with nothing but
 the standard library and JAX. Protocol with the trusted side (`sandbox/jail.py`):
 
-1. The child initialises the CPU backend and exports a small function once (`warm_up_child`), then
-   writes `READY\\n` to the result pipe.
+1. The child initialises the CPU backend, then writes `READY\\n` to the result pipe.
 2. The supervisor writes one `jailside.protocol.JailRequest` line to stdin and closes it.
 3. The child writes one JSON bundle to the result pipe and exits 0 (schema: `sandbox/bundle.py`).
 
@@ -28,7 +27,6 @@ from typing import Any, Callable
 
 from jailside.export import export_case, residual_notes
 from jailside.protocol import READY, JailRequest, decode
-from jailside.warmup import warm_up_child
 
 SUBMISSION_FILENAME = "submission.py"
 BUNDLE_FORMAT = "remat-judge-bundle/1"
@@ -189,12 +187,6 @@ class JailJob:
         # ("cannot allocate memory for thread-local data", exit 127; MemoryError), seen in CI.
         jnp.zeros(()).block_until_ready()
         backend_ms = (time.monotonic() - t0) * 1000
-        t0 = time.monotonic()
-        try:
-            warm_up_child()  # the export path once, before the submission exists (jailside/warmup.py)
-        except Exception:  # noqa: BLE001 - only a head start: the submission's own export will tell
-            pass
-        warm_up_ms = (time.monotonic() - t0) * 1000
         _write_all(result_fd, READY)
         request = decode(sys.stdin.buffer.read(MAX_REQUEST_BYTES), JailRequest).as_dict()
         sys.stdin.close()
@@ -208,7 +200,6 @@ class JailJob:
             resource.setrlimit(resource.RLIMIT_CPU, (limit_s, limit_s + 1))
         bundle = run_request(request)
         bundle["timings_ms"]["backend_init"] = backend_ms
-        bundle["timings_ms"]["warm_up"] = warm_up_ms
         bundle["jax_version"] = jax.__version__
         sys.stdout.flush()
         sys.stderr.flush()

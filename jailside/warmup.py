@@ -11,21 +11,6 @@ the VJP of a small checkpointed function, which fills JAX's first-use caches.
 from __future__ import annotations
 
 
-WARM_UP_SHAPE = (4, 4)
-WARM_UP_SPECS: list[dict[str, object]] = [
-    {"kind": "array", "name": name, "shape": list(WARM_UP_SHAPE), "dtype": "float32"} for name in ("w", "x")
-]
-
-
-def _checkpointed(w: object, x: object) -> object:
-    """A small function with the shape of an exercise: a checkpoint policy around a dot and a sine."""
-    import jax
-    import jax.numpy as jnp
-
-    policy = jax.checkpoint_policies.dots_with_no_batch_dims_saveable
-    return jnp.sum(jax.checkpoint(lambda a, b: jnp.sin(b @ a) @ a, policy=policy)(w, x) ** 2)
-
-
 class WarmupError(Exception):
     """The warm-up started a JAX backend: forking now would be unsafe."""
 
@@ -46,8 +31,12 @@ def warm_up(*, calls_exported: bool = False) -> None:
     from jax._src import xla_bridge
     from jax._src.lib.mlir.dialects import chlo, mhlo  # noqa: F401 - the lazy import is the point
 
+    def f(w: jax.Array, x: jax.Array) -> jax.Array:
+        policy = jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+        return jnp.sum(jax.checkpoint(lambda a, b: jnp.sin(b @ a) @ a, policy=policy)(w, x) ** 2)
+
     aval = jax.ShapeDtypeStruct((4, 4), jnp.float32)
-    jax.make_jaxpr(lambda w, x: jax.vjp(_checkpointed, w, x)[1](jnp.float32(1.0)))(aval, aval)
+    jax.make_jaxpr(lambda w, x: jax.vjp(f, w, x)[1](jnp.float32(1.0)))(aval, aval)
     if calls_exported:
         from jax._src.lax import linalg
         from jaxlib.mlir.dialects import builtin  # noqa: F401
@@ -55,21 +44,3 @@ def warm_up(*, calls_exported: bool = False) -> None:
         linalg.initialize_lapack()
     if xla_bridge.backends_are_initialized():
         raise WarmupError("warming up started a JAX backend; the template must not fork after that")
-
-
-def warm_up_child() -> tuple[bytes, bytes, int]:
-    """What a child does after its backend started and before it says it is ready: the whole
-    export path once (`jailside.export.export_case` and `residual_notes`) on a small checkpointed
-    function, so a submission's first export does not pay for first use (lowering caches, pages
-    copied on first write after the fork). Off the critical path when the child is started ahead
-    (`sandbox/ready.py`). Returns the export (fwd bytes, bwd bytes, primal outputs), which the
-    verifier child reuses to warm up running artifacts.
-
-    Raises:
-        Whatever exporting raises (a fault of the judge: JAX changed under us).
-    """
-    from jailside.export import export_case, residual_notes
-
-    exported = export_case(_checkpointed, WARM_UP_SPECS)
-    residual_notes(_checkpointed, WARM_UP_SPECS)
-    return exported

@@ -52,10 +52,11 @@ class ReadyChildren:
     """Up to `keep` children of one template kind, started ahead and waiting for their job.
 
     Thread-safe. `take(limits, job, keep=n)` returns a waiting child with the same key when there
-    is one (a "hit"), else starts one now as before (a "miss"); either way, when `keep > 0`, a
-    replacement with the same key starts in a background thread. The oldest waiting children
-    beyond `keep` are closed, so a worker holds at most `keep` waiting children of a kind (one per
-    grading thread is the server's default: `Settings.ready_children`).
+    is one (a "hit"), else starts one now as before (a "miss"). After a hit, a miss with nothing
+    waiting, or a miss for the key taken last, a replacement with the same key starts in a
+    background thread (when `keep > 0`). The
+    oldest waiting children beyond `keep` are closed, so a worker holds at most `keep` waiting
+    children of a kind (one per grading thread is the server's default: `Settings.ready_children`).
 
     Args:
         templates: a function returning the template set to fork from.
@@ -65,6 +66,7 @@ class ReadyChildren:
         self._templates = templates
         self._waiting: list[tuple[str, Child]] = []  # oldest first
         self._starting = 0
+        self._last_key: str | None = None
         self._lock = threading.Condition()
         self._closed = False
         self.hits = 0
@@ -99,9 +101,14 @@ class ReadyChildren:
                 self.misses += 1
             else:
                 self.hits += 1
-            # Refill with this job's key (the most recent is the likeliest next), evicting the
-            # oldest waiting children so that waiting plus starting stays within `keep`.
-            refill = keep > 0 and not self._closed and self._starting < keep
+            # Refill after a hit, when nothing waits, or when this key was also the last one taken:
+            # the same key is then the likely next (a student resubmitting, a class on one exercise).
+            # After a miss beside children waiting for other keys, the next key cannot be told (a
+            # burst across many problems): a replacement would mostly be started for nothing, so
+            # those waiting stay for their own keys.
+            likely = found is not None or not self._waiting or key == self._last_key
+            self._last_key = key
+            refill = likely and keep > 0 and not self._closed and self._starting < keep
             if refill:
                 self._starting += 1
             excess = len(self._waiting) + self._starting - keep if keep > 0 else len(self._waiting)

@@ -124,7 +124,10 @@ def test_a_waiting_child_is_only_used_for_the_same_limits_and_one_that_died_is_n
         other = JailLimits(cpu_time_limit_s=7.0)  # other limits: never served by a child set up for the first
         assert run_in_jail(request, other, keep_ready=1).exit_code == 0
         assert ready.misses == misses + 1
-        assert ready.settle(60) and ready.waiting() == 1
+        assert ready.settle(60) and [c for _, c in ready._waiting] == [first], "one miss evicts nothing"
+        assert run_in_jail(request, other, keep_ready=1).exit_code == 0  # the same key twice: worth a child
+        assert ready.misses == misses + 2
+        assert ready.settle(60) and ready.waiting() == 1 and first not in [c for _, c in ready._waiting]
         assert not any(d.exists() for d in cgroup_dirs), "the evicted child's cgroup was not removed"
         (second,) = [child for _, child in ready._waiting]
         second.kill()  # a waiting child that died is never handed a job
@@ -133,7 +136,7 @@ def test_a_waiting_child_is_only_used_for_the_same_limits_and_one_that_died_is_n
             time.sleep(0.01)
         outcome = run_in_jail(request, other, keep_ready=1)
         assert outcome.exit_code == 0 and json.loads(outcome.bundle)["status"] == "ok"
-        assert ready.misses == misses + 2
+        assert ready.misses == misses + 3
         assert run_in_jail(request, other, keep_ready=0).exit_code == 0
         assert ready.waiting() == 0, "keep_ready=0 keeps nothing waiting"
     finally:
