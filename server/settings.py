@@ -175,8 +175,18 @@ class Settings(BaseSettings):
             verify_limits=VerifyLimits(),
             verify_time_limit_s=self.verify_time_limit_s,
             results_dir=(self.data_dir / "results").resolve(),
-            ready_children=self.workers if self.ready_children is None else self.ready_children,
+            ready_children=self.ready_children_kept(),
         )
+
+    def ready_children_kept(self) -> int:
+        """Children of each kind kept waiting: `ready_children` (default `workers`), at most what
+        the host's jail uid range leaves (`sandbox.uids.JAIL_UIDS`, one uid per child): every
+        grading thread holds a jail and a verifier uid, every waiting pair two more, and 8 stay
+        spare for children being torn down. 64 uids: 28 threads keep none waiting."""
+        from sandbox.uids import JAIL_UIDS
+
+        wanted = self.workers if self.ready_children is None else self.ready_children
+        return max(0, min(wanted, (len(JAIL_UIDS.uids) - 8) // 2 - self.workers))
 
 
 def get_settings() -> Settings:
