@@ -404,11 +404,15 @@ class Child:
             self.job_sock.close()
             self.job_sock = None
         if wait:
-            self._tear_down()
+            self._tear_down(thorough=False)
         else:
-            threading.Thread(target=self._tear_down, name="child-teardown", daemon=True).start()
+            threading.Thread(target=self._tear_down, args=(True,), name="child-teardown", daemon=True).start()
 
-    def _tear_down(self) -> None:
+    def _tear_down(self, thorough: bool) -> None:
+        """Removes the cgroup and gives the uid back. `thorough` (in the background, where a few
+        milliseconds cost no verdict anything): the uid goes back only once /proc holds no process
+        of it, zombies included (`JAIL_UIDS.release` without `known_empty`), so a caller that
+        looks right after `close(wait=False)` never finds a free jail uid with a process."""
         emptied = False
         if self.cgroup is not None:
             emptied = self.cgroup.remove()
@@ -417,5 +421,5 @@ class Child:
         # has reaped it; until then it still counts against its uid's RLIMIT_NPROC.
         emptied = emptied and self._wait_reaped([p for p in (self.pid, self.worker_pid) if p is not None])
         if self.uid is not None:
-            JAIL_UIDS.release(self.uid, known_empty=emptied)
+            JAIL_UIDS.release(self.uid, known_empty=emptied and not thorough)
             self.uid = None
