@@ -35,7 +35,8 @@ def test_ready_children_serve_the_next_submission_with_the_same_verdicts(
         jail_hits, verifier_hits, verifier_misses = jails.hits, verifiers.hits, verifiers.misses
         with_ready = grade(wrong, dot_problem, config)
         assert (jails.hits, verifiers.hits) == (jail_hits + 1, verifier_hits + 1)
-        without = grade(wrong, dot_problem, judge_config)  # ready_children=0: fresh children
+        assert jails.settle(60) and verifiers.settle(60)  # the replacements have landed
+        without = grade(wrong, dot_problem, judge_config)  # ready_children=0: keeps none waiting
         assert with_ready.verdict == without.verdict == Verdict.WRONG_POLICY
         judged = lambda report: [(c.name, c.passed, c.message) for c in report.checks if c.name != "sandbox"]  # noqa: E731
         assert judged(with_ready) == judged(without) != []
