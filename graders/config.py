@@ -30,6 +30,9 @@ class JudgeConfig:
         ready_children: jail and verifier children of each kind kept started ahead of their
             submission (`sandbox.ready`), 0 for none (a library caller's default; the server keeps
             one per grading thread).
+        ready_refill: start a replacement when a grading takes a child started ahead; the server's
+            grader sets False while submissions are queued (measured in a burst of the bank: 3.52
+            verdicts/s and 0.53 CPU s per verdict with replacements, 3.77 and 0.49 without).
     """
 
     cache_dir: Path
@@ -42,6 +45,7 @@ class JudgeConfig:
     retries_on_internal_error: int = 1
     results_dir: Path | None = None
     ready_children: int = 0
+    ready_refill: bool = True
 
     def jail_limits_for(self, problem: Problem) -> JailLimits:
         """The deployment's limits with the problem's overrides applied."""

@@ -309,7 +309,7 @@ def grade_once(source: str, problem: Problem, config: JudgeConfig) -> VerdictRep
                 cpu_time_limit_s=limits.cpu_time_limit_s,
                 memory_limit_mib=limits.memory_limit_mib,
             )
-            outcome = run_in_jail(request, limits, keep_ready=config.ready_children)
+            outcome = run_in_jail(request, limits, keep_ready=config.ready_children, refill_ready=config.ready_refill)
         except (JailError, VerifierError) as exc:
             return _internal(problem, f"{type(exc).__name__}: {exc}", t0)
         sandbox_check, bundle = judge_outcome(outcome, limits)

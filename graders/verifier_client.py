@@ -204,7 +204,7 @@ class Verifier:
         """A verifier child for `problem`: one already waiting with this version's expectations
         loaded when there is one (`verifier_ready`), else one forked now. Unless `ready` is False
         (a reference check of a version not yet published) or `templates` is given, a replacement
-        starts in the background when `config.ready_children` > 0.
+        starts in the background when `config.ready_children` > 0 and `config.ready_refill`.
 
         Raises:
             VerifierError: phase "startup" (the template or the child could not be started).
@@ -222,7 +222,9 @@ class Verifier:
         )
         try:
             if templates is None and ready:
-                child = verifier_ready().take(child_limits(config), params.model_dump(), keep=config.ready_children)
+                child = verifier_ready().take(
+                    child_limits(config), params.model_dump(), keep=config.ready_children, refill=config.ready_refill
+                )
             else:
                 child = Child.start(templates or verifier_templates(), child_limits(config), params.model_dump())
         except SupervisorError as exc:

@@ -284,7 +284,12 @@ def cpu_limit_exceeded(used_ms: float | None, limit_s: float, exit_code: int | N
 
 
 def run_in_jail(
-    request: JailRequest, limits: JailLimits, templates: Templates | None = None, *, keep_ready: int = 0
+    request: JailRequest,
+    limits: JailLimits,
+    templates: Templates | None = None,
+    *,
+    keep_ready: int = 0,
+    refill_ready: bool = True,
 ) -> JailOutcome:
     """Runs one submission in a fresh jail child and reports what was observed from outside.
 
@@ -295,6 +300,7 @@ def run_in_jail(
             through its ready children `jail_ready()`).
         keep_ready: jail children with these limits to keep started ahead, waiting for the next
             submissions (`sandbox.ready`; 0: none). Only without `templates`.
+        refill_ready: start a replacement for the child this run takes (`ReadyChildren.take`).
 
     Returns:
         The outcome; the child is torn down (every process killed, cgroup removed, uid returned).
@@ -304,7 +310,7 @@ def run_in_jail(
     """
     try:
         if templates is None:
-            child = jail_ready().take(child_limits(limits), keep=keep_ready)
+            child = jail_ready().take(child_limits(limits), keep=keep_ready, refill=refill_ready)
         else:
             child = Child.start(templates, child_limits(limits))
     except SupervisorError as exc:

@@ -72,7 +72,9 @@ class ReadyChildren:
         self.hits = 0
         self.misses = 0
 
-    def take(self, limits: ChildLimits, job: dict[str, Any] | None = None, *, keep: int = 0) -> Child:
+    def take(
+        self, limits: ChildLimits, job: dict[str, Any] | None = None, *, keep: int = 0, refill: bool = True
+    ) -> Child:
         """A child for one job: a waiting one with the same key, or one started now.
 
         Args:
@@ -80,6 +82,9 @@ class ReadyChildren:
             job: its `prepare` parameters.
             keep: children of this kind to keep waiting after this call (0: none, and any
                 still waiting are closed).
+            refill: False: start no replacement now (those waiting stay). The grader passes
+                False while submissions are queued: the next job is already there, a child
+                started ahead would save it nothing and might be for another problem.
 
         Raises:
             SupervisorError: no child could be started (a judge fault).
@@ -108,7 +113,7 @@ class ReadyChildren:
             # those waiting stay for their own keys.
             likely = found is not None or not self._waiting or key == self._last_key
             self._last_key = key
-            refill = likely and keep > 0 and not self._closed and self._starting < keep
+            refill = refill and likely and keep > 0 and not self._closed and self._starting < keep
             if refill:
                 self._starting += 1
             excess = len(self._waiting) + self._starting - keep if keep > 0 else len(self._waiting)

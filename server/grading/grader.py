@@ -27,6 +27,7 @@ import socket
 import threading
 import time
 import uuid
+from dataclasses import replace
 from typing import TYPE_CHECKING, Callable
 
 from graders.insight import fingerprint
@@ -330,7 +331,22 @@ class Grader:
             problem = self.problems.get(slug)
         except (KeyError, ProblemError) as exc:
             return internal_error_report(slug, f"the problem cannot be loaded: {exc}")
-        return grade(source, problem, self.config_factory())
+        config = self.config_factory()
+        if config.ready_children and self._backlog():
+            config = replace(config, ready_refill=False)
+        return grade(source, problem, config)
+
+    def _backlog(self) -> bool:
+        """Whether submissions are queued now (then no child is started ahead: the next job is
+        already waiting). A database that cannot say counts as no backlog."""
+        try:
+            return self.store.queue_depth() > 0
+        except Exception as exc:  # noqa: BLE001 - only a hint; the grading goes on either way
+            if is_database_fault(exc):
+                DATABASE.failed(exc, where="reading the queue depth before a grading")
+            else:
+                log.warning("cannot read the queue depth: %s", exc)
+            return False
 
 
 def policy_fingerprint(report: VerdictReport) -> str | None:

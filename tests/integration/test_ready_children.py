@@ -5,6 +5,7 @@ child waiting with one problem version's expectations never judges another versi
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -50,3 +51,43 @@ def test_ready_children_serve_the_next_submission_with_the_same_verdicts(
     finally:
         jails.drain(), verifiers.drain()
     assert jail_processes() == []
+
+
+def test_the_grader_starts_no_child_ahead_while_submissions_are_queued(
+    judge_config: JudgeConfig, dot_problem: Problem, tmp_path: Path
+) -> None:
+    """A burst gains nothing from children started ahead (the next job is already queued) and a
+    replacement might be for another problem: the grader asks for none while the queue is not empty."""
+    from graders.problem import ProblemRepository
+    from server.grading.grader import Grader
+    from server.store import migrate
+    from server.store.db import make_engine
+    from server.store.submissions import SubmissionStore
+
+    url = f"sqlite:///{tmp_path / 'judge.db'}"
+    migrate.upgrade(url)
+    engine = make_engine(url)
+    store = SubmissionStore(engine)
+    grader = Grader(
+        store=store,
+        problems=ProblemRepository(PROBLEMS),
+        config_factory=lambda: replace(judge_config, ready_children=1),
+        worker_id="w",
+        lease_s=30,
+        max_attempts=3,
+    )
+    jails, verifiers = jail_ready(), verifier_ready()
+    jails.drain(), verifiers.drain()
+    source = dot_problem.reference_path.read_text()
+    first, second = (store.create(problem=dot_problem.slug, source="\n" * i + source) for i in range(2))
+    try:
+        assert grader.grade(first.id) == "graded"  # `second` is still queued: a backlog
+        assert jails.settle(60) and verifiers.settle(60)
+        assert jails.waiting() == verifiers.waiting() == 0, "a child was started ahead during a backlog"
+        assert grader.grade(second.id) == "graded"  # nothing queued now
+        assert jails.settle(60) and verifiers.settle(60)
+        assert jails.waiting() == verifiers.waiting() == 1
+        assert [store.get(r.id).verdict for r in (first, second)] == ["ACCEPTED", "ACCEPTED"]
+    finally:
+        jails.drain(), verifiers.drain()
+        engine.dispose()

@@ -137,6 +137,11 @@ def test_a_waiting_child_is_only_used_for_the_same_limits_and_one_that_died_is_n
         outcome = run_in_jail(request, other, keep_ready=1)
         assert outcome.exit_code == 0 and json.loads(outcome.bundle)["status"] == "ok"
         assert ready.misses == misses + 3
+        assert ready.settle(60) and ready.waiting() == 1
+        hits = ready.hits
+        assert run_in_jail(request, other, keep_ready=1, refill_ready=False).exit_code == 0  # a backlog
+        assert ready.hits == hits + 1
+        assert ready.settle(60) and ready.waiting() == 0, "refill_ready=False started a replacement"
         assert run_in_jail(request, other, keep_ready=0).exit_code == 0
         assert ready.waiting() == 0, "keep_ready=0 keeps nothing waiting"
     finally:
