@@ -36,6 +36,17 @@ def _calling_facts(exported: Any) -> dict[str, Any]:
     }
 
 
+def _hash(domain: bytes, module: Any, exported: Any) -> str:
+    """sha256 (64 hex digits) of `domain`, `exported`'s calling facts and `module`'s bytecode."""
+    bytecode = io.BytesIO()
+    module.operation.write_bytecode(bytecode)
+    h = hashlib.sha256(domain)
+    h.update(json.dumps(_calling_facts(exported), sort_keys=True, separators=(",", ":")).encode())
+    h.update(b"\0")
+    h.update(bytecode.getvalue())
+    return h.hexdigest()
+
+
 def _module_digest(module: Any, exported: Any) -> str:
     """sha256 of `module` without debug locations and of `_calling_facts(exported)`.
 
@@ -47,13 +58,7 @@ def _module_digest(module: Any, exported: Any) -> str:
     from jax._src.lib.mlir import passmanager
 
     passmanager.PassManager.parse("builtin.module(strip-debuginfo)").run(module.operation)
-    bytecode = io.BytesIO()
-    module.operation.write_bytecode(bytecode)
-    h = hashlib.sha256(b"remat-judge normalized artifact\0")
-    h.update(json.dumps(_calling_facts(exported), sort_keys=True, separators=(",", ":")).encode())
-    h.update(b"\0")
-    h.update(bytecode.getvalue())
-    return h.hexdigest()
+    return _hash(b"remat-judge normalized artifact\0", module, exported)
 
 
 def normalized_digest(exported: Any) -> str:
@@ -119,10 +124,4 @@ def _program_digest(module: Any, exported: Any) -> str:
                     )
                 )
             function.attributes[key] = ir.ArrayAttr.get(kept)
-    bytecode = io.BytesIO()
-    module.operation.write_bytecode(bytecode)
-    h = hashlib.sha256(b"remat-judge program\0")
-    h.update(json.dumps(_calling_facts(exported), sort_keys=True, separators=(",", ":")).encode())
-    h.update(b"\0")
-    h.update(bytecode.getvalue())
-    return h.hexdigest()
+    return _hash(b"remat-judge program\0", module, exported)

@@ -117,25 +117,18 @@ def _auth_params(
 
 def _set_state_cookie(request: Request, service: LtiService, response: Response, state: str) -> None:
     """Sets the cookie binding `state` to the browser on `response` (SameSite=None over HTTPS, else Lax)."""
-    if service.secure(request):  # cross-site launch POST: only a SameSite=None cookie comes back with it
-        response.set_cookie(
-            state_cookie_name(state),
-            sha256_hex(state),
-            max_age=LOGIN_TTL_S,
-            path="/lti/launch",
-            httponly=True,
-            secure=True,
-            samesite="none",
-        )
-    else:  # plain HTTP: browsers drop SameSite=None without Secure (see the module's docstring)
-        response.set_cookie(
-            state_cookie_name(state),
-            sha256_hex(state),
-            max_age=LOGIN_TTL_S,
-            path="/lti/launch",
-            httponly=True,
-            samesite="lax",
-        )
+    # A cross-site launch POST brings back only a SameSite=None cookie, and browsers drop SameSite=None
+    # without Secure, so plain HTTP gets Lax (see the module's docstring).
+    secure = service.secure(request)
+    response.set_cookie(
+        state_cookie_name(state),
+        sha256_hex(state),
+        max_age=LOGIN_TTL_S,
+        path="/lti/launch",
+        httponly=True,
+        secure=secure,
+        samesite="none" if secure else "lax",
+    )
 
 
 def _login(
