@@ -14,12 +14,16 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.support import descendants  # noqa: E402
 
 
 def _rollup(pid: int) -> tuple[int, int]:
@@ -32,24 +36,6 @@ def _rollup(pid: int) -> tuple[int, int]:
     except (OSError, ValueError, IndexError):
         return 0, 0
     return values.get("Pss", 0), values.get("Rss", 0)
-
-
-def _tree(pid: int) -> list[int]:
-    """`pid` and every process below it (from /proc/*/stat)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        todo += children.get(p, [])
-    return found
 
 
 def main() -> None:
@@ -89,9 +75,9 @@ def main() -> None:
         ):
             template_pid = templates.get().pid()
             assert template_pid is not None
-            waiting = [child for _, child in ready._waiting]
-            child_pids = {p for child in waiting if child.pid is not None for p in _tree(child.pid)}
-            template_pids = [p for p in _tree(template_pid) if p not in child_pids]
+            waiting = ready.children()
+            child_pids = {p for child in waiting if child.pid is not None for p in descendants(child.pid)}
+            template_pids = [p for p in descendants(template_pid) if p not in child_pids]
             t_pss, t_rss = map(sum, zip(*(_rollup(p) for p in template_pids)))
             c_pss, c_rss = map(sum, zip(*(_rollup(p) for p in child_pids))) if child_pids else (0, 0)
             charged = sum(child.memory_bytes() or 0 for child in waiting)

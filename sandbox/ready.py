@@ -155,13 +155,10 @@ class ReadyChildren:
         with self._lock:
             return len(self._waiting)
 
-    def memory_bytes(self) -> int | None:
-        """Memory charged to the waiting children's cgroups now (bytes), or None without cgroups."""
+    def children(self) -> list[Child]:
+        """The children waiting now, oldest first (a snapshot: for tests and benchmarks)."""
         with self._lock:
-            children = [child for _, child in self._waiting]
-        used = [child.memory_bytes() for child in children]
-        known = [u for u in used if u is not None]
-        return sum(known) if known or not used else None
+            return [child for _, child in self._waiting]
 
     def drain(self) -> int:
         """Closes every waiting child now (later takes keep refilling); returns how many."""
@@ -177,10 +174,7 @@ class ReadyChildren:
         children as they are needed and keep none. Idempotent."""
         with self._lock:
             self._closed = True
-            children = [child for _, child in self._waiting]
-            self._waiting.clear()
-        for child in children:
-            child.close()
+        self.drain()
 
 
 def shared_ready(templates: Callable[[], Templates]) -> Callable[[], ReadyChildren]:

@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from graders.config import JudgeConfig
 from graders.artifact_limits import VerifyLimits
 from sandbox.jail_limits import JailLimits
+from sandbox.uids import JAIL_UIDS
 
 
 class Settings(BaseSettings):
@@ -183,8 +184,6 @@ class Settings(BaseSettings):
         the host's jail uid range leaves (`sandbox.uids.JAIL_UIDS`, one uid per child): every
         grading thread holds a jail and a verifier uid, every waiting pair two more, and 8 stay
         spare for children being torn down. 64 uids: 28 threads keep none waiting."""
-        from sandbox.uids import JAIL_UIDS
-
         wanted = self.workers if self.ready_children is None else self.ready_children
         return max(0, min(wanted, (len(JAIL_UIDS.uids) - 8) // 2 - self.workers))
 

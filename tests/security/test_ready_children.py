@@ -90,7 +90,7 @@ def test_a_ready_child_holds_nothing_of_an_earlier_job_and_the_earlier_job_canno
         assert b"A sees" in outcome_a.stdout, outcome_a.stderr
         assert outcome_a.exit_code == 128 + 9, "A's kill(-1) did not kill A itself: it did not run"
         assert ready.settle(60) and ready.waiting() == 1, "no child waits for B"
-        (waiting,) = [child for _, child in ready._waiting]
+        (waiting,) = ready.children()
         assert waiting.waiting(), "the child started while A ran did not survive A's kill(-1)"
         if os.geteuid() == 0:
             pids = descendants(waiting.pid)
@@ -118,18 +118,18 @@ def test_a_waiting_child_is_only_used_for_the_same_limits_and_one_that_died_is_n
     try:
         run_in_jail(request, JailLimits(), keep_ready=1)
         assert ready.settle(60) and ready.waiting() == 1
-        (first,) = [child for _, child in ready._waiting]
+        (first,) = ready.children()
         cgroup_dirs = list(first.cgroup.dirs.values()) if first.cgroup else []
         misses = ready.misses
         other = JailLimits(cpu_time_limit_s=7.0)  # other limits: never served by a child set up for the first
         assert run_in_jail(request, other, keep_ready=1).exit_code == 0
         assert ready.misses == misses + 1
-        assert ready.settle(60) and [c for _, c in ready._waiting] == [first], "one miss evicts nothing"
+        assert ready.settle(60) and ready.children() == [first], "one miss evicts nothing"
         assert run_in_jail(request, other, keep_ready=1).exit_code == 0  # the same key twice: worth a child
         assert ready.misses == misses + 2
-        assert ready.settle(60) and ready.waiting() == 1 and first not in [c for _, c in ready._waiting]
+        assert ready.settle(60) and ready.waiting() == 1 and first not in ready.children()
         assert not any(d.exists() for d in cgroup_dirs), "the evicted child's cgroup was not removed"
-        (second,) = [child for _, child in ready._waiting]
+        (second,) = ready.children()
         second.kill()  # a waiting child that died is never handed a job
         deadline = time.monotonic() + 10
         while second.waiting() and time.monotonic() < deadline:
