@@ -22,15 +22,19 @@ def jail_available() -> str | None:
 
 def jail_processes() -> list[str]:
     """`ps` lines of processes running as a jail uid that no judge process holds: leftovers of a
-    finished jail (there must be none). Jails of other judge processes running now are not counted."""
+    finished jail (there must be none). Jails of other judge processes running now are not counted.
+
+    A uid counts only if it was free both before and after the `ps` snapshot. A child's teardown
+    runs in the background (`Child.close(wait=False)`): a killed process can still be in the
+    snapshot as a zombie, and its uid given back (once /proc holds nothing of it) before the check
+    that follows; that uid was not free before the snapshot. (Seen in CI: one `<defunct>` line.)
+    """
     from sandbox.jail import JAIL_UIDS
 
+    free_before = {uid for uid in JAIL_UIDS.uids if JAIL_UIDS.is_free(uid)}
     out = subprocess.run(["ps", "-eo", "uid=,pid=,stat=,args="], capture_output=True, text=True, check=True).stdout
-    return [
-        line
-        for line in out.splitlines()
-        if line.split() and int(line.split()[0]) in JAIL_UIDS.uids and JAIL_UIDS.is_free(int(line.split()[0]))
-    ]
+    free = {uid for uid in free_before if JAIL_UIDS.is_free(uid)}
+    return [line for line in out.splitlines() if line.split() and int(line.split()[0]) in free]
 
 
 def descendants(pid: int) -> list[int]:
