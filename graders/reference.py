@@ -386,28 +386,15 @@ def _case_expectation(
 
 def _add_hidden_inputs(expectation: CaseExpectation, problem: Problem, case: CaseSpec, seed: bytes) -> None:
     """Appends the case's hidden inputs, random cotangents and finite-difference directions to `expectation`."""
+
+    def draw(avals: list[Aval], stream: str, k: int) -> list[np.ndarray]:
+        shapes = [(a.shape, a.dtype) for a in avals]
+        return random_cotangents(shapes, seed=seed, slug=problem.slug, version=problem.version, case=stream, index=k)
+
     for k in range(problem.spec.verify.inputs_per_case):
         expectation.inputs.append(hidden_inputs(problem.spec, case, seed=seed, version=problem.version, index=k))
-        expectation.cotangents.append(
-            random_cotangents(
-                [(a.shape, a.dtype) for a in expectation.output_avals],
-                seed=seed,
-                slug=problem.slug,
-                version=problem.version,
-                case=case.name,
-                index=k,
-            )
-        )
-        expectation.fd_directions.append(
-            random_cotangents(
-                [(a.shape, a.dtype) for a in expectation.input_avals],
-                seed=seed,
-                slug=problem.slug,
-                version=problem.version,
-                case=case.name + "/fd-direction",
-                index=k,
-            )
-        )
+        expectation.cotangents.append(draw(expectation.output_avals, case.name, k))
+        expectation.fd_directions.append(draw(expectation.input_avals, case.name + "/fd-direction", k))
 
 
 def _expect_case(
@@ -467,22 +454,21 @@ def _expect_case(
 
 
 def _finite_difference_pass(
-    fn: Callable[..., Any],
-    problem: Problem,
-    cases: list[CaseExpectation],
-    artifacts: list[CaseData],
-    failures: list[ReferenceCheckError],
-) -> None:
-    """Runs each case in float64 (`_float64_truth`), appending the first finite-difference failure to `failures`."""
+    fn: Callable[..., Any], problem: Problem, cases: list[CaseExpectation], artifacts: list[CaseData]
+) -> ReferenceCheckError | None:
+    """Runs each case in float64 (`_float64_truth`), recording its finite-difference disagreement
+    in its expectation. Returns the first case's finite-difference failure, or None."""
+    first: ReferenceCheckError | None = None
     for case, expectation, data in zip(problem.spec.cases, cases, artifacts):
         fd = _float64_truth(fn, case_arg_specs(problem.spec, case), expectation, data.n_out)
         if fd is not None:
             expectation.fd_reference_error = [fd_disagreement(c, a) for c, a in fd]
-            if not any(f.check == "finite_difference" for f in failures):
+            if first is None:
                 try:
                     _check_finite_difference(case.name, fd)
                 except ReferenceCheckError as failure:
-                    failures.append(failure)
+                    first = failure
+    return first
 
 
 def build_expectations(
@@ -540,7 +526,9 @@ def build_expectations(
             got.residuals,
             got.gradients,
         )
-    _finite_difference_pass(fn, problem, cases, artifacts, failures)
+    fd_failure = _finite_difference_pass(fn, problem, cases, artifacts)
+    if fd_failure is not None:
+        failures.append(fd_failure)
     if failures:
         raise ReferenceCheckError(
             failures[0].check, failures[0].message, more=[(f.check, f.message) for f in failures[1:]]
