@@ -97,11 +97,11 @@ class ResidualRow:
 def _aval(r: Mapping[str, Any]) -> tuple[str, int]:
     """(`f32[16,8]`, bytes) of one residual of the verdict JSON (`ResidualFact`); an offloaded one
     reads `f32[16,8] on pinned_host`."""
-    fact = Aval(tuple(int(d) for d in r.get("shape") or []), str(r.get("dtype", "")))
+    aval = Aval(tuple(int(d) for d in r.get("shape") or []), str(r.get("dtype", "")))
     kind = str(r.get("memory_kind") or "device")
-    text = fact.short() + ("" if kind == "device" else f" on {kind}")
+    text = aval.short() + ("" if kind == "device" else f" on {kind}")
     try:
-        return text, fact.nbytes
+        return text, aval.nbytes
     except TypeError:  # a dtype numpy does not know: shown, not sized
         return text, 0
 
