@@ -5,6 +5,7 @@ of the parts it does not use (docs/ARCHITECTURE.md, "The server's floors")."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -59,6 +60,8 @@ class Services:
     redis_jobs: RedisJobs | None = None
     lti: LtiService | None = None
     lms_grades: LmsGrades = field(default_factory=NoLms)
+    _throttle: SignInThrottle | None = field(default=None, init=False, repr=False)
+    _throttle_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     @cached_property
     def access(self) -> Access:
@@ -67,14 +70,19 @@ class Services:
 
         return Access(self.engine)
 
-    @cached_property
+    @property
     def throttle(self) -> SignInThrottle:
         """Failed sign-ins per account and address (`server.web.throttle`), from the settings (in
-        Redis when scaled out)."""
-        from server.web.throttle import SignInThrottle
+        Redis when scaled out). Made once, on first use, under a lock: the sign-in routes run in a
+        thread pool, and two first sign-ins that each made a throttle would lose one's counts
+        (`functools.cached_property` has no lock from Python 3.12 on)."""
+        with self._throttle_lock:
+            if self._throttle is None:
+                from server.web.throttle import SignInThrottle
 
-        return SignInThrottle(
-            per_account=self.settings.signin_failures_per_account,
-            per_ip=self.settings.signin_failures_per_ip,
-            storage_uri=self.settings.redis_url or "memory://",
-        )
+                self._throttle = SignInThrottle(
+                    per_account=self.settings.signin_failures_per_account,
+                    per_ip=self.settings.signin_failures_per_ip,
+                    storage_uri=self.settings.redis_url or "memory://",
+                )
+            return self._throttle
