@@ -47,8 +47,9 @@ REPO = Path(__file__).resolve().parents[1]
 KEPT_STDERR_BYTES = 64 * 1024
 # 2: programs compiled with evaluate.COMPILER_OPTIONS; 3: the reference self-checks (no per-submission
 # finite differences), memory kinds, calibrated peak slack, the recompute check; 4: program digests;
-# 5: each check's instructor-only details inside the check (`ReportedCheck`)
-RESULT_CACHE_FORMAT = 5
+# 5: each check's instructor-only details inside the check (`ReportedCheck`); 6: FLOPs of what runs
+# (graders.untrusted.flops) and the recompute bound judged on the largest case
+RESULT_CACHE_FORMAT = 6
 MAX_FORKS_PER_TEMPLATE = 500
 
 

@@ -34,21 +34,6 @@ def _block_arg_index(value: Any, block: Any) -> int | None:
     return None
 
 
-def _constant_int(value: Any) -> int | None:
-    """The integer a scalar `stablehlo.constant` holds, or None."""
-    ir = _ir()
-    op = _defining_op(value)
-    if op is None or op.operation.name != "stablehlo.constant":
-        return None
-    try:
-        attr = ir.DenseIntElementsAttr(op.attributes["value"])
-        if len(attr) != 1:
-            return None
-        return int(attr[0])
-    except Exception:  # noqa: BLE001 - an attribute of a forged module that is not what it claims
-        return None
-
-
 def _provenance(value: Any, main_block: Any, functions: dict[str, Any]) -> str:
     """The op that produces `value`, an output of `main`, looking through what only moves data.
 

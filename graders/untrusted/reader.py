@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 from graders.artifact_limits import ReadLimits
 from graders.untrusted.digest import _module_digest, _program_digest
+from graders.untrusted.flops import FlopCounter
 from graders.untrusted.ops import MEMORY_KINDS
 from graders.untrusted.parse import _ir, _ir_context, _parse
 from graders.untrusted.provenance import _provenance
@@ -74,7 +75,8 @@ def inspect_module(
         for name in reader.call_order():
             reader.function_summary[name] = reader.walk_function(name)
         main = reader.function_summary["main"]
-        info.peak_live_bytes, info.flops = main.peak, main.flops
+        info.peak_live_bytes = main.peak
+        info.flops, info.flops_exact = FlopCounter(functions, reader.types.size, limits).count_main()
         main_block = functions["main"].regions[0].blocks[0]
         returned = list(main_block.operations)[-1].operands
         info.sources = [_provenance(v, main_block, functions) for v in returned]

@@ -1,17 +1,16 @@
 """The one bounded, iterative walk over an untrusted module: the op allowlist, static shapes and
-types, peak live bytes, FLOPs and the call graph, with explicit stacks and the caps of
+types, peak live bytes and the call graph (FLOPs: `graders.untrusted.flops`), with explicit stacks and the caps of
 `ReadLimits` (operations, region depth, call depth)."""
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator, cast
 from graders.artifact_limits import ReadLimits
-from graders.untrusted.ops import ALIASING_OPS, ALLOWED_OPS, MAX_SYMBOL_CHARS, MAX_TRIP_COUNT, NO_FLOP_OPS
+from graders.untrusted.ops import ALIASING_OPS, ALLOWED_OPS, MAX_SYMBOL_CHARS
 from graders.untrusted.parse import _ir
-from graders.untrusted.provenance import _block_arg_index, _callee, _constant_int, _defining_op
+from graders.untrusted.provenance import _callee
 from graders.untrusted.result import ArtifactError, ModuleInfo
 
 
@@ -74,11 +73,10 @@ class _Frame:
 
 @dataclass
 class _Summary:
-    """A walked block: (peak live bytes, bytes of its arguments, FLOPs of one run)."""
+    """A walked block: (peak live bytes, bytes of its arguments)."""
 
     peak: int
     arg_bytes: int
-    flops: int
 
 
 class _Reader:
@@ -294,14 +292,12 @@ class _Reader:
             live += define(arg)
         arg_bytes = live
         peak = live
-        flops = 0
         for arg in frame.block.arguments:  # arguments nobody uses are dead at once
             if arg not in frame.last_use:
                 live -= release(arg)
         for i, op in enumerate(frame.ops):
             name = op.operation.name
-            extra, op_flops = self._nested(op)
-            flops += op_flops
+            extra = self._nested(op)
             added = 0
             for j, result in enumerate(op.results):
                 if name in ALIASING_OPS and j < len(op.operands):
@@ -315,87 +311,17 @@ class _Reader:
             for result in op.results:
                 if result not in frame.last_use:
                     live -= release(result)
-        return _Summary(peak=peak, arg_bytes=arg_bytes, flops=min(flops, 1 << 62))
+        return _Summary(peak=peak, arg_bytes=arg_bytes)
 
-    def _nested(self, op: Any) -> tuple[int, int]:
-        """(extra live bytes beyond the op's operands, FLOPs) of one op, with what it calls or holds."""
-        name = op.operation.name
+    def _nested(self, op: Any) -> int:
+        """Extra live bytes beyond the op's operands of what one op calls or holds."""
         extra = 0
-        flops = self._op_flops(op)
         callee = _callee(op)
         if callee is not None:
             summary = self.function_summary[callee]
             extra = summary.peak - summary.arg_bytes
-            flops += summary.flops
-        blocks = [self.block_summary[b] for region in op.regions for b in region.blocks]
-        for summary in blocks:
-            extra = max(extra, summary.peak - summary.arg_bytes)
-        if name == "stablehlo.while" and blocks:
-            trips = self._trip_count(op)
-            flops += sum(s.flops for s in blocks) * (trips if trips is not None else 1)
-            if trips is None:
-                self.info.flops_exact = False
-        elif name in ("stablehlo.case", "stablehlo.if") and blocks:
-            flops += max(s.flops for s in blocks)
-        # other regions (reduce, sort, scatter, map, ...) hold a scalar combiner: counted per element
-        return extra, flops
-
-    def _op_flops(self, op: Any) -> int:
-        name = op.operation.name
-        if name in NO_FLOP_OPS or name.startswith("func."):
-            return 0
-        results = sum(self.types.size(r.type)[1] for r in op.results)
-        if name in ("stablehlo.dot_general", "stablehlo.dot"):
-            lhs = op.operands[0].type.maybe_downcast()
-            if name == "stablehlo.dot":
-                contracted = lhs.shape[-1] if lhs.rank else 1
-            else:
-                attr = str(op.attributes["dot_dimension_numbers"])[:2000]
-                m = re.search(r"lhs_contracting_dimensions = \[([\d, ]*)\]", attr)
-                dims = [int(d) for d in m.group(1).split(",") if d.strip()] if m else []
-                contracted = math.prod(lhs.shape[d] for d in dims if 0 <= d < lhs.rank)
-            return 2 * results * contracted
-        if name == "stablehlo.convolution":
-            rhs = op.operands[1].type.maybe_downcast()
-            attr = str(op.attributes["dimension_numbers"])[:2000] if "dimension_numbers" in op.attributes else ""
-            m = re.search(r"x\[([^\]]*)\]->", attr)
-            kernel = [s.strip() for s in m.group(1).split(",")] if m else []
-            out_features = rhs.shape[kernel.index("o")] if "o" in kernel and len(kernel) == rhs.rank else 1
-            return cast(int, 2 * results * (math.prod(rhs.shape) // max(1, out_features)))  # untyped MLIR shape
-        if name in (
-            "stablehlo.reduce",
-            "stablehlo.reduce_window",
-            "stablehlo.scatter",
-            "stablehlo.select_and_scatter",
-            "stablehlo.sort",
-            "stablehlo.map",
-        ):
-            return sum(self.types.size(v.type)[1] for v in op.operands)
-        return results
-
-    def _trip_count(self, op: Any) -> int | None:
-        """Iterations of a `while` that JAX emitted for a scan or fori_loop: its condition is
-        `compare LT, counter, constant` with the counter starting from a constant. None otherwise."""
-        cond = op.regions[0].blocks[0] if len(op.regions) and len(op.regions[0].blocks) else None
-        if cond is None:
-            return None
-        ops = list(cond.operations)
-        if len(ops) < 2 or ops[-1].operation.name != "stablehlo.return":
-            return None
-        flag = ops[-1].operands[0]
-        compare = _defining_op(flag)
-        if (
-            compare is None
-            or compare.operation.name != "stablehlo.compare"
-            or "LT" not in str(compare.attributes["comparison_direction"])[:100]
-        ):
-            return None
-        counter, bound = compare.operands[0], compare.operands[1]
-        stop = _constant_int(bound)
-        index = _block_arg_index(counter, cond)
-        if stop is None or index is None or index >= len(op.operands):
-            return None
-        start = _constant_int(op.operands[index])
-        if start is None:
-            return None
-        return max(0, min(stop - start, MAX_TRIP_COUNT))
+        for region in op.regions:
+            for block in region.blocks:
+                summary = self.block_summary[block]
+                extra = max(extra, summary.peak - summary.arg_bytes)
+        return extra

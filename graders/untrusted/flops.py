@@ -1,0 +1,454 @@
+"""FLOPs of what an untrusted program really executes, counted statically.
+
+The count is the one the recompute check judges (docs/ARCHITECTURE.md, "Two axes of a policy"),
+so it must not depend on how a correct policy is spelt. Three things a compiler removes before
+anything runs are left out of it:
+
+- **dead code**: an op none of whose results reaches a returned value (a backward pass that
+  computes a value and never uses it spends nothing on it once XLA has compiled it);
+- **a branch that is never taken**: a `case` whose index, or an `if` whose predicate, is a
+  constant (`lax.cond` on a static Python flag) runs that one branch; with an index known only at
+  run time the costliest branch counts and the figure is marked inexact;
+- **arithmetic on known constants**: a `select` whose predicate is a constant is the operand it
+  picks; a product with a known zero is zero, a sum with a known zero is the other term, a product
+  with a known one is the other factor (`jnp.where` on a static flag differentiates both sides,
+  and the side not taken gets a zero cotangent).
+
+What is known of a value is a splat constant (every element the same scalar) or nothing. Facts
+flow forward through each block, into called functions (each function is walked once per pattern
+of constant arguments, at most `MAX_CONTEXTS` patterns, then with nothing known) and into the
+regions of `case`, `if` and `while`; liveness then flows backward from each block's returned
+values. Loop bodies count times the trip count a scan or fori_loop fixes (`_trip_count`); a loop
+whose count cannot be read counts once, inexact.
+
+Every walk is iterative (generators driven from one explicit stack), visits each op once per
+function context, and runs only on a module `_Reader.scan` has already bounded (op count, region
+depth, call depth, sizable types).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Generator, cast
+
+from graders.artifact_limits import ReadLimits
+from graders.untrusted.ops import MAX_TRIP_COUNT, MOVE_OPS, NO_FLOP_OPS
+from graders.untrusted.parse import _ir
+from graders.untrusted.provenance import _block_arg_index, _callee, _defining_op
+from graders.untrusted.result import ArtifactError
+
+MAX_CONTEXTS = 8  # constant-argument patterns walked per function before nothing is assumed
+FLOP_CAP = 1 << 62
+
+Fact = float | int | None  # a splat constant's value (booleans as 0 and 1), or None: not known
+
+# elementwise ops through which a splat passes unchanged (operand 0 is the data)
+_PASS_FACT_OPS = MOVE_OPS - {"stablehlo.bitcast_convert", "stablehlo.convert"} | {
+    "stablehlo.slice",
+    "stablehlo.dynamic_slice",
+    "stablehlo.reverse",
+}
+_COMPARE = {
+    "EQ": lambda a, b: a == b,
+    "NE": lambda a, b: a != b,
+    "LT": lambda a, b: a < b,
+    "LE": lambda a, b: a <= b,
+    "GT": lambda a, b: a > b,
+    "GE": lambda a, b: a >= b,
+}
+
+
+@dataclass
+class _Count:
+    """A walked block or function: FLOPs of one run, whether exact, the facts of what it returns,
+    and the values from outside it that its live ops read (for a function: argument indices)."""
+
+    flops: int
+    exact: bool
+    results: list[Fact]
+    external: set[Any] = field(default_factory=set)
+    used_args: frozenset[int] = frozenset()
+
+
+@dataclass
+class _Plan:
+    """What one op costs and reads, decided on the forward pass.
+
+    `alias[j]` is the operand result j is (a folded `select`, `x + 0`, `x * 1`, an
+    optimization_barrier); `folded` ops are constants and read nothing; otherwise the op reads all
+    its operands and the outside values its counted regions read (`external`).
+    """
+
+    flops: int = 0
+    exact: bool = True
+    alias: list[int | None] | None = None
+    folded: bool = False
+    external: set[Any] = field(default_factory=set)
+    used_operands: list[int] | None = None  # a call: only the arguments its callee reads
+
+
+# A walk step asks for a block or a function and is sent back its _Count.
+_Request = tuple[str, Any, tuple[Fact, ...], dict[Any, Fact] | None]
+_Walk = Generator[_Request, _Count, _Count]
+
+
+class FlopCounter:
+    """Counts the FLOPs of `main` of a bounded module (see the module docstring for the rules).
+
+    Args:
+        functions: the module's functions by name (already scanned: every callee exists, no
+            recursion, caps checked).
+        size: (bytes, elements) of a type (`_Types.size`).
+        limits: the caps; the walk's stack is refused past (max_depth + 2)·(max_call_depth + 1)
+            frames, more than any module `_Reader.scan` accepts can need.
+    """
+
+    def __init__(self, functions: dict[str, Any], size: Any, limits: ReadLimits) -> None:
+        self.ir = _ir()
+        self.functions = functions
+        self.size = size
+        # a block per region level, two per call: the deepest program the scan lets through
+        self.max_frames = (limits.max_depth + 2) * (limits.max_call_depth + 1)
+        self.memo: dict[tuple[str, tuple[Fact, ...]], _Count] = {}
+        self.contexts: Counter[str] = Counter()
+
+    def count_main(self) -> tuple[int, bool]:
+        """(FLOPs of one run of `main`, exact). Raises ArtifactError past the stack cap."""
+        main = self.functions["main"]
+        n_args = len(main.regions[0].blocks[0].arguments)
+        count = self._drive(("function", "main", (None,) * n_args, None))
+        return min(count.flops, FLOP_CAP), count.exact
+
+    # -- the driver ------------------------------------------------------------------------------
+
+    def _drive(self, request: _Request) -> _Count:
+        """Runs walk generators from one explicit stack: a step that needs a block or a function
+        yields a request and is resumed with its count (memoised per function context)."""
+        stack: list[tuple[_Walk, tuple[str, tuple[Fact, ...]] | None]] = []
+        answer: _Count | None = None
+        pending: _Request | None = request
+        while True:
+            if pending is not None:
+                kind, target, facts, shared = pending
+                pending = None
+                key = None
+                if kind == "function":
+                    key = self._context(target, facts)
+                    found = self.memo.get(key)
+                    if found is not None:
+                        answer = found
+                        continue
+                    walk = self._function(target, key[1])
+                else:
+                    walk = self._block(target, facts, shared if shared is not None else {})
+                if len(stack) >= self.max_frames:
+                    raise ArtifactError("the program nests calls and regions too deeply to count its FLOPs")
+                stack.append((walk, key))
+                answer = None
+            if not stack:
+                assert answer is not None
+                return answer
+            walk, key = stack[-1]
+            try:
+                pending = walk.send(answer) if answer is not None else next(walk)
+                answer = None
+            except StopIteration as stop:
+                stack.pop()
+                answer = cast(_Count, stop.value)
+                if key is not None:
+                    self.memo[key] = answer
+
+    def _context(self, name: str, facts: tuple[Fact, ...]) -> tuple[str, tuple[Fact, ...]]:
+        key = (name, facts)
+        if key in self.memo or all(f is None for f in facts):
+            return key
+        if self.contexts[name] >= MAX_CONTEXTS:
+            return (name, (None,) * len(facts))
+        self.contexts[name] += 1
+        return key
+
+    def _function(self, name: str, facts: tuple[Fact, ...]) -> _Walk:
+        block = self.functions[name].regions[0].blocks[0]
+        return (yield ("block", block, facts, {}))
+
+    # -- one block --------------------------------------------------------------------------------
+
+    def _block(self, block: Any, arg_facts: tuple[Fact, ...], facts: dict[Any, Fact]) -> _Walk:
+        """Forward: facts and a plan per op (regions and callees walked as they come). Backward:
+        liveness from the returned values; live, unfolded ops are counted."""
+        for arg, fact in zip(block.arguments, arg_facts, strict=False):
+            facts[arg] = fact
+        ops = list(block.operations)
+        body, terminator = (ops[:-1], ops[-1]) if ops else ([], None)
+        plans: list[_Plan] = []
+        for op in body:
+            plan = yield from self._plan(op, facts)
+            plans.append(plan)
+        roots = list(terminator.operands) if terminator is not None else []
+        live: set[Any] = set(roots)
+        defined: set[Any] = set(block.arguments)
+        flops, exact = 0, True
+        for op, plan in zip(reversed(body), reversed(plans), strict=True):
+            results = list(op.results)
+            defined.update(results)
+            if results and not any(r in live for r in results):
+                continue  # dead: nothing returned depends on it
+            if plan.folded:
+                continue
+            if plan.alias is not None:
+                for r, k in zip(results, plan.alias, strict=True):
+                    if r in live and k is not None:
+                        live.add(op.operands[k])
+                continue
+            operands = list(op.operands)
+            reads = operands if plan.used_operands is None else [operands[i] for i in plan.used_operands]
+            live.update(reads)
+            live.update(plan.external)
+            flops = min(flops + plan.flops, FLOP_CAP)
+            exact = exact and plan.exact
+        return _Count(
+            flops=flops,
+            exact=exact,
+            results=[facts.get(v) for v in roots],
+            external=live - defined,
+            used_args=frozenset(i for i, arg in enumerate(block.arguments) if arg in live),
+        )
+
+    def _plan(self, op: Any, facts: dict[Any, Fact]) -> Generator[_Request, _Count, _Plan]:
+        name = op.operation.name
+        ins = [facts.get(v) for v in op.operands]
+        results = list(op.results)
+        callee = _callee(op)
+        if callee is not None:
+            count = yield ("function", callee, tuple(ins), None)
+            _set(facts, results, count.results)
+            return _Plan(flops=count.flops, exact=count.exact, used_operands=sorted(count.used_args))
+        if name in ("stablehlo.case", "stablehlo.if"):
+            return (yield from self._branches(op, ins, facts))
+        if name == "stablehlo.while":
+            return (yield from self._loop(op, facts))
+        folded = _fold(self.ir, op, name, ins)
+        if folded is not None:
+            value_or_alias, is_alias = folded
+            if is_alias:
+                alias = cast(list[int | None], value_or_alias)
+                _set(facts, results, [ins[k] if k is not None else None for k in alias])
+                return _Plan(alias=alias)
+            fact = cast(Fact, value_or_alias)
+            _set(facts, results, [fact] * len(results))
+            return _Plan(folded=True)
+        if name == "stablehlo.constant":
+            _set(facts, results, [_splat(self.ir, op)])
+        elif name in _PASS_FACT_OPS and ins:
+            _set(facts, results, [ins[0]])
+        elif name == "stablehlo.convert" and ins:
+            _set(facts, results, [_convert(self.ir, ins[0], results[0].type)])
+        return _Plan(flops=self._op_flops(op))
+
+    def _branches(self, op: Any, ins: list[Fact], facts: dict[Any, Fact]) -> Generator[_Request, _Count, _Plan]:
+        """A `case` (index operand) or `if` (predicate): the branch a constant selects, else the
+        costliest, inexact. StableHLO runs the last branch of a `case` for an index out of range."""
+        blocks = [b for region in op.regions for b in region.blocks]
+        if not blocks:
+            return _Plan()
+        index = ins[0] if ins else None
+        if index is not None and math.isfinite(index):
+            if op.operation.name == "stablehlo.if":
+                chosen = 0 if index else min(1, len(blocks) - 1)
+            else:
+                chosen = int(index) if 0 <= index < len(blocks) else len(blocks) - 1
+            count = yield ("block", blocks[chosen], (), facts)
+            _set(facts, list(op.results), count.results)
+            return _Plan(flops=count.flops, exact=count.exact, external=count.external)
+        counts = []
+        for block in blocks:
+            counts.append((yield ("block", block, (), facts)))
+        external: set[Any] = set().union(*(c.external for c in counts))
+        return _Plan(flops=max(c.flops for c in counts), exact=False, external=external)
+
+    def _loop(self, op: Any, facts: dict[Any, Fact]) -> Generator[_Request, _Count, _Plan]:
+        """A `while`: condition and body once each (loop-carried values unknown), times the trip
+        count when the loop fixes it."""
+        blocks = [b for region in op.regions for b in region.blocks]
+        flops, exact, external = 0, True, set()
+        for block in blocks:
+            count = yield ("block", block, (None,) * len(block.arguments), facts)
+            flops = min(flops + count.flops, FLOP_CAP)
+            exact = exact and count.exact
+            external |= count.external
+        trips = _trip_count(op, facts)
+        if trips is None:
+            exact = False
+        return _Plan(flops=min(flops * (trips if trips is not None else 1), FLOP_CAP), exact=exact, external=external)
+
+    def _op_flops(self, op: Any) -> int:
+        """One op's own FLOPs: 2·(result elements)·(contracted size) for dot and convolution, the
+        operand elements for reductions, sorts and scatters, one per result element otherwise,
+        none for data movement."""
+        name = op.operation.name
+        if name in NO_FLOP_OPS or name.startswith("func."):
+            return 0
+        results = sum(self.size(r.type)[1] for r in op.results)
+        if name in ("stablehlo.dot_general", "stablehlo.dot"):
+            lhs = op.operands[0].type.maybe_downcast()
+            if name == "stablehlo.dot":
+                contracted = lhs.shape[-1] if lhs.rank else 1
+            else:
+                attr = str(op.attributes["dot_dimension_numbers"])[:2000]
+                m = re.search(r"lhs_contracting_dimensions = \[([\d, ]*)\]", attr)
+                dims = [int(d) for d in m.group(1).split(",") if d.strip()] if m else []
+                contracted = math.prod(lhs.shape[d] for d in dims if 0 <= d < lhs.rank)
+            return 2 * results * contracted
+        if name == "stablehlo.convolution":
+            rhs = op.operands[1].type.maybe_downcast()
+            attr = str(op.attributes["dimension_numbers"])[:2000] if "dimension_numbers" in op.attributes else ""
+            m = re.search(r"x\[([^\]]*)\]->", attr)
+            kernel = [s.strip() for s in m.group(1).split(",")] if m else []
+            out_features = rhs.shape[kernel.index("o")] if "o" in kernel and len(kernel) == rhs.rank else 1
+            return cast(int, 2 * results * (math.prod(rhs.shape) // max(1, out_features)))  # untyped MLIR shape
+        if name in (
+            "stablehlo.reduce",
+            "stablehlo.reduce_window",
+            "stablehlo.scatter",
+            "stablehlo.select_and_scatter",
+            "stablehlo.sort",
+            "stablehlo.map",
+        ):
+            return sum(self.size(v.type)[1] for v in op.operands)
+        return results
+
+
+def _set(facts: dict[Any, Fact], values: list[Any], found: list[Fact]) -> None:
+    for value, fact in zip(values, found, strict=False):
+        facts[value] = fact
+
+
+def _fold(ir: Any, op: Any, name: str, ins: list[Fact]) -> tuple[Fact | list[int | None], bool] | None:
+    """What an op is when some operands are known: (its constant value, False), (the operand each
+    result is, True), or None when it must run. Only elementwise ops whose operands have the
+    result's type are folded to an alias."""
+    n = len(ins)
+    if name == "stablehlo.optimization_barrier":
+        return list(range(n)), True
+    if name == "stablehlo.select" and n == 3:
+        pred, a, b = ins
+        if pred is not None:
+            return [1 if pred else 2], True
+        if a is not None and a == b:
+            return a, False
+        return None
+    if n != 2:
+        if name == "stablehlo.negate" and n == 1 and ins[0] is not None:
+            return -ins[0], False
+        if name == "stablehlo.not" and n == 1 and ins[0] in (0, 1) and _is_bool(ir, op):
+            return 1 - cast(int, ins[0]), False
+        return None
+    a, b = ins
+    if name in ("stablehlo.multiply", "stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution"):
+        if a == 0 or b == 0:
+            return 0.0, False
+        if name == "stablehlo.multiply":
+            if a == 1:
+                return [1], True
+            if b == 1:
+                return [0], True
+        return None
+    if name == "stablehlo.add":
+        if a == 0:
+            return [1], True
+        if b == 0:
+            return [0], True
+        return (a + b, False) if a is not None and b is not None else None
+    if name == "stablehlo.subtract":
+        if b == 0:
+            return [0], True
+        return (a - b, False) if a is not None and b is not None else None
+    if name == "stablehlo.divide":
+        if a == 0:
+            return 0.0, False
+        if b == 1:
+            return [0], True
+        return None
+    if name in ("stablehlo.and", "stablehlo.or") and _is_bool(ir, op):
+        absorbing, identity = (0, 1) if name == "stablehlo.and" else (1, 0)
+        if absorbing in (a, b):
+            return absorbing, False
+        if a == identity:
+            return [1], True
+        if b == identity:
+            return [0], True
+        return None
+    if name == "stablehlo.compare" and a is not None and b is not None:
+        m = re.search(r"comparison_direction (\w+)>", str(op.attributes["comparison_direction"])[:100])
+        test = _COMPARE.get(m.group(1)) if m else None
+        return (int(test(a, b)), False) if test is not None else None
+    return None
+
+
+def _is_bool(ir: Any, op: Any) -> bool:
+    element = op.results[0].type.maybe_downcast().element_type
+    return bool(isinstance(element, ir.IntegerType) and element.width == 1)
+
+
+def _splat(ir: Any, op: Any) -> Fact:
+    """The value of a splat `stablehlo.constant`, or None."""
+    try:
+        attr = ir.DenseElementsAttr(op.attributes["value"])
+        if not attr.is_splat:
+            return None
+        value = attr.get_splat_value().maybe_downcast()
+        if isinstance(value, ir.FloatAttr):
+            return float(value.value)
+        if isinstance(value, ir.IntegerAttr):
+            return int(value.value) & 1 if _is_bool(ir, op) else int(value.value)
+        if isinstance(value, ir.BoolAttr):
+            return int(value.value)
+    except Exception:  # noqa: BLE001 - an attribute of a forged module that is not what it claims
+        return None
+    return None
+
+
+def _convert(ir: Any, fact: Fact, result_type: Any) -> Fact:
+    """A splat converted to the element type of `result_type` (to bool: nonzero; to an integer:
+    truncated; not known when the value does not fit)."""
+    if fact is None:
+        return None
+    element = result_type.maybe_downcast().element_type
+    if isinstance(element, ir.IntegerType):
+        if element.width == 1:
+            return int(fact != 0)
+        return int(fact) if math.isfinite(fact) else None
+    if isinstance(element, ir.FloatType):
+        return float(fact)
+    return None
+
+
+def _trip_count(op: Any, facts: dict[Any, Fact]) -> int | None:
+    """Iterations of a `while` that JAX emitted for a scan or fori_loop: its condition is
+    `compare LT, counter, bound` with a constant bound and the counter starting from a known
+    constant. None otherwise."""
+    cond = op.regions[0].blocks[0] if len(op.regions) and len(op.regions[0].blocks) else None
+    if cond is None:
+        return None
+    ops = list(cond.operations)
+    if len(ops) < 2 or ops[-1].operation.name != "stablehlo.return":
+        return None
+    compare = _defining_op(ops[-1].operands[0])
+    if (
+        compare is None
+        or compare.operation.name != "stablehlo.compare"
+        or "LT" not in str(compare.attributes["comparison_direction"])[:100]
+    ):
+        return None
+    counter, bound = compare.operands[0], compare.operands[1]
+    stop = facts.get(bound)
+    index = _block_arg_index(counter, cond)
+    if stop is None or index is None or index >= len(op.operands):
+        return None
+    start = facts.get(op.operands[index])
+    if start is None or not (math.isfinite(start) and math.isfinite(stop)):
+        return None
+    return max(0, min(int(stop) - int(start), MAX_TRIP_COUNT))
