@@ -9,6 +9,11 @@ LTI and grading get that snapshot (`graders.problem.ProblemRepository.get`) unti
 `problems publish` validates and publishes another version: the working folder can be edited
 freely meanwhile (`problems list` flags it as changed since publish). Admins see and grade
 unpublished problems (their working folder).
+
+`.versions/` is not kept by git: in a fresh clone the snapshot of each shipped problem is made
+from its folder, which is the published version (`ProblemRepository.serving`); a published
+problem whose snapshot is gone and whose folder changed is served to nobody until it is published
+again.
 """
 
 from __future__ import annotations
@@ -126,8 +131,10 @@ def take_snapshot(package_root: Path, problems_root: Path, version: str) -> Path
         os.chmod(temporary, 0o755)
         try:
             temporary.rename(target)
-        except OSError:  # another process made it first (the same files)
+        except OSError:
             shutil.rmtree(temporary, ignore_errors=True)
+            if not target.is_dir():  # not another process that made it first (the same files)
+                raise
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
         raise

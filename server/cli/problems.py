@@ -22,27 +22,37 @@ ROW_COLUMNS = ("file", "expected", "got", "", "seconds", "residual bytes", "bwd 
 
 @problems_app.command("list")
 def problems_list(problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None) -> None:
-    """List the problems: slug, title, difficulty, tags, cases, version, published."""
-    from graders.publication import publication
-
+    """List the problems: slug, title, difficulty, tags, cases, version, published (what the server
+    serves, from `ProblemRepository.serving`: a missing published snapshot is made here when the
+    folder still is that version, and a problem the server refuses is listed as REFUSED)."""
     settings = settings_for(problems_dir=problems_dir)
     repo = ProblemRepository(settings.problems_dir)
     table = Table(title=f"problems in {settings.problems_dir}")
     for column in ("slug", "title", "difficulty", "tags", "cases", "version", "published"):
         table.add_column(column)
-    broken, changed = [], []
+    notes: list[str] = []
+    broken: list[str] = []
     for slug in repo.slugs():
+        try:
+            serving = repo.serving(slug)
+        except KeyError:  # removed while listed
+            continue
+        if serving.refusal:
+            shown = f"[red]REFUSED ({escape(serving.published_version or '')}: snapshot gone, folder changed)[/]"
+            notes.append(f"[red]{escape(serving.describe())}[/]")
+        elif not serving.published:
+            shown = "[dim]no[/]"
+        elif serving.changed:
+            shown = f"[yellow]changed since publish ({escape(serving.published_version or '')})[/]"
+            notes.append(f"[yellow]{escape(serving.describe())}[/]")
+        else:
+            shown = "yes"
         try:
             p = repo.working(slug)
         except ProblemError as exc:
             broken.append(f"{slug}: {exc}")
+            table.add_row(escape(slug), "[red]invalid[/]", "", "", "", serving.working_version, shown)
             continue
-        state = publication(p.root, p.version)
-        if state.changed:
-            changed.append(p.slug)
-            shown = f"[yellow]changed since publish ({escape(state.published_version or '')})[/]"
-        else:
-            shown = "yes" if state.published else "[dim]no[/]"
         table.add_row(
             escape(p.slug),
             escape(p.spec.title),
@@ -53,11 +63,8 @@ def problems_list(problems_dir: Annotated[Optional[Path], typer.Option(help="pro
             shown,
         )
     console.print(table)
-    for slug in changed:
-        err.print(
-            f"[yellow]{slug} changed since it was published: students still get the published version; "
-            f"`remat-judge problems publish {slug}` validates and publishes this one[/]"
-        )
+    for line in notes:
+        err.print(line, soft_wrap=True)
     for line in broken:
         err.print(f"[red]invalid[/] {escape(line)}")
 
@@ -238,15 +245,17 @@ def problems_validate(
     data_dir: Annotated[Optional[Path], typer.Option(help="cache and seed folder")] = None,
     problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
 ) -> None:
-    """Load packages strictly, grade each reference (must be ACCEPTED) and every wrong/ file (must get
-    its verdict) through the real sandbox. Exits 1 on any mismatch or invalid package."""
+    """Load packages strictly (every static error of a package at once: missing and misplaced
+    files, problem.toml, `# expect:` lines), grade each reference (must be ACCEPTED) and every
+    wrong/ file (must get its verdict) through the real sandbox. Exits 1 on any mismatch or invalid
+    package."""
     settings = settings_for(data_dir, problems_dir)
     repo = ProblemRepository(settings.problems_dir)
     wanted = slugs or repo.slugs()
     loaded, ok = [], True
     for slug in wanted:
         try:
-            loaded.append(repo.working(slug))
+            loaded.append(repo.checked(slug))
         except KeyError:
             err.print(f"[red]no problem {slug!r} in {settings.problems_dir}[/]")
             ok = False
@@ -277,7 +286,7 @@ def problems_publish(
 
     settings = settings_for(data_dir, problems_dir)
     try:
-        problem = ProblemRepository(settings.problems_dir).working(slug)
+        problem = ProblemRepository(settings.problems_dir).checked(slug)
     except KeyError:
         err.print(f"[red]no problem {escape(repr(slug))} in {escape(str(settings.problems_dir))}[/]")
         raise typer.Exit(EXIT_USAGE) from None
