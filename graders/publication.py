@@ -141,6 +141,44 @@ def take_snapshot(package_root: Path, problems_root: Path, version: str) -> Path
     return target
 
 
+class TodosLeft(ValueError):
+    """A package with a TODO left is not published: `lines` lists each (`todos`)."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__(f"{len(lines)} TODO{'s' if len(lines) > 1 else ''} left")
+        self.lines = lines
+
+
+class VersionChanged(ValueError):
+    """The package is no longer the version that was validated: `validated`, `now`."""
+
+    def __init__(self, validated: str, now: str):
+        super().__init__(f"the package is version {now} now, not the version {validated} that was validated")
+        self.validated, self.now = validated, now
+
+
+def publish(root: Path, problems_root: Path, version: str) -> None:
+    """Publishes the package at `root` as `version`, which the caller validated: the one way a
+    package is published (`problems publish`, an upload with publish, the upload page's Publish
+    button). Refuses while a TODO is left or when the package's files are no longer `version`;
+    copies the version into its immutable snapshot, then writes the marker (a reader that sees the
+    marker finds the snapshot).
+
+    Raises:
+        TodosLeft: a TODO is left (`todos`).
+        VersionChanged: the files were changed since they were validated.
+        OSError: the snapshot or the marker cannot be written.
+    """
+    left = todos(root)
+    if left:
+        raise TodosLeft(left)
+    now = content_version(root)
+    if now != version:
+        raise VersionChanged(version, now)
+    take_snapshot(root, problems_root, version)
+    mark_published(root, version)
+
+
 def todos(root: Path) -> list[str]:
     """Every line with a `TODO` in the package's statement, starter, reference, problem.toml and
     hints, as `file:line: text` (the scaffold of `problems new` leaves them until each is written)."""
