@@ -1,7 +1,14 @@
 """Numbers people can read: bytes in KiB/MiB/GiB and FLOPs in k/M/G with three significant
-digits (`FILTERS`, the templates' `human_bytes` and `human_flops`)."""
+digits, and the judge's sentences with their `code` spans as code (`FILTERS`, the templates'
+`human_bytes`, `human_flops` and `inline_code`)."""
 
 from __future__ import annotations
+
+import re
+
+from markupsafe import Markup, escape
+
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
 
 
 def human_bytes(n: int | float) -> str:
@@ -29,4 +36,11 @@ def human_flops(n: int | float) -> str:
     return f"{value:.0f} FLOP" + ("" if abs(value) == 1 else "s")
 
 
-FILTERS = {"human_bytes": human_bytes, "human_flops": human_flops}
+def inline_code(text: str) -> Markup:
+    """`text` (a verdict message, a policy summary: `f32[16,8] from `dot_general``) as HTML with
+    each backtick span as `<code>`: everything is escaped first, so the text can hold no markup of
+    its own; a lone backtick stays as it is."""
+    return Markup(_CODE_SPAN.sub(r"<code>\1</code>", str(escape(text))))
+
+
+FILTERS = {"human_bytes": human_bytes, "human_flops": human_flops, "inline_code": inline_code}
