@@ -151,6 +151,10 @@ class MemoryRule(_Spec):
     that saves the right values and recomputes everything anyway is WRONG_POLICY); None: reported
     only. The default, 0.25, is measured: the bank's correct solutions, written in other styles,
     stay within a few percent of their reference.
+    `compare_kinds` (for `exact`): True (default) requires each residual to be kept where the
+    reference keeps it (device memory, or host memory for a value a policy offloads); False
+    accepts either place, for a statement that says "keep it on the device or offload it, both are
+    fine" (the values are still matched, and where each is kept is still reported).
     """
 
     rule: Literal["exact", "at_most"] = "exact"
@@ -158,6 +162,7 @@ class MemoryRule(_Spec):
     slack_bytes: Annotated[int, Field(ge=0)] = 0
     bound_bwd_peak: bool = False
     recompute_slack: Annotated[float, Field(ge=0, le=100)] | None = 0.25
+    compare_kinds: bool = True
 
     @property
     def bounds_peak(self) -> bool:

@@ -15,10 +15,14 @@ from graders.problem_spec import MemoryRule, ProblemSpec, Tolerance
 from graders.verdict import CheckResult, ResidualFact, Verdict
 
 
-def signature(residuals: list[ResidualFact]) -> Counter[tuple[Aval, str]]:
+ANY_KIND = "any"  # the memory kind in a signature that does not compare kinds
+
+
+def signature(residuals: list[ResidualFact], *, kinds: bool = True) -> Counter[tuple[Aval, str]]:
     """The residual signature: the multiset of residual avals with where each is kept (device or
-    host memory), order-free: two correct programs may save the same values in a different order."""
-    return Counter((r.aval, r.memory_kind) for r in residuals)
+    host memory; `ANY_KIND` for every residual when `kinds` is False, as `MemoryRule.compare_kinds`
+    asks), order-free: two correct programs may save the same values in a different order."""
+    return Counter((r.aval, r.memory_kind if kinds else ANY_KIND) for r in residuals)
 
 
 def aval_signature(residuals: list[ResidualFact]) -> Counter[Aval]:
@@ -117,13 +121,18 @@ def format_residuals(
     return "\n".join(lines)
 
 
-def _difference(expected: list[ResidualFact], submitted: list[ResidualFact]) -> str:
-    want, got = signature(expected), signature(submitted)
+def _difference(expected: list[ResidualFact], submitted: list[ResidualFact], *, kinds: bool = True) -> str:
+    want, got = signature(expected, kinds=kinds), signature(submitted, kinds=kinds)
     missing, extra = want - got, got - want
+    places = kinds and any(not r.on_device for r in expected + submitted)
 
     def short(key: tuple[Aval, str]) -> str:
         aval, memory_kind = key
-        return aval.short() + ("" if memory_kind == "device" else f" on {memory_kind}")
+        if memory_kind == ANY_KIND:
+            return aval.short()
+        if memory_kind == "device":
+            return aval.short() + (" in device memory" if places else "")
+        return aval.short() + f" on {memory_kind}"
 
     parts = []
     if missing:
@@ -171,7 +180,7 @@ def match_residuals(run: CaseRun, *, spec: ProblemSpec) -> list[int | None]:
             for j in range(n_ref)
             if exp.residuals[j].shape == fact.shape
             and exp.residuals[j].dtype == fact.dtype
-            and exp.residuals[j].memory_kind == fact.memory_kind
+            and (exp.residuals[j].memory_kind == fact.memory_kind or not spec.memory.compare_kinds)
         ]
         candidates.append(sorted(same_aval, key=lambda j: (j != i, j)))  # try the same position first
     cache: dict[tuple[int, int], bool] = {}
@@ -252,11 +261,29 @@ def _match_values(run: CaseRun, *, spec: ProblemSpec) -> int:
     return len(matched_refs)
 
 
+# jax/_src/core.py (0.10.2), mem_kind_to_space: only "pinned_host" maps to host memory
+UNPINNED_HOST_NOTE = (
+    ". If you offloaded with offload_dst='unpinned_host': JAX keeps such a value in device memory "
+    "(only 'pinned_host' moves it to the host), and so does your exported program"
+)
+
+
+def _offloads(residuals: list[ResidualFact]) -> bool:
+    return any(not r.on_device for r in residuals)
+
+
 def _exact_mismatch(run: CaseRun, rule: MemoryRule) -> str:
     """Returns why the residuals break the `exact` rule (signature, then values), or "" if they keep it."""
     expected, submitted = run.expected.residuals, run.residuals
-    if signature(expected) != signature(submitted):
-        diff = _difference(expected, submitted)
+    kinds = rule.compare_kinds
+    if signature(expected, kinds=kinds) != signature(submitted, kinds=kinds):
+        diff = _difference(expected, submitted, kinds=kinds)
+        if signature(expected, kinds=False) == signature(submitted, kinds=False):
+            return (
+                "saves residuals of the right shapes but keeps them in other memory than the required policy"
+                + (f" ({diff})" if diff else "")
+                + (UNPINNED_HOST_NOTE if _offloads(expected) and not _offloads(submitted) else "")
+            )
         return "saves different residuals than the required checkpoint policy" + (f" ({diff})" if diff else "")
     if rule.match == "values" and not all(f.matched for f in submitted):
         yours = [f for f in submitted if not f.matched]
@@ -436,21 +463,49 @@ def check_peak_memory(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
 WRITING_PASSES = 2  # elementwise passes over the largest backward value a correct rewrite may add
 
 
+JUDGED_FLOPS_FLOOR = 1_000_000  # a reference backward pass this costly is judged on any case
+
+
+def judged_recompute_cases(runs: list[CaseRun]) -> set[str]:
+    """The cases whose backward FLOPs the recompute bound judges: the one where the reference's
+    backward pass spends the most FLOPs (ties all), and every case where it spends at least
+    `JUDGED_FLOPS_FLOOR`.
+
+    A relative bound means something only where the policy's work dwarfs what the way a derivative
+    is written adds: a blocked mat-vec, an extra elementwise pass, a reordered product. On the
+    bank's smallest cases those add 20-70% to a backward pass of a few hundred FLOPs (measured:
+    736 against 442 FLOPs at d=4 in checkpoint_each_layer) while recomputing everything costs 2 to
+    180 times the reference's on the largest one; past a million FLOPs no correct file of the bank
+    or of the held-out styles spends more than 1.24 times the reference's (`bench/recompute_styles.py`
+    prints the table). The other cases are reported.
+    """
+    counted = [r for r in runs if r.bwd_flops is not None]
+    if not counted:
+        return set()
+    most = max(r.expected.bwd_flops for r in counted)
+    return {
+        r.expected.name for r in counted if r.expected.bwd_flops == most or r.expected.bwd_flops >= JUDGED_FLOPS_FLOOR
+    }
+
+
 def check_recompute(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
     """What the backward pass recomputes, against the policy the problem asks for.
 
     Under `exact` with a `recompute_slack`, a backward pass that spends more than (1 + slack)
     times the reference's backward FLOPs, plus `WRITING_PASSES` elementwise passes over the largest
     value of the reference's backward program (how a derivative is written moves the count by a
-    pass or two: measured, a correct static_branch_remat solution spends one more 1M-element pass,
-    27% more FLOPs), fails with WRONG_POLICY, saying how much forward work it redoes: a policy
-    saves values so they need not be recomputed, and a solution that saves the right values and
-    recomputes everything anyway (measured: 180 times the reference's recomputation in
-    checkpoint_stages) does not follow it. Not judged (reported only) under
-    `at_most` (saving less and recomputing more is allowed there), without a slack, or when a
-    loop's trip count could not be read on either side (the figure is then inexact).
+    pass or two), fails with WRONG_POLICY on the case the bound judges (`judged_recompute_cases`:
+    the one with the costliest reference backward pass), saying how much forward work it redoes: a
+    policy saves values so they need not be recomputed, and a solution that saves the right values
+    and recomputes everything anyway (measured: 180 times the reference's recomputation in
+    checkpoint_stages) does not follow it. The FLOPs are those of what runs
+    (`graders.untrusted.flops`: no dead code, no untaken branch of a constant `cond`). Not judged
+    (reported only) under `at_most` (saving less and recomputing more is allowed there), without
+    a slack, or when a figure of a judged case is inexact (a loop's trip count or a branch index
+    that only the run decides).
     """
     judged = rule.rule == "exact" and rule.recompute_slack is not None
+    judged_cases = judged_recompute_cases(runs)
     details: dict[str, Any] = {}
     failure = None
     inexact = False
@@ -459,15 +514,17 @@ def check_recompute(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
         if run.bwd_flops is None:
             continue
         exact = run.bwd_flops_exact and exp.bwd_flops_exact
-        inexact = inexact or not exact
+        decides = exp.name in judged_cases
+        inexact = inexact or (decides and not exact)
         details[exp.name] = {
             "expected_bwd_flops": exp.bwd_flops,
             "submitted_bwd_flops": run.bwd_flops,
             "expected_recompute_flops": exp.recompute_flops(exp.bwd_flops),
             "submitted_recompute_flops": exp.recompute_flops(run.bwd_flops),
             "exact": exact,
+            "judged": judged and decides,
         }
-        if not (judged and exact) or failure is not None:
+        if not (judged and exact and decides) or failure is not None:
             continue
         allowed = exp.bwd_flops * (1 + (rule.recompute_slack or 0.0)) + WRITING_PASSES * exp.bwd_largest_value_elements
         if run.bwd_flops > allowed:
@@ -487,7 +544,7 @@ def check_recompute(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
         return CheckResult(
             name="recompute", passed=False, message=failure, details=details, verdict=Verdict.WRONG_POLICY
         )
-    note = " (a loop's trip count could not be read: the FLOPs are a lower bound)" if inexact else ""
+    note = " (a loop's trip count or a branch is decided only at run time: the FLOPs are not exact)" if inexact else ""
     if not judged or inexact:
         return CheckResult(
             name="recompute",
@@ -501,5 +558,6 @@ def check_recompute(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
         passed=True,
         details=details,
         message=f"the backward pass recomputes no more than the required policy "
-        f"(+{rule.recompute_slack:.0%} allowed) on every case",
+        f"(+{rule.recompute_slack:.0%} allowed) on {', '.join(sorted(judged_cases))} (the case with the "
+        f"costliest backward pass and any past {JUDGED_FLOPS_FLOOR:,} FLOPs; the others are reported)",
     )

@@ -531,6 +531,26 @@ def test_where_a_residual_is_kept_is_part_of_the_exact_rule() -> None:
     assert check_residuals([run], spec=rule_spec(rule="exact")).passed
 
 
+def test_an_author_can_accept_either_memory_kind_and_the_message_says_where_each_is_kept() -> None:
+    reference = _offloaded(REFERENCE_RESIDUALS, 2)
+    same_values = [r.model_copy() for r in REFERENCE_RESIDUALS]  # kept in device memory
+    run = run_with(same_values, values=values_of(same_values))
+    run.expected.residuals = reference
+    result = check_residuals([run], spec=rule_spec(rule="exact"))
+    assert "keeps them in other memory" in result.message
+    assert "f32[8,4] in device memory x1" in result.message  # where the student's value is
+    assert "unpinned_host" in result.message  # the offload JAX lowers to device memory
+    relaxed = rule_spec(rule="exact", compare_kinds=False)
+    for submitted in (same_values, _offloaded(REFERENCE_RESIDUALS, 2), _offloaded(REFERENCE_RESIDUALS, 0)):
+        run = run_with([r.model_copy() for r in submitted], values=values_of(same_values))
+        run.expected.residuals = reference
+        assert check_residuals([run], spec=relaxed).passed, submitted
+    other = [residual([4, 4]), residual([8, 4]), residual([8, 4])]  # other values: still matched
+    run = run_with(other, values=values_of(other, seed=3))
+    run.expected.residuals = reference
+    assert not check_residuals([run], spec=relaxed).passed
+
+
 def test_at_most_counts_the_bytes_kept_on_the_device() -> None:
     bigger = [*[r.model_copy() for r in REFERENCE_RESIDUALS], residual([16, 4])]
     assert not check_residuals([run_with(bigger)], spec=rule_spec(rule="at_most")).passed
@@ -557,6 +577,27 @@ def test_recomputing_more_than_the_policy_is_wrong_policy_within_a_stated_slack(
     assert check_recompute([run], rule=spec.memory).passed and not check_recompute([run], rule=spec.memory).judged
     run.bwd_flops_exact = True
     assert not check_recompute([run], rule=rule_spec(rule="at_most").memory).judged  # saving less may cost more
+
+
+def test_the_recompute_bound_is_judged_on_the_case_with_the_costliest_backward_pass() -> None:
+    from graders.checks.residuals import check_recompute
+
+    spec = rule_spec(rule="exact")
+    small = run_with([r.model_copy() for r in REFERENCE_RESIDUALS], name="small")
+    large = run_with([r.model_copy() for r in REFERENCE_RESIDUALS], name="large")
+    small.expected.bwd_flops, large.expected.bwd_flops = 40, 1_000_000
+    small.bwd_flops, large.bwd_flops = 120, 1_000_000  # 3 times on a 40-FLOP case: how it is written
+    result = check_recompute([small, large], rule=spec.memory)
+    assert result.passed and result.judged
+    assert result.details["small"]["judged"] is False and result.details["large"]["judged"] is True
+    assert "on large" in result.message
+    large.bwd_flops = 1_400_000  # the same 40% over on the case that decides
+    result = check_recompute([small, large], rule=spec.memory)
+    assert not result.passed and result.verdict is Verdict.WRONG_POLICY and "'large'" in result.message
+    large.bwd_flops, large.bwd_flops_exact = 1_000_000, False  # the deciding figure is inexact: not judged
+    assert not check_recompute([small, large], rule=spec.memory).judged
+    small.bwd_flops_exact, large.bwd_flops_exact = False, True  # an inexact reported case changes nothing
+    assert check_recompute([small, large], rule=spec.memory).judged
 
 
 def test_the_peak_bound_has_a_calibrated_slack_when_the_same_values_are_saved() -> None:
