@@ -29,7 +29,7 @@ from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
 from graders.problem import Problem, load_problem
 from graders.problem_spec import ProblemError
-from graders.publication import published_version, todos
+from graders.publication import TodosLeft, VersionChanged, publish, published_version, todos
 from server.store.db import Base, UTCDateTime, _enum, utcnow
 from server.packages import PackageError, install, staging_root, unpack
 
@@ -164,6 +164,18 @@ class UploadStore:
                 )
                 .execution_options(synchronize_session=False)
             )
+
+    def record_published(self, upload_id: str) -> None:
+        """Records on a finished upload that its version was published after it (its page's Publish)."""
+        with self._sessions.begin() as session:
+            row = session.get(ProblemUpload, upload_id)
+            if row is None or row.result_json is None:
+                return
+            report = json.loads(row.result_json)
+            report["published"] = True
+            row.result_json = json.dumps(report)
+            row.detail = f"installed version {row.version}, published"
+            row.updated_at = utcnow()
 
     def get(self, upload_id: str) -> UploadView | None:
         with self._sessions() as session:
@@ -344,3 +356,68 @@ def _validate(services: Any, store: UploadStore, upload_id: str, problem: Proble
         )
     finally:
         shutil.rmtree(problem.root.parent, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Publishing:
+    """Whether an upload's version can be published from its page (`publishing`).
+
+    Attributes:
+        state: "none" (validation did not install it), "published" (students get this version),
+            "ready", "todos" (a TODO is left: `todos`), or "replaced" (the problem's folder is
+            another version now: `current`, None when it is gone or does not load).
+    """
+
+    state: str
+    current: str | None = None
+    todos: tuple[str, ...] = ()
+
+
+def publishing(problems_dir: Path, view: UploadView) -> Publishing:
+    """What the upload page offers for publishing `view`'s version (see `Publishing`)."""
+    if view.state != UploadState.DONE:
+        return Publishing("none")
+    root = problems_dir / view.slug
+    try:
+        current = load_problem(root).version
+    except (OSError, ProblemError):
+        return Publishing("replaced")
+    if current != view.version:
+        return Publishing("replaced", current)
+    if published_version(root) == view.version:
+        return Publishing("published", current)
+    left = todos(root)
+    return Publishing("todos", current, tuple(left)) if left else Publishing("ready", current)
+
+
+def publish_upload(services: Any, view: UploadView) -> None:
+    """Publishes exactly the version `view` validated and installed, with `graders.publication.publish`
+    (as `problems publish` and an upload with publish do), then records it on the upload.
+
+    Raises:
+        UploadRefused: 409 when validation did not install it or the problem's folder is another
+            version now; 422 while a TODO is left (listed).
+    """
+    problems_dir = services.settings.problems_dir
+    with _install_lock:  # not while an upload of the same problem replaces its folder
+        found = publishing(problems_dir, view)
+        if found.state == "none":
+            raise UploadRefused(409, "not published: this upload was not installed, so there is nothing to publish")
+        if found.state == "replaced":
+            raise UploadRefused(
+                409,
+                f"not published: {view.slug} is another version now"
+                + (f" ({found.current})" if found.current else "")
+                + f", not version {view.version} that this upload validated; upload it again, or validate and "
+                f"publish what is there with `remat-judge problems publish {view.slug}`",
+            )
+        if found.state != "published":
+            try:
+                publish(problems_dir / view.slug, problems_dir, view.version)
+            except TodosLeft as exc:
+                raise UploadRefused(
+                    422, f"not published: {exc} (write each part, then upload again):\n" + "\n".join(exc.lines[:20])
+                ) from None
+            except VersionChanged as exc:
+                raise UploadRefused(409, f"not published: {exc}; upload it again") from None
+    UploadStore(services.engine).record_published(view.id)

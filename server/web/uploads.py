@@ -6,11 +6,20 @@
 - `POST /instructor/problems/upload`: quick checks at once (the form again with every error), else
   303 to the upload's page;
 - `GET /instructor/problems/uploads/{id}`: state, progress, the reference's failed self-checks,
-  the validation table and warnings; it refreshes itself every 2 s while validating.
+  the validation table and warnings; it refreshes itself every 2 s while validating. Once the
+  package is installed unpublished, a Publish button;
+- `POST /instructor/problems/uploads/{id}/publish`: publishes exactly the version that upload
+  validated (`server.uploads.publish_upload`, the same `graders.publication.publish` as
+  `problems publish`), then 303 back to the upload's page; refused (409, 422) on that page in red.
+
+A refused upload's form comes back with the error and the publish choice as they were; the file
+input cannot be refilled by a server, so `static/upload.js` sends the form with fetch and only
+swaps the error in, leaving the chosen file chosen (without JavaScript the author picks it again).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 from fastapi import APIRouter, File, Form, HTTPException, Request, UploadFile, status
@@ -21,16 +30,19 @@ from server import uploads
 from server.authz import Action
 from server.store.submissions import SUBMISSION_ID
 from server.packages import MAX_ARCHIVE_BYTES
+from server.services import Services
+from server.store.accounts import UserRecord
 from server.web.auth import OptionalUser, PrincipalDep, ServicesDep, check_csrf
 from server.web.common import render, require_action
 
+log = logging.getLogger(__name__)
 router = APIRouter(include_in_schema=False)
 
 
 @router.get("/instructor/problems/upload", response_class=HTMLResponse)
 def upload_form(request: Request, user: OptionalUser, principal: PrincipalDep) -> HTMLResponse:
     user = require_action(user, principal, request, Action.PROBLEMS_MANAGE)
-    return render(request, "upload.html", user, error=None, limit_bytes=MAX_ARCHIVE_BYTES)
+    return render(request, "upload.html", user, error=None, limit_bytes=MAX_ARCHIVE_BYTES, publish=False)
 
 
 @router.post("/instructor/problems/upload", response_class=HTMLResponse)
@@ -61,7 +73,44 @@ async def upload_package(
             error, code = refused.message, refused.status_code
         else:
             return RedirectResponse(f"/instructor/problems/uploads/{upload_id}", status_code=status.HTTP_303_SEE_OTHER)
-    return render(request, "upload.html", user, error=error, limit_bytes=MAX_ARCHIVE_BYTES, status_code=code)
+    return render(
+        request,
+        "upload.html",
+        user,
+        error=error,
+        limit_bytes=MAX_ARCHIVE_BYTES,
+        publish=publish == "on",
+        status_code=code,
+    )
+
+
+def _upload_view(services: Services, upload_id: str) -> uploads.UploadView:
+    view = uploads.UploadStore(services.engine).get(upload_id) if SUBMISSION_ID.match(upload_id) else None
+    if view is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such upload")
+    return view
+
+
+def _status_page(
+    request: Request,
+    services: Services,
+    user: UserRecord,
+    view: uploads.UploadView,
+    *,
+    publish_error: str | None = None,
+    status_code: int = 200,
+) -> HTMLResponse:
+    response = render(
+        request,
+        "upload_status.html",
+        user,
+        upload=view.public(),
+        publishing=uploads.publishing(services.settings.problems_dir, view),
+        publish_error=publish_error,
+        status_code=status_code,
+    )
+    response.headers["Cache-Control"] = "no-store"
+    return response
 
 
 @router.get("/instructor/problems/uploads/{upload_id}", response_class=HTMLResponse)
@@ -69,9 +118,27 @@ def upload_page(
     upload_id: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep
 ) -> HTMLResponse:
     user = require_action(user, principal, request, Action.PROBLEMS_MANAGE)
-    view = uploads.UploadStore(services.engine).get(upload_id) if SUBMISSION_ID.match(upload_id) else None
-    if view is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such upload")
-    response = render(request, "upload_status.html", user, upload=view.public())
-    response.headers["Cache-Control"] = "no-store"
-    return response
+    return _status_page(request, services, user, _upload_view(services, upload_id))
+
+
+@router.post("/instructor/problems/uploads/{upload_id}/publish", response_class=HTMLResponse)
+def publish_upload(
+    upload_id: str,
+    request: Request,
+    services: ServicesDep,
+    user: OptionalUser,
+    principal: PrincipalDep,
+    csrf_token: Annotated[str, Form()] = "",
+) -> Response:
+    """Publishes the version the upload validated; its page again, with why not in red, when refused."""
+    user = require_action(user, principal, request, Action.PROBLEMS_MANAGE)
+    check_csrf(request, csrf_token)
+    view = _upload_view(services, upload_id)
+    try:
+        uploads.publish_upload(services, view)
+    except uploads.UploadRefused as refused:
+        return _status_page(
+            request, services, user, view, publish_error=refused.message, status_code=refused.status_code
+        )
+    log.info("%s published %s version %s from upload %s", user.email, view.slug, view.version, view.id)
+    return RedirectResponse(f"/instructor/problems/uploads/{upload_id}", status_code=status.HTTP_303_SEE_OTHER)
