@@ -223,20 +223,21 @@ def _float64_truth(
     return truth.fd if all_f64 else None
 
 
-def fd_disagreement(fd: float, analytic: float) -> float:
-    """How far a central difference and an analytic directional derivative disagree, relative to
-    the larger of the two (0.0 when both are below 1e-12: no slope to speak of)."""
+def fd_disagreement(fd: float, analytic: float, noise: float = 0.0) -> float:
+    """How far a central difference and an analytic directional derivative disagree beyond the
+    central difference's rounding `noise` (`graders.evaluate.fd_opinion`), relative to the larger of
+    the two (0.0 when both are below 1e-12: no slope to speak of)."""
     scale = max(abs(fd), abs(analytic))
     if not math.isfinite(fd) or not math.isfinite(analytic):
         return math.inf
-    return 0.0 if scale < 1e-12 else abs(fd - analytic) / scale
+    return 0.0 if scale < 1e-12 else max(0.0, abs(fd - analytic) - max(0.0, noise)) / scale
 
 
-def _check_finite_difference(case: str, fd: list[tuple[float, float]]) -> None:
+def _check_finite_difference(case: str, fd: list[tuple[float, float, float]]) -> None:
     """Raises `ReferenceCheckError("finite_difference")` when, in float64, the reference's gradient
     along a random direction disagrees with its own function's rate of change there."""
-    for k, (central, analytic) in enumerate(fd):
-        disagreement = fd_disagreement(central, analytic)
+    for k, (central, analytic, noise) in enumerate(fd):
+        disagreement = fd_disagreement(central, analytic, noise)
         if disagreement > FD_TOLERANCE:
             raise ReferenceCheckError(
                 "finite_difference",
@@ -462,7 +463,7 @@ def _finite_difference_pass(
     for case, expectation, data in zip(problem.spec.cases, cases, artifacts):
         fd = _float64_truth(fn, case_arg_specs(problem.spec, case), expectation, data.n_out)
         if fd is not None:
-            expectation.fd_reference_error = [fd_disagreement(c, a) for c, a in fd]
+            expectation.fd_reference_error = [fd_disagreement(c, a, n) for c, a, n in fd]
             if first is None:
                 try:
                     _check_finite_difference(case.name, fd)

@@ -464,10 +464,10 @@ def test_checks_do_not_crash_on_a_dimension_of_size_zero(spec: ProblemSpec) -> N
     run = CaseRun(expected=exp, outputs=[[np.zeros((0,), np.float32)]], gradients=[[W.copy(), empty.copy()]])
     assert check_values([run], spec=spec).passed
     assert check_gradients([run], spec=spec, leaf_names=["w", "x"]).passed
-    fd, analytic = directional_derivatives(
+    fd, analytic, noise = directional_derivatives(
         lambda *xs: [np.sum(xs[0])], [empty], [empty], [np.float32(1.0)], [empty], n_out=1, step=1e-3
     )
-    assert fd == 0.0 and analytic == 0.0
+    assert fd == 0.0 and analytic == 0.0 and noise == 0.0
 
 
 def test_the_float64_finite_difference_disagreement_is_relative_to_the_larger_rate() -> None:
@@ -478,6 +478,28 @@ def test_the_float64_finite_difference_disagreement_is_relative_to_the_larger_ra
     assert fd_disagreement(0.0, 0.3) == 1.0  # a stop_gradient: the function moves, its gradient says not
     assert fd_disagreement(1e-14, -1e-14) == 0.0  # no slope at all
     assert fd_disagreement(float("nan"), 1.0) == float("inf")
+
+
+def test_rounding_in_a_central_difference_along_a_nearly_flat_direction_is_not_a_wrong_gradient() -> None:
+    """A direction nearly orthogonal to the gradient: the derivative along it is tiny, and the
+    float64 rounding of <u, f(x ± h v)> (about 1e-7 at h = 1e-9) is most of the central difference.
+    Without the noise term a correct reference failed its self-check on one seed in the bank."""
+    from graders.reference import FD_TOLERANCE, fd_disagreement
+
+    rng = np.random.default_rng(7)
+    x, u, v = rng.normal(size=64), rng.normal(size=64), rng.normal(size=64)
+    gradient = u * np.exp(np.cos(x)) * -np.sin(x)  # of <u, exp(cos(x))>
+    v -= (v @ gradient) / (gradient @ gradient) * gradient  # orthogonal to the gradient ...
+    v += 2e-6 * gradient / np.linalg.norm(gradient)  # ... but for a rate of about 2e-6 * |g|
+    fd, analytic, noise = directional_derivatives(
+        lambda x: [np.exp(np.cos(x))], [x], [v], [u], [gradient], n_out=1, step=1e-9
+    )
+    assert fd_disagreement(fd, analytic) > FD_TOLERANCE  # rounding alone looked like a wrong gradient
+    assert fd_disagreement(fd, analytic, noise) <= FD_TOLERANCE
+    fd, analytic, noise = directional_derivatives(  # a gradient 1% off along a real direction still fails
+        lambda x: [np.exp(np.cos(x))], [x], [u], [u], [1.01 * gradient], n_out=1, step=1e-9
+    )
+    assert fd_disagreement(fd, analytic, noise) > FD_TOLERANCE
 
 
 def test_the_short_comparison_of_finite_arrays_gives_the_same_bits_as_the_general_one() -> None:
