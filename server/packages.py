@@ -21,7 +21,7 @@ from typing import Iterator
 
 from graders.problem import Problem, load_problem
 from graders.problem_spec import SLUG_RE
-from graders.publication import MARKER, mark_published, mark_unpublished, published_version, take_snapshot
+from graders.publication import MARKER, mark_published, mark_unpublished, publish, published_version
 
 MAX_ARCHIVE_BYTES = 4 * 1024 * 1024  # compressed upload
 MAX_ARCHIVE_FILES = 200
@@ -149,11 +149,9 @@ def install(staged: Path, problems_dir: Path, history_dir: Path, *, publish_vers
     target = problems_dir / slug
     mark_unpublished(staged)  # a marker is never taken from the archive
     if publish_version is not None:
-        mark_published(staged, publish_version)
+        publish(staged, problems_dir, publish_version)  # as `problems publish` does: the snapshot, then the marker
     elif (previous := published_version(target)) is not None:
         mark_published(staged, previous)
-    if publish_version is not None:
-        take_snapshot(staged, problems_dir, publish_version)  # what students get: before the marker says so
     if target.exists():
         history_dir.mkdir(parents=True, exist_ok=True)
         shutil.move(str(target), str(history_dir / f"{slug}-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"))

@@ -281,8 +281,7 @@ def problems_publish(
     validated version into an immutable snapshot (what students get from now on, whatever happens
     to the folder) and records it in the package's `.published` file.
     """
-    from graders.problem import load_problem
-    from graders.publication import mark_published, take_snapshot, todos
+    from graders.publication import TodosLeft, VersionChanged, publish, todos
 
     settings = settings_for(data_dir, problems_dir)
     try:
@@ -307,19 +306,17 @@ def problems_publish(
             f"[red]not published: {slug} does not validate (the table above says which file got which verdict)[/]"
         )
         raise typer.Exit(EXIT_REJECTED)
-    try:
-        now = load_problem(problem.root).version
-    except ProblemError:
-        now = None
-    if now != problem.version:
+    try:  # as an upload with publish and the upload page's Publish button do
+        publish(problem.root, settings.problems_dir, problem.version)
+    except TodosLeft as exc:  # written while it was validated
+        err.print(f"[red]not published: {exc} in {slug} (write each part, then publish again)[/]")
+        raise typer.Exit(EXIT_REJECTED) from None
+    except VersionChanged:
         err.print(f"[red]not published: {slug} changed while it was validated; publish again[/]")
-        raise typer.Exit(EXIT_REJECTED)
-    try:
-        take_snapshot(problem.root, settings.problems_dir, problem.version)
-    except (OSError, ValueError) as exc:
+        raise typer.Exit(EXIT_REJECTED) from None
+    except OSError as exc:
         err.print(f"[red]not published: {escape(str(exc))}[/]")
         raise typer.Exit(EXIT_REJECTED) from None
-    mark_published(problem.root, problem.version)
     console.print(f"published {slug} version {problem.version}: students get this version until the next publish")
 
 

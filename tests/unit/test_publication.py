@@ -12,7 +12,16 @@ from pathlib import Path
 import pytest
 
 from graders.problem import ProblemRepository, load_problem
-from graders.publication import MARKER, mark_published, mark_unpublished, publication, published_version, todos
+from graders.publication import (
+    MARKER,
+    TODO_FILES,
+    TodosLeft,
+    mark_published,
+    mark_unpublished,
+    publication,
+    published_version,
+    todos,
+)
 from graders.scaffold import scaffold
 from server.store.accounts import SiteRole
 from server.folders import folder, source_of
@@ -105,6 +114,8 @@ def test_an_installed_package_is_unpublished_unless_asked_and_a_replacement_keep
     history = tmp_path / "history"
     source = tmp_path / "src" / "fresh_problem"
     shutil.copytree(problems / "fresh_problem", source)
+    for name in TODO_FILES:  # published below: written (install publishes as `problems publish` does)
+        (source / name).write_text((source / name).read_text().replace("TODO", "Written"))
     mark_published(source, "forged")  # a marker is never packed nor taken from an archive
     with tarfile.open(fileobj=io.BytesIO(pack(source))) as tar:
         assert "problem.toml" in tar.getnames() and MARKER not in tar.getnames()
@@ -125,6 +136,12 @@ def test_an_installed_package_is_unpublished_unless_asked_and_a_replacement_keep
         install(staged.root, problems, history)
     state = publication(target, load_problem(target).version)
     assert state.published and state.changed and state.published_version == validated
+
+    # publishing on arrival refuses a TODO, as `problems publish` does, and installs nothing
+    (source / "hints.md").write_text("TODO: a hint\n")
+    with staged_package(pack(source), problems) as staged, pytest.raises(TodosLeft):
+        install(staged.root, problems, history, publish_version=staged.version)
+    assert load_problem(target).version == state.version
 
 
 # --- where the folders come from ---------------------------------------------------------------------------
