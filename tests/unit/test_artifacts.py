@@ -626,3 +626,77 @@ def test_a_shared_ir_context_reads_every_module_as_a_context_of_its_own_would() 
     with shared_ir_context():
         shared = [inspect_module(deserialize(b)) for b in blobs]
     assert shared == alone
+
+
+def test_a_case_with_a_constant_index_costs_the_branch_it_selects() -> None:
+    """`lax.cond` on a static Python flag exports a `case` on a literal: only that branch runs."""
+    picked = CASE.replace(
+        '%0 = "stablehlo.case"(%arg0)', '%k = stablehlo.constant dense<1> : tensor<i32>\n    %0 = "stablehlo.case"(%k)'
+    )
+    info = _inspect_text(picked)
+    assert info.flops == 16 * 16 and info.flops_exact  # the exponential, not the matmul
+    past_the_end = picked.replace("dense<1> : tensor<i32>", "dense<7> : tensor<i32>")
+    assert _inspect_text(past_the_end).flops == 16 * 16  # StableHLO runs the last branch
+
+
+FOLDED = """
+module @forged {
+  func.func public @main(%arg0: tensor<8xf32>, %arg1: tensor<8xf32>) -> (tensor<8xf32>) {
+    %dead = stablehlo.exponential %arg0 : tensor<8xf32>
+    %c = stablehlo.constant dense<false> : tensor<i1>
+    %0:2 = call @where(%c, %arg1) : (tensor<i1>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>)
+    %s = stablehlo.sine %arg0 : tensor<8xf32>
+    %1 = stablehlo.multiply %s, %0#0 : tensor<8xf32>
+    %2 = stablehlo.cosine %arg0 : tensor<8xf32>
+    %3 = stablehlo.multiply %2, %0#1 : tensor<8xf32>
+    %4 = stablehlo.add %1, %3 : tensor<8xf32>
+    return %4 : tensor<8xf32>
+  }
+  func.func private @where(%p: tensor<i1>, %ct: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+    %z = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+    %zs = stablehlo.broadcast_in_dim %z, dims = [] : (tensor<f32>) -> tensor<8xf32>
+    %taken = stablehlo.select %p, %ct, %zs : tensor<i1>, tensor<8xf32>
+    %other = stablehlo.select %p, %zs, %ct : tensor<i1>, tensor<8xf32>
+    return %taken, %other : tensor<8xf32>, tensor<8xf32>
+  }
+}
+"""
+
+
+def test_dead_code_and_the_side_of_a_constant_select_cost_nothing() -> None:
+    """`jnp.where` on a static flag: the untaken side gets a zero cotangent, so its derivative
+    (sine times zero, added to the rest) is no work; an unused exponential is dead code."""
+    info = _inspect_text(FOLDED)
+    assert info.flops == 8 + 8  # the cosine and its product; the add of a zero is the other term
+    assert info.flops_exact
+    live = FOLDED.replace("dense<false> : tensor<i1>", "dense<true> : tensor<i1>")
+    assert _inspect_text(live).flops == 8 + 8  # the other side now: the sine and its product
+    unknown = (
+        FOLDED.replace("%c = stablehlo.constant dense<false> : tensor<i1>\n", "")
+        .replace("@where(%c, %arg1)", "@where(%p0, %arg1)")
+        .replace(
+            "%arg1: tensor<8xf32>) -> (tensor<8xf32>) {", "%arg1: tensor<8xf32>, %p0: tensor<i1>) -> (tensor<8xf32>) {"
+        )
+    )
+    info = _inspect_text(unknown)
+    assert info.flops == 4 * 8 + 8 + 2 * 8  # both selects, sine, cosine, both products and the add
+
+
+def test_flops_of_a_deeply_nested_program_are_counted_without_recursion() -> None:
+    """Sixty nested regions: the counter walks them from its own stack, not Python recursion."""
+    depth = 60
+    body = "%r0 = stablehlo.sine %x : tensor<4xf32>\n stablehlo.return %r0 : tensor<4xf32>"
+    for i in range(1, depth + 1):
+        body = (
+            f'%k{i} = stablehlo.constant dense<0> : tensor<i32>\n %r{i} = "stablehlo.case"(%k{i}) ({{\n'
+            + body
+            + f"\n }}) : (tensor<i32>) -> tensor<4xf32>\n stablehlo.return %r{i} : tensor<4xf32>"
+        )
+    inner = body.rsplit("stablehlo.return", 1)[0]
+    text = (
+        "module @forged {\n func.func public @main(%x: tensor<4xf32>) -> (tensor<4xf32>) {\n"
+        + inner
+        + f"return %r{depth} : tensor<4xf32>\n }}\n}}"
+    )
+    info = _inspect_text(text)
+    assert info.flops == 4 and info.flops_exact
