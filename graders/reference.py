@@ -164,7 +164,7 @@ def _max_error(reference: np.ndarray, truth: np.ndarray) -> float:
 
 def _float64_truth(
     fn: Callable[..., Any], specs: list[dict[str, Any]], expectation: CaseExpectation, n_out: int
-) -> list[tuple[float, float]] | None:
+) -> list[tuple[float, float, float]] | None:
     """Evaluates the reference in float64 on the case's hidden inputs and cotangents (upcast), and
     at inputs shifted by `FD_STEP` along the case's random directions.
 

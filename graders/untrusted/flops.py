@@ -301,7 +301,7 @@ class FlopCounter:
                 m = re.search(r"lhs_contracting_dimensions = \[([\d, ]*)\]", attr)
                 dims = [int(d) for d in m.group(1).split(",") if d.strip()] if m else []
                 contracted = math.prod(lhs.shape[d] for d in dims if 0 <= d < lhs.rank)
-            return 2 * results * contracted
+            return cast(int, 2 * results * contracted)  # untyped MLIR shapes
         if name == "stablehlo.convolution":
             rhs = op.operands[1].type.maybe_downcast()
             attr = str(op.attributes["dimension_numbers"])[:2000] if "dimension_numbers" in op.attributes else ""
@@ -317,8 +317,8 @@ class FlopCounter:
             "stablehlo.sort",
             "stablehlo.map",
         ):
-            return sum(self.size(v.type)[1] for v in op.operands)
-        return results
+            return sum(cast(int, self.size(v.type)[1]) for v in op.operands)
+        return cast(int, results)
 
 
 def _set(facts: dict[Any, Fact], values: list[Any], found: list[Fact]) -> None:
@@ -382,6 +382,8 @@ def _fold(ir: Any, op: Any, name: str, ins: list[Fact]) -> tuple[Fact | list[int
             return [0], True
         return None
     if name == "stablehlo.compare" and a is not None and b is not None:
+        if "compare_type" in op.attributes and "UNSIGNED" in str(op.attributes["compare_type"])[:100]:
+            return None
         m = re.search(r"comparison_direction (\w+)>", str(op.attributes["comparison_direction"])[:100])
         test = _COMPARE.get(m.group(1)) if m else None
         return (int(test(a, b)), False) if test is not None else None
@@ -403,7 +405,10 @@ def _splat(ir: Any, op: Any) -> Fact:
         if isinstance(value, ir.FloatAttr):
             return float(value.value)
         if isinstance(value, ir.IntegerAttr):
-            return int(value.value) & 1 if _is_bool(ir, op) else int(value.value)
+            if _is_bool(ir, op):
+                return int(value.value) & 1
+            element = op.results[0].type.maybe_downcast().element_type
+            return None if element.is_unsigned else int(value.value)  # read signed: not believed
         if isinstance(value, ir.BoolAttr):
             return int(value.value)
     except Exception:  # noqa: BLE001 - an attribute of a forged module that is not what it claims
