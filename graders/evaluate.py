@@ -154,10 +154,7 @@ def fd_opinion(
 
     def magnitude(outs: Sequence[Any]) -> float:
         return float(
-            sum(
-                np.sum(np.abs(np.asarray(o, np.float64) * np.asarray(u, np.float64)))
-                for o, u in zip(outs, cotangents)
-            )
+            sum(np.sum(np.abs(np.asarray(o, np.float64) * np.asarray(u, np.float64))) for o, u in zip(outs, cotangents))
         )
 
     fd = (phi(outputs_plus) - phi(outputs_minus)) / (2 * step)
