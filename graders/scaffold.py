@@ -52,7 +52,8 @@ rule = "exact"
 match = "values"
 slack_bytes = 0
 recompute_slack = 0.25         # exact only: backward FLOPs at most 1.25x the reference's
-                               # (+2 passes over its largest value)
+                               # (+2 passes over its largest value), on the costliest case
+compare_kinds = true           # exact only: false accepts a residual on the device or offloaded
 
 # Score weights (sum to 1): value right; + gradients right; + residuals right.
 [scoring]
