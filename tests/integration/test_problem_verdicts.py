@@ -89,3 +89,34 @@ def test_same_aval_wrong_policy_is_told_apart_by_values(name: str, judge_config:
         extra = residuals.submitted_recompute_flops - residuals.expected_recompute_flops
         assert extra >= 0.99 * 2 * 1024 * 256 * 256  # minus the elementwise relu the reference redoes
         assert "more FLOPs than the required policy's" in message
+
+
+@pytest.mark.jail
+def test_an_author_who_accepts_either_memory_kind_gets_both(tmp_path: Path, judge_config: JudgeConfig) -> None:
+    """offload_named_activation with `compare_kinds = false`: keeping `a` on the device (or, the same
+    program, offloading it to unpinned_host) is ACCEPTED; other values are still WRONG_POLICY."""
+    import shutil
+
+    from graders.problem import load_problem
+
+    root = tmp_path / "offload_either_place"
+    shutil.copytree(PROBLEMS / "offload_named_activation", root, ignore=shutil.ignore_patterns(".published"))
+    toml = (root / "problem.toml").read_text()
+    (root / "problem.toml").write_text(
+        toml.replace('slug = "offload_named_activation"', 'slug = "offload_either_place"').replace(
+            '[memory]\nrule = "exact"', '[memory]\nrule = "exact"\ncompare_kinds = false'
+        )
+    )
+    relaxed, strict = load_problem(root), REPO.working("offload_named_activation")
+    assert relaxed.spec.memory.compare_kinds is False
+    wrong = PROBLEMS / "offload_named_activation" / "wrong"
+    for name in ("keeps_a_on_device.py", "offloads_to_unpinned_host.py"):
+        source = (wrong / name).read_text()
+        assert grade(source, relaxed, judge_config).verdict == Verdict.ACCEPTED, name
+        report = grade(source, strict, judge_config)
+        residuals = next(c for c in report.checks if c.name == "residuals")
+        assert report.verdict == Verdict.WRONG_POLICY and "keeps them in other memory" in residuals.message
+        assert "in device memory x1" in residuals.message and "unpinned_host" in residuals.message
+    other = grade((wrong / "offloads_pre_activation.py").read_text(), relaxed, judge_config)
+    assert other.verdict == Verdict.WRONG_POLICY
+    assert jail_processes() == []
