@@ -10,7 +10,10 @@ place that reads and writes them and computes gradebooks.
 - `enrollments`: who is in a course and as what (`CourseRole`: staff or student): every LTI
   launch from the context enrolls the user with the role its LTI roles map to; admins (and the
   staff of a course made by an admin) enroll accounts by email;
-- `extensions`: one student's own deadline on one assignment.
+- `extensions`: one student's own deadline on one assignment;
+- `course_roster`: an LMS course's members as the LMS last listed them (LTI Names and Role
+  Provisioning Services 2.0, `server.lti.nrps`), whether or not they ever launched: the gradebook
+  lists the students among them who never launched beside those who did (migration 0014).
 
 Scores are never stored here: a gradebook cell is `rules.standing` of the student's submissions
 as they are now, so regrades, new deadlines and extensions show at once.
@@ -22,11 +25,25 @@ import csv
 import enum
 import hashlib
 import io
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import Boolean, Float, ForeignKey, Integer, String, UniqueConstraint, false, or_, select, update
+from sqlalchemy import (
+    Boolean,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    delete,
+    false,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
@@ -153,6 +170,64 @@ class Extension(Base):
     __table_args__ = (UniqueConstraint("assignment_id", "user_id", name="uq_extensions_assignment_user"),)
 
 
+class RosterMember(Base):
+    """A member of an LMS course as the LMS last listed them (LTI NRPS 2.0, a member of its membership container),
+    whether or not they ever launched. Replaced as a whole by each successful sync
+    (`CourseStore.replace_roster`); a failed sync leaves it as it was.
+
+    Attributes:
+        member_id: the LMS's user id (NRPS `user_id`: the `sub` of that person's launches).
+        user_id: the judge account of that LMS user once they launched (None before).
+        name, email: as the LMS gives them (None when it does not).
+        roles: the LMS roles, a JSON list of strings.
+        staff: the roles make them staff of the course (Instructor and its sub-roles such as
+            TeachingAssistant, ContentDeveloper, Administrator: `server.lti.launch.role_for`).
+        active: the LMS's status is Active (Inactive: dropped or suspended in the LMS).
+        synced_at: when the sync that listed them ran.
+    """
+
+    __tablename__ = "course_roster"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    course_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("courses.id", name="fk_course_roster_course", ondelete="CASCADE")
+    )
+    member_id: Mapped[str] = mapped_column(String(255))
+    user_id: Mapped[int | None] = mapped_column(
+        Integer, ForeignKey("users.id", name="fk_course_roster_user"), nullable=True
+    )
+    name: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    email: Mapped[str | None] = mapped_column(String(254), nullable=True)
+    roles: Mapped[str] = mapped_column(Text)
+    staff: Mapped[bool] = mapped_column(Boolean)
+    active: Mapped[bool] = mapped_column(Boolean)
+    synced_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (UniqueConstraint("course_id", "member_id", name="uq_course_roster_member"),)
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A member of an LMS course's roster as a sync found them (what `replace_roster` stores).
+
+    Attributes:
+        member_id: the LMS's user id; user_id: their judge account, when they launched already.
+        name, email, roles, staff, active: see `RosterMember`.
+    """
+
+    member_id: str
+    user_id: int | None
+    name: str | None
+    email: str | None
+    roles: tuple[str, ...]
+    staff: bool
+    active: bool
+
+
+NEVER_LAUNCHED = "never launched"
+NO_SUBMISSION = "no submission"
+
+
 @dataclass(frozen=True)
 class Cell:
     """One gradebook cell: a student's standing on an assignment, and their extension if any."""
@@ -170,25 +245,45 @@ class Gradebook:
         assignments: its assignments, by problem slug.
         students: enrolled students (id, display name, email), by name.
         cells: (user id, assignment id) -> `Cell`.
+        unlaunched: the active students of the LMS roster (`course_roster`, after a sync) who
+            are not enrolled: they never launched the course's activities. By name.
+        roster_synced_at: when the roster was last synced (None: never).
     """
 
     course: Course
     assignments: list[Assignment]
     students: list[UserRecord]
     cells: dict[tuple[int, int], Cell]
+    unlaunched: list[RosterMember] = field(default_factory=list)
+    roster_synced_at: datetime | None = None
 
     def solved(self, user_id: int) -> int:
         return sum(1 for a in self.assignments if self.cells[(user_id, a.id)].standing.solved_at is not None)
 
+    def status(self, user_id: int) -> str:
+        """ "no submission" for an enrolled student with no attempt on any assignment, else ""."""
+        return "" if any(self.cells[(user_id, a.id)].standing.attempts for a in self.assignments) else NO_SUBMISSION
+
     def csv(self) -> str:
         """The gradebook as CSV (RFC 4180, a header row): one row per student and assignment with
         email, name, problem, score (0-1, empty without a counted attempt), attempts, solved_at
-        (ISO 8601 UTC), late (yes/no), extension_due_at. Cells starting with = + - @ are prefixed
-        with ' so a spreadsheet never runs them as formulas (OWASP "CSV injection")."""
+        (ISO 8601 UTC), late (yes/no), extension_due_at, status ("no submission" on a row without
+        an attempt; "never launched" for a roster student who never launched, `unlaunched`). A
+        course without assignments has one row per student with an empty problem. Cells starting
+        with = + - @ are prefixed with ' so a spreadsheet never runs them as formulas (OWASP "CSV
+        injection")."""
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\r\n")
-        writer.writerow(["email", "name", "problem", "score", "attempts", "solved_at", "late", "extension_due_at"])
+        writer.writerow(
+            ["email", "name", "problem", "score", "attempts", "solved_at", "late", "extension_due_at", "status"]
+        )
+        problems = [a.problem for a in self.assignments] or [""]
         for student in self.students:
+            if not self.assignments:
+                writer.writerow(
+                    [_cell_text(v) for v in (student.contact_email or student.email, student.display_name)]
+                    + ["", "", 0, "", "no", "", NO_SUBMISSION]
+                )
             for assignment in self.assignments:
                 cell = self.cells[(student.id, assignment.id)]
                 s = cell.standing
@@ -204,8 +299,15 @@ class Gradebook:
                             s.solved_at.isoformat() if s.solved_at else "",
                             "yes" if s.late else "no",
                             cell.extension_due_at.isoformat() if cell.extension_due_at else "",
+                            "" if s.attempts else NO_SUBMISSION,
                         )
                     ]
+                )
+        for member in self.unlaunched:
+            for problem in problems:
+                writer.writerow(
+                    [_cell_text(v) for v in (member.email or "", member.name or member.member_id, problem)]
+                    + ["", 0, "", "no", "", NEVER_LAUNCHED]
                 )
         return out.getvalue()
 
@@ -281,6 +383,71 @@ class CourseStore:
             except IntegrityError:  # a concurrent first launch made it
                 continue
         raise RuntimeError("could not store the course")
+
+    def join_context(
+        self,
+        *,
+        platform_id: int,
+        deployment_id: str,
+        context_id: str,
+        title: str | None,
+        user_id: int,
+        member_id: str,
+        role: CourseRole,
+    ) -> Course:
+        """What every LMS launch from a context does to its course (a resource link launch and a
+        deep linking launch alike): makes the course at the context's first launch
+        (`for_context`), enrolls `user_id` with the launch's `role` (or changes their role), and
+        ties the roster's entry of `member_id` (the launch's `sub`, which NRPS calls `user_id`)
+        to the account, so a synced student who launches is no longer "never launched".
+
+        Raises:
+            RuntimeError: the rows could not be stored (concurrent writers kept winning).
+        """
+        course = self.for_context(
+            platform_id=platform_id, deployment_id=deployment_id, context_id=context_id, title=title
+        )
+        self.enroll(course.id, user_id, role)
+        with self._sessions.begin() as session:
+            session.execute(
+                update(RosterMember)
+                .where(RosterMember.course_id == course.id, RosterMember.member_id == member_id)
+                .values(user_id=user_id)
+                .execution_options(synchronize_session=False)
+            )
+        return course
+
+    def replace_roster(self, course_id: int, members: list[Listed]) -> None:
+        """Replaces the course's roster with `members` (a sync's whole, successful answer) in one
+        transaction: a reader sees the old roster or the new one, never a part."""
+        now = utcnow()
+        with self._sessions.begin() as session:
+            session.execute(delete(RosterMember).where(RosterMember.course_id == course_id))
+            for m in {m.member_id: m for m in members}.values():
+                session.add(
+                    RosterMember(
+                        course_id=course_id,
+                        member_id=m.member_id,
+                        user_id=m.user_id,
+                        name=m.name[:255] if m.name else None,
+                        email=m.email[:254] if m.email else None,
+                        roles=json.dumps(list(m.roles)),
+                        staff=m.staff,
+                        active=m.active,
+                        synced_at=now,
+                    )
+                )
+
+    def roster(self, course_id: int) -> list[RosterMember]:
+        """The course's LMS roster as last synced (empty before the first sync), by name."""
+        with self._sessions() as session:
+            return list(
+                session.execute(
+                    select(RosterMember)
+                    .where(RosterMember.course_id == course_id)
+                    .order_by(RosterMember.name, RosterMember.member_id)
+                ).scalars()
+            )
 
     def get(self, key: str) -> Course | None:
         with self._sessions() as session:
@@ -541,4 +708,16 @@ class CourseStore:
                     ),
                     extension,
                 )
-        return Gradebook(course=course, assignments=assignments, students=students, cells=cells)
+        roster = self.roster(course.id)
+        enrolled = {m.id for m in self.members(course.id)}
+        unlaunched = [
+            m for m in roster if m.active and not m.staff and (m.user_id is None or m.user_id not in enrolled)
+        ]
+        return Gradebook(
+            course=course,
+            assignments=assignments,
+            students=students,
+            cells=cells,
+            unlaunched=sorted(unlaunched, key=lambda m: ((m.name or "").lower(), m.member_id)),
+            roster_synced_at=max((m.synced_at for m in roster), default=None),
+        )

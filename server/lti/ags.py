@@ -115,9 +115,12 @@ def client_assertion(platform: Platform, key: ToolKey, *, now: float | None = No
 
 @dataclass
 class _Answer:
+    """An answer, its body cut at the request's `max_bytes` (`truncated`: there was more)."""
+
     status_code: int
     body: bytes
     headers: httpx.Headers
+    truncated: bool = False
 
 
 def _message(raw: bytes) -> str:
@@ -176,8 +179,11 @@ class AgsClient:
                 raise AgsRefused(_network_refusal(host, ip, kind))
         return addresses
 
-    def _request(self, method: str, url: str, *, headers: dict[str, str], content: bytes) -> _Answer:
-        """One request pinned to a checked address, no redirects, bounded answer.
+    def _request(
+        self, method: str, url: str, *, headers: dict[str, str], content: bytes, max_bytes: int = MAX_RESPONSE_BYTES
+    ) -> _Answer:
+        """One request pinned to a checked address, no redirects, the answer read up to
+        `max_bytes` (`_Answer.truncated` says when there was more).
 
         Raises:
             AgsRefused: see the class. httpx.TransportError (incl. time-outs), socket.gaierror
@@ -214,21 +220,31 @@ class AgsClient:
                     received = bytearray()
                     for chunk in response.iter_raw():
                         received += chunk
-                        if len(received) >= MAX_RESPONSE_BYTES or time.monotonic() > started + self.timeout_s:
+                        if len(received) > max_bytes or time.monotonic() > started + self.timeout_s:
                             break
                 except httpx.HTTPError:
                     pass
                 finally:
                     response.close()
-                return _Answer(response.status_code, bytes(received[:MAX_RESPONSE_BYTES]), response.headers)
+                return _Answer(
+                    response.status_code, bytes(received[:max_bytes]), response.headers, len(received) > max_bytes
+                )
         assert last is not None
         raise last
 
-    def request(self, method: str, url: str, *, headers: dict[str, str], content: bytes = b"") -> _Answer:
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: dict[str, str],
+        content: bytes = b"",
+        max_bytes: int = MAX_RESPONSE_BYTES,
+    ) -> _Answer:
         """One request with the same safety as the AGS calls (pinned, checked address; no
-        redirects; bounded answer): for dynamic registration and the set-up page's connection
-        test. Raises as `_request`."""
-        return self._request(method, url, headers=headers, content=content)
+        redirects; answer read up to `max_bytes`): for dynamic registration, the set-up page's
+        connection test and the NRPS roster (`server.lti.nrps`). Raises as `_request`."""
+        return self._request(method, url, headers=headers, content=content, max_bytes=max_bytes)
 
     def advice(self, url: str) -> str | None:
         """`network_advice` for `url` with this client's allowed networks."""

@@ -10,6 +10,8 @@
 - `lti_users`: who a launch's (issuer, sub) is: the judge account it signs in, name, email, role;
 - `lti_resource_links`: a resource link (a placement of a problem in a course), with the AGS
   endpoint claim of its latest launch (line item URL, line items URL, scopes) for grade passback;
+- `lti_contexts`: an LMS context's (a course's) Names and Role Provisioning Services 2.0
+  memberships URL, from the latest launch that carried the claim (migration 0014);
 - `lti_launch_tokens`: one-time tokens (SHA-256 stored) that turn a launch into a session in a new
   window when the LMS's iframe does not keep our cookies.
 
@@ -177,6 +179,28 @@ class LtiResourceLink(Base):
     )
 
 
+class LtiContext(Base):
+    """An LMS context (a course) with the roster service its launches offer (LTI NRPS 2.0, its service claim).
+
+    Attributes:
+        memberships_url: the `context_memberships_url` of the latest launch from the context that
+            carried a namesroleservice claim with version 2.0 (`server.lti.launch.memberships_url_of`).
+    """
+
+    __tablename__ = "lti_contexts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    platform_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("lti_platforms.id", name="fk_lti_contexts_platform", ondelete="CASCADE")
+    )
+    deployment_id: Mapped[str] = mapped_column(String(255))
+    context_id: Mapped[str] = mapped_column(String(255))
+    memberships_url: Mapped[str] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (UniqueConstraint("platform_id", "deployment_id", "context_id", name="uq_lti_contexts_context"),)
+
+
 class LtiLaunchToken(Base):
     """A one-time token that signs `user_id` in and opens `target` (a same-site path), once."""
 
@@ -335,7 +359,7 @@ class LtiStore:
             ).scalar_one_or_none()
             if platform is None:
                 return False
-            for table in (LtiDeployment, LtiLogin, LtiResourceLink):
+            for table in (LtiDeployment, LtiLogin, LtiResourceLink, LtiContext):
                 session.execute(delete(table).where(table.platform_id == platform.id))
             session.delete(platform)
             return True
@@ -473,6 +497,21 @@ class LtiStore:
                 select(LtiUser).where(LtiUser.issuer == issuer, LtiUser.sub == sub)
             ).scalar_one_or_none()
 
+    def accounts_of(self, issuer: str, subs: list[str]) -> dict[str, int]:
+        """{sub: judge account id} of the platform users among `subs` who have launched."""
+        found: dict[str, int] = {}
+        unique = sorted(set(subs))
+        with self._sessions() as session:
+            for start in range(0, len(unique), 500):
+                found.update(
+                    session.execute(
+                        select(LtiUser.sub, LtiUser.user_id).where(
+                            LtiUser.issuer == issuer, LtiUser.sub.in_(unique[start : start + 500])
+                        )
+                    ).tuples()
+                )
+        return found
+
     def save_resource_link(
         self,
         *,
@@ -519,6 +558,50 @@ class LtiStore:
             except IntegrityError:  # made by a concurrent launch: update it
                 continue
         raise RuntimeError("could not store the resource link")
+
+    def save_memberships_url(self, *, platform_id: int, deployment_id: str, context_id: str, url: str) -> None:
+        """Stores the context's NRPS memberships URL (or replaces the one an earlier launch gave)."""
+        key = (
+            LtiContext.platform_id == platform_id,
+            LtiContext.deployment_id == deployment_id,
+            LtiContext.context_id == context_id,
+        )
+        for _ in range(2):
+            with self._sessions.begin() as session:
+                updated = session.execute(
+                    update(LtiContext)
+                    .where(*key)
+                    .values(memberships_url=url, updated_at=utcnow())
+                    .execution_options(synchronize_session=False)
+                )
+                if rowcount(updated):
+                    return
+            try:
+                with self._sessions.begin() as session:
+                    session.add(
+                        LtiContext(
+                            platform_id=platform_id,
+                            deployment_id=deployment_id,
+                            context_id=context_id,
+                            memberships_url=url,
+                            updated_at=utcnow(),
+                        )
+                    )
+                return
+            except IntegrityError:  # a concurrent launch stored it first: update it
+                continue
+        raise RuntimeError("could not store the context's memberships URL")
+
+    def memberships_url(self, *, platform_id: int, deployment_id: str, context_id: str) -> str | None:
+        """The context's NRPS memberships URL, or None when no launch from it offered one."""
+        with self._sessions() as session:
+            return session.execute(
+                select(LtiContext.memberships_url).where(
+                    LtiContext.platform_id == platform_id,
+                    LtiContext.deployment_id == deployment_id,
+                    LtiContext.context_id == context_id,
+                )
+            ).scalar_one_or_none()
 
     def resource_links(self, platform_id: int | None = None) -> list[LtiResourceLink]:
         query = select(LtiResourceLink).order_by(LtiResourceLink.id)
