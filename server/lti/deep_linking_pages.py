@@ -24,7 +24,7 @@ from server.lti.launch import (
 from server.lti.models import PlatformView
 from server.lti.service import LtiService
 from server.web.auth import sign_in
-from server.lti.pages import _count_launch, _page, _refused, _same_origin
+from server.lti.pages import _count_launch, _page, _refused, _same_origin, enter_context
 
 router = APIRouter(prefix="/lti", include_in_schema=False)
 
@@ -33,20 +33,32 @@ def _deep_linking_request(
     request: Request, services: Services, service: LtiService, platform: PlatformView, claims: dict[str, Any]
 ) -> Response:
     """A verified `LtiDeepLinkingRequest`: an LMS instructor (staff of the LMS context: this
-    gives them no role on the judge) is signed in and sees the published problems.
+    gives them no role on the judge) is signed in, made staff of the context's course as a
+    resource link launch would (`enter_context`: the instructor pages answer at once), and sees
+    the published problems.
 
     Raises:
-        LaunchError(400): the deep_linking_settings claim is missing or unusable;
-            LaunchError(403): the user is not an instructor of the context (nobody is signed in).
+        LaunchError(400): the deep_linking_settings claim is missing or unusable, or the context
+            id is not storable; LaunchError(403): the user is not an instructor of the context
+            (nobody is signed in, nobody enrolled).
     """
     settings = deep_linking.settings_of(claims)
     if role_for(claims[CLAIM_ROLES]) != CourseRole.STAFF:
         raise LaunchError(403, "Only instructors can add the judge's problems to a course.")
+    deployment_id = identifier(claims[deep_linking.CLAIM_DEPLOYMENT_ID], "deployment id")
     user = service.store.account_for(
         issuer=identifier(claims["iss"], "issuer"),
         sub=identifier(claims["sub"], "user (sub)"),
         name=person_name(claims),
         email=person_email(claims),
+        role=CourseRole.STAFF,
+    )
+    enter_context(
+        service,
+        platform_id=platform.id,
+        deployment_id=deployment_id,
+        claims=claims,
+        user_id=user.id,
         role=CourseRole.STAFF,
     )
     sign_in(request, services, user)

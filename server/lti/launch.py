@@ -30,6 +30,9 @@ CLAIM_ROLES = LTI + "roles"
 CLAIM_CONTEXT = LTI + "context"
 CLAIM_CUSTOM = LTI + "custom"
 CLAIM_AGS_ENDPOINT = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
+CLAIM_NRPS = (
+    "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice"  # LTI NRPS 2.0, "Names and Role Service claim"
+)
 RESOURCE_LINK_REQUEST = "LtiResourceLinkRequest"
 DEEP_LINKING_REQUEST = "LtiDeepLinkingRequest"  # Deep Linking 2.0, 4.4
 CLAIM_DEEP_LINKING_SETTINGS = "https://purl.imsglobal.org/spec/lti-dl/claim/deep_linking_settings"
@@ -74,6 +77,7 @@ class Launch:
         context_id, context_title: the course (context claim, LTI 1.3 Core 5.4.1; title, else label).
         title: the resource link's title.
         ags: the AGS endpoint claim (scope, lineitems, lineitem) or None.
+        memberships_url: the context's NRPS 2.0 memberships URL (`memberships_url_of`) or None.
     """
 
     claims: dict[str, Any]
@@ -89,6 +93,7 @@ class Launch:
     context_title: str | None = None
     title: str | None = None
     ags: dict[str, Any] | None = field(default=None)
+    memberships_url: str | None = None
 
 
 def role_for(roles: list[Any]) -> CourseRole:
@@ -334,9 +339,9 @@ def launch_of(claims: dict[str, Any]) -> Launch:
     Raises:
         LaunchError(400): it names no problem.
     """
-    link, context = claims[CLAIM_RESOURCE_LINK], claims.get(CLAIM_CONTEXT)
+    link = claims[CLAIM_RESOURCE_LINK]
     ags = claims.get(CLAIM_AGS_ENDPOINT)
-    context_id = context.get("id") if isinstance(context, dict) else None
+    context_id, context_title = context_of(claims)
     return Launch(
         claims=claims,
         issuer=identifier(claims["iss"], "issuer"),
@@ -347,11 +352,43 @@ def launch_of(claims: dict[str, Any]) -> Launch:
         role=role_for(claims[CLAIM_ROLES]),
         name=person_name(claims),
         email=person_email(claims),
-        context_id=identifier(context_id, "context id") if context_id is not None else None,
-        context_title=_text(context, "title") or _text(context, "label"),
+        context_id=context_id,
+        context_title=context_title,
         title=display_text(link.get("title")),
         ags=_ags_endpoint(ags),
+        memberships_url=memberships_url_of(claims),
     )
+
+
+def context_of(claims: dict[str, Any]) -> tuple[str | None, str | None]:
+    """(id, title) of the launch's context claim (LTI 1.3 Core 5.4.1; the title, else the
+    label), or (None, None) without one. Resource link and deep linking launches alike.
+
+    Raises:
+        LaunchError(400): the context's id is not an identifier the judge can store.
+    """
+    context = claims.get(CLAIM_CONTEXT)
+    context_id = context.get("id") if isinstance(context, dict) else None
+    if context_id is None:
+        return None, None
+    return identifier(context_id, "context id"), _text(context, "title") or _text(context, "label")
+
+
+def memberships_url_of(claims: dict[str, Any]) -> str | None:
+    """The context's memberships URL from the Names and Role Provisioning Services claim (LTI
+    NRPS 2.0, its service claim: `context_memberships_url`, with "2.0" among its
+    `service_versions`), or None when the launch carries none, offers another version only, or
+    the URL is not an http(s) URL of at most 2,000 storable characters. Never raises: a launch
+    without a usable roster service is still a launch."""
+    claim = claims.get(CLAIM_NRPS)
+    if not isinstance(claim, dict):
+        return None
+    url, versions = claim.get("context_memberships_url"), claim.get("service_versions")
+    if not isinstance(versions, list) or "2.0" not in versions:
+        return None
+    if not isinstance(url, str) or len(url) > 2000 or not storable(url):
+        return None
+    return url if urlsplit(url).scheme in ("http", "https") and urlsplit(url).netloc else None
 
 
 def _ags_endpoint(claim: Any) -> dict[str, Any] | None:

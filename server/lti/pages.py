@@ -1,6 +1,7 @@
 """What the LTI pages share: their templates (the tool's own, then the web judge's), `_page` (an
-LTI page for whoever the route signed in), refusals, the admins-only guard, and the launch limits
-(`_count_launch`, `server.lti.service.LtiRateLimit`)."""
+LTI page for whoever the route signed in), refusals, the admins-only guard, the launch limits
+(`_count_launch`, `server.lti.service.LtiRateLimit`), and what every launch from a context does to
+its course (`enter_context`)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from server.services import Services
 from server.authz import ANONYMOUS, Action, decide
+from server.courses.models import Course, CourseRole
 from server.lti.launch import (
     LaunchError,
+    context_of,
+    memberships_url_of,
 )
 from server.lti.service import LtiService
 from server.web.auth import csrf_token, principal_of, user_of
@@ -31,6 +35,44 @@ templates.env.filters.update(FILTERS)
 
 
 NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
+
+
+def enter_context(
+    service: LtiService,
+    *,
+    platform_id: int,
+    deployment_id: str,
+    claims: dict[str, Any],
+    user_id: int,
+    role: CourseRole,
+) -> Course | None:
+    """What a verified launch (resource link or deep linking) does to the course of its context:
+    the course is made at the context's first launch, the user is enrolled with the launch's role
+    (`CourseStore.join_context`: an Instructor is staff at once, a Learner a student), and the
+    context's Names and Role Provisioning Services 2.0 memberships URL is stored when the launch
+    carries one (`memberships_url_of`). None (and nothing done) without a context claim.
+
+    Raises:
+        LaunchError(400): the context's id is not an identifier the judge can store.
+    """
+    context_id, title = context_of(claims)
+    if context_id is None:
+        return None
+    course = service.courses.join_context(
+        platform_id=platform_id,
+        deployment_id=deployment_id,
+        context_id=context_id,
+        title=title,
+        user_id=user_id,
+        member_id=claims["sub"],
+        role=role,
+    )
+    url = memberships_url_of(claims)
+    if url is not None:
+        service.store.save_memberships_url(
+            platform_id=platform_id, deployment_id=deployment_id, context_id=context_id, url=url
+        )
+    return course
 
 
 def _page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:

@@ -70,7 +70,7 @@ from server.lti.service import LtiService
 from server.web.auth import sign_in, user_of
 from server.lti.deep_linking_pages import _deep_linking_request
 from server.lti.login import STATE_COOKIE_PREFIX, state_cookie_name, storage_key
-from server.lti.pages import NO_STORE, _origin, _page, _refused, _same_origin
+from server.lti.pages import NO_STORE, _origin, _page, _refused, _same_origin, enter_context
 
 
 router = APIRouter(prefix="/lti", include_in_schema=False)
@@ -258,14 +258,15 @@ def _verified_launch(
         problem=verified.problem,
         ags=verified.ags,
     )
-    if verified.context_id is not None:  # the LMS course: enrollment, and the link's problem as an assignment
-        course = service.courses.for_context(
-            platform_id=platform.id,
-            deployment_id=verified.deployment_id,
-            context_id=verified.context_id,
-            title=verified.context_title,
-        )
-        service.courses.enroll(course.id, user.id, verified.role)
+    course = enter_context(  # the LMS course: enrollment, its roster service
+        service,
+        platform_id=platform.id,
+        deployment_id=verified.deployment_id,
+        claims=claims,
+        user_id=user.id,
+        role=verified.role,
+    )
+    if course is not None:  # and the link's problem as an assignment
         service.courses.ensure_assignment(course.id, verified.problem)
     if verified.role == CourseRole.STUDENT and link.ags_lineitem and SCOPE_SCORE in json.loads(link.ags_scope or "[]"):
         # grade passback: this student's verdicts on the problem go to the link's line item, those
