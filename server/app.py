@@ -23,6 +23,7 @@ from server.store.faults import DATABASE, is_database_fault
 from server.http_guards import BodySizeLimit, UnstorableTextGuard
 from server.lti import deep_linking_pages as lti_deep_linking
 from server.lti import login as lti_login
+from server.lti import roster_pages as lti_roster  # NRPS roster sync (issue 29)
 from server.lti.routes import router as lti_router  # LTI 1.3 tool (issue 12)
 from server.lti.setup import router as lti_setup_router  # LTI set-up, one-URL registration (issue 24)
 from server.packages import MAX_ARCHIVE_BYTES
@@ -207,6 +208,7 @@ def _add_routes(app: FastAPI) -> None:
     app.include_router(lti_router)
     app.include_router(lti_deep_linking.router)
     app.include_router(lti_setup_router)  # LTI set-up, one-URL registration (issue 24)
+    app.include_router(lti_roster.router)  # a course's roster from its LMS (issue 29)
     app.include_router(course_pages.router)  # courses, gradebooks, regrades (issue 12)
     app.include_router(problems.router, prefix="/api/v1")
     app.include_router(submissions.router, prefix="/api/v1")

@@ -232,6 +232,39 @@ def extend(
     console.print(f"{escape(email)} is due {due_at.isoformat()} on {escape(problem)} in {escape(course.key)}")
 
 
+@courses_app.command("sync")
+def sync(
+    key: Annotated[str, typer.Argument(help="the LMS course (see `remat-judge courses list`)")],
+    data_dir: DataDir = None,
+) -> None:
+    """Sync an LMS course's roster from its LMS (LTI Names and Role Provisioning Services 2.0):
+    the gradebook then lists the students who never launched. Needs a launch from the course
+    that carried the service's claim; on any failure the roster synced before is kept."""
+    from server.courses.models import CourseStore
+    from server.lti.ags import AgsClient
+    from server.lti.keys import load_or_create
+    from server.lti.models import LtiStore
+    from server.lti.nrps import RosterError, sync_course
+
+    settings = settings_for(data_dir=data_dir)
+    engine = engine_for(data_dir)
+    course = _course(engine, key)
+    try:
+        report = sync_course(
+            course,
+            store=LtiStore(engine),
+            courses=CourseStore(engine),
+            client=AgsClient(timeout_s=settings.callback_timeout_s, allow_networks=settings.lti_allow_networks),
+            key=load_or_create(settings.data_dir),
+        )
+    except RosterError as exc:
+        err.print(f"[red]{escape(course.key)}: {escape(str(exc))}[/]")
+        raise typer.Exit(1) from None
+    console.print(
+        f"{escape(course.key)}: {escape(report.message)} ({report.pages} page{'s' if report.pages != 1 else ''})"
+    )
+
+
 @courses_app.command("gradebook")
 def gradebook(
     key: Annotated[str, typer.Argument(help="the course")],
@@ -267,6 +300,12 @@ def gradebook(
             escape(f"{student.display_name} <{student.email}>"),
             *cells,
             f"{book.solved(student.id)} of {len(book.assignments)}",
+        )
+    for member in book.unlaunched:
+        table.add_row(
+            escape(f"{member.name or member.member_id} <{member.email or '-'}>"),
+            *["-" for _ in book.assignments],
+            "never launched",
         )
     console.print(table)
 

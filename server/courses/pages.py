@@ -9,6 +9,8 @@ form carries the session's CSRF token. The same operations as `remat-judge cours
   form to add one, the gradebook (students x assignments: score, attempts, solved time, late),
   extensions and enrollment forms; `GET .../gradebook.csv` exports it;
 - `POST /instructor/courses/{key}/settings`: whether solutions open after deadlines (admins);
+- the roster sync button of an LMS course posts to `server.lti.roster_pages` (LTI uses courses,
+  never the reverse), which answers with this page (`_course_page`);
 - `POST /instructor/problems/{slug}/regrade`: starts a regrade and opens its page,
   `GET /instructor/regrades/{id}`: progress and changed verdicts (refreshes while unfinished).
   Regrades are for admins: they follow a new problem version, which only an admin publishes, and
@@ -109,6 +111,7 @@ def _course_page(
         grade_rules=list(GradeRule),
         may_enroll=decide(principal, Action.COURSE_ENROLL, target),
         may_configure=decide(principal, Action.COURSE_SETTINGS, target),
+        may_sync=course.from_lms and decide(principal, Action.COURSE_ROSTER, target),
         course_roles=list(CourseRole),
         undelivered=undelivered,
         undelivered_reasons=sorted({reason for _, reason in undelivered.values()}),

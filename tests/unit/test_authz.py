@@ -247,6 +247,24 @@ def course_settings(course: str) -> Probe:
     return probe
 
 
+def course_roster(course: str) -> Probe:
+    """The roster sync button: allowed is the course page again (200 synced; 422 when the course
+    has no LMS roster service, as neither course here has; 502 when the LMS failed)."""
+
+    def probe(w: World, c: TestClient) -> bool:
+        answer = c.post(
+            f"/instructor/courses/{w.courses[course].key}/roster",
+            data={"csrf_token": csrf(c)},
+            follow_redirects=False,
+        )
+        allowed = _outcome(answer, {200, 422, 502})
+        if allowed:
+            assert 'id="course-error"' in answer.text or 'id="course-notice"' in answer.text
+        return allowed
+
+    return probe
+
+
 def read_submission(name: str) -> Probe:
     def probe(w: World, c: TestClient) -> bool:
         sid = w.subs[name]
@@ -313,6 +331,7 @@ PROBES: list[tuple[Action, Probe, str]] = [
     *[(Action.COURSE_EDIT, course_edit(k), k) for k in "AB"],
     *[(Action.COURSE_ENROLL, course_enroll(k), k) for k in "AB"],
     *[(Action.COURSE_SETTINGS, course_settings(k), k) for k in "AB"],
+    *[(Action.COURSE_ROSTER, course_roster(k), k) for k in "AB"],
     *[(Action.SUBMISSION_READ, read_submission(s), s) for s in ("ada_p", "bo_p")],
 ]
 
