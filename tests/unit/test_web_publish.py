@@ -109,7 +109,9 @@ def test_what_the_upload_did_not_validate_is_not_published(tmp_path: Path) -> No
     # an upload that failed validation installed nothing
     shutil.copytree(PROBLEMS / SLUG, root)
     failed, _, _ = installed_upload(site, state=UploadState.FAILED)
-    assert site.client.post(f"/instructor/problems/uploads/{failed}/publish", data={"csrf_token": csrf}).status_code == 409
+    assert (
+        site.client.post(f"/instructor/problems/uploads/{failed}/publish", data={"csrf_token": csrf}).status_code == 409
+    )
     assert published_version(root) is None
     missing = site.client.post("/instructor/problems/uploads/" + "0" * 32 + "/publish", data={"csrf_token": csrf})
     assert missing.status_code == 404
