@@ -19,7 +19,7 @@ import uuid
 from pathlib import Path, PurePosixPath
 from typing import Iterator
 
-from graders.problem import Problem, load_problem
+from graders.problem import Problem, check_package
 from graders.problem_spec import SLUG_RE
 from graders.publication import MARKER, mark_published, mark_unpublished, publish, published_version
 
@@ -161,16 +161,17 @@ def install(staged: Path, problems_dir: Path, history_dir: Path, *, publish_vers
 
 @contextlib.contextmanager
 def staged_package(data: bytes, problems_dir: Path) -> Iterator[Problem]:
-    """Unpacks a package archive into the staging folder and loads it strictly; the staging copy
-    is removed on exit (a package published meanwhile has been moved out of it already).
+    """Unpacks a package archive into the staging folder and loads it strictly (`check_package`);
+    the staging copy is removed on exit (a package published meanwhile has been moved out of it
+    already).
 
     Raises:
         PackageError: the archive is unsafe or malformed.
-        ProblemError: the package does not load.
+        ProblemError: every static error of the package, at once.
     """
     staged = unpack(data, staging_root(problems_dir))
     try:
-        yield load_problem(staged)
+        yield check_package(staged)
     finally:
         shutil.rmtree(staged.parent, ignore_errors=True)
 

@@ -1,6 +1,7 @@
 """Problem uploads that report: an archive is checked at once (unpacked strictly, loaded, every
-problem.toml and `# expect:` error listed), then validated through the real sandbox in the
-background while the uploader polls its progress (migration 0010, `problem_uploads`).
+static error listed together: missing and misplaced files, problem.toml, `# expect:` lines), then
+validated through the real sandbox in the background while the uploader polls its progress
+(migration 0010, `problem_uploads`).
 
 `start` answers as soon as the quick checks pass: the upload's row says "validating", with how
 many of the package's files are graded so far. When validation ends the row holds the whole
@@ -27,7 +28,7 @@ from sqlalchemy import Boolean, Integer, String, Text, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
-from graders.problem import Problem, load_problem
+from graders.problem import Problem, check_package, load_problem
 from graders.problem_spec import ProblemError
 from graders.publication import TodosLeft, VersionChanged, publish, published_version, todos
 from server.store.db import Base, UTCDateTime, _enum, utcnow
@@ -223,23 +224,16 @@ def quick_checks(data: bytes, problems_dir: Path, *, publish: bool) -> Problem:
     at once. The caller owns the staged folder (`problem.root.parent`) from here.
 
     Raises:
-        UploadRefused: 400 (unsafe or malformed archive; every problem.toml and `# expect:` error
-            at once), 422 (publish with a TODO left). Nothing is left in the staging folder then.
+        UploadRefused: 400 (unsafe or malformed archive; every static error of the package at once:
+            missing and misplaced files, problem.toml, `# expect:` lines: `check_package`), 422
+            (publish with a TODO left). Nothing is left in the staging folder then.
     """
     try:
         staged = unpack(data, staging_root(problems_dir))
     except PackageError as exc:
         raise UploadRefused(400, f"bad package archive: {exc}") from None
     try:
-        problem = load_problem(staged)
-        errors = []
-        for listing in (problem.right_submissions, problem.wrong_submissions):
-            try:
-                listing()
-            except ProblemError as exc:
-                errors.append(str(exc))
-        if errors:
-            raise ProblemError("\n".join(errors))
+        problem = check_package(staged)
         if publish and (left := todos(problem.root)):
             raise UploadRefused(
                 422,

@@ -260,7 +260,7 @@ def problems_validate(
             err.print(f"[red]no problem {slug!r} in {settings.problems_dir}[/]")
             ok = False
         except ProblemError as exc:
-            err.print(f"[red]invalid package {slug}:[/]\n{exc}")
+            err.print(f"[red]invalid package {escape(slug)}:[/]\n{escape(str(exc))}", soft_wrap=True, highlight=False)
             ok = False
     if loaded:
         ok = _validate_packages(loaded, settings, jobs) and ok
@@ -290,7 +290,9 @@ def problems_publish(
         err.print(f"[red]no problem {escape(repr(slug))} in {escape(str(settings.problems_dir))}[/]")
         raise typer.Exit(EXIT_USAGE) from None
     except ProblemError as exc:
-        err.print(f"[red]not published: the package does not load:[/]\n{escape(str(exc))}")
+        err.print(
+            f"[red]not published: the package does not load:[/]\n{escape(str(exc))}", soft_wrap=True, highlight=False
+        )
         raise typer.Exit(EXIT_REJECTED) from None
     left = todos(problem.root)
     if left:

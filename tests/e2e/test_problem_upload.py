@@ -180,6 +180,33 @@ def test_a_package_that_does_not_validate_is_not_published(site: tuple[str, Path
     assert httpx.get(f"{url}/api/v1/problems/bad_expectation").status_code == 404
 
 
+def test_an_upload_lists_the_toml_expect_line_and_file_errors_in_one_answer(
+    site: tuple[str, Path, Path], tmp_path: Path
+) -> None:
+    """Two misspelt keys, a bad `# expect:` line and a misplaced file: one 400 names all of them,
+    so the author fixes the package in one round."""
+    url, problems, _ = site
+    folder = new_package(tmp_path, "many_mistakes")
+    toml = (folder / "problem.toml").read_text()
+    toml = toml.replace("title = ", 'titel = "x"\ntitle = ', 1).replace("[memory]", "[memory]\nrulle = 1", 1)
+    (folder / "problem.toml").write_text(toml)
+    wrong = folder / "wrong" / "no_checkpoint.py"
+    wrong.write_text(wrong.read_text().replace("# expect: WRONG_POLICY", "# expect: WRONG_POLCY"))
+    (folder / "statment.md").write_text("# misplaced\n")
+    response = upload(url, pack(folder))
+    assert response.status_code == 400, response.text
+    detail = response.json()["detail"]
+    for expected in (
+        "many_mistakes/problem.toml: titel: unknown key (did you mean 'title'?)",
+        "many_mistakes/problem.toml: memory.rulle: unknown key (did you mean 'rule'?)",
+        "many_mistakes/wrong/no_checkpoint.py: the first line must be `# expect: VERDICT`",
+        "(did you mean WRONG_POLICY?)",
+        "many_mistakes/statment.md: not a package file (did you mean statement.md?)",
+    ):
+        assert expected in detail, detail
+    assert str(problems) not in detail and not (problems / "many_mistakes").exists()
+
+
 def _tar(members: list[tuple[tarfile.TarInfo, bytes | None]]) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:

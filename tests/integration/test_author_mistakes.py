@@ -56,3 +56,28 @@ def test_the_banks_reference_validates(tmp_path: Path, judge_config: JudgeConfig
     done = validate(tmp_path / "problems", tmp_path / "data")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "reference.py" in done.stdout and "reference.py: " not in done.stdout
+
+
+def test_validate_lists_the_toml_expect_line_and_file_errors_together(tmp_path: Path) -> None:
+    """Two misspelt keys in problem.toml, a bad `# expect:` line and a misplaced file: one run
+    prints every one of them and grades nothing (the reference needs a valid toml to run)."""
+    root = tmp_path / "problems" / "remat_sin_sin"
+    shutil.copytree(PROBLEMS / "remat_sin_sin", root)
+    toml = (root / "problem.toml").read_text()
+    toml = toml.replace("title = ", 'titel = "x"\ntitle = ', 1).replace(
+        "difficulty = ", 'dificulty = "easy"\ndifficulty = ', 1
+    )
+    (root / "problem.toml").write_text(toml)
+    (root / "wrong" / "no_checkpoint.py").write_text("# expect: WRONG_POLCY\nimport jax\n")
+    (root / "hint.md").write_text("## A hint\n")
+    done = validate(tmp_path / "problems", tmp_path / "data")
+    assert done.returncode == 1, done.stdout + done.stderr
+    for expected in (
+        "remat_sin_sin/problem.toml: titel: unknown key (did you mean 'title'?)",
+        "remat_sin_sin/problem.toml: dificulty: unknown key (did you mean 'difficulty'?)",
+        "remat_sin_sin/wrong/no_checkpoint.py: the first line must be `# expect: VERDICT`",
+        "(did you mean WRONG_POLICY?)",
+        "remat_sin_sin/hint.md: not a package file (did you mean hints.md?)",
+    ):
+        assert expected in done.stderr, done.stderr
+    assert "reference.py" not in done.stdout  # nothing graded

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graders.problem import Problem, case_arg_specs, hidden_inputs, leaf_names, load_problem
+from graders.problem import Problem, case_arg_specs, check_package, hidden_inputs, leaf_names, load_problem
 from graders.problem_spec import ArrayArg, ProblemError, UniformGenerator
 from graders.verdict import Verdict
 
@@ -273,3 +273,49 @@ def test_every_bad_expect_line_is_reported_at_once_with_did_you_mean(package: Pa
     lines = str(info.value).splitlines()
     assert len(lines) == 3 and "(did you mean WRONG_POLICY?)" in lines[0] and "(did you mean WRONG_ANSWER?)" in lines[1]
     assert "c_bad.py" in lines[2]
+
+
+# --- every static error at once ----------------------------------------------------------------------
+
+
+def test_every_shipped_package_passes_the_static_check() -> None:
+    for root in sorted(DOT_POLICY_DIR.parent.iterdir()):
+        if (root / "problem.toml").is_file():
+            assert check_package(root).version == load_problem(root).version
+
+
+def test_the_static_check_reports_toml_expect_line_missing_and_misplaced_files_together(package: Path) -> None:
+    """Two misspelt keys, a bad `# expect:` line, a missing file and misplaced ones: one report
+    (load_problem stops at the toml; the author would learn of the rest upload after upload)."""
+    edit_toml(package, r"^title = ", 'titel = "x"\ntitle = ')
+    edit_toml(package, r"^\[memory\]", "[memory]\nrulle = 1")
+    (package / "wrong" / "a_bad.py").write_text("# expect: WRONG_POLCY\nimport jax\n", encoding="utf-8")
+    (package / "right" / "b_bad.py").write_text("# expect: WRONG_ANSWER\nimport jax\n", encoding="utf-8")
+    (package / "starter.py").rename(package / "statr.py")  # missing starter.py, and a file never served
+    (package / "solution.py").write_text("x = 1\n", encoding="utf-8")
+    (package / "tests").mkdir()
+    (package / "wrong" / "more").mkdir()
+    (package / "wrong" / "notes.txt").write_text("a note is fine\n", encoding="utf-8")
+    (package / "README.md").write_text("so is a readme\n", encoding="utf-8")
+    with pytest.raises(ProblemError) as info:
+        check_package(package)
+    lines = str(info.value).splitlines()
+    slug = package.name
+    expected = [
+        f"{slug}: missing starter.py",
+        f"{slug}/problem.toml: titel: unknown key (did you mean 'title'?)",
+        f"{slug}/problem.toml: memory.rulle: unknown key (did you mean 'rule'?)",
+        f"{slug}/right/b_bad.py: a right/ submission must expect ACCEPTED, not WRONG_ANSWER",
+        f"{slug}/wrong/a_bad.py: the first line must be `# expect: VERDICT`",
+        f"{slug}/wrong/more/: not graded",
+        f"{slug}/solution.py: never graded nor served",
+        f"{slug}/statr.py: not a package file (did you mean starter.py?)",
+        f"{slug}/tests/: not part of a package",
+    ]
+    for start in expected:
+        assert sum(line.startswith(start) for line in lines) == 1, (start, lines)
+    assert len(lines) == len(expected), lines
+    assert "(did you mean WRONG_POLICY?)" in str(info.value) and str(package.parent) not in str(info.value)
+    with pytest.raises(ProblemError) as first_only:
+        load_problem(package)  # serving stops at the first file it needs
+    assert "wrong/" not in str(first_only.value)

@@ -1,6 +1,6 @@
 """Uploads' quick checks, fast (TestClient, real SQLite, no jail): what can be said at once is said at
-once, every problem.toml and `# expect:` error together with "did you mean", never a path of the
-server, and nothing left in the staging folder; the upload page and status are for admins only."""
+once, every problem.toml, `# expect:` and misplaced-file error together with "did you mean", never
+a path of the server, and nothing left in the staging folder; the upload page and status are for admins only."""
 
 from __future__ import annotations
 
@@ -38,7 +38,18 @@ def broken_package(tmp_path: Path) -> Path:
     (root / "problem.toml").write_text(toml)
     (root / "wrong" / "no_checkpoint.py").write_text("# expect: WRONG_POLCY\nimport jax\n")
     (root / "wrong" / "sin_squared.py").write_text("import jax\n")
+    (root / "refrence.py").write_text("x = 1\n")  # a misplaced file: never read
     return root
+
+
+EVERY_ERROR = (
+    "typo_problem/problem.toml: titel: unknown key (did you mean 'title'?)",
+    "typo_problem/problem.toml: memory.rulle: unknown key (did you mean 'rule'?)",
+    "typo_problem/wrong/no_checkpoint.py: the first line must be `# expect: VERDICT`",
+    "(did you mean WRONG_POLICY?)",
+    "typo_problem/wrong/sin_squared.py: the first line must be `# expect: VERDICT`",
+    "typo_problem/refrence.py: not a package file (did you mean reference.py?)",
+)
 
 
 def test_every_error_of_a_package_at_once_and_no_server_path(tmp_path: Path) -> None:
@@ -50,22 +61,17 @@ def test_every_error_of_a_package_at_once_and_no_server_path(tmp_path: Path) -> 
     )
     assert answer.status_code == 400
     detail = answer.json()["detail"]
-    for expected in (
-        "typo_problem/problem.toml: titel: unknown key (did you mean 'title'?)",
-        "typo_problem/problem.toml: memory.rulle: unknown key (did you mean 'rule'?)",
-    ):
+    for expected in EVERY_ERROR:  # the toml's, the expect lines' and the files' errors in one answer
         assert expected in detail, detail
     problems = site.services.settings.problems_dir
     assert str(problems) not in detail and str(tmp_path) not in detail and ".staging" not in detail
     assert not list((problems / ".staging").glob("*"))
 
 
-def test_expect_lines_are_all_reported_once_the_toml_loads(tmp_path: Path) -> None:
+def test_a_missing_file_is_reported_with_the_other_errors(tmp_path: Path) -> None:
     site = site_with_token(tmp_path)
     root = broken_package(tmp_path)
-    shutil.copy(PROBLEMS / "remat_sin_sin" / "problem.toml", root / "problem.toml")
-    toml = (root / "problem.toml").read_text().replace('slug = "remat_sin_sin"', 'slug = "typo_problem"')
-    (root / "problem.toml").write_text(toml)
+    (root / "starter.py").unlink()
     answer = site.client.post(
         "/api/v1/problems",
         content=pack(root),
@@ -73,8 +79,9 @@ def test_expect_lines_are_all_reported_once_the_toml_loads(tmp_path: Path) -> No
     )
     assert answer.status_code == 400
     detail = answer.json()["detail"]
-    assert "typo_problem/wrong/no_checkpoint.py" in detail and "(did you mean WRONG_POLICY?)" in detail
-    assert "typo_problem/wrong/sin_squared.py" in detail and str(tmp_path) not in detail
+    for expected in ("typo_problem: missing starter.py", *EVERY_ERROR):
+        assert expected in detail, detail
+    assert str(tmp_path) not in detail
 
 
 def test_the_upload_page_and_status_are_for_admins(tmp_path: Path) -> None:
@@ -96,6 +103,8 @@ def test_the_upload_page_and_status_are_for_admins(tmp_path: Path) -> None:
     assert refused.status_code == 400
     shown = re.search(r'<pre class="error upload-error"[^>]*>(.*?)</pre>', refused.text, re.S).group(1)  # type: ignore[union-attr]
     assert "did you mean &#39;title&#39;?" in shown and str(tmp_path) not in shown
+    assert "wrong/no_checkpoint.py: the first line must be `# expect: VERDICT`" in shown  # with the toml's
+    assert "refrence.py: not a package file (did you mean reference.py?)" in shown
     assert site.client.post("/instructor/problems/upload", data={"csrf_token": csrf}).status_code == 400
     assert site.client.get("/instructor/problems/uploads/" + "0" * 32).status_code == 404
     assert (
