@@ -248,6 +248,8 @@ class Gradebook:
         unlaunched: the active students of the LMS roster (`course_roster`, after a sync) who
             are not enrolled: they never launched the course's activities. By name.
         roster_synced_at: when the roster was last synced (None: never).
+        submitted: (user id, assignment id) of each student who submitted anything to the
+            assignment's problem (graded or not, counted or not).
     """
 
     course: Course
@@ -256,22 +258,23 @@ class Gradebook:
     cells: dict[tuple[int, int], Cell]
     unlaunched: list[RosterMember] = field(default_factory=list)
     roster_synced_at: datetime | None = None
+    submitted: frozenset[tuple[int, int]] = frozenset()
 
     def solved(self, user_id: int) -> int:
         return sum(1 for a in self.assignments if self.cells[(user_id, a.id)].standing.solved_at is not None)
 
     def status(self, user_id: int) -> str:
-        """ "no submission" for an enrolled student with no attempt on any assignment, else ""."""
-        return "" if any(self.cells[(user_id, a.id)].standing.attempts for a in self.assignments) else NO_SUBMISSION
+        """`NO_SUBMISSION` for an enrolled student who submitted nothing to any assignment, else ""."""
+        return "" if any((user_id, a.id) in self.submitted for a in self.assignments) else NO_SUBMISSION
 
     def csv(self) -> str:
         """The gradebook as CSV (RFC 4180, a header row): one row per student and assignment with
         email, name, problem, score (0-1, empty without a counted attempt), attempts, solved_at
-        (ISO 8601 UTC), late (yes/no), extension_due_at, status ("no submission" on a row without
-        an attempt; "never launched" for a roster student who never launched, `unlaunched`). A
-        course without assignments has one row per student with an empty problem. Cells starting
-        with = + - @ are prefixed with ' so a spreadsheet never runs them as formulas (OWASP "CSV
-        injection")."""
+        (ISO 8601 UTC), late (yes/no), extension_due_at, status ("no submission" on a row of a
+        student who submitted nothing to that assignment; "never launched" for a roster student
+        who never launched, `unlaunched`). A course without assignments has one row per student
+        with an empty problem. Cells starting with = + - @ are prefixed with ' so a spreadsheet
+        never runs them as formulas (OWASP "CSV injection")."""
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\r\n")
         writer.writerow(
@@ -299,7 +302,7 @@ class Gradebook:
                             s.solved_at.isoformat() if s.solved_at else "",
                             "yes" if s.late else "no",
                             cell.extension_due_at.isoformat() if cell.extension_due_at else "",
-                            "" if s.attempts else NO_SUBMISSION,
+                            "" if (student.id, assignment.id) in self.submitted else NO_SUBMISSION,
                         )
                     ]
                 )
@@ -720,4 +723,10 @@ class CourseStore:
             cells=cells,
             unlaunched=sorted(unlaunched, key=lambda m: ((m.name or "").lower(), m.member_id)),
             roster_synced_at=max((m.synced_at for m in roster), default=None),
+            submitted=frozenset(
+                (student.id, assignment.id)
+                for student in students
+                for assignment in assignments
+                if attempts.get((student.id, assignment.problem))
+            ),
         )

@@ -503,13 +503,12 @@ class LtiStore:
         unique = sorted(set(subs))
         with self._sessions() as session:
             for start in range(0, len(unique), 500):
-                found.update(
-                    session.execute(
-                        select(LtiUser.sub, LtiUser.user_id).where(
-                            LtiUser.issuer == issuer, LtiUser.sub.in_(unique[start : start + 500])
-                        )
-                    ).tuples()
-                )
+                rows = session.execute(
+                    select(LtiUser.sub, LtiUser.user_id).where(
+                        LtiUser.issuer == issuer, LtiUser.sub.in_(unique[start : start + 500])
+                    )
+                ).all()
+                found.update((sub, user_id) for sub, user_id in rows)
         return found
 
     def save_resource_link(
