@@ -4,7 +4,7 @@
   the assertion RS256 against the tool's public JWKS (given as a dict, e.g. `ToolKey.jwks()`),
   aud (== `audience`), iss == sub == `client_id`, exp/iat required, exp not passed, and a jti never
   seen before (a replay is refused). Issues random bearer tokens with `expires_in` and the scopes
-  asked for (only known AGS scopes).
+  asked for (only known AGS scopes, and NRPS's contextmembership.readonly).
 - `POST /lineitems/<id>/lineitem/scores[?type_id=..]`: needs a live bearer token with the score
   scope (else 401), content type `application/vnd.ims.lis.v1.score+json`; enforces Moodle's rules:
   400 without userId, activityProgress, gradingProgress, timestamp (or scoreGiven without
@@ -33,6 +33,7 @@ KNOWN_SCOPES = {
     "https://purl.imsglobal.org/spec/lti-ags/scope/score",
     "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem",
     "https://purl.imsglobal.org/spec/lti-ags/scope/result.readonly",
+    "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly",  # the platform's roster
 }
 
 
@@ -93,6 +94,13 @@ class Gradebook:
     def revoke_all(self) -> None:
         with self._lock:
             self._tokens.clear()
+
+    def grants(self, token: str, scope: str) -> bool:
+        """Whether `token` is live and was issued with `scope` (the simulated platform's NRPS
+        endpoint asks: `Platform.token_check`)."""
+        with self._lock:
+            live = self._tokens.get(token)
+        return live is not None and live[0] >= time.time() and scope in live[1]
 
     def accepted(self, item: str, user: str) -> list[dict]:
         return self.scores.get((item, user), [])

@@ -17,6 +17,14 @@ audience, unknown deployment, a fixed nonce). Every authentication request is re
 Routes are dispatched through `Platform.routes` ({(method, path): handler}), so a token
 endpoint and line items (grade passback) can be added later as more handlers.
 
+- `GET /nrps/memberships`: LTI Names and Role Provisioning Services 2.0: `platform.roster` as a
+  membership container, `roster_page_size` members a page with a `Link: <...>; rel="next"` header
+  to the next; wants a bearer token that `token_check(token, NRPS_SCOPE)` accepts (the simulated
+  gradebook's `Gradebook.grants`: its token endpoint issues them) and the container media type in
+  Accept. `roster_script` holds (status, body) answers to give the next requests instead (a
+  platform error); every request is recorded in `roster_requests`. `nrps_claim()` is the claim a
+  launch carries for it (put it in a `LaunchSpec.extra`).
+
 `Browser` drives the tool like a browser would: an httpx client with a cookie jar that starts
 the login, follows the redirects to the platform, parses the auto-submitting form and POSTs it.
 """
@@ -53,6 +61,9 @@ LIS = "http://purl.imsglobal.org/vocab/lis/v2/"
 STUDENT = [LIS + "membership#Learner"]
 INSTRUCTOR = [LIS + "membership#Instructor"]
 TEACHING_ASSISTANT = [LIS + "membership/Instructor#TeachingAssistant"]
+NRPS_CLAIM = "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice"
+NRPS_SCOPE = "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly"
+NRPS_MEDIA_TYPE = "application/vnd.ims.lti-nrps.v2.membershipcontainer+json"
 
 
 def new_key() -> rsa.RSAPrivateKey:
@@ -164,6 +175,12 @@ class Platform:
         self.registration_token = "reg-token-" + secrets.token_hex(4)
         self.registrations: list[dict[str, Any]] = []
         self.configured_issuer: str | None = None
+        # LTI NRPS 2.0: the course's members, served a page at a time to holders of a token
+        self.roster: list[dict[str, Any]] = []
+        self.roster_page_size = 2
+        self.roster_script: list[tuple[int, str]] = []
+        self.roster_requests: list[dict[str, str]] = []
+        self.token_check: Callable[[str, str], bool] | None = None
         self.routes: dict[tuple[str, str], Callable[[BaseHTTPRequestHandler, dict[str, str]], None]] = {
             ("GET", "/jwks"): self._jwks,
             ("GET", "/auth"): self._auth,
@@ -173,6 +190,7 @@ class Platform:
             ("POST", "/register"): self._register,
             ("GET", "/add-tool"): self._add_tool,
             ("POST", "/deep-link-return"): self._deep_link_return,
+            ("GET", "/nrps/memberships"): self._memberships,
         }
         owner = self
 
@@ -389,6 +407,49 @@ window.addEventListener("message", function (event) {
 }});</script></body></html>""",
             "text/html",
         )
+
+    @property
+    def memberships_url(self) -> str:
+        return f"{self.url}/nrps/memberships"
+
+    def nrps_claim(self) -> dict[str, Any]:
+        """The namesroleservice claim of a launch from the course (`LaunchSpec.extra`)."""
+        return {NRPS_CLAIM: {"context_memberships_url": self.memberships_url, "service_versions": ["2.0"]}}
+
+    def _memberships(self, handler: BaseHTTPRequestHandler, params: dict[str, str]) -> None:
+        """The NRPS 2.0 memberships endpoint (see the module docstring)."""
+        self.roster_requests.append(
+            {"path": handler.path, **{k.lower(): v for k, v in handler.headers.items()}, **params}
+        )
+        auth = handler.headers.get("authorization", "")
+        token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else ""
+        if self.token_check is None or not token or not self.token_check(token, NRPS_SCOPE):
+            self.reply(handler, 401, json.dumps({"error": "invalid_token"}), "application/json")
+            return
+        if NRPS_MEDIA_TYPE not in handler.headers.get("accept", ""):
+            self.reply(handler, 406, json.dumps({"error": "not acceptable"}), "application/json")
+            return
+        if self.roster_script:
+            code, body = self.roster_script.pop(0)
+            self.reply(handler, code, body, "application/json")
+            return
+        page = int(params.get("page", "1"))
+        size = self.roster_page_size
+        members = self.roster[(page - 1) * size : page * size]
+        body = json.dumps(
+            {
+                "id": f"{self.memberships_url}?page={page}",
+                "context": {"id": self.launch.context_id, "title": "JAX course"},
+                "members": members,
+            }
+        ).encode()
+        handler.send_response(200)
+        handler.send_header("content-type", NRPS_MEDIA_TYPE)
+        handler.send_header("content-length", str(len(body)))
+        if page * size < len(self.roster):  # a relative link, as RFC 8288 allows
+            handler.send_header("link", f'</nrps/memberships?page={page + 1}>; rel="next"')
+        handler.end_headers()
+        handler.wfile.write(body)
 
     @property
     def deep_link_return_url(self) -> str:
