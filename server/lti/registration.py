@@ -11,7 +11,7 @@
    that it has the endpoints LTI needs, then POSTs its tool configuration to the platform's
    `registration_endpoint` with the token as bearer: redirect URI `<base>/lti/launch`, login
    initiation `<base>/lti/login`, the JWKS URL, the LTI tool configuration claim (resource link
-   and deep linking messages) and the AGS scopes.
+   and deep linking messages), the AGS scopes and the NRPS roster scope.
 4. The platform answers with the client id (and in the tool configuration claim, the deployment
    id); the judge registers the platform (`LtiStore.register`) and answers a page that posts
    `{subject: "org.imsglobal.lti.close"}` to its opener or parent, which closes the dialog.
@@ -36,6 +36,7 @@ from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
 from server.store.db import Base, UTCDateTime, rowcount, utcnow
 from server.lti.ags import SCOPE_LINEITEM, SCOPE_RESULT_READONLY, SCOPE_SCORE, AgsClient, AgsRefused
+from server.lti.nrps import SCOPE_MEMBERSHIPS
 
 TOOL_CONFIGURATION = "https://purl.imsglobal.org/spec/lti-tool-configuration"
 PLATFORM_CONFIGURATION = "https://purl.imsglobal.org/spec/lti-platform-configuration"
@@ -216,7 +217,7 @@ def tool_configuration(base_url: str) -> dict[str, Any]:
         "jwks_uri": f"{base_url}/lti/jwks",
         "logo_uri": f"{base_url}/static/favicon.svg",
         "token_endpoint_auth_method": "private_key_jwt",
-        "scope": " ".join([SCOPE_SCORE, SCOPE_LINEITEM, SCOPE_RESULT_READONLY]),
+        "scope": " ".join([SCOPE_SCORE, SCOPE_LINEITEM, SCOPE_RESULT_READONLY, SCOPE_MEMBERSHIPS]),
         TOOL_CONFIGURATION: {
             "domain": host,
             "target_link_uri": f"{base_url}/lti/launch",
@@ -281,7 +282,7 @@ def canvas_configuration(base_url: str) -> dict[str, Any]:
         "oidc_initiation_url": f"{base_url}/lti/login",
         "target_link_uri": f"{base_url}/lti/launch",
         "public_jwk_url": f"{base_url}/lti/jwks",
-        "scopes": [SCOPE_SCORE, SCOPE_LINEITEM, SCOPE_RESULT_READONLY],
+        "scopes": [SCOPE_SCORE, SCOPE_LINEITEM, SCOPE_RESULT_READONLY, SCOPE_MEMBERSHIPS],
         "extensions": [
             {
                 "domain": host,
