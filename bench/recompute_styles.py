@@ -43,7 +43,9 @@ def _row(path: Path, problem, config: JudgeConfig) -> str:
             continue
         sub, exp = d["submitted_bwd_flops"], d["expected_bwd_flops"]
         mark = "*" if d.get("judged") else ""
-        cells.append(f"{case}{mark} {sub:,}/{exp:,} ({sub / max(1, exp):.2f})")
+        rsub, rexp = d.get("submitted_residual_flops"), d.get("expected_residual_flops")
+        residual = f" r {rsub:,}/{rexp:,}" if rsub is not None and rexp is not None else ""
+        cells.append(f"{case}{mark} {sub:,}/{exp:,} ({sub / max(1, exp):.2f}){residual}")
     verdict = report.verdict.value if report.verdict else "?"
     expect = _expect(path)
     flag = "" if expect in ("?", verdict) else "  <-- MISMATCH"

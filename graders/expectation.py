@@ -44,7 +44,8 @@ class CaseExpectation:
             provenance (`source`) and `print_saved_residuals` notes.
         fwd_peak_bytes, bwd_peak_bytes: peak live bytes of its artifacts (graders/untrusted/).
         bwd_flops: FLOPs of one run of its backward program; bwd_flops_exact: False when a loop's
-            trip count could not be read (the figure counts such a loop once).
+            trip count could not be read (the figure counts such a loop once); bwd_residual_flops:
+            of those, the FLOPs that depend on no cotangent (`ModuleInfo.residual_flops`).
         bwd_largest_value_bytes, bwd_largest_value_elements: the largest single value its backward
             program defines (the calibrated slack of the backward-peak bound for a submission that
             saves the same values, and of the recompute bound).
@@ -81,6 +82,7 @@ class CaseExpectation:
     fd_step: float
     fd_reference_error: list[float]
     bwd_flops_exact: bool = True
+    bwd_residual_flops: int | None = None
     bwd_largest_value_bytes: int = 0
     bwd_largest_value_elements: int = 0
     output_errors: list[list[float]] = field(default_factory=list)

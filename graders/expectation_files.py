@@ -40,8 +40,9 @@ from graders.artifact_limits import np_dtype
 from graders.verdict import ResidualFact
 
 log = logging.getLogger(__name__)
-CACHE_FORMAT = 9  # 4: arrays.bin (mapped, checksummed); 5: evaluate.COMPILER_OPTIONS; 6: self-checked, float64;
-# 9: backward FLOPs without dead code, untaken branches and folded constants (graders.untrusted.flops)
+CACHE_FORMAT = 10  # 4: arrays.bin (mapped, checksummed); 5: evaluate.COMPILER_OPTIONS; 6: self-checked, float64;
+# 9: backward FLOPs without dead code, untaken branches and folded constants (graders.untrusted.flops);
+# 10: bwd_residual_flops
 
 
 DATA_MAGIC = b"RJEXPECT"

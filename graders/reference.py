@@ -380,6 +380,7 @@ def _case_expectation(
         fd_step=FD_STEP,
         fd_reference_error=[],
         bwd_flops_exact=bwd_info.flops_exact,
+        bwd_residual_flops=bwd_info.residual_flops,
         bwd_largest_value_bytes=bwd_info.largest_value_bytes,
         bwd_largest_value_elements=bwd_info.largest_value_elements,
     )
@@ -418,7 +419,7 @@ def _expect_case(
     specs = case_arg_specs(problem.spec, case)
     fwd_blob, bwd_blob, n_out, export_s = _export_within_budget(fn, specs, case.name, export_s, export_budget_s)
     fwd, bwd = deserialize(fwd_blob), deserialize(bwd_blob)
-    fwd_info, bwd_info = inspect_module(fwd), inspect_module(bwd)
+    fwd_info, bwd_info = inspect_module(fwd), inspect_module(bwd, cotangents=n_out)
     _check_peak_memory(case.name, fwd_info, bwd_info, limits)
     digest = (fwd_info.digest, bwd_info.digest)
     out_avals = exported_avals(fwd.out_avals)

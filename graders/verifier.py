@@ -74,6 +74,7 @@ class _Loaded:
     bwd_peak: int
     bwd_flops: int
     bwd_flops_exact: bool
+    bwd_residual_flops: int
     residuals: list[ResidualFact]
     fwd_digest: str
     bwd_digest: str
@@ -112,7 +113,9 @@ def _deserialize_pair(label: str, case: BundleCase) -> tuple[Any, Any]:
         ) from exc
 
 
-def _inspect_program(label: str, kind: str, exp: Any, allowed: frozenset[str], limits: VerifyLimits) -> ModuleInfo:
+def _inspect_program(
+    label: str, kind: str, exp: Any, allowed: frozenset[str], limits: VerifyLimits, cotangents: int = 0
+) -> ModuleInfo:
     """Returns the ModuleInfo of one program; raises _Stop if its platform, effects, ops or peak are refused."""
     if tuple(exp.platforms) != ("cpu",) or exp.nr_devices != 1:
         raise _fail(
@@ -128,7 +131,7 @@ def _inspect_program(label: str, kind: str, exp: Any, allowed: frozenset[str], l
             f"checks; only pure array computation can be judged",
         )
     try:
-        info = inspect_module(exp, allowed_custom_calls=allowed, limits=limits.read_limits)
+        info = inspect_module(exp, allowed_custom_calls=allowed, limits=limits.read_limits, cotangents=cotangents)
     except ArtifactError as exc:
         raise _fail("module", Verdict.RUNTIME_ERROR, f"{label}: the {kind} program cannot be read ({exc})") from exc
     except (MemoryError, RecursionError):
@@ -203,9 +206,11 @@ def _load_case(
     _check_sizes(label, case, limits)
     fwd, bwd = _deserialize_pair(label, case)
     allowed = frozenset(problem.spec.verify.allowed_custom_calls)
-    infos = [_inspect_program(label, kind, exp, allowed, limits) for kind, exp in (("forward", fwd), ("backward", bwd))]
-
     n_out = len(expected.output_avals)
+    infos = [
+        _inspect_program(label, "forward", fwd, allowed, limits),
+        _inspect_program(label, "backward", bwd, allowed, limits, cotangents=n_out),
+    ]
     residual_avals = _check_avals(label, expected, case, fwd, bwd)
     residuals = describe_residuals(
         residual_avals,
@@ -222,6 +227,7 @@ def _load_case(
         infos[1].peak_live_bytes,
         infos[1].flops,
         infos[1].flops_exact,
+        infos[1].residual_flops,
         residuals,
         infos[0].digest,
         infos[1].digest,
@@ -269,6 +275,7 @@ def _execute(loaded: list[_Loaded], limits: VerifyLimits) -> list[CaseRun]:
             bwd_peak_bytes=item.bwd_peak,
             bwd_flops=item.bwd_flops,
             bwd_flops_exact=item.bwd_flops_exact,
+            bwd_residual_flops=item.bwd_residual_flops,
             outputs=v.outputs,
             residual_values=v.residuals,
             gradients=v.gradients,

@@ -19,12 +19,15 @@ class CaseRun:
         expected: the reference's expectation for the case.
         outputs: per hidden input k, the primal output leaves of the submission's fwd.
         gradients: per k, the gradient leaves its bwd returned for the k-th cotangent.
-        fd: per k, (central-difference estimate, analytic value) of the directional derivative.
+        fd: per k, (central-difference estimate, analytic value, rounding noise of the estimate) of
+            the directional derivative (`graders.evaluate.fd_opinion`).
         residuals: the residual facts read from the fwd artifact (provenance, notes where they agree).
         residual_values: per k, the values its fwd returned for each residual.
         fwd_peak_bytes, bwd_peak_bytes: peak live bytes of its artifacts.
         bwd_flops: FLOPs of one run of its backward program (None when unknown);
             bwd_flops_exact: False when a loop's trip count could not be read.
+        bwd_residual_flops: of those, the FLOPs that depend on no cotangent: forward work redone
+            and derivative factors computed from the residuals (`ModuleInfo.residual_flops`).
         expected_matched: per reference residual, whether the submission saves it as a value
             (filled in by the residuals check).
     """
@@ -33,12 +36,13 @@ class CaseRun:
     outputs: list[list[np.ndarray]] = field(default_factory=list)
     gradients: list[list[np.ndarray]] = field(default_factory=list)
     residual_values: list[list[np.ndarray]] = field(default_factory=list)
-    fd: list[tuple[float, float]] = field(default_factory=list)
+    fd: list[tuple[float, float, float]] = field(default_factory=list)
     residuals: list[ResidualFact] = field(default_factory=list)
     fwd_peak_bytes: int = 0
     bwd_peak_bytes: int = 0
     bwd_flops: int | None = None
     bwd_flops_exact: bool = True
+    bwd_residual_flops: int | None = None
     expected_matched: list[bool] | None = None
 
     @property

@@ -21,6 +21,14 @@ regions of `case`, `if` and `while`; liveness then flows backward from each bloc
 values. Loop bodies count times the trip count a scan or fori_loop fixes (`_trip_count`); a loop
 whose count cannot be read counts once, inexact.
 
+The same walk splits the FLOPs of a backward program by what they depend on: an op none of whose
+inputs depends on a cotangent argument works on the residuals alone (`residual_flops`): it redoes
+forward work, or computes a derivative factor such as cos(z) from a saved z. A policy decides that
+part; the rest (the cotangent's own arithmetic) is the same for every policy. Dependence flows
+through calls (part of a function's context), the branches of a `case` and the carried values of
+a loop (to a fixed point, at most `MAX_LOOP_PASSES` walks of the body, then every carried value
+counts as depending).
+
 Every walk is iterative (generators driven from one explicit stack), visits each op once per
 function context, and runs only on a module `_Reader.scan` has already bounded (op count, region
 depth, call depth, sizable types).
@@ -40,10 +48,27 @@ from graders.untrusted.parse import _ir
 from graders.untrusted.provenance import _block_arg_index, _callee, _defining_op
 from graders.untrusted.result import ArtifactError
 
-MAX_CONTEXTS = 8  # constant-argument patterns walked per function before nothing is assumed
+MAX_CONTEXTS = 8  # constant-argument patterns walked per function before constants are dropped
+MAX_LOOP_PASSES = 4  # walks of a loop body to settle which carried values depend on a cotangent
 FLOP_CAP = 1 << 62
 
-Fact = float | int | None  # a splat constant's value (booleans as 0 and 1), or None: not known
+
+class _Tainted:
+    """What is known of a value that depends on the backward program's cotangent arguments."""
+
+    def __repr__(self) -> str:
+        return "TAINTED"
+
+
+TAINTED = _Tainted()
+# a splat constant's value (booleans as 0 and 1); None: not known, computed from residuals alone;
+# TAINTED: not known, and computed from a cotangent
+Fact = float | int | None | _Tainted
+
+
+def _const(fact: Fact) -> float | int | None:
+    return fact if isinstance(fact, (int, float)) else None
+
 
 # elementwise ops through which a splat passes unchanged (operand 0 is the data)
 _PASS_FACT_OPS = MOVE_OPS - {"stablehlo.bitcast_convert", "stablehlo.convert"} | {
@@ -71,6 +96,7 @@ class _Count:
     results: list[Fact]
     external: set[Any] = field(default_factory=set)
     used_args: frozenset[int] = frozenset()
+    residual_flops: int = 0
 
 
 @dataclass
@@ -83,6 +109,7 @@ class _Plan:
     """
 
     flops: int = 0
+    residual_flops: int = 0
     exact: bool = True
     alias: list[int | None] | None = None
     folded: bool = False
@@ -115,12 +142,15 @@ class FlopCounter:
         self.memo: dict[tuple[str, tuple[Fact, ...]], _Count] = {}
         self.contexts: Counter[str] = Counter()
 
-    def count_main(self) -> tuple[int, bool]:
-        """(FLOPs of one run of `main`, exact). Raises ArtifactError past the stack cap."""
+    def count_main(self, cotangents: int = 0) -> tuple[int, bool, int]:
+        """(FLOPs of one run of `main`, exact, FLOPs that depend on none of its last `cotangents`
+        arguments). Raises ArtifactError past the stack cap."""
         main = self.functions["main"]
         n_args = len(main.regions[0].blocks[0].arguments)
-        count = self._drive(("function", "main", (None,) * n_args, None))
-        return min(count.flops, FLOP_CAP), count.exact
+        n_cot = max(0, min(cotangents, n_args))
+        facts: tuple[Fact, ...] = (None,) * (n_args - n_cot) + (TAINTED,) * n_cot
+        count = self._drive(("function", "main", facts, None))
+        return min(count.flops, FLOP_CAP), count.exact, min(count.residual_flops, FLOP_CAP)
 
     # -- the driver ------------------------------------------------------------------------------
 
@@ -162,11 +192,17 @@ class FlopCounter:
                     self.memo[key] = answer
 
     def _context(self, name: str, facts: tuple[Fact, ...]) -> tuple[str, tuple[Fact, ...]]:
+        """The memo key a call is walked under: its facts, or past `MAX_CONTEXTS` patterns of one
+        function, only which arguments depend on a cotangent (and past twice that, all of them)."""
         key = (name, facts)
-        if key in self.memo or all(f is None for f in facts):
+        if key in self.memo:
             return key
+        if self.contexts[name] >= 2 * MAX_CONTEXTS:
+            return (name, (TAINTED,) * len(facts))
         if self.contexts[name] >= MAX_CONTEXTS:
-            return (name, (None,) * len(facts))
+            key = (name, tuple(TAINTED if f is TAINTED else None for f in facts))
+            if key in self.memo:
+                return key
         self.contexts[name] += 1
         return key
 
@@ -190,7 +226,7 @@ class FlopCounter:
         roots = list(terminator.operands) if terminator is not None else []
         live: set[Any] = set(roots)
         defined: set[Any] = set(block.arguments)
-        flops, exact = 0, True
+        flops, residual_flops, exact = 0, 0, True
         for op, plan in zip(reversed(body), reversed(plans), strict=True):
             results = list(op.results)
             defined.update(results)
@@ -208,9 +244,11 @@ class FlopCounter:
             live.update(reads)
             live.update(plan.external)
             flops = min(flops + plan.flops, FLOP_CAP)
+            residual_flops = min(residual_flops + plan.residual_flops, FLOP_CAP)
             exact = exact and plan.exact
         return _Count(
             flops=flops,
+            residual_flops=residual_flops,
             exact=exact,
             results=[facts.get(v) for v in roots],
             external=live - defined,
@@ -225,12 +263,18 @@ class FlopCounter:
         if callee is not None:
             count = yield ("function", callee, tuple(ins), None)
             _set(facts, results, count.results)
-            return _Plan(flops=count.flops, exact=count.exact, used_operands=sorted(count.used_args))
+            return _Plan(
+                flops=count.flops,
+                residual_flops=count.residual_flops,
+                exact=count.exact,
+                used_operands=sorted(count.used_args),
+            )
         if name in ("stablehlo.case", "stablehlo.if"):
             return (yield from self._branches(op, ins, facts))
         if name == "stablehlo.while":
-            return (yield from self._loop(op, facts))
-        folded = _fold(self.ir, op, name, ins)
+            return (yield from self._loop(op, ins, facts))
+        consts = [_const(f) for f in ins]
+        folded = _fold(self.ir, op, name, consts)
         if folded is not None:
             value_or_alias, is_alias = folded
             if is_alias:
@@ -240,49 +284,87 @@ class FlopCounter:
             fact = cast(Fact, value_or_alias)
             _set(facts, results, [fact] * len(results))
             return _Plan(folded=True)
+        flops = self._op_flops(op)
+        if any(f is TAINTED for f in ins):
+            _set(facts, results, [TAINTED] * len(results))
+            return _Plan(flops=flops)
         if name == "stablehlo.constant":
             _set(facts, results, [_splat(self.ir, op)])
         elif name in _PASS_FACT_OPS and ins:
             _set(facts, results, [ins[0]])
         elif name == "stablehlo.convert" and ins:
-            _set(facts, results, [_convert(self.ir, ins[0], results[0].type)])
-        return _Plan(flops=self._op_flops(op))
+            _set(facts, results, [_convert(self.ir, consts[0], results[0].type)])
+        return _Plan(flops=flops, residual_flops=flops)
 
     def _branches(self, op: Any, ins: list[Fact], facts: dict[Any, Fact]) -> Generator[_Request, _Count, _Plan]:
         """A `case` (index operand) or `if` (predicate): the branch a constant selects, else the
         costliest, inexact. StableHLO runs the last branch of a `case` for an index out of range."""
         blocks = [b for region in op.regions for b in region.blocks]
+        results = list(op.results)
         if not blocks:
             return _Plan()
-        index = ins[0] if ins else None
+        index = _const(ins[0]) if ins else None
         if index is not None and math.isfinite(index):
             if op.operation.name == "stablehlo.if":
                 chosen = 0 if index else min(1, len(blocks) - 1)
             else:
                 chosen = int(index) if 0 <= index < len(blocks) else len(blocks) - 1
             count = yield ("block", blocks[chosen], (), facts)
-            _set(facts, list(op.results), count.results)
-            return _Plan(flops=count.flops, exact=count.exact, external=count.external)
+            _set(facts, results, count.results)
+            return _Plan(
+                flops=count.flops, residual_flops=count.residual_flops, exact=count.exact, external=count.external
+            )
         counts = []
         for block in blocks:
             counts.append((yield ("block", block, (), facts)))
-        external: set[Any] = set().union(*(c.external for c in counts))
-        return _Plan(flops=max(c.flops for c in counts), exact=False, external=external)
+        by_index = bool(ins) and ins[0] is TAINTED
+        _set(
+            facts,
+            results,
+            [
+                TAINTED if by_index or any(_at(c.results, j) is TAINTED for c in counts) else None
+                for j in range(len(results))
+            ],
+        )
+        costliest = max(counts, key=lambda c: c.flops)
+        return _Plan(
+            flops=costliest.flops,
+            residual_flops=0 if by_index else costliest.residual_flops,
+            exact=False,
+            external=set().union(*(c.external for c in counts)),
+        )
 
-    def _loop(self, op: Any, facts: dict[Any, Fact]) -> Generator[_Request, _Count, _Plan]:
-        """A `while`: condition and body once each (loop-carried values unknown), times the trip
-        count when the loop fixes it."""
+    def _loop(self, op: Any, ins: list[Fact], facts: dict[Any, Fact]) -> Generator[_Request, _Count, _Plan]:
+        """A `while`: condition and body once each, times the trip count when the loop fixes it.
+        Carried values are not known; which depend on a cotangent is settled by walking the body
+        again while its results add some (at most `MAX_LOOP_PASSES` walks, then all do)."""
         blocks = [b for region in op.regions for b in region.blocks]
-        flops, exact, external = 0, True, set()
-        for block in blocks:
-            count = yield ("block", block, (None,) * len(block.arguments), facts)
-            flops = min(flops + count.flops, FLOP_CAP)
-            exact = exact and count.exact
-            external |= count.external
+        carried: list[Fact] = [TAINTED if f is TAINTED else None for f in ins]
+        counts: list[_Count] = []
+        for attempt in range(MAX_LOOP_PASSES + 1):
+            if attempt == MAX_LOOP_PASSES:
+                carried = [TAINTED] * len(carried)
+            counts = []
+            for block in blocks:
+                counts.append(
+                    (yield ("block", block, tuple(_at(carried, i) for i in range(len(block.arguments))), facts))
+                )
+            body = counts[-1] if len(counts) > 1 else None
+            grown: list[Fact] = [
+                TAINTED if f is TAINTED or (body is not None and _at(body.results, i) is TAINTED) else None
+                for i, f in enumerate(carried)
+            ]
+            if grown == carried or attempt == MAX_LOOP_PASSES:
+                break
+            carried = grown
+        _set(facts, list(op.results), carried)
         trips = _trip_count(op, facts)
-        if trips is None:
-            exact = False
-        return _Plan(flops=min(flops * (trips if trips is not None else 1), FLOP_CAP), exact=exact, external=external)
+        times = trips if trips is not None else 1
+        flops = min(sum(c.flops for c in counts) * times, FLOP_CAP)
+        residual_flops = min(sum(c.residual_flops for c in counts) * times, FLOP_CAP)
+        exact = trips is not None and all(c.exact for c in counts)
+        external: set[Any] = set().union(*(c.external for c in counts))
+        return _Plan(flops=flops, residual_flops=residual_flops, exact=exact, external=external)
 
     def _op_flops(self, op: Any) -> int:
         """One op's own FLOPs: 2·(result elements)·(contracted size) for dot and convolution, the
@@ -321,12 +403,16 @@ class FlopCounter:
         return cast(int, results)
 
 
+def _at(facts: list[Fact], i: int) -> Fact:
+    return facts[i] if i < len(facts) else None
+
+
 def _set(facts: dict[Any, Fact], values: list[Any], found: list[Fact]) -> None:
     for value, fact in zip(values, found, strict=False):
         facts[value] = fact
 
 
-def _fold(ir: Any, op: Any, name: str, ins: list[Fact]) -> tuple[Fact | list[int | None], bool] | None:
+def _fold(ir: Any, op: Any, name: str, ins: list[float | int | None]) -> tuple[Fact | list[int | None], bool] | None:
     """What an op is when some operands are known: (its constant value, False), (the operand each
     result is, True), or None when it must run. Only elementwise ops whose operands have the
     result's type are folded to an alias."""
@@ -416,7 +502,7 @@ def _splat(ir: Any, op: Any) -> Fact:
     return None
 
 
-def _convert(ir: Any, fact: Fact, result_type: Any) -> Fact:
+def _convert(ir: Any, fact: float | int | None, result_type: Any) -> Fact:
     """A splat converted to the element type of `result_type` (to bool: nonzero; to an integer:
     truncated; not known when the value does not fit)."""
     if fact is None:
@@ -449,11 +535,11 @@ def _trip_count(op: Any, facts: dict[Any, Fact]) -> int | None:
     ):
         return None
     counter, bound = compare.operands[0], compare.operands[1]
-    stop = facts.get(bound)
+    stop = _const(facts.get(bound))
     index = _block_arg_index(counter, cond)
     if stop is None or index is None or index >= len(op.operands):
         return None
-    start = facts.get(op.operands[index])
+    start = _const(facts.get(op.operands[index]))
     if start is None or not (math.isfinite(start) and math.isfinite(stop)):
         return None
     return max(0, min(int(stop) - int(start), MAX_TRIP_COUNT))

@@ -36,7 +36,11 @@ def _result_memory_kinds(main: Any, n_results: int) -> list[str]:
 
 
 def inspect_module(
-    exported: Any, *, allowed_custom_calls: frozenset[str] = frozenset(), limits: ReadLimits = ReadLimits()
+    exported: Any,
+    *,
+    allowed_custom_calls: frozenset[str] = frozenset(),
+    limits: ReadLimits = ReadLimits(),
+    cotangents: int = 0,
 ) -> ModuleInfo:
     """Parses an Exported's StableHLO module from bytecode and inspects it without running it.
 
@@ -44,6 +48,8 @@ def inspect_module(
         exported: a deserialized `jax.export.Exported`.
         allowed_custom_calls: custom_call targets permitted (a problem may allow some).
         limits: caps on ops, region nesting and call depth, enforced during the walk.
+        cotangents: how many of `main`'s last arguments are cotangents (a backward program's:
+            `ModuleInfo.residual_flops` counts the ops that depend on none of them).
 
     Returns:
         ModuleInfo with op counts and disallowed ops; when nothing is disallowed, also peak live
@@ -76,7 +82,8 @@ def inspect_module(
             reader.function_summary[name] = reader.walk_function(name)
         main = reader.function_summary["main"]
         info.peak_live_bytes = main.peak
-        info.flops, info.flops_exact = FlopCounter(functions, reader.types.size, limits).count_main()
+        counter = FlopCounter(functions, reader.types.size, limits)
+        info.flops, info.flops_exact, info.residual_flops = counter.count_main(cotangents)
         main_block = functions["main"].regions[0].blocks[0]
         returned = list(main_block.operations)[-1].operands
         info.sources = [_provenance(v, main_block, functions) for v in returned]

@@ -26,7 +26,12 @@ class ModuleInfo:
             arithmetic, zero for data movement; callees counted per call, `while` bodies times
             the trip count read from the loop's bound (1 when unknown: see `flops_exact`), the
             costliest branch of a `case`/`if`.
-        flops_exact: False when some loop's trip count could not be read.
+        flops_exact: False when some loop's trip count, or some branch index, is known only at
+            run time (`graders.untrusted.flops`).
+        residual_flops: of `flops`, those of ops that depend on none of the `cotangents` last
+            arguments `inspect_module` was told of (all of them when told of none): in a backward
+            program, the forward work it redoes and the derivative factors it computes from the
+            residuals alone, the part a checkpoint policy decides.
         sources: per output of `main`, the op that produces it ("dot_general", "sine", ...) or
             "argument i" (0-based flat input), looking through data movement, calls, scan stacking
             (`dynamic_update_slice`) and loop carries (see `_provenance`).
@@ -50,6 +55,7 @@ class ModuleInfo:
     peak_live_bytes: int = 0
     flops: int = 0
     flops_exact: bool = True
+    residual_flops: int = 0
     sources: list[str] = field(default_factory=list)
     functions: int = 0
     digest: str = ""

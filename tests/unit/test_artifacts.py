@@ -700,3 +700,43 @@ def test_flops_of_a_deeply_nested_program_are_counted_without_recursion() -> Non
     )
     info = _inspect_text(text)
     assert info.flops == 4 and info.flops_exact
+
+
+BACKWARD = """
+module @forged {
+  func.func public @main(%z: tensor<16x16xf32>, %w: tensor<16x16xf32>, %ct: tensor<16x16xf32>) -> (tensor<16x16xf32>) {
+    %again = stablehlo.dot_general %z, %w, contracting_dims = [1] x [0] : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+    %factor = stablehlo.cosine %again : tensor<16x16xf32>
+    %g = stablehlo.multiply %ct, %factor : tensor<16x16xf32>
+    %r:2 = stablehlo.while(%i = %c0, %acc = %g) : tensor<i32>, tensor<16x16xf32>
+    cond {
+      %p = stablehlo.compare LT, %i, %c3, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    } do {
+      %s = stablehlo.sine %z : tensor<16x16xf32>
+      %n = stablehlo.multiply %acc, %s : tensor<16x16xf32>
+      %i2 = stablehlo.add %i, %c1 : tensor<i32>
+      stablehlo.return %i2, %n : tensor<i32>, tensor<16x16xf32>
+    }
+    return %r#1 : tensor<16x16xf32>
+  }
+}
+""".replace(
+    "    %r:2",
+    "    %c0 = stablehlo.constant dense<0> : tensor<i32>\n    %c1 = stablehlo.constant dense<1> : tensor<i32>\n"
+    "    %c3 = stablehlo.constant dense<3> : tensor<i32>\n    %r:2",
+)
+
+
+def test_a_backward_program_splits_its_flops_by_whether_they_depend_on_the_cotangent() -> None:
+    """The matmul, its cosine and each iteration's sine read only residuals: forward work a policy
+    decides. The products with the cotangent (and the loop's counter, carried beside it) do not."""
+    from graders.untrusted.parse import deserialize
+
+    exported = deserialize(_forge_artifact(BACKWARD))
+    info = inspect_module(exported, cotangents=1)
+    matmul, elementwise = 2 * 16 * 16 * 16, 16 * 16
+    per_iteration = elementwise + elementwise + 1 + 1  # sine, product, counter add, compare
+    assert info.flops == matmul + 2 * elementwise + 3 * per_iteration
+    assert info.residual_flops == matmul + elementwise + 3 * (elementwise + 1 + 1)  # sine and the counter
+    assert inspect_module(exported).residual_flops == info.flops  # told of no cotangent: all of it

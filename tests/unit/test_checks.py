@@ -622,6 +622,26 @@ def test_the_recompute_bound_is_judged_on_the_case_with_the_costliest_backward_p
     assert check_recompute([small, large], rule=spec.memory).judged
 
 
+def test_recomputing_saved_values_is_caught_by_the_work_on_the_residuals_alone() -> None:
+    """A custom_vjp that saves a dense layer's matmul outputs and computes them again: 25% more
+    backward FLOPs in all (within the slack) but a thousand times the work that reads no cotangent."""
+    from graders.checks.residuals import check_recompute
+
+    spec = rule_spec(rule="exact")
+    run = run_with([r.model_copy() for r in REFERENCE_RESIDUALS], name="large")
+    run.expected.bwd_flops, run.expected.bwd_residual_flops = 9_116_544, 4_480
+    run.expected.bwd_largest_value_elements = 786_432
+    run.bwd_flops, run.bwd_residual_flops = 11_393_920, 4_559_232  # measured on mlp_dots_policy
+    result = check_recompute([run], rule=spec.memory)
+    assert not result.passed and result.verdict is Verdict.WRONG_POLICY
+    assert "does not depend on the cotangent" in result.message and "4,559,232" in result.message
+    run.bwd_residual_flops = 1_835_008 - 786_432 + 4_480  # a relu mask computed another way: allowed
+    assert check_recompute([run], rule=spec.memory).passed
+    run.expected.bwd_residual_flops = None  # an expectation built without the split: the total decides
+    run.bwd_residual_flops = 4_559_232
+    assert check_recompute([run], rule=spec.memory).passed
+
+
 def test_the_peak_bound_has_a_calibrated_slack_when_the_same_values_are_saved() -> None:
     from graders.checks.residuals import check_peak_memory
 
