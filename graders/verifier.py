@@ -75,6 +75,8 @@ class _Loaded:
     bwd_flops: int
     bwd_flops_exact: bool
     bwd_residual_flops: int
+    bwd_flops_low: int
+    bwd_residual_flops_low: int
     residuals: list[ResidualFact]
     fwd_digest: str
     bwd_digest: str
@@ -228,6 +230,8 @@ def _load_case(
         infos[1].flops,
         infos[1].flops_exact,
         infos[1].residual_flops,
+        infos[1].flops_low,
+        infos[1].residual_flops_low,
         residuals,
         infos[0].digest,
         infos[1].digest,
@@ -276,6 +280,8 @@ def _execute(loaded: list[_Loaded], limits: VerifyLimits) -> list[CaseRun]:
             bwd_flops=item.bwd_flops,
             bwd_flops_exact=item.bwd_flops_exact,
             bwd_residual_flops=item.bwd_residual_flops,
+            bwd_flops_low=item.bwd_flops_low,
+            bwd_residual_flops_low=item.bwd_residual_flops_low,
             outputs=v.outputs,
             residual_values=v.residuals,
             gradients=v.gradients,

@@ -28,6 +28,8 @@ class CaseRun:
             bwd_flops_exact: False when a loop's trip count could not be read.
         bwd_residual_flops: of those, the FLOPs that depend on no cotangent: forward work redone
             and derivative factors computed from the residuals (`ModuleInfo.residual_flops`).
+        bwd_flops_low, bwd_residual_flops_low: both with the cheapest branch where a branch index
+            is known only at run time (`ModuleInfo.flops_low`).
         expected_matched: per reference residual, whether the submission saves it as a value
             (filled in by the residuals check).
     """
@@ -43,6 +45,8 @@ class CaseRun:
     bwd_flops: int | None = None
     bwd_flops_exact: bool = True
     bwd_residual_flops: int | None = None
+    bwd_flops_low: int | None = None
+    bwd_residual_flops_low: int | None = None
     expected_matched: list[bool] | None = None
 
     @property

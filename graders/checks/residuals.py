@@ -491,6 +491,43 @@ def judged_recompute_cases(runs: list[CaseRun]) -> set[str]:
     }
 
 
+def _recompute_failure(run: CaseRun, rule: MemoryRule, flops: int, residual: int | None, *, at_least: bool) -> str:
+    """Why one judged case recomputes too much, or "" (the bounds of `check_recompute`). `flops` and
+    `residual` are the submission's backward FLOPs and its work on the residuals alone, exact or,
+    with `at_least`, lower bounds (the cheapest branch where only the run picks one)."""
+    exp = run.expected
+    slack = rule.recompute_slack or 0.0
+    allowed = exp.bwd_flops * (1 + slack) + WRITING_PASSES * exp.bwd_largest_value_elements
+    some = "at least " if at_least else ""
+    if exp.bwd_residual_flops is not None and residual is not None and flops <= allowed:
+        residual_allowed = (
+            exp.bwd_residual_flops * (1 + slack)
+            + WRITING_PASSES * exp.bwd_largest_value_elements
+            + RESIDUAL_SHARE * exp.bwd_flops
+        )
+        if residual > residual_allowed:
+            return (
+                f"{run.label}: your backward pass spends {some}{residual:,} FLOPs on work that does not "
+                f"depend on the cotangent (computing forward values again from what was saved) where the "
+                f"required policy spends {exp.bwd_residual_flops:,} (at most {residual_allowed:,.0f} allowed). "
+                f"Use the values the policy saves instead of recomputing them."
+            )
+    if flops <= allowed:
+        return ""
+    theirs, yours = exp.recompute_flops(exp.bwd_flops), exp.recompute_flops(flops)
+    redo = (
+        f" It recomputes {some}{yours:,} FLOPs of forward work where the required policy recomputes {theirs:,}."
+        if yours is not None and theirs is not None
+        else ""
+    )
+    return (
+        f"{run.label}: your backward pass spends {some}{flops:,} FLOPs, "
+        f"{flops / max(1, exp.bwd_flops):.1f} times the required policy's {exp.bwd_flops:,} "
+        f"(at most {allowed:,.0f} allowed).{redo} Save the values the policy saves and use them, "
+        f"instead of recomputing what they hold."
+    )
+
+
 def check_recompute(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
     """What the backward pass recomputes, against the policy the problem asks for.
 
@@ -510,7 +547,8 @@ def check_recompute(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
     (`graders.untrusted.flops`: no dead code, no untaken branch of a constant `cond`). Not judged
     (reported only) under `at_most` (saving less and recomputing more is allowed there), without
     a slack, or when a figure of a judged case is inexact (a loop's trip count or a branch index
-    that only the run decides).
+    that only the run decides), unless even its lower bound (the cheapest branch, each unknown loop
+    once) is over: a data-dependent `lax.cond` around a recompute-everything branch is no way out.
     """
     judged = rule.rule == "exact" and rule.recompute_slack is not None
     judged_cases = judged_recompute_cases(runs)
@@ -534,41 +572,13 @@ def check_recompute(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
             "exact": exact,
             "judged": judged and decides,
         }
-        if not (judged and exact and decides) or failure is not None:
+        if not (judged and decides and exp.bwd_flops_exact) or failure is not None:
             continue
-        slack = rule.recompute_slack or 0.0
-        allowed = exp.bwd_flops * (1 + slack) + WRITING_PASSES * exp.bwd_largest_value_elements
-        residual_allowed = (
-            exp.bwd_residual_flops * (1 + slack)
-            + WRITING_PASSES * exp.bwd_largest_value_elements
-            + RESIDUAL_SHARE * exp.bwd_flops
-            if exp.bwd_residual_flops is not None
-            else None
-        )
-        if (
-            residual_allowed is not None
-            and run.bwd_residual_flops is not None
-            and run.bwd_residual_flops > residual_allowed
-            and run.bwd_flops <= allowed
-        ):
+        if run.bwd_flops_exact:
+            failure = _recompute_failure(run, rule, run.bwd_flops, run.bwd_residual_flops, at_least=False) or None
+        elif run.bwd_flops_low is not None:  # a branch only the run picks: the cheapest still too much
             failure = (
-                f"{run.label}: your backward pass spends {run.bwd_residual_flops:,} FLOPs on work that does "
-                f"not depend on the cotangent (computing forward values again from what was saved) where the "
-                f"required policy spends {exp.bwd_residual_flops:,} (at most {residual_allowed:,.0f} allowed). "
-                f"Use the values the policy saves instead of recomputing them."
-            )
-        elif run.bwd_flops > allowed:
-            theirs, yours = exp.recompute_flops(exp.bwd_flops), exp.recompute_flops(run.bwd_flops)
-            redo = (
-                f" It recomputes {yours:,} FLOPs of forward work where the required policy recomputes {theirs:,}."
-                if yours is not None and theirs is not None
-                else ""
-            )
-            failure = (
-                f"{run.label}: your backward pass spends {run.bwd_flops:,} FLOPs, "
-                f"{run.bwd_flops / max(1, exp.bwd_flops):.1f} times the required policy's {exp.bwd_flops:,} "
-                f"(at most {allowed:,.0f} allowed).{redo} Save the values the policy saves and use them, "
-                f"instead of recomputing what they hold."
+                _recompute_failure(run, rule, run.bwd_flops_low, run.bwd_residual_flops_low, at_least=True) or None
             )
     if failure:
         return CheckResult(

@@ -8,7 +8,8 @@ anything runs are left out of it:
   computes a value and never uses it spends nothing on it once XLA has compiled it);
 - **a branch that is never taken**: a `case` whose index, or an `if` whose predicate, is a
   constant (`lax.cond` on a static Python flag) runs that one branch; with an index known only at
-  run time the costliest branch counts and the figure is marked inexact;
+  run time the costliest branch counts (and the cheapest for a lower bound, `Cost.low`) and the
+  figure is marked inexact;
 - **arithmetic on known constants**: a `select` whose predicate is a constant is the operand it
   picks; a product with a known zero is zero, a sum with a known zero is the other term, a product
   with a known one is the other factor (`jnp.where` on a static flag differentiates both sides,
@@ -86,17 +87,54 @@ _COMPARE = {
 }
 
 
+@dataclass(frozen=True)
+class Cost:
+    """FLOPs of one run, bounded: `high` and `low` are equal when every branch index and loop trip
+    count is known; an unknown branch takes the costliest (high) and the cheapest (low) branch, an
+    unknown loop counts once in both (so its `high` is no upper bound: `exact` says so). `residual`
+    and `residual_low`: the same for the work that depends on no cotangent."""
+
+    high: int = 0
+    residual: int = 0
+    low: int = 0
+    residual_low: int = 0
+
+    @staticmethod
+    def of(flops: int, *, residual: bool) -> "Cost":
+        return Cost(flops, flops if residual else 0, flops, flops if residual else 0)
+
+    def __add__(self, other: "Cost") -> "Cost":
+        return Cost(
+            min(self.high + other.high, FLOP_CAP),
+            min(self.residual + other.residual, FLOP_CAP),
+            min(self.low + other.low, FLOP_CAP),
+            min(self.residual_low + other.residual_low, FLOP_CAP),
+        )
+
+    def times(self, n: int) -> "Cost":
+        return Cost(*(min(v * n, FLOP_CAP) for v in (self.high, self.residual, self.low, self.residual_low)))
+
+    @staticmethod
+    def either(costs: list["Cost"]) -> "Cost":
+        """One of `costs` runs, which one only the run decides."""
+        return Cost(
+            max(c.high for c in costs),
+            max(c.residual for c in costs),
+            min(c.low for c in costs),
+            min(c.residual_low for c in costs),
+        )
+
+
 @dataclass
 class _Count:
     """A walked block or function: FLOPs of one run, whether exact, the facts of what it returns,
     and the values from outside it that its live ops read (for a function: argument indices)."""
 
-    flops: int
+    cost: Cost
     exact: bool
     results: list[Fact]
     external: set[Any] = field(default_factory=set)
     used_args: frozenset[int] = frozenset()
-    residual_flops: int = 0
 
 
 @dataclass
@@ -108,8 +146,7 @@ class _Plan:
     its operands and the outside values its counted regions read (`external`).
     """
 
-    flops: int = 0
-    residual_flops: int = 0
+    cost: Cost = Cost()
     exact: bool = True
     alias: list[int | None] | None = None
     folded: bool = False
@@ -142,15 +179,15 @@ class FlopCounter:
         self.memo: dict[tuple[str, tuple[Fact, ...]], _Count] = {}
         self.contexts: Counter[str] = Counter()
 
-    def count_main(self, cotangents: int = 0) -> tuple[int, bool, int]:
-        """(FLOPs of one run of `main`, exact, FLOPs that depend on none of its last `cotangents`
-        arguments). Raises ArtifactError past the stack cap."""
+    def count_main(self, cotangents: int = 0) -> tuple[Cost, bool]:
+        """(the FLOPs of one run of `main`, split by whether they depend on its last `cotangents`
+        arguments; exact). Raises ArtifactError past the stack cap."""
         main = self.functions["main"]
         n_args = len(main.regions[0].blocks[0].arguments)
         n_cot = max(0, min(cotangents, n_args))
         facts: tuple[Fact, ...] = (None,) * (n_args - n_cot) + (TAINTED,) * n_cot
         count = self._drive(("function", "main", facts, None))
-        return min(count.flops, FLOP_CAP), count.exact, min(count.residual_flops, FLOP_CAP)
+        return count.cost, count.exact
 
     # -- the driver ------------------------------------------------------------------------------
 
@@ -226,7 +263,7 @@ class FlopCounter:
         roots = list(terminator.operands) if terminator is not None else []
         live: set[Any] = set(roots)
         defined: set[Any] = set(block.arguments)
-        flops, residual_flops, exact = 0, 0, True
+        cost, exact = Cost(), True
         for op, plan in zip(reversed(body), reversed(plans), strict=True):
             results = list(op.results)
             defined.update(results)
@@ -243,12 +280,10 @@ class FlopCounter:
             reads = operands if plan.used_operands is None else [operands[i] for i in plan.used_operands]
             live.update(reads)
             live.update(plan.external)
-            flops = min(flops + plan.flops, FLOP_CAP)
-            residual_flops = min(residual_flops + plan.residual_flops, FLOP_CAP)
+            cost = cost + plan.cost
             exact = exact and plan.exact
         return _Count(
-            flops=flops,
-            residual_flops=residual_flops,
+            cost=cost,
             exact=exact,
             results=[facts.get(v) for v in roots],
             external=live - defined,
@@ -263,12 +298,7 @@ class FlopCounter:
         if callee is not None:
             count = yield ("function", callee, tuple(ins), None)
             _set(facts, results, count.results)
-            return _Plan(
-                flops=count.flops,
-                residual_flops=count.residual_flops,
-                exact=count.exact,
-                used_operands=sorted(count.used_args),
-            )
+            return _Plan(cost=count.cost, exact=count.exact, used_operands=sorted(count.used_args))
         if name in ("stablehlo.case", "stablehlo.if"):
             return (yield from self._branches(op, ins, facts))
         if name == "stablehlo.while":
@@ -287,14 +317,14 @@ class FlopCounter:
         flops = self._op_flops(op)
         if any(f is TAINTED for f in ins):
             _set(facts, results, [TAINTED] * len(results))
-            return _Plan(flops=flops)
+            return _Plan(cost=Cost.of(flops, residual=False))
         if name == "stablehlo.constant":
             _set(facts, results, [_splat(self.ir, op)])
         elif name in _PASS_FACT_OPS and ins:
             _set(facts, results, [ins[0]])
         elif name == "stablehlo.convert" and ins:
             _set(facts, results, [_convert(self.ir, consts[0], results[0].type)])
-        return _Plan(flops=flops, residual_flops=flops)
+        return _Plan(cost=Cost.of(flops, residual=True))
 
     def _branches(self, op: Any, ins: list[Fact], facts: dict[Any, Fact]) -> Generator[_Request, _Count, _Plan]:
         """A `case` (index operand) or `if` (predicate): the branch a constant selects, else the
@@ -311,9 +341,7 @@ class FlopCounter:
                 chosen = int(index) if 0 <= index < len(blocks) else len(blocks) - 1
             count = yield ("block", blocks[chosen], (), facts)
             _set(facts, results, count.results)
-            return _Plan(
-                flops=count.flops, residual_flops=count.residual_flops, exact=count.exact, external=count.external
-            )
+            return _Plan(cost=count.cost, exact=count.exact, external=count.external)
         counts = []
         for block in blocks:
             counts.append((yield ("block", block, (), facts)))
@@ -326,10 +354,8 @@ class FlopCounter:
                 for j in range(len(results))
             ],
         )
-        costliest = max(counts, key=lambda c: c.flops)
         return _Plan(
-            flops=costliest.flops,
-            residual_flops=0 if by_index else costliest.residual_flops,
+            cost=Cost.either([c.cost for c in counts]),
             exact=False,
             external=set().union(*(c.external for c in counts)),
         )
@@ -360,11 +386,12 @@ class FlopCounter:
         _set(facts, list(op.results), carried)
         trips = _trip_count(op, facts)
         times = trips if trips is not None else 1
-        flops = min(sum(c.flops for c in counts) * times, FLOP_CAP)
-        residual_flops = min(sum(c.residual_flops for c in counts) * times, FLOP_CAP)
+        once = Cost()
+        for count in counts:
+            once = once + count.cost
         exact = trips is not None and all(c.exact for c in counts)
         external: set[Any] = set().union(*(c.external for c in counts))
-        return _Plan(flops=flops, residual_flops=residual_flops, exact=exact, external=external)
+        return _Plan(cost=once.times(times), exact=exact, external=external)
 
     def _op_flops(self, op: Any) -> int:
         """One op's own FLOPs: 2·(result elements)·(contracted size) for dot and convolution, the

@@ -83,7 +83,9 @@ def inspect_module(
         main = reader.function_summary["main"]
         info.peak_live_bytes = main.peak
         counter = FlopCounter(functions, reader.types.size, limits)
-        info.flops, info.flops_exact, info.residual_flops = counter.count_main(cotangents)
+        cost, info.flops_exact = counter.count_main(cotangents)
+        info.flops, info.residual_flops = cost.high, cost.residual
+        info.flops_low, info.residual_flops_low = cost.low, cost.residual_low
         main_block = functions["main"].regions[0].blocks[0]
         returned = list(main_block.operations)[-1].operands
         info.sources = [_provenance(v, main_block, functions) for v in returned]

@@ -32,6 +32,9 @@ class ModuleInfo:
             arguments `inspect_module` was told of (all of them when told of none): in a backward
             program, the forward work it redoes and the derivative factors it computes from the
             residuals alone, the part a checkpoint policy decides.
+        flops_low, residual_flops_low: the same with the cheapest branch wherever a branch index
+            is known only at run time (equal to `flops` and `residual_flops` when `flops_exact`):
+            when only branches are unknown, what runs costs between the two.
         sources: per output of `main`, the op that produces it ("dot_general", "sine", ...) or
             "argument i" (0-based flat input), looking through data movement, calls, scan stacking
             (`dynamic_update_slice`) and loop carries (see `_provenance`).
@@ -56,6 +59,8 @@ class ModuleInfo:
     flops: int = 0
     flops_exact: bool = True
     residual_flops: int = 0
+    flops_low: int = 0
+    residual_flops_low: int = 0
     sources: list[str] = field(default_factory=list)
     functions: int = 0
     digest: str = ""

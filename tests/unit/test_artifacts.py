@@ -418,7 +418,8 @@ module @forged {
 def test_a_case_costs_its_costliest_branch_and_names_the_first_branch() -> None:
     info = _inspect_text(CASE)
     assert info.flops == 2 * 16 * 16 * 16
-    assert not info.flops_exact  # the branch is chosen at run time: an upper bound
+    assert not info.flops_exact  # the branch is chosen at run time: an upper bound ...
+    assert info.flops_low == 16 * 16  # ... and the cheapest branch a lower one
     assert info.sources == ["dot_general"]
 
 

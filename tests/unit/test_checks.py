@@ -642,6 +642,24 @@ def test_recomputing_saved_values_is_caught_by_the_work_on_the_residuals_alone()
     assert check_recompute([run], rule=spec.memory).passed
 
 
+def test_a_branch_only_the_run_picks_is_judged_by_its_cheapest_side() -> None:
+    """A data-dependent lax.cond makes the figure inexact; if even its cheapest branch recomputes
+    too much, the check fails anyway instead of stepping aside."""
+    from graders.checks.residuals import check_recompute
+
+    spec = rule_spec(rule="exact")
+    run = run_with([r.model_copy() for r in REFERENCE_RESIDUALS], name="large")
+    run.bwd_flops, run.bwd_flops_exact = 60_000, False
+    run.bwd_flops_low = 1_100  # the cheap side is within the bound: not judged
+    result = check_recompute([run], rule=spec.memory)
+    assert result.passed and not result.judged
+    run.bwd_flops_low = 50_000  # both sides recompute everything
+    result = check_recompute([run], rule=spec.memory)
+    assert not result.passed and result.verdict is Verdict.WRONG_POLICY and "at least 50,000" in result.message
+    run.expected.bwd_flops_exact = False  # the reference's own figure is inexact: nothing to hold it to
+    assert check_recompute([run], rule=spec.memory).passed
+
+
 def test_the_peak_bound_has_a_calibrated_slack_when_the_same_values_are_saved() -> None:
     from graders.checks.residuals import check_peak_memory
 
