@@ -52,6 +52,13 @@ def diagnose(
     failed = next((c for c in checks if c.state == "fail"), None)
     if verdict == Verdict.ACCEPTED or failed is None:
         return Diagnosis(VERDICT_EXPLANATIONS[verdict], "", "")
+    if failed.name == "residuals" and "keeps them in other memory" in failed.message:
+        return Diagnosis(
+            "Your checkpoint policy saves the right values in the wrong memory",
+            failed.message.split("\n", 1)[0],
+            "Keep each value where the required policy keeps it: offload to pinned_host what it "
+            "offloads, and leave the rest in device memory.",
+        )
     if failed.name == "residuals":
         missing = [r for r in rows if r.status == "reference"]
         extra = [r for r in rows if r.status == "yours"]

@@ -253,6 +253,23 @@ def test_the_diagnosis_says_which_values_are_saved_wrongly_and_what_to_change() 
     assert html.index('id="diagnosis"') < html.index('class="checks"')  # the diagnosis comes first
 
 
+def test_the_diagnosis_of_a_value_kept_in_the_wrong_memory_says_so() -> None:
+    from graders.verdict import Verdict
+    from server.web.diagnosis import diagnose
+    from server.web.panel import check_views
+
+    message = (
+        "case 'large': your function saves residuals of the right shapes but keeps them in other memory than "
+        "the required policy (not saved by yours: f32[1024,512] on pinned_host x1; saved by yours only: "
+        "f32[1024,512] in device memory x1).\nthe required policy saves: ..."
+    )
+    checks = check_views([_check("value", True), _check("residuals", False, message=message)])
+    d = diagnose(Verdict.WRONG_POLICY, checks, [], None)
+    assert d.headline == "Your checkpoint policy saves the right values in the wrong memory"
+    assert "in device memory x1" in d.detail and "the required policy saves" not in d.detail
+    assert "pinned_host" in d.advice
+
+
 def test_inexact_flops_are_said_and_not_drawn() -> None:
     from graders.verdict import ResidualReport, Verdict, VerdictReport
     from server.web.panel import panel_context
