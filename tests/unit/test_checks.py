@@ -660,6 +660,25 @@ def test_a_branch_only_the_run_picks_is_judged_by_its_cheapest_side() -> None:
     assert check_recompute([run], rule=spec.memory).passed
 
 
+def test_loop_counters_and_branch_indices_are_not_part_of_the_policy() -> None:
+    """A fori_loop saves its counter (i32[] and i32[L]); a lax.cond on data its branch index. The
+    float residuals still match one to one, and a large or boolean integer value still counts."""
+    same = [r.model_copy() for r in REFERENCE_RESIDUALS]
+    counters = [residual([], "int32"), residual([8], "int32")]
+    with_counters = same + [c.model_copy() for c in counters]
+    run = run_with(with_counters, values=values_of(with_counters))
+    assert check_residuals([run], spec=rule_spec(rule="exact")).passed
+    mask = residual([8, 4], "bool")
+    run = run_with(same + [mask], values=values_of(same + [mask]))
+    assert not check_residuals([run], spec=rule_spec(rule="exact")).passed
+    indices = residual([1024], "int32")
+    run = run_with(same + [indices], values=values_of(same + [indices]))
+    assert not check_residuals([run], spec=rule_spec(rule="exact")).passed
+    short = same[:-1] + [c.model_copy() for c in counters]  # counters do not stand in for a value
+    run = run_with(short, values=values_of(short))
+    assert not check_residuals([run], spec=rule_spec(rule="exact")).passed
+
+
 def test_the_peak_bound_has_a_calibrated_slack_when_the_same_values_are_saved() -> None:
     from graders.checks.residuals import check_peak_memory
 
