@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from graders.checks.residuals import is_bookkeeping
 from graders.pipeline import JudgeConfig, grade
 from graders.problem import ProblemRepository
 from graders.verdict import Verdict
@@ -56,7 +57,8 @@ def test_correct_variant_in_another_style_is_accepted(slug: str, path: Path, jud
     assert report.verdict == Verdict.ACCEPTED, [f"{c.name}: {c.message}" for c in report.checks if not c.passed]
     assert report.residuals is not None
     if problem.spec.memory.rule == "exact" and problem.spec.memory.match == "values":
-        assert all(f.matched for f in report.residuals.submitted)
+        # every value of the policy is matched; a loop counter (bookkeeping) is not compared
+        assert all(f.matched for f in report.residuals.submitted if not is_bookkeeping(f))
     assert jail_processes() == []
 
 
