@@ -32,6 +32,8 @@ from graders.problem_spec import (
     ArraySpec,
     CaseSpec,
     ListArg,
+    TreeArg,
+    TreeNode,
     ProblemError,
     ProblemSpec,
     SLUG_RE,
@@ -71,9 +73,29 @@ def case_arg_specs(spec: ProblemSpec, case: CaseSpec) -> list[dict[str, Any]]:
                     ],
                 }
             )
+        elif isinstance(a, TreeArg):
+            out.append(_tree_arg_spec(a.tree, a.name, case.dims))
         else:
             out.append({"kind": "static", "name": a.name, "value": case.static[a.name]})
     return out
+
+
+def _tree_arg_spec(node: TreeNode, path: str, dims: dict[str, int]) -> dict[str, Any]:
+    """A parsed tree as the jail's nested ArgSpec (`dict` and `list` nodes, `array` leaves).
+    Recursive over a tree `parse_tree` bounded to MAX_TREE_DEPTH levels."""
+    if isinstance(node, dict):
+        return {
+            "kind": "dict",
+            "name": path,
+            "items": {k: _tree_arg_spec(node[k], f"{path}[{k!r}]", dims) for k in sorted(node)},
+        }
+    if isinstance(node, list):
+        return {
+            "kind": "list",
+            "name": path,
+            "items": [_tree_arg_spec(n, f"{path}[{i}]", dims) for i, n in enumerate(node)],
+        }
+    return {"kind": "array", "name": path, "shape": _concrete(node, dims), "dtype": node.dtype}
 
 
 def leaf_names(spec: ProblemSpec) -> list[str]:
@@ -84,6 +106,8 @@ def leaf_names(spec: ProblemSpec) -> list[str]:
             names.append(a.name)
         elif isinstance(a, ListArg):
             names.extend(f"{a.name}[{i}]" for i in range(len(a.items)))
+        elif isinstance(a, TreeArg):
+            names.extend(path for path, _ in a.leaves())
     return names
 
 
@@ -263,7 +287,7 @@ def _format_validation_error(name: str, exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
-_UNION_TAGS = {"array", "list", "static", "normal", "uniform"}  # tags pydantic puts in locs of tagged unions
+_UNION_TAGS = {"array", "list", "tree", "static", "normal", "uniform"}  # tags pydantic puts in locs of tagged unions
 
 
 REQUIRED_FILES = ("problem.toml", "statement.md", "starter.py", "reference.py")

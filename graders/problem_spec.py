@@ -5,13 +5,15 @@ allows), and `ProblemError` for a package that is not right."""
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal, Union
+import re
+from typing import Annotated, Any, Literal, Union
 from pydantic import (
     BaseModel,
     ConfigDict,
     Discriminator,
     Field,
     Tag,
+    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -105,6 +107,105 @@ class ListArg(_Spec):
     items: Annotated[list[ArraySpec], Field(min_length=1, max_length=64)]
 
 
+TREE_KEY_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+MAX_TREE_LEAVES = 256
+MAX_TREE_DEPTH = 16
+LEAF_KEYS = frozenset({"shape", "dtype", "generator"})
+
+# A parsed tree: dicts (JAX flattens them in sorted key order) and lists of subtrees, leaves ArraySpec.
+TreeNode = Union["ArraySpec", dict[str, "TreeNode"], list["TreeNode"]]
+
+
+def parse_tree(raw: object, name: str) -> TreeNode:
+    """Validates a `tree` argument's nested tables and arrays of tables into a `TreeNode`.
+
+    A table with a `shape` key is a leaf (an array spec: `shape`, `dtype`, `generator`); any other
+    table is a dict node, an array a list node. Iterative, bounded by `MAX_TREE_DEPTH` and
+    `MAX_TREE_LEAVES`.
+
+    Raises:
+        ValueError: naming the path (`params['Dense_0']['kernel']`) of the first fault: an empty
+            subtree (JAX flattens it to nothing, so it would hold no argument), a key that is not a
+            plain name, a leaf that is not an array spec, too deep or too many leaves.
+    """
+    root: list[TreeNode] = [None]  # type: ignore[list-item]  # filled below
+    stack: list[tuple[object, str, int, object, object]] = [(raw, name, 0, root, 0)]
+    leaves = 0
+    while stack:
+        node, path, depth, parent, slot = stack.pop()
+        if depth > MAX_TREE_DEPTH:
+            raise ValueError(f"{path}: a tree may nest at most {MAX_TREE_DEPTH} levels")
+        parsed: TreeNode
+        if isinstance(node, dict) and "shape" in node:
+            try:
+                parsed = ArraySpec.model_validate(node)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first.get("loc", ()))
+                raise ValueError(f"{path}: not an array spec ({where}: {first.get('msg')})") from None
+            leaves += 1
+            if leaves > MAX_TREE_LEAVES:
+                raise ValueError(f"{name}: a tree may hold at most {MAX_TREE_LEAVES} arrays")
+        elif isinstance(node, dict):
+            if not node:
+                raise ValueError(f"{path}: an empty table holds no array (JAX flattens it to nothing)")
+            stray = sorted(set(node) & LEAF_KEYS)
+            if stray:
+                raise ValueError(f"{path}: {stray[0]!r} without 'shape' (an array spec needs a shape)")
+            parsed = {}
+            for key in sorted(node):
+                if not isinstance(key, str) or not TREE_KEY_RE.match(key):
+                    raise ValueError(f"{path}: key {str(key)[:40]!r} is not a plain name (letters, digits, _ . -)")
+                stack.append((node[key], f"{path}[{key!r}]", depth + 1, parsed, key))
+        elif isinstance(node, list):
+            if not node:
+                raise ValueError(f"{path}: an empty array holds no array (JAX flattens it to nothing)")
+            parsed = [None] * len(node)  # type: ignore[list-item]  # filled as the stack unwinds
+            for i, item in enumerate(node):
+                stack.append((item, f"{path}[{i}]", depth + 1, parsed, i))
+        else:
+            raise ValueError(f"{path}: expected a table (an array spec or a subtree) or an array of them")
+        parent[slot] = parsed  # type: ignore[index]  # a dict by key or a list by position
+    return root[0]
+
+
+def tree_leaves(node: TreeNode, name: str) -> list[tuple[str, "ArraySpec"]]:
+    """(path, spec) of every leaf of a parsed tree in JAX's flatten order (dict keys sorted, lists
+    in order), e.g. `params['Dense_0']['bias']` before `params['Dense_0']['kernel']`."""
+    out: list[tuple[str, ArraySpec]] = []
+    stack: list[tuple[TreeNode, str]] = [(node, name)]
+    while stack:
+        current, path = stack.pop()
+        if isinstance(current, dict):
+            stack.extend((current[k], f"{path}[{k!r}]") for k in reversed(sorted(current)))
+        elif isinstance(current, list):
+            stack.extend((current[i], f"{path}[{i}]") for i in reversed(range(len(current))))
+        else:
+            out.append((path, current))
+    return out
+
+
+class TreeArg(_Spec):
+    """A positional argument that is a pytree of arrays: the nested dicts and lists a framework's
+    parameters take (`params['Dense_0']['kernel']`, stacked `[L, ...]` leaves for scanned layers).
+    In problem.toml, `tree` is a table of tables: a table with a `shape` is a leaf, any other a
+    subtree; an array of tables is a list. Leaves are passed, drawn and named in JAX's flatten
+    order (`tree_leaves`)."""
+
+    name: Annotated[str, Field(pattern=DIM_RE)]
+    kind: Literal["tree"]
+    tree: Any
+
+    @field_validator("tree", mode="before")
+    @classmethod
+    def _parse(cls, raw: object, info: ValidationInfo) -> TreeNode:
+        return parse_tree(raw, str(info.data.get("name", "tree")))
+
+    def leaves(self) -> list[tuple[str, "ArraySpec"]]:
+        """(path, spec) per array leaf, in JAX's flatten order."""
+        return tree_leaves(self.tree, self.name)
+
+
 class StaticArg(_Spec):
     """A positional argument passed as a Python value (a bool, int, float or str), set per case."""
 
@@ -113,7 +214,12 @@ class StaticArg(_Spec):
 
 
 Arg = Annotated[
-    Union[Annotated[ArrayArg, Tag("array")], Annotated[ListArg, Tag("list")], Annotated[StaticArg, Tag("static")]],
+    Union[
+        Annotated[ArrayArg, Tag("array")],
+        Annotated[ListArg, Tag("list")],
+        Annotated[TreeArg, Tag("tree")],
+        Annotated[StaticArg, Tag("static")],
+    ],
     _kind_or("array"),
 ]
 
@@ -268,4 +374,6 @@ def _array_specs(args: list[Arg]) -> list[ArraySpec]:
             out.append(a)
         elif isinstance(a, ListArg):
             out.extend(a.items)
+        elif isinstance(a, TreeArg):
+            out.extend(spec for _, spec in a.leaves())
     return out

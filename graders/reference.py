@@ -149,6 +149,8 @@ def _float64_specs(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             return {**spec, "dtype": "float64"}
         if spec["kind"] == "list":
             return {**spec, "items": [widen(i) for i in spec["items"]]}
+        if spec["kind"] == "dict":
+            return {**spec, "items": {k: widen(i) for k, i in spec["items"].items()}}
         return spec
 
     return [widen(s) for s in specs]

@@ -16,6 +16,9 @@ entry_point = "{slug}"          # the function a submission must define
 # Positional arguments of the entry point, in order. Each is one of:
 #   an array:    shape (ints, or dimension names bound by each case's `dims`), dtype, generator
 #   a list:      kind = "list", items = [{{ shape = [...], dtype = "float32" }}, ...]
+#   a pytree:    kind = "tree", then [args.tree.Dense_0] with kernel = {{ shape = [...] }} and so on:
+#                a table with a shape is an array, any other table a dict, an array of tables a
+#                list; leaves are passed and named in JAX's flatten order (params['Dense_0']['bias'])
 #   a static:    kind = "static" (a Python bool/int/float/str given per case in `static`)
 # Generators draw the hidden inputs: {{ kind = "normal", mean = 0.0, scale = 1.0 }} or
 # {{ kind = "uniform", low = -1.0, high = 1.0 }}.

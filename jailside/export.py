@@ -5,7 +5,8 @@ JAX and the standard library only (this module runs inside the jail).
 
 ArgSpec (one per positional argument of the entry point):
 `{"kind": "array", "name": str, "shape": [int, ...], "dtype": str}`,
-`{"kind": "list", "name": str, "items": [ArgSpec, ...]}` or
+`{"kind": "list", "name": str, "items": [ArgSpec, ...]}`,
+`{"kind": "dict", "name": str, "items": {str: ArgSpec, ...}}` (a pytree argument's nodes) or
 `{"kind": "static", "name": str, "value": bool | int | float | str}`.
 """
 
@@ -27,6 +28,8 @@ def _abstract_arg(spec: dict[str, Any]) -> Any:
         return jax.ShapeDtypeStruct(tuple(spec["shape"]), jnp.dtype(spec["dtype"]))
     if spec["kind"] == "list":
         return [_abstract_arg(item) for item in spec["items"]]
+    if spec["kind"] == "dict":
+        return {key: _abstract_arg(item) for key, item in spec["items"].items()}
     raise ValueError(f"argument {spec.get('name')!r}: unknown kind {spec['kind']!r}")
 
 

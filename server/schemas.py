@@ -25,10 +25,13 @@ class ArgumentPublic(BaseModel):
     """A positional argument of the entry point: its shape (dimension names or sizes) and dtype."""
 
     name: str
-    kind: Literal["array", "list", "static"]
+    kind: Literal["array", "list", "dict", "static"]
     shape: list[int | str] | None = None
     dtype: str | None = None
     items: list["ArgumentPublic"] | None = None
+    entries: dict[str, "ArgumentPublic"] | None = Field(
+        default=None, description="a pytree argument's dict node: its subtrees by key (flattened in sorted order)"
+    )
 
 
 class CasePublic(BaseModel):

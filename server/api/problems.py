@@ -10,7 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from graders.problem import Problem
-from graders.problem_spec import ArrayArg, ListArg, ProblemError
+from graders.problem_spec import ArrayArg, ArraySpec, ListArg, ProblemError, TreeArg, TreeNode
 from server.deps import ServicesDep
 from server.services import Services
 from server.authz import ADMIN_TOKEN, ANONYMOUS, Action, Principal, decide
@@ -63,6 +63,21 @@ def load_or_404(services: Services, slug: str, *, unpublished_too: bool = False)
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"problem {slug!r} is misconfigured: {exc}") from None
 
 
+def _tree_public(node: TreeNode, path: str) -> ArgumentPublic:
+    """A pytree argument's node as the API shows it: dicts by key, lists in order, array leaves
+    named by their key path (`params['Dense_0']['kernel']`)."""
+    if isinstance(node, dict):
+        return ArgumentPublic(
+            name=path, kind="dict", entries={k: _tree_public(node[k], f"{path}[{k!r}]") for k in sorted(node)}
+        )
+    if isinstance(node, list):
+        return ArgumentPublic(
+            name=path, kind="list", items=[_tree_public(n, f"{path}[{i}]") for i, n in enumerate(node)]
+        )
+    leaf: ArraySpec = node
+    return ArgumentPublic(name=path, kind="array", shape=list(leaf.shape), dtype=leaf.dtype)
+
+
 @router.get("", response_model=list[ProblemSummary])
 def list_problems(services: ServicesDep, authorization: AuthorizationHeader = None) -> list[ProblemSummary]:
     """Every published problem: slug, title, difficulty, tags, version (with the admin token,
@@ -95,6 +110,8 @@ def get_problem(slug: str, services: ServicesDep, authorization: AuthorizationHe
                     ],
                 )
             )
+        elif isinstance(a, TreeArg):
+            arguments.append(_tree_public(a.tree, a.name))
         else:
             arguments.append(ArgumentPublic(name=a.name, kind="static"))
     return ProblemDetail(
