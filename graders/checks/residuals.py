@@ -122,10 +122,15 @@ def format_residuals(
     return "\n".join(lines)
 
 
+def _offloads(residuals: list[ResidualFact]) -> bool:
+    """Whether any residual is kept outside device memory."""
+    return any(not r.on_device for r in residuals)
+
+
 def _difference(expected: list[ResidualFact], submitted: list[ResidualFact], *, kinds: bool = True) -> str:
     want, got = signature(expected, kinds=kinds), signature(submitted, kinds=kinds)
     missing, extra = want - got, got - want
-    places = kinds and any(not r.on_device for r in expected + submitted)
+    places = kinds and _offloads(expected + submitted)
 
     def short(key: tuple[Aval, str]) -> str:
         aval, memory_kind = key
@@ -267,10 +272,6 @@ UNPINNED_HOST_NOTE = (
     ". If you offloaded with offload_dst='unpinned_host': JAX keeps such a value in device memory "
     "(only 'pinned_host' moves it to the host), and so does your exported program"
 )
-
-
-def _offloads(residuals: list[ResidualFact]) -> bool:
-    return any(not r.on_device for r in residuals)
 
 
 BOOKKEEPING_ELEMENTS = 256  # an integer residual this small is a loop counter or a branch index
