@@ -38,6 +38,7 @@ from graders.expectation import (
 from graders.artifact_limits import Aval
 from graders.artifact_limits import np_dtype
 from graders.verdict import ResidualFact
+from jailside.frameworks import framework_versions
 
 log = logging.getLogger(__name__)
 CACHE_FORMAT = 10  # 4: arrays.bin (mapped, checksummed); 5: evaluate.COMPILER_OPTIONS; 6: self-checked, float64;
@@ -104,6 +105,7 @@ def save_expectations(exp: Expectations, directory: Path) -> None:
             "slug": exp.slug,
             "version": exp.version,
             "jax_version": exp.jax_version,
+            "frameworks": framework_versions(),
             "byteorder": sys.byteorder,
             "leaf_names": exp.leaf_names,
             "cases": meta_cases,
@@ -188,6 +190,8 @@ def load_expectations(directory: Path) -> Expectations | None:
         if not isinstance(meta, dict) or meta.get("format") != CACHE_FORMAT:
             return None
         if meta.get("jax_version") != _jax_version() or meta.get("byteorder") != sys.byteorder:
+            return None
+        if meta.get("frameworks") != framework_versions():  # a framework reference saves what its version does
             return None
         data = _map_data(directory / DATA_FILE, meta_bytes)
         cases = []

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from graders.config import JudgeConfig
 from graders.problem import Problem
+from jailside.frameworks import framework_versions
 from graders.verifier_events import (
     Digest,
     Error,
@@ -144,8 +145,9 @@ class ResultCache:
     """Verifier results by content key, as JSON files under `root` (atomic writes).
 
     The key covers the normalized artifacts and residual notes (the child's digest), the problem
-    slug and version, a hash of the seed (never the seed), the verify limits, the JAX version and
-    RESULT_CACHE_FORMAT: two submissions with the same key get the same checks, by construction.
+    slug and version, a hash of the seed (never the seed), the verify limits, the JAX version, the
+    model libraries' versions (`jailside.frameworks`: a framework reference's expectations follow
+    them) and RESULT_CACHE_FORMAT: two submissions with the same key get the same checks, by construction.
     """
 
     def __init__(self, root: Path):
@@ -158,6 +160,7 @@ class ResultCache:
             "digest": digest,
             "slug": problem.slug,
             "jax": _jax_version(),
+            "frameworks": framework_versions(),
             "version": problem.version,
             "seed": hashlib.sha256(config.seed).hexdigest(),
             "limits": asdict(config.verify_limits),

@@ -159,8 +159,10 @@ def main(argv: list[str]) -> int:
     import graders.reference
     import graders.verifier  # noqa: F401
     from jailside import forkserver
+    from jailside.frameworks import import_frameworks
     from jailside.warmup import warm_up
 
+    import_frameworks()  # a framework reference is run in a verifier child
     warm_up(calls_exported=True)
 
     return forkserver.serve(control_fd, VerifierJob, seccomp_bpf=seccomp_bpf, import_ms=(time.monotonic() - t0) * 1000)

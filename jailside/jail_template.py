@@ -1,4 +1,5 @@
-"""The jail's template process (zygote): imports JAX once, then forks one child per submission.
+"""The jail's template process (zygote): imports JAX and the model libraries once
+(`jailside/frameworks.py`), then forks one child per submission.
 
 Started by `sandbox/jail.py` inside bubblewrap (read-only system, no network, none of the judge's
 files), as root with only the capabilities the children need to lock themselves down
@@ -26,8 +27,10 @@ def main(argv: list[str]) -> int:
     from jax import export  # noqa: F401
 
     from jailside import forkserver, runner
+    from jailside.frameworks import import_frameworks
     from jailside.warmup import warm_up
 
+    import_frameworks()
     warm_up()
 
     return forkserver.serve(

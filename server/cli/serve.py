@@ -96,6 +96,7 @@ def serve(
         port=port,
         log_level="info",
         log_config=None,
+        loop="asyncio",  # the loop the suite runs (orbax, under flax, installs uvloop, which "auto" would pick)
         timeout_keep_alive=KEEP_ALIVE_S,
         proxy_headers=True,
         forwarded_allow_ips=forwarded_allow_ips,
