@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,18 @@ def _python_of(template: Template) -> int:
         except OSError:
             continue
     raise AssertionError("no python process under the template")
+
+
+def test_the_model_libraries_are_imported_before_the_fork() -> None:
+    """A child finds Flax, NNX, Equinox and optax already imported: it pays no import."""
+    probe = (
+        "import sys\n"
+        "missing = [m for m in ('flax.linen', 'flax.nnx', 'equinox', 'optax') if m not in sys.modules]\n"
+        "assert not missing, f'not preloaded: {missing}'\n"
+        "def f(x):\n    return (x * x).sum()\n"
+    )
+    outcome = run_in_jail(replace(TRIVIAL, source=probe), JailLimits(), jail_templates())
+    assert outcome.exit_code == 0 and outcome.bundle, outcome.stderr[-800:]
 
 
 def test_a_dead_template_is_replaced_by_the_next_fork() -> None:

@@ -49,6 +49,21 @@ def _syscall(number, *args):
 
 breached = False
 """
+HONEST_FLAX = """
+import jax
+import jax.numpy as jnp
+import flax.linen as nn
+
+
+class Pipeline(nn.Module):
+    def __call__(self, w1, w2, x):
+        return jnp.sum((jax.nn.relu(x @ w1) @ w2) ** 2)
+
+
+def checkpoint_dot_policy(w1, w2, x):
+    policy = jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+    return nn.remat(Pipeline, policy=policy)().apply({}, w1, w2, x)
+"""
 EPILOGUE = """
 checkpoint_dot_policy = _correct if breached else _wrong
 """
@@ -453,6 +468,72 @@ ATTACKS = [
         jax.vjp = _fake_vjp
         """,
     ),
+    # --- framework state: what a child changes in the libraries it was forked with -------------
+    # What is judged is the program the child exports, so each of these is judged by what it
+    # saves; the honest framework solution graded after each shows the next child starts clean.
+    Attack(
+        "flax_remat_made_the_identity",
+        "framework state",
+        """
+        import flax.linen as nn
+        nn.remat = nn.checkpoint = lambda target, **kw: target  # "checkpointed", saving everything
+
+        class _Pipeline(nn.Module):
+            def __call__(self, w1, w2, x):
+                return jnp.sum((jax.nn.relu(x @ w1) @ w2) ** 2)
+
+        _policy = jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+        _wrong = lambda w1, w2, x: nn.remat(_Pipeline, policy=_policy)().apply({{}}, w1, w2, x)
+        """,
+        (V.WRONG_POLICY,),
+    ),
+    Attack(
+        "named_policy_rebound",
+        "framework state",
+        """
+        jax.checkpoint_policies.dots_with_no_batch_dims_saveable = jax.checkpoint_policies.everything_saveable
+        _wrong = _correct  # the right source text, now saving everything
+        """,
+        (V.WRONG_POLICY,),
+    ),
+    Attack(
+        "config_flags_flipped",
+        "framework state",
+        """
+        jax.config.update("jax_remat3", not jax.config.jax_remat3)
+        jax.config.update("jax_compiler_enable_remat_pass", False)
+        jax.config.update("jax_disable_jit", True)
+        _wrong = lambda w1, w2, x: jnp.sum((jax.nn.relu(x @ w1) @ w2) ** 2)  # right values, no checkpoint
+        """,
+        (V.WRONG_POLICY,),
+    ),
+    Attack(
+        "policy_on_the_first_case_only",
+        "framework state",
+        """
+        _calls = []
+        def _wrong(w1, w2, x):
+            _calls.append(x.shape)
+            if len(_calls) == 1:
+                return _correct(w1, w2, x)
+            return jnp.sum((jax.nn.relu(x @ w1) @ w2) ** 2)
+        """,
+        (V.WRONG_POLICY,),
+    ),
+    Attack(
+        "module_and_params_cached_across_cases",
+        "framework state",
+        """
+        import equinox as eqx
+        _cache = {{}}
+        def _wrong(w1, w2, x):
+            if "f" not in _cache:  # built once, from the first case's shapes and tracers
+                _cache["f"] = eqx.filter_checkpoint(lambda a, b, c: jnp.sum((jax.nn.relu(c @ a) @ b) ** 2))
+                _cache["w1"] = w1
+            return _cache["f"](_cache["w1"], w2, x)
+        """,
+        (V.WRONG_ANSWER, V.RUNTIME_ERROR, V.WRONG_POLICY),
+    ),
     Attack(
         "hand_made_bundle",
         "forgery",
@@ -500,6 +581,9 @@ def test_attack_is_contained(
     assert bait.tcp_hits == hits_before
     honest = grade((PROBLEMS / "checkpoint_dot_policy" / "reference.py").read_text(), problem, config)
     assert honest.verdict == Verdict.ACCEPTED, [c.message for c in honest.checks if not c.passed]
+    if attack.attack_class == "framework state":
+        framework = grade(HONEST_FLAX, problem, config)
+        assert framework.verdict == Verdict.ACCEPTED, [c.message for c in framework.checks if not c.passed]
 
 
 def test_suite_covers_every_attack_class() -> None:
@@ -518,6 +602,7 @@ def test_suite_covers_every_attack_class() -> None:
         "symlinks",
         "crash",
         "forgery",
+        "framework state",
     }
     assert len(ATTACKS) >= 30
     assert len({a.name for a in ATTACKS}) == len(ATTACKS)
