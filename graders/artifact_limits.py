@@ -103,6 +103,16 @@ _ABBREV = {
 }
 
 
+DIFFERENTIABLE_DTYPES = frozenset({"float16", "bfloat16", "float32", "float64"})
+
+
+def is_differentiable(dtype: str) -> bool:
+    """Whether a leaf of this dtype has a gradient: float leaves do; integer leaves (an RNG key's
+    data, a step count) have a `float0` cotangent in JAX, which the exported backward program
+    leaves out (`jailside.export.export_case`)."""
+    return dtype in DIFFERENTIABLE_DTYPES
+
+
 def np_dtype(name: str) -> np.dtype[Any]:
     """The numpy dtype of a dtype name ("float32", "bool", ...; "bfloat16" from ml_dtypes).
 

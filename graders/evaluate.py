@@ -29,6 +29,8 @@ from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
+from graders.artifact_limits import is_differentiable
+
 # XLA options of every program compiled here, the reference's and the submissions' alike (so they
 # stay compared like for like; the expectation cache's format names them). Measured on
 # checkpoint_dot_policy's three cases (2 cores, JAX 0.10.2): the fwd program compiles in 40 ms of
@@ -114,7 +116,15 @@ def shifted_inputs(inputs: Sequence[np.ndarray], directions: Sequence[np.ndarray
         inputs: x, one array per input leaf; directions: v, the same shapes and dtypes.
         t: the signed step (±h).
     """
-    return [np.asarray(x + t * _scale(x) * v, dtype=x.dtype) for x, v in zip(inputs, directions)]
+    return [
+        np.asarray(x + t * _scale(x) * v, dtype=x.dtype) if is_differentiable(x.dtype.name) else x
+        for x, v in zip(inputs, directions)
+    ]
+
+
+def _differentiable(directions: Sequence[np.ndarray], inputs: Sequence[np.ndarray]) -> list[tuple[Any, Any]]:
+    """(v, x) of the float input leaves: those bwd returns a gradient for, in order."""
+    return [(v, x) for v, x in zip(directions, inputs) if is_differentiable(x.dtype.name)]
 
 
 FD_NOISE_ULPS = 16  # float64 epsilons of rounding per term of <u, f> that a central difference may carry
@@ -163,7 +173,7 @@ def fd_opinion(
     analytic = float(
         sum(
             np.vdot(np.asarray(g, np.float64), np.asarray(v, np.float64)) * _scale(x)
-            for g, v, x in zip(gradients, directions, inputs)
+            for g, (v, x) in zip(gradients, _differentiable(directions, inputs))
         )
     )
     return fd, analytic, noise

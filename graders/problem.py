@@ -24,7 +24,7 @@ from pydantic import (
     BaseModel,
     ValidationError,
 )
-from graders.artifact_limits import np_dtype
+from graders.artifact_limits import is_differentiable, np_dtype
 from graders.publication import content_version, published_version, snapshot_dir, take_snapshot
 from graders.problem_spec import (
     _array_specs,
@@ -37,6 +37,7 @@ from graders.problem_spec import (
     ProblemError,
     ProblemSpec,
     SLUG_RE,
+    RandomBitsGenerator,
     UniformGenerator,
 )
 
@@ -122,7 +123,9 @@ def hidden_inputs(spec: ProblemSpec, case: CaseSpec, *, seed: bytes, version: st
     for item in _array_specs(spec.args):
         shape = _concrete(item, case.dims)
         g = item.generator
-        if isinstance(g, UniformGenerator):
+        if isinstance(g, RandomBitsGenerator):
+            values = rng.integers(0, 1 << 32, size=shape, dtype=np.uint32).view(np_dtype(item.dtype))
+        elif isinstance(g, UniformGenerator):
             values = rng.uniform(g.low, g.high, size=shape)
         else:
             values = rng.normal(g.mean, g.scale, size=shape)
@@ -133,9 +136,15 @@ def hidden_inputs(spec: ProblemSpec, case: CaseSpec, *, seed: bytes, version: st
 def random_cotangents(
     avals: list[tuple[tuple[int, ...], str]], *, seed: bytes, slug: str, version: str, case: str, index: int
 ) -> list[np.ndarray]:
-    """Standard-normal cotangents, one per primal output aval (shape, dtype)."""
+    """Standard-normal cotangents, one per primal output aval (shape, dtype); zeros for an integer
+    aval (finite-difference directions are drawn here too, and an integer leaf is not moved)."""
     rng = _rng(seed, slug, version, case, "cotangent", index)
-    return [np.asarray(rng.standard_normal(size=shape), dtype=np_dtype(dtype)) for shape, dtype in avals]
+    return [
+        np.asarray(rng.standard_normal(size=shape), dtype=np_dtype(dtype))
+        if is_differentiable(dtype)
+        else np.zeros(shape, np_dtype(dtype))
+        for shape, dtype in avals
+    ]
 
 
 def _rng(seed: bytes, *parts: object) -> np.random.Generator:

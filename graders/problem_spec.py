@@ -27,6 +27,7 @@ DIM_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+INTEGER_DTYPES = ("uint32", "int32")  # argument leaves that are not differentiated
 
 
 class ProblemError(Exception):
@@ -70,8 +71,20 @@ def _kind_or(default: str) -> Discriminator:
     return Discriminator(kind)
 
 
+class RandomBitsGenerator(_Spec):
+    """Hidden inputs of an integer leaf: every bit drawn uniformly (an RNG key's data, `uint32[2]`
+    for the default threefry key, as `jax.random.key_data` gives it)."""
+
+    kind: Literal["random_bits"]
+
+
 Generator = Annotated[
-    Union[Annotated[NormalGenerator, Tag("normal")], Annotated[UniformGenerator, Tag("uniform")]], _kind_or("normal")
+    Union[
+        Annotated[NormalGenerator, Tag("normal")],
+        Annotated[UniformGenerator, Tag("uniform")],
+        Annotated[RandomBitsGenerator, Tag("random_bits")],
+    ],
+    _kind_or("normal"),
 ]
 
 
@@ -83,13 +96,28 @@ class ArraySpec(_Spec):
 
     Attributes:
         shape: sizes, each an int or a dimension name bound by every case's `dims`.
-        dtype: a float dtype name, e.g. "float32".
-        generator: how hidden inputs are drawn.
+        dtype: a float dtype name, e.g. "float32", or "uint32"/"int32" for an integer leaf (an RNG
+            key's data, a step count): not differentiated, no gradient or finite-difference check
+            on it, and what is saved from it is matched exactly.
+        generator: how hidden inputs are drawn; an integer leaf takes `{ kind = "random_bits" }`
+            and only it.
     """
 
     shape: list[Dim]
-    dtype: Literal["float16", "bfloat16", "float32", "float64"] = "float32"
+    dtype: Literal["float16", "bfloat16", "float32", "float64", "uint32", "int32"] = "float32"
     generator: Generator = NormalGenerator()
+
+    @model_validator(mode="after")
+    def _generator_fits_dtype(self) -> "ArraySpec":
+        integer = self.dtype in INTEGER_DTYPES
+        if integer and not isinstance(self.generator, RandomBitsGenerator):
+            raise ValueError(
+                f'an {self.dtype} leaf takes generator = {{ kind = "random_bits" }} '
+                f"(its values are bits, e.g. an RNG key's data), not {self.generator.kind!r}"
+            )
+        if not integer and isinstance(self.generator, RandomBitsGenerator):
+            raise ValueError(f'the "random_bits" generator is for uint32 and int32 leaves, not {self.dtype}')
+        return self
 
 
 class ArrayArg(ArraySpec):

@@ -47,7 +47,7 @@ from graders.expectation import (
     cache_dir,
     named_sources,
 )
-from graders.artifact_limits import Aval, VerifyLimits
+from graders.artifact_limits import Aval, VerifyLimits, is_differentiable
 from graders.verdict import ResidualFact
 from graders.problem import Problem, case_arg_specs, hidden_inputs, leaf_names, random_cotangents
 from graders.problem_spec import CaseSpec
@@ -146,7 +146,7 @@ def _everything_recomputed(fn: Callable[..., Any], specs: list[dict[str, Any]]) 
 def _float64_specs(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     def widen(spec: dict[str, Any]) -> dict[str, Any]:
         if spec["kind"] == "array":
-            return {**spec, "dtype": "float64"}
+            return {**spec, "dtype": "float64"} if is_differentiable(spec["dtype"]) else spec
         if spec["kind"] == "list":
             return {**spec, "items": [widen(i) for i in spec["items"]]}
         if spec["kind"] == "dict":

@@ -50,7 +50,7 @@ KEPT_STDERR_BYTES = 64 * 1024
 # finite differences), memory kinds, calibrated peak slack, the recompute check; 4: program digests;
 # 5: each check's instructor-only details inside the check (`ReportedCheck`); 6: FLOPs of what runs
 # (graders.untrusted.flops) and the recompute bound judged on the largest case
-RESULT_CACHE_FORMAT = 6
+RESULT_CACHE_FORMAT = 7  # 7: gradients of float input leaves only
 MAX_FORKS_PER_TEMPLATE = 500
 
 

@@ -50,7 +50,8 @@ def export_case(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> tuple[by
     `fwd(*input_leaves) -> [*primal_output_leaves, *residuals]`: the primal outputs followed by
     every residual the VJP saves (the leaves of the `jax.vjp` closure ARE the residuals, measured
     with JAX 0.10.2: they equal what `jax.ad_checkpoint.print_saved_residuals` lists).
-    `bwd(*residuals, *cotangent_leaves) -> [*gradient_leaves]`: may use nothing but the residuals,
+    `bwd(*residuals, *cotangent_leaves) -> [*gradient_leaves]`, one per float input leaf (an
+    integer leaf, such as an RNG key's data, has no gradient): may use nothing but the residuals,
     so correct gradients from it prove that the saved residuals suffice. Both programs take and
     return flat lists, one array per pytree leaf, in `jax.tree_util.tree_leaves` order.
 
@@ -87,7 +88,9 @@ def export_case(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> tuple[by
     def bwd(*leaves: Any) -> list[Any]:
         vjp_fn = jax.tree_util.tree_unflatten(captured["vjp_tree"], leaves[:n_res])
         cotangent = jax.tree_util.tree_unflatten(captured["out_tree"], leaves[n_res:])
-        return jax.tree_util.tree_leaves(vjp_fn(cotangent))
+        # an integer input's cotangent is float0 (no gradient): left out, so bwd returns one
+        # gradient per float input leaf, in order
+        return [g for g in jax.tree_util.tree_leaves(vjp_fn(cotangent)) if g.dtype != jax.dtypes.float0]
 
     specs_out = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in fwd_exp.out_avals]
     bwd_exp = export.export(jax.jit(bwd), platforms=["cpu"])(*specs_out[n_out:], *specs_out[:n_out])

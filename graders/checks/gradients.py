@@ -3,6 +3,7 @@ checked against finite differences in float64 once per problem version, `graders
 
 from __future__ import annotations
 
+from graders.artifact_limits import is_differentiable
 from graders.checks.common import CaseRun, compare_calibrated
 from graders.expectation import error_of
 from graders.problem_spec import ProblemSpec
@@ -20,19 +21,23 @@ def check_gradients(runs: list[CaseRun], *, spec: ProblemSpec, leaf_names: list[
     failure = None
     wrong_leaves: list[str] = []
     per_case = {}
+    names = leaf_names
     for run in runs:
         bad_here: set[str] = set()
+        # one gradient per float input leaf (integer leaves have none), in the inputs' order
+        float_leaves = [(i, a) for i, a in enumerate(run.expected.input_avals) if is_differentiable(a.dtype)]
+        names = [leaf_names[i] if i < len(leaf_names) else f"argument leaf {i}" for i, _ in float_leaves]
         for k, (got, want) in enumerate(zip(run.gradients, run.expected.gradients)):
-            for i, (g, w) in enumerate(zip(got, want)):
+            for j, (g, w) in enumerate(zip(got, want)):
                 cmp = compare_calibrated(
                     g,
                     w,
-                    error_of(run.expected.gradient_errors, k, i),
-                    spec.tolerance_for(run.expected.input_avals[i].dtype),
+                    error_of(run.expected.gradient_errors, k, j),
+                    spec.tolerance_for(float_leaves[j][1].dtype),
                 )
                 if cmp.passed:
                     continue
-                name = leaf_names[i] if i < len(leaf_names) else f"argument leaf {i}"
+                name = names[j]
                 bad_here.add(name)
                 if failure is None:
                     hint = (
@@ -56,6 +61,6 @@ def check_gradients(runs: list[CaseRun], *, spec: ProblemSpec, leaf_names: list[
     return CheckResult(
         name="gradient",
         passed=True,
-        message=f"gradients with respect to {', '.join(leaf_names)} match the reference for random cotangents",
+        message=f"gradients with respect to {', '.join(names)} match the reference for random cotangents",
         details=per_case,
     )

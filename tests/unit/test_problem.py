@@ -145,9 +145,14 @@ def test_every_error_at_once_with_did_you_mean_for_misspelt_keys(package: Path) 
     assert len(message.splitlines()) == 5
 
 
-def test_non_float_dtype_is_rejected_naming_the_argument_index(package: Path) -> None:
-    edit_toml(package, r'^dtype = "float32"', 'dtype = "int32"')
+def test_an_unknown_dtype_is_rejected_naming_the_argument_index(package: Path) -> None:
+    edit_toml(package, r'^dtype = "float32"', 'dtype = "int8"')
     assert_problem_error(package, "problem.toml: args.0.", "dtype")
+
+
+def test_an_integer_argument_drawn_from_a_float_generator_is_rejected(package: Path) -> None:
+    edit_toml(package, r'^dtype = "float32"', 'dtype = "int32"')
+    assert_problem_error(package, "problem.toml: args.0", 'generator = { kind = "random_bits" }')
 
 
 def test_duplicate_case_names_are_rejected(package: Path) -> None:

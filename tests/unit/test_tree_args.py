@@ -3,19 +3,27 @@ drawn and named in JAX's flatten order."""
 
 from __future__ import annotations
 
+import re
 import string
 from typing import Any
 
 import jax
+import numpy as np
 import pytest
+from pydantic import ValidationError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graders.problem import case_arg_specs, hidden_inputs, leaf_names
-from graders.problem_spec import MAX_TREE_DEPTH, ProblemSpec
-from jailside.export import _abstract_arg
+from graders.problem_spec import LEAF_KEYS, MAX_TREE_DEPTH, ProblemSpec
+from graders.evaluate import shifted_inputs
+from graders.untrusted.parse import deserialize, exported_avals
+from jailside.export import _abstract_arg, export_case
 
-KEYS = st.text(alphabet=string.ascii_letters + string.digits + "_", min_size=1, max_size=6)
+# a table with a key "shape" is an array spec, so "shape", "dtype" and "generator" are no subtree's keys
+KEYS = st.text(alphabet=string.ascii_letters + string.digits + "_", min_size=1, max_size=6).filter(
+    lambda k: k not in LEAF_KEYS
+)
 LEAF = st.builds(lambda n: {"shape": [n, "d"], "dtype": "float32"}, st.integers(1, 3))
 TREES = st.recursive(
     LEAF,
@@ -96,3 +104,52 @@ def test_the_api_shows_a_tree_argument_by_key_path() -> None:
     kernel = shown["entries"]["Dense_0"]["entries"]["kernel"]
     assert kernel == {"name": "params['Dense_0']['kernel']", "kind": "array", "shape": ["d", 3], "dtype": "float32"}
     assert shown["entries"]["scale"]["items"][0]["name"] == "params['scale'][0]"
+
+
+def _key_tree(generator: dict[str, Any] | None, dtype: str = "uint32") -> dict[str, Any]:
+    leaf: dict[str, Any] = {"shape": [2], "dtype": dtype}
+    if generator is not None:
+        leaf["generator"] = generator
+    return {"key": leaf, "w": {"shape": ["d"]}}
+
+
+def test_an_integer_leaf_is_drawn_as_random_bits_and_never_moved() -> None:
+    spec = _spec(_key_tree({"kind": "random_bits"}))
+    case = spec.cases[0]
+    draws = [hidden_inputs(spec, case, seed=b"seed", version="v", index=k)[0] for k in range(64)]
+    assert all(d.dtype == np.uint32 and d.shape == (2,) for d in draws)
+    bits = np.concatenate(draws)
+    assert len(set(bits.tolist())) == bits.size  # 128 draws of 32 bits: no repeats, not small numbers
+    assert int(bits.max()) > 1 << 31
+    # finite differences move float leaves only; the key's data stays what it was
+    x = [draws[0], np.ones(2, np.float32)]
+    moved = shifted_inputs(x, [np.zeros(2, np.uint32), np.ones(2, np.float32)], 0.5)
+    assert np.array_equal(moved[0], draws[0]) and not np.array_equal(moved[1], x[1])
+    assert leaf_names(spec)[:2] == ["params['key']", "params['w']"]
+
+
+@pytest.mark.parametrize(
+    "generator,dtype,message",
+    [
+        (None, "uint32", 'takes generator = { kind = "random_bits" }'),
+        ({"kind": "normal"}, "int32", 'takes generator = { kind = "random_bits" }'),
+        ({"kind": "random_bits"}, "float32", "is for uint32 and int32 leaves"),
+    ],
+)
+def test_a_generator_that_does_not_fit_the_dtype_is_refused(
+    generator: dict[str, Any] | None, dtype: str, message: str
+) -> None:
+    with pytest.raises(ValidationError, match=re.escape(message)):
+        _spec(_key_tree(generator, dtype))
+
+
+def test_the_backward_program_returns_no_gradient_for_an_integer_leaf() -> None:
+    spec = _spec(_key_tree({"kind": "random_bits"}))
+
+    def f(params: dict[str, Any], x: Any) -> Any:
+        keep = jax.random.bernoulli(jax.random.wrap_key_data(params["key"]), 0.5, x.shape)
+        return jax.numpy.where(keep, x * params["w"], 0.0)
+
+    _, bwd, _ = export_case(f, case_arg_specs(spec, spec.cases[0]))
+    gradients = exported_avals(deserialize(bwd).out_avals)
+    assert [str(a) for a in gradients] == ["float32[2]", "float32[2]"]  # params['w'] and x; no float0
