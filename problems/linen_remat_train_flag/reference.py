@@ -1,0 +1,30 @@
+"""Reference solution of linen_remat_train_flag. Never served, never mounted into a jail."""
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
+
+
+class Block(nn.Module):
+    hidden: int
+
+    @nn.compact
+    def __call__(self, x, train):
+        z = checkpoint_name(nn.Dense(self.hidden)(x), "pre")
+        a = jnp.tanh(z)
+        if train:
+            a = a + 0.1 * z
+        return x + nn.Dense(x.shape[-1])(a)
+
+
+RematBlock = nn.remat(
+    Block,
+    static_argnums=(2,),
+    policy=jax.checkpoint_policies.save_only_these_names("pre"),
+)
+
+
+def linen_remat_train_flag(params, x, train):
+    block = RematBlock(hidden=params["Dense_0"]["kernel"].shape[1])
+    return block.apply({"params": params}, x, train)
