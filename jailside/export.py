@@ -33,6 +33,23 @@ def _abstract_arg(spec: dict[str, Any]) -> Any:
     raise ValueError(f"argument {spec.get('name')!r}: unknown kind {spec['kind']!r}")
 
 
+def _key_impl(x: Any) -> Any:
+    """The PRNG implementation of a typed key array, or None for any other value."""
+    import jax
+
+    dtype = getattr(x, "dtype", None)
+    if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        return jax.random.key_impl(x)
+    return None
+
+
+def _key_data(x: Any) -> Any:
+    """A typed key array's data (uint32); any other value as it is."""
+    import jax
+
+    return x if _key_impl(x) is None else jax.random.key_data(x)
+
+
 def bind_static(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> Callable[..., Any]:
     """Returns `g(*dynamic_args)` that calls `fn` with the static arguments of `specs` filled in."""
 
@@ -75,18 +92,28 @@ def export_case(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> tuple[by
 
     # Both programs take and return flat lists of arrays, whatever the argument pytrees (a list of
     # weights, say), so the verifier can call them with one array per leaf.
+    # A typed PRNG key (`jax.random.key`, `wrap_key_data`) saved as a residual or returned crosses
+    # the artifact as its key data (uint32), never as a `key<impl>` aval: exported as a typed key
+    # it needs sharding annotations and a key type the artifact reader does not take. bwd wraps
+    # the data back into the same kind of key before calling the VJP.
     def fwd(*leaves: Any) -> list[Any]:
         out, vjp_fn = jax.vjp(g, *jax.tree_util.tree_unflatten(in_tree, leaves))
         captured["vjp_tree"] = jax.tree_util.tree_structure(vjp_fn)
         captured["out_tree"] = jax.tree_util.tree_structure(out)
-        return [*jax.tree_util.tree_leaves(out), *jax.tree_util.tree_leaves(vjp_fn)]
+        residuals = jax.tree_util.tree_leaves(vjp_fn)
+        captured["key_impls"] = [_key_impl(r) for r in residuals]
+        return [*map(_key_data, jax.tree_util.tree_leaves(out)), *map(_key_data, residuals)]
 
     fwd_exp = export.export(jax.jit(fwd), platforms=["cpu"])(*jax.tree_util.tree_leaves(dynamic))
     n_out = captured["out_tree"].num_leaves
     n_res = len(fwd_exp.out_avals) - n_out
 
     def bwd(*leaves: Any) -> list[Any]:
-        vjp_fn = jax.tree_util.tree_unflatten(captured["vjp_tree"], leaves[:n_res])
+        residuals = [
+            r if impl is None else jax.random.wrap_key_data(r, impl=impl)
+            for r, impl in zip(leaves[:n_res], captured["key_impls"])
+        ]
+        vjp_fn = jax.tree_util.tree_unflatten(captured["vjp_tree"], residuals)
         cotangent = jax.tree_util.tree_unflatten(captured["out_tree"], leaves[n_res:])
         # an integer input's cotangent is float0 (no gradient): left out, so bwd returns one
         # gradient per float input leaf, in order

@@ -153,3 +153,23 @@ def test_the_backward_program_returns_no_gradient_for_an_integer_leaf() -> None:
     _, bwd, _ = export_case(f, case_arg_specs(spec, spec.cases[0]))
     gradients = exported_avals(deserialize(bwd).out_avals)
     assert [str(a) for a in gradients] == ["float32[2]", "float32[2]"]  # params['w'] and x; no float0
+
+
+def test_a_typed_key_saved_as_a_residual_crosses_as_its_key_data() -> None:
+    """A key made with wrap_key_data outside the checkpoint and passed in is a residual: it leaves
+    fwd as uint32 data and bwd wraps it back, so the artifacts hold no key type and no sharding."""
+    spec = _spec(_key_tree({"kind": "random_bits"}))
+
+    def layer(w: Any, key: Any, x: Any) -> Any:
+        keep = jax.random.bernoulli(key, 0.5, x.shape)
+        return jax.numpy.where(keep, jax.numpy.tanh(x * w), 0.0)
+
+    def f(params: dict[str, Any], x: Any) -> Any:
+        return jax.checkpoint(layer)(params["w"], jax.random.wrap_key_data(params["key"]), x)
+
+    fwd_blob, bwd_blob, n_out = export_case(f, case_arg_specs(spec, spec.cases[0]))
+    fwd, bwd = deserialize(fwd_blob), deserialize(bwd_blob)
+    residuals = [str(a) for a in exported_avals(fwd.out_avals)[n_out:]]
+    assert "uint32[2]" in residuals and not any("key" in r for r in residuals)
+    assert [str(a) for a in exported_avals(bwd.out_avals)] == ["float32[2]", "float32[2]"]
+    assert "sdy." not in fwd.mlir_module() and "sdy." not in bwd.mlir_module()
