@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from graders.scaffold_frameworks import framework_files
+
 PROBLEM_TOML = """# {slug}: one problem package. Every field is checked when the package loads; a bad one is an
 # error naming this file and the field.
 slug = "{slug}"                 # must equal the folder name: lowercase letters, digits, underscores
@@ -149,27 +151,33 @@ TODO
 """
 
 
-def scaffold(root: Path, slug: str) -> Path:
+def scaffold(root: Path, slug: str, framework: str | None = None) -> Path:
     """Creates `root/slug/` with problem.toml, statement.md, starter.py, reference.py, hints.md,
-    right/decorator_remat.py and wrong/no_checkpoint.py. The scaffold validates as it is (its
-    reference checkpoints sin(sin(x))).
+    a right/ file and wrong/no_checkpoint.py. The scaffold validates as it is: without a framework
+    its reference checkpoints sin(sin(x)); with one (`graders.scaffold_frameworks.FRAMEWORKS`) it
+    checkpoints a residual block over a parameter pytree, written in that library.
 
     Raises:
         FileExistsError: the folder exists.
+        KeyError: an unknown framework (the CLI offers only FRAMEWORKS).
     """
+    if framework is None:
+        files = {
+            "problem.toml": PROBLEM_TOML,
+            "starter.py": STARTER,
+            "reference.py": REFERENCE,
+            "right/decorator_remat.py": RIGHT,
+            "wrong/no_checkpoint.py": WRONG,
+        }
+        texts = {name: template.format(slug=slug) for name, template in files.items()}
+    else:
+        texts = framework_files(framework, slug)
+    texts["statement.md"] = STATEMENT.format(slug=slug)
+    texts["hints.md"] = HINTS
     target = root / slug
     target.mkdir(parents=True, exist_ok=False)
     (target / "wrong").mkdir()
     (target / "right").mkdir()
-    files = {
-        "problem.toml": PROBLEM_TOML,
-        "statement.md": STATEMENT,
-        "starter.py": STARTER,
-        "reference.py": REFERENCE,
-        "hints.md": HINTS,
-        "right/decorator_remat.py": RIGHT,
-        "wrong/no_checkpoint.py": WRONG,
-    }
-    for name, template in files.items():
-        (target / name).write_text(template.format(slug=slug), encoding="utf-8")
+    for name, text in texts.items():
+        (target / name).write_text(text, encoding="utf-8")
     return target

@@ -144,20 +144,29 @@ def problems_insight(
 @problems_app.command("new")
 def problems_new(
     slug: Annotated[str, typer.Argument(help="the new problem's slug (folder name)")],
+    framework: Annotated[
+        Optional[str],
+        typer.Option(help="write the reference with a model library, over a parameter pytree: flax, nnx or equinox"),
+    ] = None,
     problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
 ) -> None:
-    """Scaffold a problem package with every file, each field commented."""
+    """Scaffold a problem package with every file, each field commented (with --framework, a
+    residual block over a parameter pytree in Flax linen, Flax NNX or Equinox)."""
     import re
 
     from graders.problem_spec import SLUG_RE
     from graders.scaffold import scaffold
+    from graders.scaffold_frameworks import FRAMEWORKS
 
     if not re.match(SLUG_RE, slug):
         err.print(f"{slug!r} is not a valid slug: lowercase letters, digits and underscores, starting with a letter")
         raise typer.Exit(EXIT_USAGE)
+    if framework is not None and framework not in FRAMEWORKS:
+        err.print(f"--framework {framework!r}: choose one of {', '.join(FRAMEWORKS)}")
+        raise typer.Exit(EXIT_USAGE)
     settings = settings_for(problems_dir=problems_dir)
     try:
-        target = scaffold(settings.problems_dir, slug)
+        target = scaffold(settings.problems_dir, slug, framework)
     except FileExistsError:
         err.print(f"{settings.problems_dir / slug} exists already")
         raise typer.Exit(EXIT_USAGE) from None
@@ -167,6 +176,33 @@ def problems_new(
         f"(admins only) until `remat-judge problems publish {slug}`.",
         soft_wrap=True,
     )
+
+
+@problems_app.command("tree-spec")
+def problems_tree_spec(
+    slug: Annotated[str, typer.Argument(help="the problem whose reference.py defines init(**dims)")],
+    case: Annotated[
+        Optional[str], typer.Option(help="the case whose dims are used (default: one with distinct dims)")
+    ] = None,
+    name: Annotated[str, typer.Option(help="the argument's name")] = "params",
+    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+) -> None:
+    """Print the [[args]] table of a pytree argument for problem.toml: the shapes of the parameters
+    `init(**dims)` in reference.py makes (jax.eval_shape), each size written by its dimension's
+    name. Runs the reference here: use it on your own package."""
+    from graders.scaffold_frameworks import reference_tree_spec
+
+    settings = settings_for(problems_dir=problems_dir)
+    folder = settings.problems_dir / slug
+    if not (folder / "problem.toml").is_file() or not (folder / "reference.py").is_file():
+        err.print(f"no problem.toml and reference.py in {folder}")
+        raise typer.Exit(EXIT_USAGE)
+    try:
+        text = reference_tree_spec(folder, name=name, case=case)
+    except Exception as exc:  # noqa: BLE001 - the author's own code: say what it raised
+        err.print(f"[red]{type(exc).__name__}[/]: {exc}")
+        raise typer.Exit(1) from None
+    print(text, end="")
 
 
 def _rows_table(title: str, rows: list[tuple]) -> Table:

@@ -122,3 +122,31 @@ def test_grade_prints_a_submissions_text_as_text_never_as_rich_markup(
     assert "RUNTIME_ERROR" in done.stdout
     [row] = [line for line in done.stdout.splitlines() if "sandbox" in line and "FAIL" in line]  # the checks table
     assert "[bold green]ACCEPTED[/] score 1.00" in row and "[link=https://evil.example]" in row  # printed as they are
+
+
+@pytest.mark.parametrize("framework", ["flax", "nnx", "equinox"])
+def test_a_framework_scaffold_validates_and_its_tree_spec_is_its_own(tmp_path: Path, framework: str) -> None:
+    """`problems new --framework` writes a package that validates as it is (reference ACCEPTED in
+    the real jail, the plain-JAX right/ file ACCEPTED, the unchecked block WRONG_POLICY), and
+    `problems tree-spec` prints the [[args]] table its problem.toml already has."""
+    here = tmp_path.resolve()
+    slug = f"block_{framework}"
+    made = run_in(here, "problems", "new", slug, "--framework", framework)
+    assert made.returncode == 0, made.stderr
+    validated = run_in(here, "problems", "validate", slug)
+    assert validated.returncode == 0, validated.stdout[-3000:] + validated.stderr[-2000:]
+    assert validated.stdout.count(" ok ") == 3 and "MISMATCH" not in validated.stdout
+    printed = run_in(here, "problems", "tree-spec", slug)
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout.startswith('[[args]]\nname = "params"\nkind = "tree"\n')
+    assert printed.stdout in (here / "problems" / slug / "problem.toml").read_text()
+
+
+def test_tree_spec_and_new_refuse_what_they_cannot_do(tmp_path: Path) -> None:
+    here = tmp_path.resolve()
+    refused = run_in(here, "problems", "new", "torch_block", "--framework", "torch")
+    assert refused.returncode == 2 and "choose one of flax, nnx, equinox" in refused.stderr
+    assert run_in(here, "problems", "new", "plain").returncode == 0
+    no_init = run_in(here, "problems", "tree-spec", "plain")  # the plain scaffold's reference has no init
+    assert no_init.returncode == 1 and "defines no init" in no_init.stderr
+    assert run_in(here, "problems", "tree-spec", "nowhere").returncode == 2

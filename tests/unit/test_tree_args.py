@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import string
+import tomllib
 from typing import Any
 
 import jax
@@ -15,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graders.problem import case_arg_specs, hidden_inputs, leaf_names
+from graders.scaffold_frameworks import tree_spec_toml
 from graders.problem_spec import LEAF_KEYS, MAX_TREE_DEPTH, ProblemSpec
 from graders.evaluate import shifted_inputs
 from graders.untrusted.parse import deserialize, exported_avals
@@ -173,3 +175,27 @@ def test_a_typed_key_saved_as_a_residual_crosses_as_its_key_data() -> None:
     assert "uint32[2]" in residuals and not any("key" in r for r in residuals)
     assert [str(a) for a in exported_avals(bwd.out_avals)] == ["float32[2]", "float32[2]"]
     assert "sdy." not in fwd.mlir_module() and "sdy." not in bwd.mlir_module()
+
+
+def test_a_printed_tree_spec_loads_back_as_the_same_leaves() -> None:
+    """`problems tree-spec`'s table: sizes by their dimension's name where one dimension has
+    them, numbers where none or two do; integer leaves drawn as bits; nested dicts as headers."""
+    tree = {
+        "encoder": {"Dense_0": {"kernel": ((4, 6), "float32"), "bias": ((6,), "float32")}, "scale": ((7,), "float32")},
+        "rng": ((2,), "uint32"),
+        "odd.key": ((4, 4), "bfloat16"),
+    }
+    text = tree_spec_toml("params", tree, {"d": 4, "N": 3, "M": 7, "K": 7})
+    assert 'kernel = { shape = ["d", 6] }' in text and "scale = { shape = [7] }" in text
+    assert 'rng = { shape = [2], dtype = "uint32", generator = { kind = "random_bits" } }' in text
+    args = tomllib.loads(text + '\n[[args]]\nname = "x"\nshape = ["d"]\n')["args"]
+    spec = _spec(args[0]["tree"])
+    assert leaf_names(spec)[:-1] == [
+        "params['encoder']['Dense_0']['bias']",
+        "params['encoder']['Dense_0']['kernel']",
+        "params['encoder']['scale']",
+        "params['odd.key']",
+        "params['rng']",
+    ]
+    with pytest.raises(ValueError, match="only dicts of arrays"):
+        tree_spec_toml("params", {"layers": [((2,), "float32")]}, {})

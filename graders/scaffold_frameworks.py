@@ -1,0 +1,396 @@
+"""`remat-judge problems new SLUG --framework flax|nnx|equinox`: a problem package whose parameters
+are a pytree and whose reference is written in a model library; and `problems tree-spec`, which
+prints the `[[args]]` table of a reference's parameters so an author never types one by hand.
+
+Each framework's package validates as it is: a residual block `x + W2 tanh(W1 x + b1) + b2` whose
+reference checkpoints the whole block (so it saves the parameters and x), a plain-JAX right/ file
+that saves the same values, and a wrong/ file without the checkpoint. The reference defines
+`init(N, d, h)`, the parameter pytree at a case's dimensions: `problems tree-spec` evaluates its
+shapes with `jax.eval_shape` (nothing is computed) and writes them as problem.toml's tree.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+FRAMEWORKS = ("flax", "nnx", "equinox")
+
+_TOML_HEAD = """# {slug}: a problem whose parameters are a pytree, written with {library}. Every field is
+# checked when the package loads. `remat-judge problems tree-spec {slug}` prints the [[args]] table
+# of the parameters reference.py's `init` makes: paste it here after changing the model.
+slug = "{slug}"
+title = "TODO: a short title"
+difficulty = "medium"           # easy | medium | hard
+order = 100                     # place in the course list (lowest first)
+tags = ["jax.checkpoint", "pytree", "{library}"]
+entry_point = "{slug}"          # the function a submission must define
+
+# The parameters, leaves in JAX's flatten order (keys sorted), named by their path in verdicts
+# (params['{first}']['bias']). A table with a shape is an array; any other table is a dict.
+"""
+
+_TOML_TAIL = """
+[[args]]
+name = "x"
+shape = ["N", "d"]
+dtype = "float32"
+generator = {{ kind = "normal", scale = 1.0 }}
+
+# Several shapes, all dimensions distinct in one of them (so `tree-spec` can name each size), and
+# one large enough that a wrong policy costs megabytes.
+[[cases]]
+name = "small"
+dims = {{ N = 3, d = 4, h = 6 }}
+
+[[cases]]
+name = "rectangular"
+dims = {{ N = 16, d = 24, h = 40 }}
+
+[[cases]]
+name = "large"
+dims = {{ N = 512, d = 256, h = 512 }}
+
+[tolerance.float32]
+rtol = 1e-4
+atol = 1e-5
+
+[memory]
+rule = "exact"
+
+[scoring]
+value = 0.34
+gradient = 0.33
+policy = 0.33
+
+[verify]
+inputs_per_case = 3
+"""
+
+# Per framework: the parameter tree of `init(N, d, h)` as (shape, dtype) leaves in dimension
+# names (the scaffold writes it with `tree_spec_toml`), then the files. `{slug}` is replaced.
+_BLOCK_DOC = "x + W2 tanh(W1 x + b1) + b2 over the rows of x: float32[N, d] -> float32[N, d], hidden width h"
+
+_TEMPLATES: dict[str, dict[str, Any]] = {
+    "flax": {
+        "library": "flax.linen",
+        "tree": {
+            "Dense_0": {"kernel": (("d", "h"), "float32"), "bias": (("h",), "float32")},
+            "Dense_1": {"kernel": (("h", "d"), "float32"), "bias": (("d",), "float32")},
+        },
+        "model": """import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+
+class Block(nn.Module):
+    \"\"\"{doc}.\"\"\"
+
+    hidden: int
+
+    @nn.compact
+    def __call__(self, x):
+        h = jnp.tanh(nn.Dense(self.hidden)(x))  # Dense_0: made first, named first
+        return x + nn.Dense(x.shape[-1])(h)
+
+
+def init(N, d, h):
+    \"\"\"The parameter pytree at a case's dimensions (`remat-judge problems tree-spec` reads it).\"\"\"
+    return Block(h).init(jax.random.key(0), jnp.zeros((N, d)))["params"]
+""",
+        "reference": """
+
+def {slug}(params, x):
+    block = nn.remat(Block)(params["Dense_0"]["bias"].shape[0])
+    return block.apply({{"params": params}}, x)
+""",
+        "wrong": """
+
+def {slug}(params, x):
+    return Block(params["Dense_0"]["bias"].shape[0]).apply({{"params": params}}, x)
+""",
+        "plain": """import jax
+import jax.numpy as jnp
+
+
+@jax.checkpoint
+def _block(p, x):
+    h = jnp.tanh(x @ p["Dense_0"]["kernel"] + p["Dense_0"]["bias"])
+    return x + h @ p["Dense_1"]["kernel"] + p["Dense_1"]["bias"]
+
+
+def {slug}(params, x):
+    return _block(params, x)
+""",
+    },
+    "nnx": {
+        "library": "flax.nnx",
+        "tree": {
+            "linear1": {"kernel": (("d", "h"), "float32"), "bias": (("h",), "float32")},
+            "linear2": {"kernel": (("h", "d"), "float32"), "bias": (("d",), "float32")},
+        },
+        "model": """import jax
+import jax.numpy as jnp
+from flax import nnx
+
+
+class Block(nnx.Module):
+    \"\"\"{doc}.\"\"\"
+
+    def __init__(self, d, h, rngs):
+        self.linear1 = nnx.Linear(d, h, rngs=rngs)
+        self.linear2 = nnx.Linear(h, d, rngs=rngs)
+
+    def __call__(self, x):
+        return x + self.linear2(jnp.tanh(self.linear1(x)))
+
+
+def init(N, d, h):
+    \"\"\"The parameter pytree at a case's dimensions (`remat-judge problems tree-spec` reads it).\"\"\"
+    return nnx.to_pure_dict(nnx.state(Block(d, h, nnx.Rngs(0)), nnx.Param))
+
+
+def build(params):
+    \"\"\"The Block holding `params` (an abstract module filled with the given arrays).\"\"\"
+    d, h = params["linear1"]["kernel"].shape
+    graphdef, state = nnx.split(nnx.eval_shape(lambda: Block(d, h, nnx.Rngs(0))))
+    nnx.replace_by_pure_dict(state, params)
+    return nnx.merge(graphdef, state)
+""",
+        "reference": """
+
+def {slug}(params, x):
+    return nnx.remat(lambda block, x: block(x))(build(params), x)
+""",
+        "wrong": """
+
+def {slug}(params, x):
+    return build(params)(x)
+""",
+        "plain": """import jax
+import jax.numpy as jnp
+
+
+@jax.checkpoint
+def _block(p, x):
+    h = jnp.tanh(x @ p["linear1"]["kernel"] + p["linear1"]["bias"])
+    return x + h @ p["linear2"]["kernel"] + p["linear2"]["bias"]
+
+
+def {slug}(params, x):
+    return _block(params, x)
+""",
+    },
+    "equinox": {
+        "library": "equinox",
+        "tree": {
+            "linear1": {"weight": (("h", "d"), "float32"), "bias": (("h",), "float32")},
+            "linear2": {"weight": (("d", "h"), "float32"), "bias": (("d",), "float32")},
+        },
+        "model": """import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+
+class Block(eqx.Module):
+    \"\"\"{doc} (one row at a time: vmap it over N).\"\"\"
+
+    linear1: eqx.nn.Linear
+    linear2: eqx.nn.Linear
+
+    def __init__(self, d, h, key):
+        k1, k2 = jax.random.split(key)
+        self.linear1 = eqx.nn.Linear(d, h, key=k1)
+        self.linear2 = eqx.nn.Linear(h, d, key=k2)
+
+    def __call__(self, x):
+        return x + self.linear2(jnp.tanh(self.linear1(x)))
+
+
+def _leaves(block):
+    return block.linear1.weight, block.linear1.bias, block.linear2.weight, block.linear2.bias
+
+
+def init(N, d, h):
+    \"\"\"The parameter pytree at a case's dimensions (`remat-judge problems tree-spec` reads it).\"\"\"
+    w1, b1, w2, b2 = _leaves(Block(d, h, jax.random.key(0)))
+    return {"linear1": {"weight": w1, "bias": b1}, "linear2": {"weight": w2, "bias": b2}}
+
+
+def build(params):
+    \"\"\"The Block holding `params` (an abstract module with the given arrays put in).\"\"\"
+    h, d = params["linear1"]["weight"].shape
+    skeleton = eqx.filter_eval_shape(Block, d, h, jax.random.key(0))
+    p1, p2 = params["linear1"], params["linear2"]
+    return eqx.tree_at(_leaves, skeleton, (p1["weight"], p1["bias"], p2["weight"], p2["bias"]))
+""",
+        "reference": """
+
+def {slug}(params, x):
+    return eqx.filter_checkpoint(lambda block, x: jax.vmap(block)(x))(build(params), x)
+""",
+        "wrong": """
+
+def {slug}(params, x):
+    return jax.vmap(build(params))(x)
+""",
+        "plain": """import jax
+import jax.numpy as jnp
+
+
+@jax.checkpoint
+def _block(p, x):
+    h = jnp.tanh(x @ p["linear1"]["weight"].T + p["linear1"]["bias"])
+    return x + h @ p["linear2"]["weight"].T + p["linear2"]["bias"]
+
+
+def {slug}(params, x):
+    return _block(params, x)
+""",
+    },
+}
+
+
+def framework_files(framework: str, slug: str) -> dict[str, str]:
+    """The files of a `problems new --framework` package, by path inside the package.
+
+    Raises:
+        KeyError: `framework` is not one of FRAMEWORKS.
+    """
+    t = _TEMPLATES[framework]
+    model = t["model"].replace("{doc}", _BLOCK_DOC)
+    first = next(iter(t["tree"]))
+    toml_head = _TOML_HEAD.format(slug=slug, library=t["library"], first=first)
+    toml_tree = tree_spec_toml("params", t["tree"], {})
+    return {
+        "problem.toml": toml_head + toml_tree + _TOML_TAIL.format(),
+        "reference.py": '"""Reference solution of '
+        + slug
+        + '. Never served, never mounted into a jail."""\n\n'
+        + model
+        + t["reference"].format(slug=slug),
+        "starter.py": model
+        + f"""
+
+def {slug}(params, x):
+    \"\"\"params: the pytree `init` makes (see problem statement); x: float32[N, d].
+
+    Returns Block applied to x, float32[N, d]. TODO: say what must be saved for the backward pass.
+    \"\"\"
+    raise NotImplementedError
+""",
+        "right/plain_jax_checkpoint.py": "# expect: ACCEPTED\n# The same block in plain JAX under one "
+        "jax.checkpoint: the judge judges what is saved, not the library.\n" + t["plain"].format(slug=slug),
+        "wrong/no_checkpoint.py": "# expect: WRONG_POLICY\n# The block without a checkpoint keeps "
+        "its hidden activations.\n" + model + t["wrong"].format(slug=slug),
+    }
+
+
+def _tree_lines(tree: Mapping[str, Any], path: str, dims: Mapping[str, int], out: list[str]) -> None:
+    """Appends the TOML of one dict node (leaves first, as inline tables; then each sub-dict under
+    its own `[path.key]` header), depth first with an explicit stack."""
+    stack: list[tuple[str, Mapping[str, Any]]] = [(path, tree)]
+    while stack:
+        here, node = stack.pop()
+        leaves = [(k, v) for k, v in sorted(node.items()) if isinstance(v, tuple)]
+        subtrees = [(k, v) for k, v in sorted(node.items()) if not isinstance(v, tuple)]
+        if leaves or not subtrees:
+            out.append(f"\n[{here}]")
+            out.extend(f"{_key(k)} = {_leaf(shape, dtype, dims)}" for k, (shape, dtype) in leaves)
+        stack.extend((f"{here}.{_key(k)}", v) for k, v in reversed(subtrees))
+
+
+def _key(key: str) -> str:
+    """A TOML key: bare when it can be, else quoted."""
+    return key if key.replace("_", "").replace("-", "").isalnum() and key.isascii() else f'"{key}"'
+
+
+def _leaf(shape: tuple[int | str, ...], dtype: str, dims: Mapping[str, int]) -> str:
+    """`{ shape = ["d", "h"] }`: each size by the dimension name that has it, when exactly one does
+    (a size given as a name already stays that name)."""
+    names = []
+    for size in shape:
+        matching = [name for name, value in dims.items() if value == size]
+        if isinstance(size, str):
+            names.append(f'"{size}"')
+        else:
+            names.append(f'"{matching[0]}"' if len(matching) == 1 else str(size))
+    parts = [f"shape = [{', '.join(names)}]"]
+    if dtype != "float32":
+        parts.append(f'dtype = "{dtype}"')
+    if dtype in ("uint32", "int32"):
+        parts.append('generator = { kind = "random_bits" }')
+    return "{ " + ", ".join(parts) + " }"
+
+
+def tree_spec_toml(name: str, tree: Any, dims: Mapping[str, int]) -> str:
+    """The `[[args]]` table of a pytree argument, as problem.toml takes it.
+
+    Args:
+        name: the argument's name.
+        tree: nested dicts whose leaves are (shape, dtype name) tuples, e.g. from
+            `jax.tree_util.tree_map(lambda a: (a.shape, str(a.dtype)), jax.eval_shape(init))`.
+        dims: the case's dimensions: a size that exactly one dimension has is written by its name,
+            any other as a number (choose a case whose dimensions are all distinct).
+
+    Raises:
+        ValueError: `tree` is not a non-empty dict of dicts and leaves (lists are written by hand).
+    """
+    if not isinstance(tree, Mapping) or not tree:
+        raise ValueError("the parameters must be a non-empty dict (of dicts and arrays)")
+    stack: list[Any] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            stack.extend(node.values())
+        elif not (isinstance(node, tuple) and len(node) == 2):
+            raise ValueError(f"only dicts of arrays can be written as a tree spec, found {type(node).__name__}")
+    out = [f'[[args]]\nname = "{name}"\nkind = "tree"']
+    _tree_lines(tree, "args.tree", dims, out)
+    return "\n".join(out) + "\n"
+
+
+def reference_tree_spec(folder: Path, *, name: str = "params", case: str | None = None) -> str:
+    """The `[[args]]` table of the parameters `init(**dims)` in `folder/reference.py` makes at a
+    case's dimensions: shapes from `jax.eval_shape` (nothing is computed or allocated).
+
+    Runs the author's reference in this process, as `problems validate` runs it in a verifier
+    child: for an author's own package on their machine, never for an upload.
+
+    Args:
+        folder: the problem package; only problem.toml's `[[cases]]` are read, so a package whose
+            tree is still missing works.
+        name: the argument's name; case: the case whose dims are used (default: the first whose
+            dimensions are all distinct, so each size names one dimension).
+
+    Raises:
+        ValueError: no such case, no `init` in reference.py, or parameters that are not a dict of
+            dicts and arrays. Whatever importing reference.py or calling `init` raises.
+    """
+    import importlib.util
+    import inspect
+    import tomllib
+
+    import jax
+
+    cases = tomllib.loads((folder / "problem.toml").read_text(encoding="utf-8")).get("cases", [])
+    dims_by_case = {c.get("name"): dict(c.get("dims", {})) for c in cases if isinstance(c, dict)}
+    if case is not None and case not in dims_by_case:
+        raise ValueError(f"no case {case!r} in problem.toml (cases: {', '.join(map(str, dims_by_case))})")
+    if case is None:
+        distinct = [n for n, d in dims_by_case.items() if len(set(d.values())) == len(d)]
+        case = (distinct or list(dims_by_case) or [None])[0]
+    dims = dims_by_case.get(case, {})
+    spec = importlib.util.spec_from_file_location("reference_for_tree_spec", folder / "reference.py")
+    if spec is None or spec.loader is None:
+        raise ValueError(f"cannot import {folder / 'reference.py'}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    init = getattr(module, "init", None)
+    if not callable(init):
+        raise ValueError("reference.py defines no init(...): write init(**dims) returning the parameter pytree")
+    accepted = inspect.signature(init).parameters
+    kwargs = {k: v for k, v in dims.items() if k in accepted}
+    shapes = jax.eval_shape(lambda: init(**kwargs))
+    tree = jax.tree_util.tree_map(lambda a: (tuple(int(d) for d in a.shape), str(a.dtype)), shapes)
+    return tree_spec_toml(name, tree, dims)
