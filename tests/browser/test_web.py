@@ -19,7 +19,7 @@ from typing import Iterator
 import pytest
 
 from graders.pipeline import JudgeConfig
-from tests.support import CHROMIUM_ARGS, REPO, Server, chromium_path
+from tests.support import CHROMIUM_ARGS, PROBLEMS, REPO, Server, chromium_path
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.jail]
 SHOTS = REPO / "test-artifacts" / "browser"
@@ -607,3 +607,53 @@ def _sign_in(page: object, server: Server, email: str) -> None:
     page.fill("input[name=password]", PASSWORD)  # type: ignore[attr-defined]
     page.click("main button[type=submit]")  # type: ignore[attr-defined]
     page.wait_for_url(server.url + "/")  # type: ignore[attr-defined]
+
+
+FRAMEWORK_FILES = {
+    # a linen nn.remat(nn.scan(...)): the scan's stacked carries are not kept
+    "linen": ("linen_scan_remat", PROBLEMS / "linen_scan_remat" / "wrong" / "remat_outside_scan.py", "WRONG_POLICY"),
+    # an Equinox filter_checkpoint as the body of a lax.scan over a stacked module
+    "equinox": (
+        "equinox_scan_checkpoint",
+        PROBLEMS / "equinox_scan_checkpoint" / "right" / "checkpointed_apply_on_module.py",
+        "ACCEPTED",
+    ),
+}
+
+
+def test_framework_submissions_through_the_api_and_the_page_name_parameter_leaves(
+    chromium: object, server: Server
+) -> None:
+    """A linen and an Equinox submission, graded through the REST API and then on the problem page
+    in Chromium: the verdict is the file's, and residuals are named by their parameter's key path."""
+    import httpx
+
+    with httpx.Client(base_url=server.url, timeout=300) as client:
+        for slug, path, verdict in FRAMEWORK_FILES.values():
+            answer = client.post(
+                "/api/v1/submissions", params={"wait": "true"}, json={"problem": slug, "source": path.read_text()}
+            )
+            assert answer.status_code == 200, answer.text[:500]
+            body = answer.json()
+            assert body["verdict"] == verdict, [c["message"] for c in body["checks"] if not c["passed"]]
+            assert "params['" in json.dumps(body["residuals"]), "residuals are not named by their leaf's path"
+            arguments = client.get(f"/api/v1/problems/{slug}").json()["arguments"]
+            assert arguments[0]["kind"] == "dict" and arguments[0]["name"] == "params", arguments
+
+    context = chromium.new_context(viewport={"width": 1366, "height": 900})  # type: ignore[attr-defined]
+    page = context.new_page()
+    page.goto(server.url + "/signup")
+    page.fill("input[name=display_name]", "Linus")
+    page.fill("input[name=email]", "linus@example.org")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("main button[type=submit]")
+    page.wait_for_url(server.url + "/")
+    for name, (slug, path, verdict) in FRAMEWORK_FILES.items():
+        page.goto(f"{server.url}/problems/{slug}")
+        page.wait_for_selector(".cm-editor")
+        replace_editor_text(page, path.read_text())
+        assert submit_and_wait(page) == verdict
+        table = page.locator("#residual-table").inner_text()
+        assert "params['" in table, table[:800]
+        shot(page, f"20-framework-{name}")
+    context.close()
