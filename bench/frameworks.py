@@ -87,6 +87,7 @@ def verdict_times(slugs: list[str]) -> None:
     from graders.pipeline import JudgeConfig, grade
     from graders.problem import ProblemRepository
     from graders.reference import ensure_expectations
+    from graders.verdict import Verdict
 
     repo = ProblemRepository(REPO / "problems")
     config = JudgeConfig(cache_dir=Path(tempfile.mkdtemp(prefix="bench-frameworks-")), seed=b"bench-frameworks")
@@ -105,8 +106,8 @@ def verdict_times(slugs: list[str]) -> None:
             t0 = time.monotonic()
             report = grade(path.read_text(), problem, config)
             seconds.append(time.monotonic() - t0)
-            if str(report.verdict) != expected:
-                mismatches.append(f"{path.name}: {report.verdict} (expected {expected})")
+            if report.verdict != Verdict(expected):
+                mismatches.append(f"{path.name}: {report.verdict.value} (expected {expected})")
         verdicts = "all as expected" if not mismatches else "; ".join(mismatches)
         print(f"{slug:<26}{len(files):>6}{statistics.median(seconds):>10.2f}{max(seconds):>8.2f}  {verdicts}")
 
