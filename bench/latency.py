@@ -1,4 +1,4 @@
-"""Time from POST to verdict for the reference of checkpoint_dot_policy, through a real server.
+"""Time from POST to verdict for a problem's reference (default checkpoint_dot_policy), through a real server.
 
 First measures the in-process floor in the same run (bench/floor.py, in its own process: the
 judge's own work with no process boundaries). Then starts `remat-judge serve` on a free loopback
@@ -52,7 +52,7 @@ def start_server(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 
 def _post_series(
-    client: httpx.Client, source: str, n: int, pause_s: float, offset: int, cached: bool
+    client: httpx.Client, problem: str, source: str, n: int, pause_s: float, offset: int, cached: bool
 ) -> tuple[list[float], list[dict]]:
     """Posts `source` n times with wait=true; returns latencies (ms) and timing phases.
 
@@ -68,7 +68,7 @@ def _post_series(
         r = client.post(
             "/api/v1/submissions",
             params={"wait": "true"},
-            json={"problem": "checkpoint_dot_policy", "source": body_source},
+            json={"problem": problem, "source": body_source},
         )
         ms = (time.perf_counter() - t0) * 1000
         body = r.json()
@@ -100,7 +100,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("n", type=int, nargs="?", default=10, help="submissions per series")
     parser.add_argument("--url", default=None, help="use a running server instead of starting one")
-    parser.add_argument("--file", default=str(REPO / "problems/checkpoint_dot_policy/reference.py"))
+    parser.add_argument("--problem", default="checkpoint_dot_policy")
+    parser.add_argument("--file", default=None, help="the submission (default: the problem's reference.py)")
     parser.add_argument("--no-floor", action="store_true", help="skip measuring the in-process floor")
     parser.add_argument(
         "--pause-s", type=float, default=3.0, help="seconds between submissions in the paused series (real users pause)"
@@ -110,10 +111,13 @@ def main() -> None:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON line at the end")
     args = parser.parse_args()
+    if args.file is None:
+        args.file = str(REPO / "problems" / args.problem / "reference.py")
     floor = None
     if not args.no_floor:
         out = subprocess.run(
-            [sys.executable, str(REPO / "bench" / "floor.py"), "--file", args.file, "--json"],
+            [sys.executable, str(REPO / "bench" / "floor.py"), "--problem", args.problem]
+            + ["--file", args.file, "--json"],
             capture_output=True,
             text=True,
             check=True,
@@ -132,13 +136,13 @@ def main() -> None:
         source = Path(args.file).read_text()
         try:
             with httpx.Client(base_url=url, timeout=300) as client:
-                first, _ = _post_series(client, source, 1, 0.0, 10_000, args.cached)
+                first, _ = _post_series(client, args.problem, source, 1, 0.0, 10_000, args.cached)
                 print(f"first (builds the reference cache if needed): {first[0]:.0f} ms")
                 print(f"-- with {args.pause_s:g} s pauses")
-                lat, ph = _post_series(client, source, args.n, args.pause_s, 0, args.cached)
+                lat, ph = _post_series(client, args.problem, source, args.n, args.pause_s, 0, args.cached)
                 results["paused"] = _summary("paused", lat, ph, floor)
                 print("-- back to back")
-                lat, ph = _post_series(client, source, args.n, 0.0, args.n, args.cached)
+                lat, ph = _post_series(client, args.problem, source, args.n, 0.0, args.n, args.cached)
                 results["back_to_back"] = _summary("back to back", lat, ph, floor)
         finally:
             if proc is not None:
