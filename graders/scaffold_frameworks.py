@@ -6,12 +6,12 @@ Each framework's package validates as it is: a residual block `x + W2 tanh(W1 x 
 reference checkpoints the whole block (so it saves the parameters and x), a plain-JAX right/ file
 that saves the same values, and a wrong/ file without the checkpoint. The reference defines
 `init(N, d, h)`, the parameter pytree at a case's dimensions: `problems tree-spec` evaluates its
-shapes with `jax.eval_shape` (nothing is computed) and writes them as problem.toml's tree.
+shapes with `jax.eval_shape` (nothing is computed; `graders/tree_spec.py`, in its own process)
+and writes them as problem.toml's tree. No JAX here: the CLI imports this module.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Mapping
 
 FRAMEWORKS = ("flax", "nnx", "equinox")
@@ -348,49 +348,3 @@ def tree_spec_toml(name: str, tree: Any, dims: Mapping[str, int]) -> str:
     out = [f'[[args]]\nname = "{name}"\nkind = "tree"']
     _tree_lines(tree, "args.tree", dims, out)
     return "\n".join(out) + "\n"
-
-
-def reference_tree_spec(folder: Path, *, name: str = "params", case: str | None = None) -> str:
-    """The `[[args]]` table of the parameters `init(**dims)` in `folder/reference.py` makes at a
-    case's dimensions: shapes from `jax.eval_shape` (nothing is computed or allocated).
-
-    Runs the author's reference in this process, as `problems validate` runs it in a verifier
-    child: for an author's own package on their machine, never for an upload.
-
-    Args:
-        folder: the problem package; only problem.toml's `[[cases]]` are read, so a package whose
-            tree is still missing works.
-        name: the argument's name; case: the case whose dims are used (default: the first whose
-            dimensions are all distinct, so each size names one dimension).
-
-    Raises:
-        ValueError: no such case, no `init` in reference.py, or parameters that are not a dict of
-            dicts and arrays. Whatever importing reference.py or calling `init` raises.
-    """
-    import importlib.util
-    import inspect
-    import tomllib
-
-    import jax
-
-    cases = tomllib.loads((folder / "problem.toml").read_text(encoding="utf-8")).get("cases", [])
-    dims_by_case = {c.get("name"): dict(c.get("dims", {})) for c in cases if isinstance(c, dict)}
-    if case is not None and case not in dims_by_case:
-        raise ValueError(f"no case {case!r} in problem.toml (cases: {', '.join(map(str, dims_by_case))})")
-    if case is None:
-        distinct = [n for n, d in dims_by_case.items() if len(set(d.values())) == len(d)]
-        case = (distinct or list(dims_by_case) or [None])[0]
-    dims = dims_by_case.get(case, {})
-    spec = importlib.util.spec_from_file_location("reference_for_tree_spec", folder / "reference.py")
-    if spec is None or spec.loader is None:
-        raise ValueError(f"cannot import {folder / 'reference.py'}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    init = getattr(module, "init", None)
-    if not callable(init):
-        raise ValueError("reference.py defines no init(...): write init(**dims) returning the parameter pytree")
-    accepted = inspect.signature(init).parameters
-    kwargs = {k: v for k, v in dims.items() if k in accepted}
-    shapes = jax.eval_shape(lambda: init(**kwargs))
-    tree = jax.tree_util.tree_map(lambda a: (tuple(int(d) for d in a.shape), str(a.dtype)), shapes)
-    return tree_spec_toml(name, tree, dims)

@@ -190,19 +190,21 @@ def problems_tree_spec(
     """Print the [[args]] table of a pytree argument for problem.toml: the shapes of the parameters
     `init(**dims)` in reference.py makes (jax.eval_shape), each size written by its dimension's
     name. Runs the reference here: use it on your own package."""
-    from graders.scaffold_frameworks import reference_tree_spec
+    import subprocess
+    import sys
 
     settings = settings_for(problems_dir=problems_dir)
     folder = settings.problems_dir / slug
     if not (folder / "problem.toml").is_file() or not (folder / "reference.py").is_file():
         err.print(f"no problem.toml and reference.py in {folder}")
         raise typer.Exit(EXIT_USAGE)
-    try:
-        text = reference_tree_spec(folder, name=name, case=case)
-    except Exception as exc:  # noqa: BLE001 - the author's own code: say what it raised
-        err.print(f"[red]{type(exc).__name__}[/]: {exc}")
-        raise typer.Exit(1) from None
-    print(text, end="")
+    # in its own process: it imports the reference and JAX, which this process never does
+    command = [sys.executable, "-m", "graders.tree_spec", str(folder), "--name", name]
+    done = subprocess.run(command + (["--case", case] if case else []), capture_output=True, text=True)
+    if done.returncode != 0:
+        err.print(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "tree-spec failed", markup=False)
+        raise typer.Exit(1)
+    print(done.stdout, end="")
 
 
 def _rows_table(title: str, rows: list[tuple]) -> Table:
