@@ -26,7 +26,6 @@ SLUG_RE = r"^[a-z][a-z0-9_]{1,63}$"
 DIM_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
-FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 INTEGER_DTYPES = ("uint32", "int32")  # argument leaves that are not differentiated
 
 

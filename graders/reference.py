@@ -90,7 +90,14 @@ class ReferenceCheckError(ReferenceSolutionError):
         self.check, self.message = check, message
 
 
-def _import_file(path: Path, module_name: str) -> Any:
+def import_file(path: Path, module_name: str) -> Any:
+    """Imports the Python file `path` as the module `module_name` (registered in sys.modules, so
+    pickling and dataclasses inside it work): a reference.py, trusted, in a verifier child or an
+    author's own process (`graders.tree_spec`).
+
+    Raises:
+        ReferenceSolutionError: no loader for the file. Whatever running it raises.
+    """
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise ReferenceSolutionError(f"cannot import {path}")
@@ -287,7 +294,7 @@ def _import_reference(problem: Problem) -> tuple[Callable[..., Any], Callable[..
         ReferenceCheckError: runtime_error, when reference.py or its entry point cannot be imported.
     """
     try:
-        module = _import_file(problem.reference_path, f"_remat_reference_{problem.slug}")
+        module = import_file(problem.reference_path, f"_remat_reference_{problem.slug}")
         fn = getattr(module, problem.spec.entry_point)
     except Exception as exc:
         raise ReferenceCheckError(
@@ -297,7 +304,7 @@ def _import_reference(problem: Problem) -> tuple[Callable[..., Any], Callable[..
     plain_fn = None
     try:
         with checkpoint_disabled():
-            plain_module = _import_file(problem.reference_path, f"_remat_reference_plain_{problem.slug}")
+            plain_module = import_file(problem.reference_path, f"_remat_reference_plain_{problem.slug}")
             plain_fn = getattr(plain_module, problem.spec.entry_point)
     except Exception:  # noqa: BLE001 - a reference that needs its checkpoints: no plain comparison
         plain_fn = None

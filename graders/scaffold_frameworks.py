@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from graders.problem_spec import INTEGER_DTYPES
+
 FRAMEWORKS = ("flax", "nnx", "equinox")
 
 _TOML_HEAD = """# {slug}: a problem whose parameters are a pytree, written with {library}. Every field is
@@ -35,21 +37,21 @@ _TOML_TAIL = """
 name = "x"
 shape = ["N", "d"]
 dtype = "float32"
-generator = {{ kind = "normal", scale = 1.0 }}
+generator = { kind = "normal", scale = 1.0 }
 
 # Several shapes, all dimensions distinct in one of them (so `tree-spec` can name each size), and
 # one large enough that a wrong policy costs megabytes.
 [[cases]]
 name = "small"
-dims = {{ N = 3, d = 4, h = 6 }}
+dims = { N = 3, d = 4, h = 6 }
 
 [[cases]]
 name = "rectangular"
-dims = {{ N = 16, d = 24, h = 40 }}
+dims = { N = 16, d = 24, h = 40 }
 
 [[cases]]
 name = "large"
-dims = {{ N = 512, d = 256, h = 512 }}
+dims = { N = 512, d = 256, h = 512 }
 
 [tolerance.float32]
 rtol = 1e-4
@@ -263,7 +265,7 @@ def framework_files(framework: str, slug: str) -> dict[str, str]:
     toml_head = _TOML_HEAD.format(slug=slug, library=t["library"], first=first)
     toml_tree = tree_spec_toml("params", t["tree"], {})
     return {
-        "problem.toml": toml_head + toml_tree + _TOML_TAIL.format(),
+        "problem.toml": toml_head + toml_tree + _TOML_TAIL,
         "reference.py": '"""Reference solution of '
         + slug
         + '. Never served, never mounted into a jail."""\n\n'
@@ -310,15 +312,12 @@ def _leaf(shape: tuple[int | str, ...], dtype: str, dims: Mapping[str, int]) -> 
     (a size given as a name already stays that name)."""
     names = []
     for size in shape:
-        matching = [name for name, value in dims.items() if value == size]
-        if isinstance(size, str):
-            names.append(f'"{size}"')
-        else:
-            names.append(f'"{matching[0]}"' if len(matching) == 1 else str(size))
+        matching = [size] if isinstance(size, str) else [name for name, value in dims.items() if value == size]
+        names.append(f'"{matching[0]}"' if len(matching) == 1 else str(size))
     parts = [f"shape = [{', '.join(names)}]"]
     if dtype != "float32":
         parts.append(f'dtype = "{dtype}"')
-    if dtype in ("uint32", "int32"):
+    if dtype in INTEGER_DTYPES:
         parts.append('generator = { kind = "random_bits" }')
     return "{ " + ", ".join(parts) + " }"
 

@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from graders.reference import import_file
 from graders.scaffold_frameworks import tree_spec_toml
 
 
@@ -28,9 +29,10 @@ def reference_tree_spec(folder: Path, *, name: str = "params", case: str | None 
 
     Raises:
         ValueError: no such case, no `init` in reference.py, or parameters that are not a dict of
-            dicts and arrays. Whatever importing reference.py or calling `init` raises.
+            dicts and arrays.
+        ReferenceSolutionError: reference.py cannot be imported. Whatever running reference.py or
+            calling `init` raises.
     """
-    import importlib.util
     import inspect
     import tomllib
 
@@ -44,11 +46,7 @@ def reference_tree_spec(folder: Path, *, name: str = "params", case: str | None 
         distinct = [n for n, d in dims_by_case.items() if len(set(d.values())) == len(d)]
         case = (distinct or list(dims_by_case) or [None])[0]
     dims = dims_by_case.get(case, {})
-    spec = importlib.util.spec_from_file_location("reference_for_tree_spec", folder / "reference.py")
-    if spec is None or spec.loader is None:
-        raise ValueError(f"cannot import {folder / 'reference.py'}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = import_file(folder / "reference.py", "reference_for_tree_spec")
     init = getattr(module, "init", None)
     if not callable(init):
         raise ValueError("reference.py defines no init(...): write init(**dims) returning the parameter pytree")
