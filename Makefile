@@ -10,7 +10,7 @@ PORT   ?= 8000
 
 WEB_BUNDLE := server/web/static/dist/app.js
 
-.PHONY: setup run test test-fast bench bench-throughput clean bwrap web chromium services
+.PHONY: setup run test test-fast lint bench bench-throughput clean bwrap web chromium services
 
 setup: $(STAMP) bwrap web
 
@@ -84,6 +84,14 @@ test: setup chromium services
 # ruff, mypy and the import contracts; no jail, no server process, no network, no browser.
 test-fast: setup
 	$(VENV)/bin/python -m pytest tests/unit -q
+
+# The habits on their own (also checked inside test-fast and test): ruff's rules and format, mypy,
+# and the import contracts of pyproject.toml's [tool.importlinter].
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 bench: setup
 	$(VENV)/bin/python bench/latency.py 10 --pause-s 3

@@ -37,13 +37,13 @@ def measure(problem_dir: Path, source_path: Path, repeats: int) -> dict[str, flo
     the problem's cached expectations."""
     from jax._src import dispatch, monitoring
 
-    from graders.problem import case_arg_specs, load_problem
-    from graders.expectation_files import load_expectations
-    from graders.reference import cache_dir, ensure_expectations
     from graders.artifact_limits import VerifyLimits
+    from graders.expectation_files import load_expectations
+    from graders.problem import case_arg_specs, load_problem
+    from graders.reference import cache_dir, ensure_expectations
     from graders.verifier import verify
-    from sandbox.bundle import BUNDLE_FORMAT, parse_bundle
     from jailside.export import export_case
+    from sandbox.bundle import BUNDLE_FORMAT, parse_bundle
 
     compiles: list[float] = []
 
@@ -97,7 +97,7 @@ def measure(problem_dir: Path, source_path: Path, repeats: int) -> dict[str, flo
     return {
         "export_ms": statistics.median(export_ms),
         "verify_ms": statistics.median(verify_ms),
-        "floor_ms": statistics.median(e + v for e, v in zip(export_ms, verify_ms)),
+        "floor_ms": statistics.median(e + v for e, v in zip(export_ms, verify_ms, strict=True)),
         "verify_cpu_ms": statistics.median(verify_cpu_ms),
         "compiles": statistics.median(compile_counts),
         "compile_ms": statistics.median(compile_ms),

@@ -87,7 +87,7 @@ class Deployment:
             "REMAT_JUDGE_LOG_FORMAT": "json",
         }
 
-    def start(self) -> "Deployment":
+    def start(self) -> Deployment:
         if self.scaled:
             from tests.services import PostgresServer, RedisServer, _postgres_bin_dir, find_binary
 

@@ -78,8 +78,8 @@ def main() -> None:
             waiting = ready.children()
             child_pids = {p for child in waiting if child.pid is not None for p in descendants(child.pid)}
             template_pids = [p for p in descendants(template_pid) if p not in child_pids]
-            t_pss, t_rss = map(sum, zip(*(_rollup(p) for p in template_pids)))
-            c_pss, c_rss = map(sum, zip(*(_rollup(p) for p in child_pids))) if child_pids else (0, 0)
+            t_pss, t_rss = map(sum, zip(*(_rollup(p) for p in template_pids), strict=True))
+            c_pss, c_rss = map(sum, zip(*(_rollup(p) for p in child_pids), strict=True)) if child_pids else (0, 0)
             charged = sum(child.memory_bytes() or 0 for child in waiting)
             rows.append((name, len(waiting), t_pss, t_rss, c_pss, c_rss, charged))
         mb = 1 << 20

@@ -192,7 +192,7 @@ class BenchCgroup:
         self.version, self.dirs, self.owned = version, dirs, owned
 
     @classmethod
-    def create(cls) -> tuple["BenchCgroup | None", str]:
+    def create(cls) -> tuple[BenchCgroup | None, str]:
         """A fresh `remat-bench-<random>` cgroup under this process's own, or (None, why not)."""
         name = f"remat-bench-{uuid.uuid4().hex[:12]}"
         made: BenchCgroup | None = None
@@ -224,7 +224,7 @@ class BenchCgroup:
             return None, str(exc)
 
     @classmethod
-    def existing(cls, path: Path) -> "BenchCgroup":
+    def existing(cls, path: Path) -> BenchCgroup:
         """A cgroup given with --cgroup (read only, never removed)."""
         if (path / "cpuacct.usage").exists():
             return cls(1, {"cpuacct": path}, owned=False)
@@ -434,7 +434,7 @@ class MemorySampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="memory-sampler", daemon=True)
 
-    def start(self) -> "MemorySampler":
+    def start(self) -> MemorySampler:
         if self.server_pid is not None:
             self._thread.start()
         return self

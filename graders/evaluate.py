@@ -24,8 +24,9 @@ becomes `ArtifactRunError` (a RUNTIME_ERROR verdict for a submission). Exception
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -118,13 +119,13 @@ def shifted_inputs(inputs: Sequence[np.ndarray], directions: Sequence[np.ndarray
     """
     return [
         np.asarray(x + t * _scale(x) * v, dtype=x.dtype) if is_differentiable(x.dtype.name) else x
-        for x, v in zip(inputs, directions)
+        for x, v in zip(inputs, directions, strict=True)
     ]
 
 
 def _differentiable(directions: Sequence[np.ndarray], inputs: Sequence[np.ndarray]) -> list[tuple[Any, Any]]:
     """(v, x) of the float input leaves: those bwd returns a gradient for, in order."""
-    return [(v, x) for v, x in zip(directions, inputs) if is_differentiable(x.dtype.name)]
+    return [(v, x) for v, x in zip(directions, inputs, strict=True) if is_differentiable(x.dtype.name)]
 
 
 FD_NOISE_ULPS = 16  # float64 epsilons of rounding per term of <u, f> that a central difference may carry
@@ -159,12 +160,18 @@ def fd_opinion(
 
     def phi(outs: Sequence[Any]) -> float:
         return float(
-            sum(np.vdot(np.asarray(o, np.float64), np.asarray(u, np.float64)) for o, u in zip(outs, cotangents))
+            sum(
+                np.vdot(np.asarray(o, np.float64), np.asarray(u, np.float64))
+                for o, u in zip(outs, cotangents, strict=True)
+            )
         )
 
     def magnitude(outs: Sequence[Any]) -> float:
         return float(
-            sum(np.sum(np.abs(np.asarray(o, np.float64) * np.asarray(u, np.float64))) for o, u in zip(outs, cotangents))
+            sum(
+                np.sum(np.abs(np.asarray(o, np.float64) * np.asarray(u, np.float64)))
+                for o, u in zip(outs, cotangents, strict=True)
+            )
         )
 
     fd = (phi(outputs_plus) - phi(outputs_minus)) / (2 * step)
@@ -173,7 +180,7 @@ def fd_opinion(
     analytic = float(
         sum(
             np.vdot(np.asarray(g, np.float64), np.asarray(v, np.float64)) * _scale(x)
-            for g, (v, x) in zip(gradients, _differentiable(directions, inputs))
+            for g, (v, x) in zip(gradients, _differentiable(directions, inputs), strict=True)
         )
     )
     return fd, analytic, noise
@@ -224,7 +231,7 @@ def _compile(args: Sequence[Sequence[Any]], cases: Sequence[CaseData], indices: 
 
     def program(per_case: Sequence[Sequence[Any]]) -> list[list[Any]]:
         results = []
-        for case, index, leaves in zip(cases, indices, per_case):
+        for case, index, leaves in zip(cases, indices, per_case, strict=True):
             try:
                 results.append(_flat_apply(getattr(case, artifact), leaves))
             except MemoryError:
@@ -286,15 +293,15 @@ def _run_group(cases: Sequence[CaseData], indices: Sequence[int]) -> list[CaseVa
     gradients: list[list[list[np.ndarray]]] = [[] for _ in cases]
     for j in range(len(points[0])):
         returned = _run(fwd, [p[j][2] for p in points], indices[0])
-        for i, (case, p, outs) in enumerate(zip(cases, points, returned)):
+        for i, (case, p, outs) in enumerate(zip(cases, points, returned, strict=True)):
             outputs[i][p[j][:2]] = [np.asarray(o) for o in outs[: case.n_out]]
         if points[0][j][1] != "x":
             continue
         k = points[0][j][0]
-        bwd_args = [[*outs[case.n_out :], *case.cotangents[k]] for case, outs in zip(cases, returned)]
+        bwd_args = [[*outs[case.n_out :], *case.cotangents[k]] for case, outs in zip(cases, returned, strict=True)]
         if bwd is None:
             bwd = _compile(bwd_args, cases, indices, "bwd")
-        for i, (case, outs, grads) in enumerate(zip(cases, returned, _run(bwd, bwd_args, indices[0]))):
+        for i, (case, outs, grads) in enumerate(zip(cases, returned, _run(bwd, bwd_args, indices[0]), strict=True)):
             residuals[i].append([np.asarray(r) for r in outs[case.n_out :]])
             gradients[i].append([np.asarray(g) for g in grads])
 
@@ -377,6 +384,6 @@ def evaluate_cases(cases: Sequence[CaseData], *, max_group_bytes: int | None = N
             if len(members) == 1:
                 raise
             got = [_run_group([cases[i]], [i])[0] for i in members]  # raises for the failing case
-        for i, v in zip(members, got):
+        for i, v in zip(members, got, strict=True):
             values[i] = v
     return [v for v in values if v is not None]

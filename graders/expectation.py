@@ -27,7 +27,7 @@ def seed_id(seed: bytes) -> str:
     return hashlib.sha256(b"remat-judge seed id\0" + seed).hexdigest()[:12]
 
 
-def cache_dir(cache_root: Path, problem: "Problem", seed: bytes) -> Path:
+def cache_dir(cache_root: Path, problem: Problem, seed: bytes) -> Path:
     """Where the expectations of `problem`'s version under `seed` are cached."""
     return cache_root / problem.slug / f"{problem.version}-{seed_id(seed)}"
 

@@ -27,7 +27,10 @@ import zlib
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+
 import numpy as np
+
+from graders.artifact_limits import Aval, np_dtype
 from graders.expectation import (
     ARRAY_FIELDS,
     DATA_FILE,
@@ -35,8 +38,6 @@ from graders.expectation import (
     CaseExpectation,
     Expectations,
 )
-from graders.artifact_limits import Aval
-from graders.artifact_limits import np_dtype
 from graders.verdict import ResidualFact
 from jailside.frameworks import framework_versions
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 import logging
 import signal
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from graders.config import JudgeConfig
 from graders.problem import Problem, case_arg_specs
 from graders.verdict import CheckResult, Verdict, VerdictReport, first_verdict
 from graders.verifier_client import ReferenceCheckFailed, Verifier, VerifierError, verifier_templates
-from sandbox.bundle import Bundle, BundleError, parse_bundle
 from jailside.protocol import JailRequest
+from sandbox.bundle import Bundle, BundleError, parse_bundle
 from sandbox.jail import JailError, JailOutcome, jail_templates, run_in_jail
 from sandbox.jail_limits import MIB, JailLimits
 

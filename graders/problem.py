@@ -19,28 +19,29 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
+
 import numpy as np
 from pydantic import (
     BaseModel,
     ValidationError,
 )
+
 from graders.artifact_limits import is_differentiable, np_dtype
-from graders.publication import content_version, published_version, snapshot_dir, take_snapshot
 from graders.problem_spec import (
-    _array_specs,
+    SLUG_RE,
     ArrayArg,
     ArraySpec,
     CaseSpec,
     ListArg,
-    TreeArg,
-    TreeNode,
     ProblemError,
     ProblemSpec,
-    SLUG_RE,
     RandomBitsGenerator,
+    TreeArg,
+    TreeNode,
     UniformGenerator,
+    _array_specs,
 )
-
+from graders.publication import content_version, published_version, snapshot_dir, take_snapshot
 
 log = logging.getLogger(__name__)
 

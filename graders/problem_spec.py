@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import re
 from typing import Annotated, Any, Literal, Union
+
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -18,7 +19,6 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-
 
 SLUG_RE = r"^[a-z][a-z0-9_]{1,63}$"
 
@@ -53,7 +53,7 @@ class UniformGenerator(_Spec):
     high: float = 1.0
 
     @model_validator(mode="after")
-    def _ordered(self) -> "UniformGenerator":
+    def _ordered(self) -> UniformGenerator:
         if not self.low < self.high:
             raise ValueError(f"uniform generator needs low < high, got low={self.low}, high={self.high}")
         return self
@@ -78,16 +78,14 @@ class RandomBitsGenerator(_Spec):
 
 
 Generator = Annotated[
-    Union[
-        Annotated[NormalGenerator, Tag("normal")],
-        Annotated[UniformGenerator, Tag("uniform")],
-        Annotated[RandomBitsGenerator, Tag("random_bits")],
-    ],
+    Annotated[NormalGenerator, Tag("normal")]
+    | Annotated[UniformGenerator, Tag("uniform")]
+    | Annotated[RandomBitsGenerator, Tag("random_bits")],
     _kind_or("normal"),
 ]
 
 
-Dim = Union[Annotated[int, Field(ge=0, le=1 << 20)], Annotated[str, Field(pattern=DIM_RE)]]
+Dim = Annotated[int, Field(ge=0, le=1 << 20)] | Annotated[str, Field(pattern=DIM_RE)]
 
 
 class ArraySpec(_Spec):
@@ -107,7 +105,7 @@ class ArraySpec(_Spec):
     generator: Generator = NormalGenerator()
 
     @model_validator(mode="after")
-    def _generator_fits_dtype(self) -> "ArraySpec":
+    def _generator_fits_dtype(self) -> ArraySpec:
         integer = self.dtype in INTEGER_DTYPES
         if integer and not isinstance(self.generator, RandomBitsGenerator):
             raise ValueError(
@@ -196,7 +194,7 @@ def parse_tree(raw: object, name: str) -> TreeNode:
     return root[0]
 
 
-def tree_leaves(node: TreeNode, name: str) -> list[tuple[str, "ArraySpec"]]:
+def tree_leaves(node: TreeNode, name: str) -> list[tuple[str, ArraySpec]]:
     """(path, spec) of every leaf of a parsed tree in JAX's flatten order (dict keys sorted, lists
     in order), e.g. `params['Dense_0']['bias']` before `params['Dense_0']['kernel']`."""
     out: list[tuple[str, ArraySpec]] = []
@@ -228,7 +226,7 @@ class TreeArg(_Spec):
     def _parse(cls, raw: object, info: ValidationInfo) -> TreeNode:
         return parse_tree(raw, str(info.data.get("name", "tree")))
 
-    def leaves(self) -> list[tuple[str, "ArraySpec"]]:
+    def leaves(self) -> list[tuple[str, ArraySpec]]:
         """(path, spec) per array leaf, in JAX's flatten order."""
         return tree_leaves(self.tree, self.name)
 
@@ -241,12 +239,10 @@ class StaticArg(_Spec):
 
 
 Arg = Annotated[
-    Union[
-        Annotated[ArrayArg, Tag("array")],
-        Annotated[ListArg, Tag("list")],
-        Annotated[TreeArg, Tag("tree")],
-        Annotated[StaticArg, Tag("static")],
-    ],
+    Annotated[ArrayArg, Tag("array")]
+    | Annotated[ListArg, Tag("list")]
+    | Annotated[TreeArg, Tag("tree")]
+    | Annotated[StaticArg, Tag("static")],
     _kind_or("array"),
 ]
 
@@ -256,7 +252,7 @@ class CaseSpec(_Spec):
 
     name: Annotated[str, Field(pattern=DIM_RE)]
     dims: dict[Annotated[str, Field(pattern=DIM_RE)], Annotated[int, Field(ge=0, le=1 << 20)]] = {}
-    static: dict[str, Union[bool, int, float, str]] = {}
+    static: dict[str, bool | int | float | str] = {}
 
 
 class Tolerance(_Spec):
@@ -311,7 +307,7 @@ class Scoring(_Spec):
     policy: Annotated[float, Field(ge=0)] = 0.33
 
     @model_validator(mode="after")
-    def _sums_to_one(self) -> "Scoring":
+    def _sums_to_one(self) -> Scoring:
         total = self.value + self.gradient + self.policy
         if not math.isclose(total, 1.0, abs_tol=1e-6):
             raise ValueError(f"scoring weights must sum to 1, they sum to {total}")

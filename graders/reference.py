@@ -33,12 +33,13 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
+
 import numpy as np
-from graders.untrusted.result import ModuleInfo
-from graders.untrusted.parse import deserialize, exported_avals
-from graders.untrusted.reader import inspect_module
+
+from graders.artifact_limits import Aval, VerifyLimits, is_differentiable
 from graders.checks.residuals import describe_residuals
 from graders.evaluate import ArtifactRunError, CaseData, evaluate_cases
 from graders.expectation import (
@@ -47,13 +48,14 @@ from graders.expectation import (
     cache_dir,
     named_sources,
 )
-from graders.artifact_limits import Aval, VerifyLimits, is_differentiable
-from graders.verdict import ResidualFact
+from graders.expectation_files import load_expectations, save_expectations
 from graders.problem import Problem, case_arg_specs, hidden_inputs, leaf_names, random_cotangents
 from graders.problem_spec import CaseSpec
+from graders.untrusted.parse import deserialize, exported_avals
+from graders.untrusted.reader import inspect_module
+from graders.untrusted.result import ModuleInfo
+from graders.verdict import ResidualFact
 from jailside.export import export_case, residual_notes
-from graders.expectation_files import load_expectations, save_expectations
-
 
 # FD; 7: residuals carry their memory kind; 8: bwd_flops_exact, bwd_largest_value_bytes
 log = logging.getLogger(__name__)
@@ -214,15 +216,18 @@ def _float64_truth(
                 ]
             )
         outputs = [
-            [_max_error(r, t) for r, t in zip(expectation.outputs[k], outs)] for k, outs in enumerate(truth.outputs)
+            [_max_error(r, t) for r, t in zip(expectation.outputs[k], outs, strict=True)]
+            for k, outs in enumerate(truth.outputs)
         ]
         gradients = [
-            [_max_error(r, t) for r, t in zip(expectation.gradients[k], grads)]
+            [_max_error(r, t) for r, t in zip(expectation.gradients[k], grads, strict=True)]
             for k, grads in enumerate(truth.gradients)
         ]
+        # float64 may save other residuals than float32 (another count): errors only where they line up
         residuals = [
-            [_max_error(r, t) for r, t in zip(expectation.residual_values[k], res)]
+            [_max_error(r, t) for r, t in zip(expectation.residual_values[k], res, strict=True)]
             for k, res in enumerate(truth.residuals)
+            if same_residuals
         ]
     except Exception:  # noqa: BLE001 - the float64 evaluation is a calibration aid; the fixed tolerance stands in
         return None
@@ -261,9 +266,9 @@ def _check_finite_difference(case: str, fd: list[tuple[float, float, float]]) ->
 def _same_values(a: Any, b: Any) -> bool:
     """Bit-identical results of two evaluations (NaN equal to NaN): outputs, residuals, gradients."""
     for field_a, field_b in ((a.outputs, b.outputs), (a.residuals, b.residuals), (a.gradients, b.gradients)):
-        for xs, ys in zip(field_a, field_b):
+        for xs, ys in zip(field_a, field_b, strict=True):
             if len(xs) != len(ys) or not all(
-                np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True) for x, y in zip(xs, ys)
+                np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True) for x, y in zip(xs, ys, strict=True)
             ):
                 return False
     return True
@@ -470,7 +475,7 @@ def _finite_difference_pass(
     """Runs each case in float64 (`_float64_truth`), recording its finite-difference disagreement
     in its expectation. Returns the first case's finite-difference failure, or None."""
     first: ReferenceCheckError | None = None
-    for case, expectation, data in zip(problem.spec.cases, cases, artifacts):
+    for case, expectation, data in zip(problem.spec.cases, cases, artifacts, strict=True):
         fd = _float64_truth(fn, case_arg_specs(problem.spec, case), expectation, data.n_out)
         if fd is not None:
             expectation.fd_reference_error = [fd_disagreement(c, a, n) for c, a, n in fd]
@@ -531,7 +536,7 @@ def build_expectations(
         if failure.check != "deterministic":
             raise
         failures.append(failure)
-    for expectation, got in zip(cases, values):
+    for expectation, got in zip(cases, values, strict=True):
         expectation.outputs, expectation.residual_values, expectation.gradients = (
             got.outputs,
             got.residuals,
@@ -588,7 +593,7 @@ def _check_deterministic(
     """
     changed: list[int] = []  # indices of the cases whose second export differs
     again: list[CaseData] = []
-    for i, (case, data, first) in enumerate(zip(problem.spec.cases, artifacts, digests)):
+    for i, (case, data, first) in enumerate(zip(problem.spec.cases, artifacts, digests, strict=True)):
         fwd_blob, bwd_blob, n_out = _export(fn, case_arg_specs(problem.spec, case), case.name)
         fwd, bwd = deserialize(fwd_blob), deserialize(bwd_blob)
         if (inspect_module(fwd).digest, inspect_module(bwd).digest) == first:
@@ -597,7 +602,7 @@ def _check_deterministic(
         again.append(dataclasses.replace(data, fwd=fwd, bwd=bwd, n_out=n_out))  # same inputs and cotangents
     if not again:
         return
-    for i, second in zip(changed, _run_reference(again, [cases[j] for j in changed], limits)):
+    for i, second in zip(changed, _run_reference(again, [cases[j] for j in changed], limits), strict=True):
         if not _same_values(values[i], second):
             raise ReferenceCheckError(
                 "deterministic",

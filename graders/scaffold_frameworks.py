@@ -12,7 +12,8 @@ and writes them as problem.toml's tree. No JAX here: the CLI imports this module
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from graders.problem_spec import INTEGER_DTYPES
 

@@ -5,10 +5,10 @@ and every `wrong/` submission must get the verdict its first line promises."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from graders.checks.residuals import signature
 from graders.config import JudgeConfig

@@ -192,7 +192,7 @@ class VerdictReport(BaseModel):
         """The JSON to store: the verdict JSON plus each check's instructor-only `internal`
         details, which `model_dump_json` (what students and API callers get) leaves out."""
         data = self.model_dump(mode="json")
-        for check, out in zip(self.checks, data["checks"]):
+        for check, out in zip(self.checks, data["checks"], strict=True):
             if check.internal:
                 out["internal"] = check.internal
         if self.program_digest:

@@ -12,20 +12,21 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from graders.untrusted.result import ArtifactError, ModuleInfo
-from graders.untrusted.parse import deserialize, exported_avals, shared_ir_context
-from graders.untrusted.reader import inspect_module
+from graders.artifact_limits import Aval, VerifyLimits, is_differentiable
 from graders.checks.common import CaseRun
 from graders.checks.gradients import check_gradients
 from graders.checks.residuals import check_peak_memory, check_recompute, check_residuals, describe_residuals, signature
 from graders.checks.values import check_values
 from graders.evaluate import ArtifactRunError, CaseData, evaluate_cases
 from graders.expectation import CaseExpectation, Expectations, named_sources
-from graders.artifact_limits import Aval, VerifyLimits, is_differentiable
 from graders.problem import Problem
+from graders.untrusted.parse import deserialize, exported_avals, shared_ir_context
+from graders.untrusted.reader import inspect_module
+from graders.untrusted.result import ArtifactError, ModuleInfo
 from graders.verdict import CheckResult, ResidualFact, ResidualReport, Verdict, first_verdict
 from sandbox.bundle import Bundle, BundleCase
 
@@ -288,7 +289,7 @@ def _execute(loaded: list[_Loaded], limits: VerifyLimits) -> list[CaseRun]:
             gradients=v.gradients,
             fd=v.fd,
         )
-        for item, v in zip(loaded, values)
+        for item, v in zip(loaded, values, strict=True)
     ]
 
 
@@ -335,7 +336,7 @@ def residual_report(runs: list[CaseRun]) -> ResidualReport | None:
     exp = chosen.expected
     expected = [fact.model_copy() for fact in exp.residuals]
     if chosen.expected_matched is not None:
-        for fact, saved in zip(expected, chosen.expected_matched):
+        for fact, saved in zip(expected, chosen.expected_matched, strict=True):
             fact.matched = saved
     return ResidualReport(
         case=exp.name,
@@ -423,7 +424,7 @@ def verify(
         with shared_ir_context():  # one MLIR context for all the artifacts read
             loaded = [
                 _load_case(e, c, problem, limits, expectations.leaf_names)
-                for e, c in zip(expectations.cases, bundle.cases)
+                for e, c in zip(expectations.cases, bundle.cases, strict=True)
             ]
     except _Stop as stop:
         checks.append(stop.check)

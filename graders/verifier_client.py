@@ -25,7 +25,6 @@ from pathlib import Path
 
 from graders.config import JudgeConfig
 from graders.problem import Problem
-from jailside.frameworks import framework_versions
 from graders.verifier_events import (
     Digest,
     Error,
@@ -38,6 +37,7 @@ from graders.verifier_events import (
     VerifierParams,
     parse_event,
 )
+from jailside.frameworks import framework_versions
 from sandbox.jail_limits import MIB
 from sandbox.ready import shared_ready
 from sandbox.supervise import Child, ChildLimits
@@ -204,7 +204,7 @@ class Verifier:
     @classmethod
     def start(
         cls, problem: Problem, config: JudgeConfig, templates: Templates | None = None, *, ready: bool = True
-    ) -> "Verifier":
+    ) -> Verifier:
         """A verifier child for `problem`: one already waiting with this version's expectations
         loaded when there is one (`verifier_ready`), else one forked now. Unless `ready` is False
         (a reference check of a version not yet published) or `templates` is given, a replacement

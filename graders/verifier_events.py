@@ -15,7 +15,7 @@ and no submission is judged against that version).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -121,7 +121,7 @@ class ReferenceFailed(_Event):
 
 
 Event = Annotated[
-    Union[Ready, Digest, Running, Result, Error, OutOfMemory, ReferenceFailed], Field(discriminator="event")
+    Ready | Digest | Running | Result | Error | OutOfMemory | ReferenceFailed, Field(discriminator="event")
 ]
 _EVENTS: TypeAdapter[Ready | Digest | Running | Result | Error | OutOfMemory | ReferenceFailed] = TypeAdapter(Event)
 

@@ -13,7 +13,8 @@ ArgSpec (one per positional argument of the entry point):
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Callable, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from jax._src import core
@@ -111,7 +112,7 @@ def export_case(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> tuple[by
     def bwd(*leaves: Any) -> list[Any]:
         residuals = [
             r if impl is None else jax.random.wrap_key_data(r, impl=impl)
-            for r, impl in zip(leaves[:n_res], captured["key_impls"])
+            for r, impl in zip(leaves[:n_res], captured["key_impls"], strict=True)
         ]
         vjp_fn = jax.tree_util.tree_unflatten(captured["vjp_tree"], residuals)
         cotangent = jax.tree_util.tree_unflatten(captured["out_tree"], leaves[n_res:])

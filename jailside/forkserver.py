@@ -30,7 +30,8 @@ import signal
 import socket
 import sys
 import traceback
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from jailside import lockdown
 from jailside.protocol import (

@@ -23,7 +23,8 @@ import sys
 import time
 import traceback
 import types
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from jailside.export import export_case, residual_notes
 from jailside.protocol import READY, JailRequest, decode

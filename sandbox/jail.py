@@ -81,7 +81,7 @@ class JailRuntime:
     package: Path
 
     @classmethod
-    def current(cls) -> "JailRuntime":
+    def current(cls) -> JailRuntime:
         """The interpreter and virtualenv running this process."""
         return cls(Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), JAILSIDE_DIR)
 

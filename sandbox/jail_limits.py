@@ -95,7 +95,7 @@ class JailCgroup:
         self.dirs = dirs  # controller name ("memory", "pids", "cpuacct"; "unified" for v2) -> dir
 
     @classmethod
-    def create(cls, *, memory_limit_bytes: int, process_limit: int) -> "JailCgroup | None":
+    def create(cls, *, memory_limit_bytes: int, process_limit: int) -> JailCgroup | None:
         """Creates the cgroup; returns None (and creates nothing) when it cannot be made."""
         name = f"remat-judge-{uuid.uuid4().hex[:12]}"
         try:
@@ -108,7 +108,7 @@ class JailCgroup:
             return None
 
     @classmethod
-    def _create_v1(cls, name: str, memory_limit_bytes: int, process_limit: int) -> "JailCgroup | None":
+    def _create_v1(cls, name: str, memory_limit_bytes: int, process_limit: int) -> JailCgroup | None:
         memory, pids = own_cgroup_v1("memory"), own_cgroup_v1("pids")
         if memory is None or pids is None or not os.access(memory, os.W_OK):
             return None
@@ -135,7 +135,7 @@ class JailCgroup:
         return made
 
     @classmethod
-    def _create_v2(cls, name: str, memory_limit_bytes: int, process_limit: int) -> "JailCgroup | None":
+    def _create_v2(cls, name: str, memory_limit_bytes: int, process_limit: int) -> JailCgroup | None:
         parent = _own_cgroup_v2()
         if parent is None or not os.access(parent, os.W_OK):
             return None

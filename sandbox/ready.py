@@ -25,8 +25,9 @@ import hashlib
 import json
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any, Callable
+from typing import Any
 
 from sandbox.supervise import Child, ChildLimits
 from sandbox.templates import SupervisorError, Templates

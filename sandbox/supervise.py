@@ -30,8 +30,10 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+
 from jailside.protocol import (
     Hello,
     JobExit,
@@ -44,8 +46,8 @@ from jailside.protocol import (
     recv_credentials,
 )
 from sandbox.jail_limits import JailCgroup
-from sandbox.uids import JAIL_UIDS, UidPoolError
 from sandbox.templates import SupervisorError, Templates
+from sandbox.uids import JAIL_UIDS, UidPoolError
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ class Child:
         job: dict[str, Any] | None = None,
         *,
         cpu_weight: int | None = None,
-    ) -> "Child":
+    ) -> Child:
         """Forks a child through `templates`, moves it into a new cgroup and sends its setup.
 
         Args:
@@ -233,7 +235,7 @@ class Child:
 
         threading.Thread(target=write, daemon=True).start()
 
-    def pump(self, until: float, stop: Callable[["Child"], bool] = lambda child: False) -> bool:
+    def pump(self, until: float, stop: Callable[[Child], bool] = lambda child: False) -> bool:
         """Reads the output pipes until all are closed (True), `stop(self)` holds (True), or the
         monotonic time `until` passes (False). A stream past its cap kills the child and is
         added to `exceeded`."""

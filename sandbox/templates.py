@@ -15,9 +15,10 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+
 from jailside.protocol import (
     ForkRequest,
     LineReader,
@@ -28,7 +29,6 @@ from jailside.protocol import (
 )
 from sandbox.jail_limits import JailCgroup
 from sandbox.seccomp import filter_fd
-
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class Template:
         self._lock = threading.Lock()
 
     @classmethod
-    def start(cls, spec: TemplateSpec) -> "Template":
+    def start(cls, spec: TemplateSpec) -> Template:
         """Starts a template and waits for its `TemplateReady`.
 
         Raises:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from limits import parse
 from limits.storage import storage_from_string

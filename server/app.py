@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import AsyncIterator
 
 from fastapi import FastAPI, Request, status
 from fastapi.exception_handlers import http_exception_handler
@@ -16,10 +16,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.gzip import GZipMiddleware
 
 from server import metrics
-from server.store import faults as dbfaults
 from server.api import health, problems, submissions
 from server.courses import pages as course_pages  # courses, gradebooks, regrades (issue 12)
-from server.store.faults import DATABASE, is_database_fault
 from server.http_guards import BodySizeLimit, UnstorableTextGuard
 from server.lti import deep_linking_pages as lti_deep_linking
 from server.lti import login as lti_login
@@ -29,12 +27,14 @@ from server.lti.setup import router as lti_setup_router  # LTI set-up, one-URL r
 from server.packages import MAX_ARCHIVE_BYTES
 from server.runtime import build_services, open_database
 from server.settings import Settings, get_settings
+from server.store import faults as dbfaults
+from server.store.faults import DATABASE, is_database_fault
 from server.web import account_pages, instructor_pages
 from server.web import pages as web_pages
 from server.web import uploads as web_uploads
+from server.web.common import WEB_DIR, error_page
 from server.web.cookies import SchemeAwareSessions
 from server.web.markdown import pygments_css
-from server.web.common import WEB_DIR, error_page
 
 log = logging.getLogger(__name__)
 

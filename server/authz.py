@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Union
 
 from sqlalchemy import ColumnElement, and_, exists, or_, select, true
 from sqlalchemy.engine import Engine
@@ -114,7 +113,7 @@ _COLUMNS = tuple(Relation)
 
 def _row(*cells: Rule) -> dict[Relation, Rule]:
     assert len(cells) == len(_COLUMNS)
-    return dict(zip(_COLUMNS, cells))
+    return dict(zip(_COLUMNS, cells, strict=True))
 
 
 #                                 anon user stud staff other admin client
@@ -181,7 +180,7 @@ class CourseTarget:
     from_lms: bool
 
     @classmethod
-    def of(cls, course: Course) -> "CourseTarget":
+    def of(cls, course: Course) -> CourseTarget:
         return cls(course.id, course.from_lms)
 
 
@@ -200,7 +199,7 @@ class SubmissionTarget:
     taught_in: frozenset[int] = frozenset()
 
 
-Target = Union[None, CourseTarget, SubmissionTarget]
+Target = CourseTarget | SubmissionTarget | None
 
 
 def relation(principal: Principal, target: Target) -> Relation:

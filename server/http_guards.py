@@ -5,7 +5,8 @@ or form bodies holding a NUL character (`UnstorableTextGuard`)."""
 from __future__ import annotations
 
 import json
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 Scope = dict[str, Any]
 Message = dict[str, Any]

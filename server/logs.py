@@ -8,7 +8,7 @@ import contextvars
 import logging
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 _SUBMISSION: contextvars.ContextVar[str | None] = contextvars.ContextVar("remat_submission_id", default=None)
 

@@ -16,8 +16,8 @@ import shutil
 import tarfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import Iterator
 
 from graders.problem import Problem, check_package
 from graders.problem_spec import SLUG_RE

@@ -10,27 +10,27 @@ open an existing database with `server.cli.common.engine_for`.
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from sqlalchemy.engine import Engine
 
 from graders.problem import ProblemRepository
-from server.store import faults as dbfaults
-from server.store import migrate
 from server.admission import Admission
 from server.delivery.callback_sender import CallbackSender
-from server.store.accounts import ClientStore, UserStore
-from server.store.db import make_engine
-from server.store.submissions import SubmissionStore
 from server.grading.grader import Grader, new_worker_id
+from server.grading.queue import InProcessQueue, JobQueue, WorkerPool
+from server.grading.redis_jobs import RedisJobs
+from server.grading.waits import CompletionHub
 from server.lti.grade_sender import grade_sender
 from server.lti.passback import LtiCourseGrades
 from server.lti.service import LtiService
-from server.grading.queue import InProcessQueue, JobQueue, WorkerPool
-from server.grading.redis_jobs import RedisJobs
 from server.services import Services
 from server.settings import Settings
-from server.grading.waits import CompletionHub
+from server.store import faults as dbfaults
+from server.store import migrate
+from server.store.accounts import ClientStore, UserStore
+from server.store.db import make_engine
+from server.store.submissions import SubmissionStore
 
 
 def require_migrated(url: str) -> None:

@@ -28,8 +28,8 @@ class ArgumentPublic(BaseModel):
     kind: Literal["array", "list", "dict", "static"]
     shape: list[int | str] | None = None
     dtype: str | None = None
-    items: list["ArgumentPublic"] | None = None
-    entries: dict[str, "ArgumentPublic"] | None = Field(
+    items: list[ArgumentPublic] | None = None
+    entries: dict[str, ArgumentPublic] | None = Field(
         default=None, description="a pytree argument's dict node: its subtrees by key (flattened in sorted order)"
     )
 

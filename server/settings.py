@@ -13,8 +13,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from graders.config import JudgeConfig
 from graders.artifact_limits import VerifyLimits
+from graders.config import JudgeConfig
 from sandbox.jail_limits import JailLimits
 from sandbox.uids import JAIL_UIDS
 

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from graders.problem_spec import ProblemError
-from server.refusal import Refusal
 from server.admission import Rejected
+from server.refusal import Refusal
 from server.store.accounts import ApiClientRecord
-from server.store.submissions import Idempotency, IdempotencyKeyTaken, SubmissionRecord
 from server.store.faults import is_database_fault
+from server.store.submissions import Idempotency, IdempotencyKeyTaken, SubmissionRecord
 from server.text import unstorable_reason
 
 if TYPE_CHECKING:

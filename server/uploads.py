@@ -31,8 +31,8 @@ from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 from graders.problem import Problem, check_package, load_problem
 from graders.problem_spec import ProblemError
 from graders.publication import TodosLeft, VersionChanged, publish, published_version, todos
-from server.store.db import Base, UTCDateTime, _enum, utcnow
 from server.packages import PackageError, install, staging_root, unpack
+from server.store.db import Base, UTCDateTime, _enum, utcnow
 
 log = logging.getLogger(__name__)
 STALE_S = 900  # a "validating" row not updated for this long belongs to a process that is gone

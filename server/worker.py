@@ -16,12 +16,12 @@ import threading
 from graders.problem import ProblemRepository
 from sandbox.jail_limits import JailCgroup
 from server import metrics
-from server.store.submissions import SubmissionStore
 from server.grading.grader import Sweeper
 from server.grading.queue import start_templates_in_background
 from server.grading.redis_jobs import RedisJobs
 from server.runtime import build_grader, open_database
 from server.settings import Settings
+from server.store.submissions import SubmissionStore
 
 log = logging.getLogger(__name__)
 STOP_TIMEOUT_S = 120

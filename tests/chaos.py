@@ -24,9 +24,9 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import httpx
 
@@ -110,7 +110,7 @@ class ChaosDeployment:
         self.api: Server | None = None
         self.workers: list[Worker] = []
 
-    def start(self) -> "ChaosDeployment":
+    def start(self) -> ChaosDeployment:
         self.postgres.start()
         self.redis.start()
         self.database_url = self.postgres.url_for("chaos")

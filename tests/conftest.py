@@ -26,4 +26,5 @@ def judge_config(tmp_path_factory: pytest.TempPathFactory) -> JudgeConfig:
 
 @pytest.fixture(scope="session")
 def dot_problem() -> Problem:
+    """The real `problems/checkpoint_dot_policy` package (every layer's tests share this one)."""
     return load_problem(PROBLEMS / "checkpoint_dot_policy")

@@ -80,7 +80,7 @@ class Gradebook:
     def lineitem_url(self, item: str, query: str = "") -> str:
         return f"{self.base_url}/lineitems/{item}/lineitem{query}"
 
-    def start(self) -> "Gradebook":
+    def start(self) -> Gradebook:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, daemon=True).start()

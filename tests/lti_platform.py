@@ -36,10 +36,11 @@ import json
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from html.parser import HTMLParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
@@ -637,9 +638,7 @@ def random_hint() -> str:
     return secrets.token_hex(4)
 
 
-def start_tool(
-    data_dir: "Path", platform: Platform, *, workers: int = 1, env: dict[str, str] | None = None
-) -> "Server":
+def start_tool(data_dir: Path, platform: Platform, *, workers: int = 1, env: dict[str, str] | None = None) -> Server:
     """A real judge server (`tests.support.Server`, no rate limits) that `platform` launches: the
     platform is told the tool's exact launch URL. Stop it with `.stop()`."""
     from tests.support import Server
@@ -652,7 +651,7 @@ def start_tool(
     return server
 
 
-def start_gradebook(server: "Server", platform: Platform, deployment_id: str = "deployment-1") -> "Gradebook":
+def start_gradebook(server: Server, platform: Platform, deployment_id: str = "deployment-1") -> Gradebook:
     """A simulated gradebook (tests/lti_gradebook.py) that trusts the tool's public keys as served at
     its /lti/jwks, and `platform` registered with the judge (`remat-judge lti register`) with the
     gradebook's token endpoint. Stop it with `.stop()`."""

@@ -28,8 +28,8 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
@@ -133,7 +133,7 @@ class PostgresServer:
             return {}
         return {"user": "postgres", "group": "postgres", "extra_groups": []}
 
-    def start(self) -> "PostgresServer":
+    def start(self) -> PostgresServer:
         """Creates the cluster (first call only), starts the server and waits until it answers.
 
         Raises:
@@ -246,7 +246,7 @@ class RedisServer:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def start(self) -> "RedisServer":
+    def start(self) -> RedisServer:
         """Starts the server (again, on the same port) and waits until it answers PING.
 
         Raises:

@@ -135,7 +135,7 @@ class Server:
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = data_dir / f"server-{self.port}.log"
 
-    def start(self) -> "Server":
+    def start(self) -> Server:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         tls = ["--ssl-certfile", str(self.tls[0]), "--ssl-keyfile", str(self.tls[1])] if self.tls else []
         self.proc = start_cli(
@@ -199,7 +199,7 @@ class Worker:
         self.log = data_dir / f"{name}-{self.metrics_port}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> "Worker":
+    def start(self) -> Worker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.proc = start_cli(
             [
@@ -253,7 +253,7 @@ def self_signed_certificate(folder: Path, hosts: tuple[str, ...] = ("127.0.0.1",
             names.append(x509.IPAddress(ipaddress.ip_address(host)))
         except ValueError:
             names.append(x509.DNSName(host))
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     certificate = (
         x509.CertificateBuilder()
         .subject_name(name)

@@ -27,8 +27,8 @@ def check_gradients(runs: list[CaseRun], *, spec: ProblemSpec, leaf_names: list[
         # one gradient per float input leaf (integer leaves have none), in the inputs' order
         float_leaves = [(i, a) for i, a in enumerate(run.expected.input_avals) if is_differentiable(a.dtype)]
         names = [leaf_names[i] if i < len(leaf_names) else f"argument leaf {i}" for i, _ in float_leaves]
-        for k, (got, want) in enumerate(zip(run.gradients, run.expected.gradients)):
-            for j, (g, w) in enumerate(zip(got, want)):
+        for k, (got, want) in enumerate(zip(run.gradients, run.expected.gradients, strict=True)):
+            for j, (g, w) in enumerate(zip(got, want, strict=True)):
                 cmp = compare_calibrated(
                     g,
                     w,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -14,7 +15,6 @@ from graders.checks.common import CaseRun, compare_calibrated
 from graders.expectation import error_of
 from graders.problem_spec import MemoryRule, ProblemSpec, Tolerance
 from graders.verdict import CheckResult, ResidualFact, Verdict
-
 
 ANY_KIND = "any"  # the memory kind in a signature that does not compare kinds
 
@@ -231,7 +231,7 @@ def _with_matches(facts: list[ResidualFact], matched: list[bool] | None) -> list
     """Copies of the reference's facts (shared by every run) marked with what the submission saves."""
     if matched is None:
         return facts
-    return [f.model_copy(update={"matched": m}) for f, m in zip(facts, matched)]
+    return [f.model_copy(update={"matched": m}) for f, m in zip(facts, matched, strict=True)]
 
 
 def _count(n: int, word: str) -> str:
@@ -262,7 +262,7 @@ def _match_values(run: CaseRun, *, spec: ProblemSpec) -> int:
     matching = match_residuals(run, spec=spec)
     matched_refs = {j for j in matching if j is not None}
     run.expected_matched = [j in matched_refs for j in range(len(expected))]
-    for fact, j in zip(submitted, matching):
+    for fact, j in zip(submitted, matching, strict=True):
         fact.matched = j is not None
     return len(matched_refs)
 

@@ -25,8 +25,8 @@ def check_values(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
     failure = None
     for run in runs:
         worst = 0.0
-        for k, (got, want) in enumerate(zip(run.outputs, run.expected.outputs)):
-            for i, (g, w) in enumerate(zip(got, want)):
+        for k, (got, want) in enumerate(zip(run.outputs, run.expected.outputs, strict=True)):
+            for i, (g, w) in enumerate(zip(got, want, strict=True)):
                 avals = run.expected.output_avals[i]
                 cmp = compare_calibrated(
                     g, w, error_of(run.expected.output_errors, k, i), spec.tolerance_for(avals.dtype)

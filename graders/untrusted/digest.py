@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 from typing import Any
+
 from graders.untrusted.ops import NAME_ATTRIBUTES
 from graders.untrusted.parse import _ir, _ir_context, _parse
 

@@ -40,8 +40,9 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any, Generator, cast
+from typing import Any, cast
 
 from graders.artifact_limits import ReadLimits
 from graders.untrusted.ops import MAX_TRIP_COUNT, MOVE_OPS, NO_FLOP_OPS
@@ -100,10 +101,10 @@ class Cost:
     residual_low: int = 0
 
     @staticmethod
-    def of(flops: int, *, residual: bool) -> "Cost":
+    def of(flops: int, *, residual: bool) -> Cost:
         return Cost(flops, flops if residual else 0, flops, flops if residual else 0)
 
-    def __add__(self, other: "Cost") -> "Cost":
+    def __add__(self, other: Cost) -> Cost:
         return Cost(
             min(self.high + other.high, FLOP_CAP),
             min(self.residual + other.residual, FLOP_CAP),
@@ -111,11 +112,11 @@ class Cost:
             min(self.residual_low + other.residual_low, FLOP_CAP),
         )
 
-    def times(self, n: int) -> "Cost":
+    def times(self, n: int) -> Cost:
         return Cost(*(min(v * n, FLOP_CAP) for v in (self.high, self.residual, self.low, self.residual_low)))
 
     @staticmethod
-    def either(costs: list["Cost"]) -> "Cost":
+    def either(costs: list[Cost]) -> Cost:
         """One of `costs` runs, which one only the run decides."""
         return Cost(
             max(c.high for c in costs),

@@ -3,7 +3,6 @@ hold, and the bounds on what is believed of it."""
 
 from __future__ import annotations
 
-
 # Pure computation: the ops a differentiated numerical function may contain. Everything else is
 # rejected before the artifact runs, in particular custom_call (host callbacks, FFI), infeed,
 # outfeed, send, recv, tokens and collectives.

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
+
 from graders.artifact_limits import Aval
 from graders.untrusted.result import ArtifactError
 

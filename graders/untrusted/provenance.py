@@ -4,6 +4,7 @@ read by following defining ops back through data movement, iteratively and bound
 from __future__ import annotations
 
 from typing import Any, cast
+
 from graders.untrusted.ops import ALIASING_OPS, MAX_PROVENANCE_STEPS, MOVE_OPS
 from graders.untrusted.parse import _ir
 

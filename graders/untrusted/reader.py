@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+
 from graders.artifact_limits import ReadLimits
 from graders.untrusted.digest import _module_digest, _program_digest
 from graders.untrusted.flops import FlopCounter

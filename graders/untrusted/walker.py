@@ -5,8 +5,10 @@ types, peak live bytes and the call graph (FLOPs: `graders.untrusted.flops`), wi
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator, cast
+from typing import Any, cast
+
 from graders.artifact_limits import ReadLimits
 from graders.untrusted.ops import ALIASING_OPS, ALLOWED_OPS, MAX_SYMBOL_CHARS
 from graders.untrusted.parse import _ir

@@ -18,9 +18,9 @@ from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
+from server.authz import ADMIN_TOKEN, ANONYMOUS, Action, Principal, SubmissionTarget, api_client, decide
 from server.deps import get_services
 from server.services import Services
-from server.authz import ADMIN_TOKEN, ANONYMOUS, Action, Principal, SubmissionTarget, api_client, decide
 from server.store.accounts import ApiClientRecord
 from server.store.submissions import SubmissionRecord
 

@@ -11,11 +11,11 @@ from fastapi.responses import JSONResponse
 
 from graders.problem import Problem
 from graders.problem_spec import ArrayArg, ArraySpec, ListArg, ProblemError, TreeArg, TreeNode
-from server.deps import ServicesDep
-from server.services import Services
 from server.authz import ADMIN_TOKEN, ANONYMOUS, Action, Principal, decide
-from server.store.submissions import SUBMISSION_ID
+from server.deps import ServicesDep
 from server.schemas import ArgumentPublic, CasePublic, ProblemDetail, ProblemSummary
+from server.services import Services
+from server.store.submissions import SUBMISSION_ID
 
 router = APIRouter(prefix="/problems", tags=["problems"])
 

@@ -14,14 +14,14 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from server.api.auth import Caller, CallerDep, can_read
-from server.deps import ServicesDep
-from server.services import Services
 from server.authz import Action, decide
-from server.store.submissions import SUBMISSION_ID, SubmissionRecord
+from server.deps import ServicesDep
+from server.http_refusals import HTTP_STATUS, submit_error
 from server.public import public_submission
 from server.schemas import BatchAnswer, BatchItem, SubmissionBatchCreate, SubmissionCreate, SubmissionPublic
+from server.services import Services
 from server.store.faults import DATABASE, MESSAGE, RETRY_AFTER_S, is_database_fault
-from server.http_refusals import HTTP_STATUS, submit_error
+from server.store.submissions import SUBMISSION_ID, SubmissionRecord
 from server.submit import SubmitError, idempotency_key_of, submit
 
 router = APIRouter(prefix="/submissions", tags=["submissions"])

@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from graders.problem import ProblemRepository
-
 from server.cli.common import EXIT_USAGE, console, engine_for, err, settings_for, user_store
 
 users_app = typer.Typer(help="Accounts of the web judge.", no_args_is_help=True)
@@ -21,7 +20,7 @@ clients_app = typer.Typer(
 
 
 @users_app.command("list")
-def users_list(data_dir: Annotated[Optional[Path], typer.Option(help="database folder")] = None) -> None:
+def users_list(data_dir: Annotated[Path | None, typer.Option(help="database folder")] = None) -> None:
     """List accounts: email (an LTI account's sign-in email is lti-…@lti.invalid; its LMS email
     beside it), name, site role, created."""
     table = Table()
@@ -42,7 +41,7 @@ def users_list(data_dir: Annotated[Optional[Path], typer.Option(help="database f
 def users_role(
     email: Annotated[str, typer.Argument(help="the account's sign-in email (users list shows them)")],
     role: Annotated[str, typer.Argument(help="admin or user")],
-    data_dir: Annotated[Optional[Path], typer.Option(help="database folder")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="database folder")] = None,
 ) -> None:
     """Set an account's site role: admin (manages problems, API clients, LMS platforms, accounts
     and every course) or user. Teaching one course is a course role instead: `courses enroll KEY
@@ -69,24 +68,23 @@ def users_role(
 def clients_create(
     name: Annotated[str, typer.Argument(help="a name for the client (unique)")],
     problems: Annotated[
-        Optional[str], typer.Option(help="comma-separated problem slugs it may submit to (default: all)")
+        str | None, typer.Option(help="comma-separated problem slugs it may submit to (default: all)")
     ] = None,
     callback_allow: Annotated[
-        Optional[list[str]], typer.Option("--callback-allow", help="URL prefix its callbacks may go to (repeatable)")
+        list[str] | None, typer.Option("--callback-allow", help="URL prefix its callbacks may go to (repeatable)")
     ] = None,
-    data_dir: Annotated[Optional[Path], typer.Option(help="the server's data folder")] = None,
-    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder (checks --problems)")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="the server's data folder")] = None,
+    problems_dir: Annotated[Path | None, typer.Option(help="problem packages folder (checks --problems)")] = None,
 ) -> None:
     """Create an API client and print, once, as JSON: client_id, api_key, callback_secret.
 
     The key is stored hashed and cannot be shown again; revoke and recreate to replace it.
     """
     import json
+    import re
 
     from server.delivery.targets import check_prefix
     from server.store.accounts import ClientStore
-
-    import re
 
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}", name):
         err.print("[red]a client name is letters, digits, '_', '.', '-' (up to 64), starting with a letter or digit[/]")
@@ -114,7 +112,7 @@ def clients_create(
 
 
 @clients_app.command("list")
-def clients_list(data_dir: Annotated[Optional[Path], typer.Option(help="the server's data folder")] = None) -> None:
+def clients_list(data_dir: Annotated[Path | None, typer.Option(help="the server's data folder")] = None) -> None:
     """List API clients: name, key prefix, problems, callback prefixes, created, revoked."""
     from server.store.accounts import ClientStore
 
@@ -136,7 +134,7 @@ def clients_list(data_dir: Annotated[Optional[Path], typer.Option(help="the serv
 @clients_app.command("revoke")
 def clients_revoke(
     name: Annotated[str, typer.Argument(help="the client's name")],
-    data_dir: Annotated[Optional[Path], typer.Option(help="the server's data folder")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="the server's data folder")] = None,
 ) -> None:
     """Revoke a client's key (at once, for every server process sharing the database)."""
     from server.store.accounts import ClientStore

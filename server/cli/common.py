@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -48,7 +49,7 @@ def quietly(call: Callable[[], object]) -> None:
 NOT_USED: Any = object()  # a folder the command does not use (not resolved, not printed)
 
 
-def settings_for(data_dir: Optional[Path] = NOT_USED, problems_dir: Optional[Path] = NOT_USED) -> Settings:
+def settings_for(data_dir: Path | None = NOT_USED, problems_dir: Path | None = NOT_USED) -> Settings:
     """The settings, with each folder the command uses resolved (its flag, else the environment
     variable, else the working directory: `server.folders`) to an absolute path and printed as one
     dim line on stderr, so stdout (JSON, tables) stays clean. Pass None for a folder the command
@@ -89,7 +90,7 @@ def settings_for(data_dir: Optional[Path] = NOT_USED, problems_dir: Optional[Pat
     return settings.model_copy(update=resolved)
 
 
-def engine_for(data_dir: Optional[Path]) -> Engine:
+def engine_for(data_dir: Path | None) -> Engine:
     """The deployment's database, migrated to the latest revision; exits with a message (not an
     empty new database) when there is none at that place."""
     from server.store import migrate
@@ -112,7 +113,7 @@ def engine_for(data_dir: Optional[Path]) -> Engine:
     return make_engine(url)
 
 
-def user_store(data_dir: Optional[Path]) -> UserStore:
+def user_store(data_dir: Path | None) -> UserStore:
     from server.store.accounts import UserStore
 
     return UserStore(engine_for(data_dir))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -24,7 +24,7 @@ courses_app = typer.Typer(
     "gradebooks (LTI courses are made by launches).",
     no_args_is_help=True,
 )
-DataDir = Annotated[Optional[Path], typer.Option(help="the server's data folder")]
+DataDir = Annotated[Path | None, typer.Option(help="the server's data folder")]
 
 
 def _fail(message: str) -> typer.Exit:
@@ -41,7 +41,7 @@ def _course(engine, key: str) -> Course:
     return course
 
 
-def _problems(problems_dir: Optional[Path]):
+def _problems(problems_dir: Path | None):
     from graders.problem import ProblemRepository
 
     return ProblemRepository(settings_for(problems_dir=problems_dir).problems_dir)
@@ -98,7 +98,7 @@ def assign(
     grace_minutes: Annotated[int, typer.Option(help="minutes after the deadline still on time (0-1440)")] = 0,
     rule: Annotated[GradeRule, typer.Option(help="which attempt gives the grade: best or last")] = GradeRule.BEST,
     data_dir: DataDir = None,
-    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+    problems_dir: Annotated[Path | None, typer.Option(help="problem packages folder")] = None,
 ) -> None:
     """Add a problem to a course, or change its dates and rules (LMS grades that change are sent)."""
     from server.courses import admin
@@ -268,7 +268,7 @@ def sync(
 @courses_app.command("gradebook")
 def gradebook(
     key: Annotated[str, typer.Argument(help="the course")],
-    csv_path: Annotated[Optional[Path], typer.Option("--csv", help="write CSV to this file (- : stdout)")] = None,
+    csv_path: Annotated[Path | None, typer.Option("--csv", help="write CSV to this file (- : stdout)")] = None,
     data_dir: DataDir = None,
 ) -> None:
     """Students x assignments: score, attempts, solved time, late."""
@@ -315,7 +315,7 @@ def regrade(
     wait: Annotated[bool, typer.Option(help="wait for the new verdicts and list those that changed")] = True,
     timeout: Annotated[float, typer.Option(help="seconds to wait at most")] = 1800.0,
     data_dir: DataDir = None,
-    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+    problems_dir: Annotated[Path | None, typer.Option(help="problem packages folder")] = None,
 ) -> None:
     """Grade every finished submission of a problem again with its published version (after a new
     version is published; the working folder counts once published): old verdicts are kept,
@@ -351,7 +351,7 @@ def regrade(
 
 
 def regrades(
-    regrade_id: Annotated[Optional[int], typer.Argument(help="one regrade (default: list recent ones)")] = None,
+    regrade_id: Annotated[int | None, typer.Argument(help="one regrade (default: list recent ones)")] = None,
     data_dir: DataDir = None,
 ) -> None:
     """Recent regrades, or one regrade's progress and changed verdicts."""

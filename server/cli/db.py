@@ -7,8 +7,9 @@ the embedded server applies them itself at start-up); `current` says where a dat
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Iterator, Optional
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -22,17 +23,17 @@ db_app = typer.Typer(help="The database schema: apply migrations, show the revis
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 DatabaseUrl = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         help="SQLAlchemy URL (postgresql://user:password@host/db or sqlite:///path); default "
         "REMAT_JUDGE_DATABASE_URL, else the SQLite file in the data folder",
         show_default=False,
     ),
 ]
-DataDir = Annotated[Optional[Path], typer.Option(help="data folder (its remat-judge.db is the default database)")]
+DataDir = Annotated[Path | None, typer.Option(help="data folder (its remat-judge.db is the default database)")]
 
 
-def _url(database_url: Optional[str], data_dir: Optional[Path]) -> str:
+def _url(database_url: str | None, data_dir: Path | None) -> str:
     if database_url:
         return database_url
     settings = Settings(data_dir=data_dir) if data_dir is not None else Settings()

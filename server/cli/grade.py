@@ -7,10 +7,12 @@ import sys
 from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
+
 import typer
 from rich.table import Table
 from rich.text import Text
+
 from graders.checks.residuals import format_residuals
 from graders.problem import ProblemRepository
 from graders.problem_spec import ProblemError
@@ -80,8 +82,8 @@ def grade_file(
     file: Annotated[Path, typer.Argument(help="the submission's .py file")],
     problem: Annotated[str, typer.Option("--problem", "-p", help="problem slug")],
     as_json: Annotated[bool, typer.Option("--json", help="print the verdict JSON")] = False,
-    data_dir: Annotated[Optional[Path], typer.Option(help="cache and seed folder")] = None,
-    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="cache and seed folder")] = None,
+    problems_dir: Annotated[Path | None, typer.Option(help="problem packages folder")] = None,
 ) -> None:
     """Grade FILE against a problem through the same sandbox and verifier as the server.
 

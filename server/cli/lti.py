@@ -7,7 +7,7 @@ request (no restart).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 from urllib.parse import urlsplit
 
 import typer
@@ -21,7 +21,7 @@ lti_app = typer.Typer(
 )
 
 
-def _store(data_dir: Optional[Path]):
+def _store(data_dir: Path | None):
     from server.lti.models import LtiStore
 
     return LtiStore(engine_for(data_dir))
@@ -44,10 +44,10 @@ def register(
     auth_token_url: Annotated[str, typer.Option("--auth-token-url", help="the platform's OAuth2 token URL")],
     keyset_url: Annotated[str, typer.Option("--keyset-url", help="the platform's public JWKS URL")],
     token_audience: Annotated[
-        Optional[str],
+        str | None,
         typer.Option("--token-audience", help="aud of client assertions when not the token URL (D2L Brightspace)"),
     ] = None,
-    data_dir: Annotated[Optional[Path], typer.Option(help="the server's data folder")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="the server's data folder")] = None,
 ) -> None:
     """Register a platform, or update the one with this issuer and client id (its URLs are
     replaced, deployment ids added). Running servers see it at once."""
@@ -77,7 +77,7 @@ def register(
         err.print(f"[yellow]grades will not reach this platform yet: {escape(advice)}[/]")
 
 
-def _advice(data_dir: Optional[Path], token_url: str) -> str | None:
+def _advice(data_dir: Path | None, token_url: str) -> str | None:
     """`server.lti.ags.network_advice` for the token URL with the deployment's allowed networks."""
     from server.lti.ags import network_advice
     from server.settings import Settings
@@ -91,9 +91,9 @@ def registration_url(
         int, typer.Option("--expires-minutes", min=1, max=7 * 24 * 60, help="how long the URL can be used")
     ] = 60,
     base_url: Annotated[
-        Optional[str], typer.Option("--base-url", help="the judge's public URL (default REMAT_JUDGE_PUBLIC_URL)")
+        str | None, typer.Option("--base-url", help="the judge's public URL (default REMAT_JUDGE_PUBLIC_URL)")
     ] = None,
-    data_dir: Annotated[Optional[Path], typer.Option(help="the server's data folder")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="the server's data folder")] = None,
 ) -> None:
     """Make a one-time LTI Dynamic Registration URL (Moodle 4.x: "Tool URL" under Manage tools).
     The URL is the last line printed; it works once, for --expires-minutes."""
@@ -117,7 +117,7 @@ def registration_url(
 @lti_app.command("list")
 def list_platforms(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON (one list)")] = False,
-    data_dir: Annotated[Optional[Path], typer.Option(help="the server's data folder")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="the server's data folder")] = None,
 ) -> None:
     """List registered platforms: issuer, client id, deployments, URLs."""
     platforms = _store(data_dir).platforms()
@@ -161,7 +161,7 @@ def list_platforms(
 def remove(
     issuer: Annotated[str, typer.Argument(help="the platform's issuer")],
     client_id: Annotated[str, typer.Argument(help="its client id")],
-    data_dir: Annotated[Optional[Path], typer.Option(help="the server's data folder")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="the server's data folder")] = None,
 ) -> None:
     """Remove a platform registration (its deployments and resource links too; accounts stay).
     Its launches are refused from the next request on."""

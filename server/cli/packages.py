@@ -4,9 +4,11 @@ or uploaded to a running judge (`--server`) whose validation is followed to the 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
+
 import typer
 from rich.markup import escape
+
 from graders.problem_spec import ProblemError
 from server.cli.common import EXIT_REJECTED, EXIT_USAGE, console, err, settings_for
 from server.cli.problems import _rows_table, _validate_packages
@@ -14,17 +16,17 @@ from server.cli.problems import _rows_table, _validate_packages
 
 def problems_add(
     path: Annotated[Path, typer.Argument(help="the package folder")],
-    server: Annotated[Optional[str], typer.Option(help="upload to this server instead (URL)")] = None,
+    server: Annotated[str | None, typer.Option(help="upload to this server instead (URL)")] = None,
     token: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             envvar="REMAT_JUDGE_INSTRUCTOR_TOKEN",
             help="the server's admin token (REMAT_JUDGE_INSTRUCTOR_TOKEN) for --server",
         ),
     ] = None,
     jobs: Annotated[int, typer.Option(help="files graded at once")] = 2,
-    data_dir: Annotated[Optional[Path], typer.Option(help="cache and seed folder")] = None,
-    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="cache and seed folder")] = None,
+    problems_dir: Annotated[Path | None, typer.Option(help="problem packages folder")] = None,
     publish: Annotated[bool, typer.Option("--publish", help="publish it too (refused while a TODO is left)")] = False,
 ) -> None:
     """Validate a package and install it into the problems folder, or with --server upload it to a

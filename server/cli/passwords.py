@@ -7,7 +7,7 @@ from __future__ import annotations
 import secrets
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -20,12 +20,12 @@ def reset_password(
     password_stdin: Annotated[
         bool, typer.Option("--password-stdin", help="read the new password from standard input instead of making one")
     ] = False,
-    data_dir: Annotated[Optional[Path], typer.Option(help="database folder")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="database folder")] = None,
 ) -> None:
     """Set a new password for an account and end all its sessions; prints a generated password
     once (16 random URL-safe characters) unless one is read from standard input."""
-    from server.store.accounts import UserStore
     from server.settings import Settings
+    from server.store.accounts import UserStore
     from server.web.auth import MIN_PASSWORD_CHARS, hash_password
     from server.web.sessions import SessionStore
 

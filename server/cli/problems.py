@@ -4,15 +4,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
+
 import typer
 from rich.markup import escape
 from rich.table import Table
+
 from graders.problem import Problem, ProblemRepository
 from graders.problem_spec import ProblemError
-from server.settings import Settings
 from server.cli.common import EXIT_REJECTED, EXIT_USAGE, console, engine_for, err, settings_for
-
+from server.settings import Settings
 
 problems_app = typer.Typer(help="Work with problem packages.", no_args_is_help=True)
 
@@ -21,7 +22,7 @@ ROW_COLUMNS = ("file", "expected", "got", "", "seconds", "residual bytes", "bwd 
 
 
 @problems_app.command("list")
-def problems_list(problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None) -> None:
+def problems_list(problems_dir: Annotated[Path | None, typer.Option(help="problem packages folder")] = None) -> None:
     """List the problems: slug, title, difficulty, tags, cases, version, published (what the server
     serves, from `ProblemRepository.serving`: a missing published snapshot is made here when the
     folder still is that version, and a problem the server refuses is listed as REFUSED)."""
@@ -72,13 +73,13 @@ def problems_list(problems_dir: Annotated[Optional[Path], typer.Option(help="pro
 @problems_app.command("insight")
 def problems_insight(
     slug: Annotated[str, typer.Argument(help="the problem's slug")],
-    course: Annotated[Optional[str], typer.Option(help="only this course's students")] = None,
+    course: Annotated[str | None, typer.Option(help="only this course's students")] = None,
     version: Annotated[
-        Optional[str], typer.Option(help="the problem version (default: the published one, else the one graded last)")
+        str | None, typer.Option(help="the problem version (default: the published one, else the one graded last)")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
-    data_dir: Annotated[Optional[Path], typer.Option(help="the server's data folder")] = None,
-    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="the server's data folder")] = None,
+    problems_dir: Annotated[Path | None, typer.Option(help="problem packages folder")] = None,
 ) -> None:
     """Which policies the class made: graded submissions grouped by policy fingerprint (students,
     submissions, verdict, what the policy does, examples, how many later got ACCEPTED), and
@@ -145,10 +146,10 @@ def problems_insight(
 def problems_new(
     slug: Annotated[str, typer.Argument(help="the new problem's slug (folder name)")],
     framework: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(help="write the reference with a model library, over a parameter pytree: flax, nnx or equinox"),
     ] = None,
-    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+    problems_dir: Annotated[Path | None, typer.Option(help="problem packages folder")] = None,
 ) -> None:
     """Scaffold a problem package with every file, each field commented (with --framework, a
     residual block over a parameter pytree in Flax linen, Flax NNX or Equinox)."""
@@ -182,10 +183,10 @@ def problems_new(
 def problems_tree_spec(
     slug: Annotated[str, typer.Argument(help="the problem whose reference.py defines init(**dims)")],
     case: Annotated[
-        Optional[str], typer.Option(help="the case whose dims are used (default: one with distinct dims)")
+        str | None, typer.Option(help="the case whose dims are used (default: one with distinct dims)")
     ] = None,
     name: Annotated[str, typer.Option(help="the argument's name")] = "params",
-    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+    problems_dir: Annotated[Path | None, typer.Option(help="problem packages folder")] = None,
 ) -> None:
     """Print the [[args]] table of a pytree argument for problem.toml: the shapes of the parameters
     `init(**dims)` in reference.py makes (jax.eval_shape), each size written by its dimension's
@@ -278,10 +279,10 @@ def _validate_packages(problems: list[Problem], settings: Settings, jobs: int) -
 
 @problems_app.command("validate")
 def problems_validate(
-    slugs: Annotated[Optional[list[str]], typer.Argument(help="slugs (default: all)")] = None,
+    slugs: Annotated[list[str] | None, typer.Argument(help="slugs (default: all)")] = None,
     jobs: Annotated[int, typer.Option(help="files graded at once")] = 2,
-    data_dir: Annotated[Optional[Path], typer.Option(help="cache and seed folder")] = None,
-    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="cache and seed folder")] = None,
+    problems_dir: Annotated[Path | None, typer.Option(help="problem packages folder")] = None,
 ) -> None:
     """Load packages strictly (every static error of a package at once: missing and misplaced
     files, problem.toml, `# expect:` lines), grade each reference (must be ACCEPTED) and every
@@ -309,8 +310,8 @@ def problems_validate(
 def problems_publish(
     slug: Annotated[str, typer.Argument(help="the problem's slug")],
     jobs: Annotated[int, typer.Option(help="files graded at once")] = 2,
-    data_dir: Annotated[Optional[Path], typer.Option(help="cache and seed folder")] = None,
-    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="cache and seed folder")] = None,
+    problems_dir: Annotated[Path | None, typer.Option(help="problem packages folder")] = None,
 ) -> None:
     """Publish a problem: students, API clients and LMS deep linking see it from now on.
 
@@ -363,7 +364,7 @@ def problems_publish(
 @problems_app.command("unpublish")
 def problems_unpublish(
     slug: Annotated[str, typer.Argument(help="the problem's slug")],
-    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
+    problems_dir: Annotated[Path | None, typer.Option(help="problem packages folder")] = None,
 ) -> None:
     """Hide a problem from students, API clients and LMS deep linking (instructors still see and
     grade it; past submissions are kept). `problems publish` shows it again."""

@@ -4,14 +4,13 @@ scaled out)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.markup import escape
 
-from server.settings import Settings
-
 from server.cli.common import EXIT_USAGE, err, settings_for
+from server.settings import Settings
 
 # Idle keep-alive connections stay open this long (uvicorn's default is 5 s). Browsers keep used
 # idle sockets far longer (Chromium: 300 s) and reuse them for a POST, which is not retried when
@@ -22,20 +21,20 @@ KEEP_ALIVE_S = 75
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port")] = 8000,
-    data_dir: Annotated[Optional[Path], typer.Option(help="database, cache and seed folder")] = None,
-    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
-    workers: Annotated[Optional[int], typer.Option(help="submissions graded at once (embedded mode)")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="database, cache and seed folder")] = None,
+    problems_dir: Annotated[Path | None, typer.Option(help="problem packages folder")] = None,
+    workers: Annotated[int | None, typer.Option(help="submissions graded at once (embedded mode)")] = None,
     processes: Annotated[
         int,
         typer.Option(help="HTTP server processes (distributed mode only: with REMAT_JUDGE_REDIS_URL)", min=1, max=64),
     ] = 1,
     metrics_port: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(help="serve Prometheus metrics on this port (every server process's, and the queue depth)"),
     ] = None,
     metrics_host: Annotated[str, typer.Option(help="address of the metrics server")] = "127.0.0.1",
     forwarded_allow_ips: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             help="comma-separated addresses (or *) of the reverse proxies whose X-Forwarded-For and "
             "X-Forwarded-Proto are trusted: the client's address (rate limits) and https (secure cookies) "
@@ -43,9 +42,9 @@ def serve(
         ),
     ] = None,
     ssl_certfile: Annotated[
-        Optional[Path], typer.Option(help="serve HTTPS with this PEM certificate (chain), without a TLS proxy in front")
+        Path | None, typer.Option(help="serve HTTPS with this PEM certificate (chain), without a TLS proxy in front")
     ] = None,
-    ssl_keyfile: Annotated[Optional[Path], typer.Option(help="the certificate's PEM private key")] = None,
+    ssl_keyfile: Annotated[Path | None, typer.Option(help="the certificate's PEM private key")] = None,
 ) -> None:
     """Start the HTTP server (REST API under /api/v1, docs at /docs).
 
@@ -138,9 +137,9 @@ def _serve_metrics(settings: Settings, port: int, host: str) -> None:
 
 def worker(
     concurrency: Annotated[int, typer.Option(help="submissions graded at once", min=1, max=64)] = 2,
-    data_dir: Annotated[Optional[Path], typer.Option(help="cache and seed folder")] = None,
-    problems_dir: Annotated[Optional[Path], typer.Option(help="problem packages folder")] = None,
-    metrics_port: Annotated[Optional[int], typer.Option(help="serve Prometheus metrics on this port")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="cache and seed folder")] = None,
+    problems_dir: Annotated[Path | None, typer.Option(help="problem packages folder")] = None,
+    metrics_port: Annotated[int | None, typer.Option(help="serve Prometheus metrics on this port")] = None,
     metrics_host: Annotated[str, typer.Option(help="address of the metrics server")] = "127.0.0.1",
 ) -> None:
     """Grade submissions from the Redis queue (distributed mode: REMAT_JUDGE_REDIS_URL and

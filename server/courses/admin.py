@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from sqlalchemy.engine import Engine
 
@@ -37,7 +37,7 @@ def parse_time(text: str | None, what: str) -> datetime | None:
         raise CourseError(
             f"{what}: {text!r} is not a time (ISO 8601, e.g. 2026-12-01T23:59, UTC unless an offset is given)"
         ) from None
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def change_assignment(

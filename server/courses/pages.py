@@ -22,18 +22,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Form, HTTPException, Path as PathParam, Request, status
+from fastapi import APIRouter, Form, HTTPException, Request, status
+from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from graders.problem_spec import ProblemError
-from server.deps import ServicesDep
-from server.services import Services
 from server.authz import ANONYMOUS, Action, CourseTarget, Principal, decide
 from server.courses import admin
 from server.courses.models import Course, CourseError, CourseRole, CourseStore
 from server.courses.regrade import RegradeStore
 from server.courses.rules import GradeRule, LateRule, Policy
+from server.deps import ServicesDep
+from server.services import Services
 from server.store.accounts import UserRecord
 from server.web.auth import OptionalUser, PrincipalDep, check_csrf, csrf_token
 from server.web.common import WEB_DIR, require_action, require_teacher

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Float, Integer, String, Text, UniqueConstraint, insert, literal, select, update
+from sqlalchemy import Float, ForeignKey, Integer, String, Text, UniqueConstraint, insert, literal, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 

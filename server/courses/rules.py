@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Iterable
 
 DAY_S = 86_400.0
 MAX_GRACE_MINUTES = 24 * 60  # a day: past it, an extension says what is meant

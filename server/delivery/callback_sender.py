@@ -16,12 +16,12 @@ import logging
 from datetime import timedelta
 
 from server.delivery.callbacks import backoff_s, deliver
+from server.delivery.senders import DueSender
+from server.logs import submission_context
+from server.public import public_submission
 from server.store.accounts import ClientStore
 from server.store.db import utcnow
 from server.store.submissions import CallbackStatus, SubmissionRecord, SubmissionStore
-from server.logs import submission_context
-from server.public import public_submission
-from server.delivery.senders import DueSender
 
 log = logging.getLogger(__name__)
 

@@ -28,10 +28,11 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass
+
 import httpx
+
 from server.delivery.signing import SIGNATURE_HEADER, sign
 from server.delivery.targets import CallbackRefused, Target, resolve
-
 
 USER_AGENT = "remat-judge-callback/1"
 

@@ -10,7 +10,6 @@ import hmac
 import re
 import time
 
-
 SIGNATURE_HEADER = "X-Remat-Judge-Signature"
 
 

@@ -9,8 +9,8 @@ import ipaddress
 import socket
 from dataclasses import dataclass, field
 from urllib.parse import unquote
-import httpx
 
+import httpx
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 

@@ -27,11 +27,12 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
-from graders.insight import fingerprint
 from graders.config import JudgeConfig
+from graders.insight import fingerprint
 from graders.pipeline import grade, internal_error_report
 from graders.problem import ProblemRepository
 from graders.problem_spec import ProblemError
@@ -41,10 +42,10 @@ from server import metrics
 if TYPE_CHECKING:
     from server.delivery.callback_sender import CallbackSender
     from server.lti.grade_sender import LtiGradeSender
-from server.store.db import utcnow
-from server.store.submissions import SubmissionRecord, SubmissionStatus, SubmissionStore
-from server.store.faults import DATABASE, Outage, is_database_fault
 from server.logs import submission_context
+from server.store.db import utcnow
+from server.store.faults import DATABASE, Outage, is_database_fault
+from server.store.submissions import SubmissionRecord, SubmissionStatus, SubmissionStore
 
 log = logging.getLogger(__name__)
 STORE_RETRY_S = 900.0  # how long a computed verdict waits for the database before its job is given back
@@ -123,8 +124,8 @@ class Grader:
         lease_s: float,
         max_attempts: int,
         on_finished: Callable[[str], None] = lambda submission_id: None,
-        callbacks: "CallbackSender | None" = None,
-        grades: "LtiGradeSender | None" = None,
+        callbacks: CallbackSender | None = None,
+        grades: LtiGradeSender | None = None,
     ):
         self.store, self.problems, self.config_factory = store, problems, config_factory
         self.worker_id, self.lease_s, self.max_attempts = worker_id, lease_s, max_attempts

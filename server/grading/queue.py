@@ -14,9 +14,9 @@ from typing import Protocol
 from graders.pipeline import prestart
 from sandbox.jail_limits import JailCgroup
 from server import metrics
-from server.store.submissions import SubmissionStore
-from server.store.faults import DATABASE, is_database_fault
 from server.grading.grader import Grader, Sweeper
+from server.store.faults import DATABASE, is_database_fault
+from server.store.submissions import SubmissionStore
 
 log = logging.getLogger(__name__)
 

@@ -41,15 +41,17 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Protocol
+from typing import Protocol
 from urllib.parse import urlencode
-import httpx
-from server.delivery.callbacks import default_ssl_context, describe_error, excerpt
-from server.delivery.targets import CallbackRefused, parse_url, lookup, special_address
-from server.lti.keys import ToolKey
-from server.lti.scores import Delivery, SCORE_CONTENT_TYPE, Score, score_body, scores_url
 
+import httpx
+
+from server.delivery.callbacks import default_ssl_context, describe_error, excerpt
+from server.delivery.targets import CallbackRefused, lookup, parse_url, special_address
+from server.lti.keys import ToolKey
+from server.lti.scores import SCORE_CONTENT_TYPE, Delivery, Score, score_body, scores_url
 
 SCOPE_SCORE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
 

@@ -43,7 +43,7 @@ import hashlib
 import secrets
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
@@ -205,4 +205,4 @@ def response_jwt(
 
 def spend_until(claims: dict[str, Any]) -> datetime:
     """Until when a context's jti must be remembered (its expiry plus a minute)."""
-    return datetime.fromtimestamp(int(claims["exp"]), timezone.utc) + timedelta(seconds=60)
+    return datetime.fromtimestamp(int(claims["exp"]), UTC) + timedelta(seconds=60)

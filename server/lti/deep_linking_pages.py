@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import secrets
 from typing import Annotated, Any
+
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
+
 from graders.problem_spec import ProblemError
-from server.deps import LtiDep, ServicesDep
-from server.services import Services
 from server.courses.models import CourseRole
+from server.deps import LtiDep, ServicesDep
 from server.lti import deep_linking
 from server.lti.launch import (
     CLAIM_ROLES,
@@ -22,9 +23,10 @@ from server.lti.launch import (
     role_for,
 )
 from server.lti.models import PlatformView
-from server.lti.service import LtiService
-from server.web.auth import sign_in
 from server.lti.pages import _count_launch, _page, _refused, _same_origin, enter_context
+from server.lti.service import LtiService
+from server.services import Services
+from server.web.auth import sign_in
 
 router = APIRouter(prefix="/lti", include_in_schema=False)
 

@@ -24,21 +24,21 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Callable
 
 from sqlalchemy.engine import Engine
 
-from server.delivery.callbacks import backoff_s
 from server.courses.models import CourseStore
 from server.courses.rules import Standing
-from server.store.db import utcnow
+from server.delivery.callbacks import backoff_s
+from server.delivery.senders import DueSender
 from server.lti.ags import AgsClient
-from server.lti.scores import Score, next_timestamp
 from server.lti.keys import ToolKey
 from server.lti.passback import DueScore, PassbackStatus, PassbackStore
-from server.delivery.senders import DueSender
+from server.lti.scores import Score, next_timestamp
 from server.settings import Settings
+from server.store.db import utcnow
 
 log = logging.getLogger(__name__)
 SCORE_MAXIMUM = 1.0  # the judge's scores run from 0 to 1 (the deep-linked line item's maximum)

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import re
 from typing import Annotated
-from urllib.parse import urlencode, urlsplit, urlunsplit, parse_qsl
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
+
 from server.deps import LtiDep
 from server.lti.launch import (
     LaunchError,
 )
 from server.lti.models import LOGIN_TTL_S, PlatformView, sha256_hex
-from server.lti.service import LtiService
 from server.lti.pages import NO_STORE, _count_launch, _origin, _page, _refused
+from server.lti.service import LtiService
 
 router = APIRouter(prefix="/lti", include_in_schema=False)
 

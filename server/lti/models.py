@@ -245,7 +245,7 @@ class PendingLogin:
     relaunch: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, login: LtiLogin) -> "PendingLogin":
+    def of(cls, login: LtiLogin) -> PendingLogin:
         try:
             relaunch = json.loads(login.relaunch_json) if login.relaunch_json else {}
         except ValueError:
@@ -402,7 +402,7 @@ class LtiStore:
             )
         return state, nonce, binding
 
-    def peek_login(self, state: str) -> "PendingLogin | None":
+    def peek_login(self, state: str) -> PendingLogin | None:
         """The live login initiation of `state`, without using it (None: unknown or expired)."""
         with self._sessions() as session:
             login = session.get(LtiLogin, sha256_hex(state))
@@ -410,7 +410,7 @@ class LtiStore:
                 return None
             return PendingLogin.of(login)
 
-    def consume_login(self, state: str) -> "PendingLogin | None":
+    def consume_login(self, state: str) -> PendingLogin | None:
         """Takes the login initiation of `state` once, or None when it is unknown, expired or
         already used (one conditional DELETE decides between concurrent uses)."""
         state_hash = sha256_hex(state)

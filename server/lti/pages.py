@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from fastapi import HTTPException, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
-from server.services import Services
+
 from server.authz import ANONYMOUS, Action, decide
 from server.courses.models import Course, CourseRole
 from server.lti.launch import (
@@ -22,10 +21,10 @@ from server.lti.launch import (
     memberships_url_of,
 )
 from server.lti.service import LtiService
+from server.services import Services
 from server.web.auth import csrf_token, principal_of, user_of
 from server.web.common import WEB_DIR
 from server.web.formatting import FILTERS
-
 
 HERE = Path(__file__).resolve().parent
 

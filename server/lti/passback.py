@@ -34,9 +34,9 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, Session, mapped_column, sessionmaker
 
-from server.store.db import Base, UTCDateTime, _enum, rowcount, utcnow
 from server.courses.models import Course
 from server.lti.models import LtiPlatform, LtiResourceLink, LtiUser
+from server.store.db import Base, UTCDateTime, _enum, rowcount, utcnow
 
 
 class PassbackStatus(enum.StrEnum):

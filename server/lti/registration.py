@@ -34,9 +34,9 @@ from sqlalchemy import Integer, String, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
-from server.store.db import Base, UTCDateTime, rowcount, utcnow
 from server.lti.ags import SCOPE_LINEITEM, SCOPE_RESULT_READONLY, SCOPE_SCORE, AgsClient, AgsRefused
 from server.lti.nrps import SCOPE_MEMBERSHIPS
+from server.store.db import Base, UTCDateTime, rowcount, utcnow
 
 TOOL_CONFIGURATION = "https://purl.imsglobal.org/spec/lti-tool-configuration"
 PLATFORM_CONFIGURATION = "https://purl.imsglobal.org/spec/lti-platform-configuration"

@@ -45,17 +45,19 @@ from __future__ import annotations
 
 import json
 import secrets
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 from urllib.parse import urlencode
+
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
 from graders.problem_spec import ProblemError
-from server.deps import LtiDep, ServicesDep
-from server.services import Services
 from server.authz import Action, decide
 from server.courses.models import CourseRole
+from server.deps import LtiDep, ServicesDep
 from server.lti.ags import SCOPE_SCORE
+from server.lti.deep_linking_pages import _deep_linking_request
 from server.lti.launch import (
     CLAIM_MESSAGE_TYPE,
     DEEP_LINKING_REQUEST,
@@ -65,13 +67,12 @@ from server.lti.launch import (
     launch_of,
     verify_id_token,
 )
-from server.lti.models import LAUNCH_TOKEN_TTL_S, LtiStore, PendingLogin, sha256_hex
-from server.lti.service import LtiService
-from server.web.auth import sign_in, user_of
-from server.lti.deep_linking_pages import _deep_linking_request
 from server.lti.login import STATE_COOKIE_PREFIX, state_cookie_name, storage_key
+from server.lti.models import LAUNCH_TOKEN_TTL_S, LtiStore, PendingLogin, sha256_hex
 from server.lti.pages import NO_STORE, _origin, _page, _refused, _same_origin, enter_context
-
+from server.lti.service import LtiService
+from server.services import Services
+from server.web.auth import sign_in, user_of
 
 router = APIRouter(prefix="/lti", include_in_schema=False)
 
@@ -229,7 +230,7 @@ def _verified_launch(
         key_for=lambda kid: service.jwks.key(platform.keyset_url, kid),
         message_types=(RESOURCE_LINK_REQUEST, DEEP_LINKING_REQUEST),
     )
-    until = datetime.fromtimestamp(int(claims["exp"]), timezone.utc) + timedelta(seconds=LEEWAY_S)
+    until = datetime.fromtimestamp(int(claims["exp"]), UTC) + timedelta(seconds=LEEWAY_S)
     if not service.store.use_nonce(platform.issuer, claims["nonce"], until=until):
         raise LaunchError(403, "This launch was used already (its nonce was seen before).")
     if claims[CLAIM_MESSAGE_TYPE] == DEEP_LINKING_REQUEST:

@@ -7,8 +7,7 @@ Pure; no I/O."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-
+from datetime import UTC, datetime, timedelta
 
 SCORE_CONTENT_TYPE = "application/vnd.ims.lis.v1.score+json"
 
@@ -62,7 +61,7 @@ def iso_ms(moment: datetime) -> str:
     """
     if moment.tzinfo is None:
         raise ValueError("a timezone-aware datetime is required")
-    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds")
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds")
 
 
 def _whole_second(moment: datetime) -> datetime:
@@ -80,10 +79,10 @@ def next_timestamp(verdict_time: datetime, last_sent: datetime | None) -> dateti
     """
     if verdict_time.tzinfo is None or (last_sent is not None and last_sent.tzinfo is None):
         raise ValueError("timezone-aware datetimes are required")
-    verdict_time = verdict_time.astimezone(timezone.utc)
+    verdict_time = verdict_time.astimezone(UTC)
     if last_sent is None:
         return verdict_time
-    floor = _whole_second(last_sent.astimezone(timezone.utc))
+    floor = _whole_second(last_sent.astimezone(UTC))
     if _whole_second(verdict_time) > floor:
         return verdict_time
     return floor + timedelta(seconds=1)

@@ -65,13 +65,13 @@ class LtiService:
     cookie_secure: bool
     passbacks: PassbackStore
     courses: CourseStore
-    limit: "LtiRateLimit | None" = None
+    limit: LtiRateLimit | None = None
     allow_http: bool = False
     client: AgsClient = field(default_factory=AgsClient)
     registrations: RegistrationStore | None = None
 
     @classmethod
-    def start(cls, engine: Engine, settings: Settings) -> "LtiService":
+    def start(cls, engine: Engine, settings: Settings) -> LtiService:
         """The service of a deployment: creates the tool's key on first start."""
         public = settings.public_url or None
         cooldown_s = settings.lti_jwks_refetch_cooldown_s
@@ -129,7 +129,7 @@ class LtiRateLimit:
         self.limiter = MovingWindowRateLimiter(storage_from_string(storage_uri))
 
     @classmethod
-    def start(cls, per_address: str, per_platform: str, storage_uri: str) -> "LtiRateLimit | None":
+    def start(cls, per_address: str, per_platform: str, storage_uri: str) -> LtiRateLimit | None:
         """None when both are empty. Raises ValueError when a text is not `limits` notation."""
         address = [parse(part) for part in per_address.split(";") if part.strip()]
         platform = [parse(part) for part in per_platform.split(";") if part.strip()]

@@ -26,6 +26,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from server.deps import LtiDep, ServicesDep
 from server.lti.ags import SCOPE_SCORE, AgsClient, TokenError
 from server.lti.models import PlatformView
+from server.lti.pages import _admin_only, _page
 from server.lti.registration import (
     CLOSE_MESSAGE,
     RegistrationError,
@@ -33,7 +34,6 @@ from server.lti.registration import (
     fetch_configuration,
     register_with,
 )
-from server.lti.pages import _admin_only, _page
 from server.lti.service import LtiService
 from server.web.auth import check_csrf, user_of
 

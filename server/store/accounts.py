@@ -10,6 +10,7 @@ import hashlib
 import json
 import secrets
 from datetime import datetime
+
 from sqlalchemy import (
     Integer,
     String,
@@ -19,8 +20,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
-from server.store.db import Base, UTCDateTime, _enum, rowcount, utcnow
 
+from server.store.db import Base, UTCDateTime, _enum, rowcount, utcnow
 
 # The password hash of an account that has no password (LTI accounts sign in through launches):
 # no hash format starts with "!", so nothing verifies against it (`server.web.auth.check_password`).

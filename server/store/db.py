@@ -18,9 +18,10 @@ over; after `max_attempts` claims the submission ends "failed" with an INTERNAL_
 from __future__ import annotations
 
 import enum
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
+
 from sqlalchemy import (
     DateTime,
     Enum,
@@ -37,7 +38,7 @@ class Base(DeclarativeBase):
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def rowcount(result: Result[Any]) -> int:
@@ -58,10 +59,10 @@ class UTCDateTime(TypeDecorator[datetime]):
             return None
         if value.tzinfo is None:
             raise ValueError("naive datetime: use utcnow()")
-        return value.astimezone(timezone.utc).replace(tzinfo=None)
+        return value.astimezone(UTC).replace(tzinfo=None)
 
     def process_result_value(self, value: datetime | None, dialect: object) -> datetime | None:
-        return None if value is None else value.replace(tzinfo=timezone.utc)
+        return None if value is None else value.replace(tzinfo=UTC)
 
 
 def _enum(kind: type[enum.Enum], name: str) -> Enum:
@@ -120,4 +121,4 @@ def _aware(value: datetime | None) -> datetime | None:
         return None
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
-    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)

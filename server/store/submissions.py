@@ -11,6 +11,7 @@ import secrets
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+
 from sqlalchemy import (
     ColumnElement,
     Float,
@@ -31,6 +32,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
+
 from server.store.accounts import UserRecord
 from server.store.db import Base, UTCDateTime, _aware, _enum, rowcount, utcnow
 

@@ -4,8 +4,10 @@ sessions page that ends other sessions at once."""
 from __future__ import annotations
 
 from typing import Annotated
+
 from fastapi import APIRouter, Form, HTTPException, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
 from server.deps import ServicesDep
 from server.web.auth import (
     OptionalUser,
@@ -18,8 +20,8 @@ from server.web.auth import (
     sign_out,
     signup_errors,
 )
-from server.web.sessions import token_hash
 from server.web.common import _require_user, render
+from server.web.sessions import token_hash
 
 router = APIRouter(include_in_schema=False)
 

@@ -14,9 +14,9 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request, status
 from pwdlib import PasswordHash
 
+from server.authz import ANONYMOUS, Principal
 from server.deps import ServicesDep
 from server.services import Services
-from server.authz import ANONYMOUS, Principal
 from server.store.accounts import UserRecord
 from server.web.sessions import SessionStore
 

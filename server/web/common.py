@@ -7,22 +7,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
+
 from fastapi import HTTPException, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
+
 from graders.problem import Problem
 from graders.problem_spec import ProblemError
 from graders.verdict import VerdictReport
-from server.services import Services
 from server.authz import ANONYMOUS, Action, Principal, decide
+from server.services import Services
 from server.store.accounts import UserRecord
 from server.store.submissions import SUBMISSION_ID, SubmissionRecord
 from server.web.auth import (
     csrf_token,
 )
-from server.web.markdown import render_markdown
 from server.web.formatting import FILTERS
+from server.web.markdown import render_markdown
 
 HERE = WEB_DIR = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))

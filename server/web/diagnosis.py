@@ -3,8 +3,10 @@ one sentence naming what was saved wrongly (or recomputed), and advice (`diagnos
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
+
 from graders.verdict import VERDICT_EXPLANATIONS, Verdict
 from server.web.formatting import human_bytes
 

@@ -6,19 +6,21 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Any
+
 from fastapi import APIRouter, Form, HTTPException, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from server.authz import Access, Action, decide
 from server.deps import ServicesDep
 from server.services import Services
-from server.authz import Access, Action, decide
 from server.store.accounts import UserRecord
 from server.web.auth import (
     OptionalUser,
     PrincipalDep,
     check_csrf,
 )
-from server.web.markdown import highlight_python
 from server.web.common import _problem, _visible_submission, render, require_action, require_teacher
+from server.web.markdown import highlight_python
 
 router = APIRouter(include_in_schema=False)
 

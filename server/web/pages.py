@@ -7,15 +7,17 @@ from __future__ import annotations
 
 from typing import Annotated
 from urllib.parse import urlencode
+
 from fastapi import APIRouter, Form, Request, status
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
 from graders.problem import Problem
-from server.deps import ServicesDep
-from server.services import Services
 from server.authz import Action, decide
+from server.deps import ServicesDep
+from server.http_refusals import submit_error
+from server.services import Services
 from server.store.accounts import UserRecord
 from server.store.submissions import SubmissionRecord
-from server.http_refusals import submit_error
 from server.submit import SubmitError
 from server.submit import submit as submit_service
 from server.web.auth import (
@@ -23,9 +25,9 @@ from server.web.auth import (
     PrincipalDep,
     check_csrf,
 )
+from server.web.common import _problem, _report, _require_user, _visible_submission, render
 from server.web.markdown import render_markdown, split_section
 from server.web.panel import panel_context
-from server.web.common import _problem, _report, _require_user, _visible_submission, render
 
 router = APIRouter(include_in_schema=False)
 

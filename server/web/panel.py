@@ -12,16 +12,18 @@ headline in `server.web.diagnosis`.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+
 import jinja2
+
 from graders.artifact_limits import Aval
 from graders.verdict import VERDICT_EXPLANATIONS, Verdict, VerdictReport
 from server.web.diagnosis import Recompute, diagnose
 from server.web.formatting import FILTERS
 from server.web.plane import plane
-
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -138,7 +140,7 @@ def residual_rows(residuals: Mapping[str, Any]) -> list[ResidualRow]:
 
     used = [False] * len(submitted)
     rows: list[ResidualRow] = []
-    for r, ok in zip(expected, exp_ok):
+    for r, ok in zip(expected, exp_ok, strict=True):
         aval, nbytes = _aval(r)
         partner = None
         if ok:

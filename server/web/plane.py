@@ -7,10 +7,11 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
-from server.web.formatting import human_bytes, human_flops
+from typing import Any
 
+from server.web.formatting import human_bytes, human_flops
 
 # Geometry of the plane's SVG (pixels). x positions are percentages of the SVG's width (so the
 # chart fills any width while text keeps its size); the SVG sits in a left gutter of

@@ -28,10 +28,10 @@ from starlette.concurrency import run_in_threadpool
 
 from server import uploads
 from server.authz import Action
-from server.store.submissions import SUBMISSION_ID
 from server.packages import MAX_ARCHIVE_BYTES
 from server.services import Services
 from server.store.accounts import UserRecord
+from server.store.submissions import SUBMISSION_ID
 from server.web.auth import OptionalUser, PrincipalDep, ServicesDep, check_csrf
 from server.web.common import render, require_action
 

@@ -7,8 +7,8 @@ import json
 import os
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Iterator
 
 import httpx
 import pytest

@@ -11,7 +11,7 @@ import json
 import os
 import re
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import httpx
 import pytest

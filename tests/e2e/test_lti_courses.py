@@ -10,9 +10,9 @@ import csv
 import io
 import os
 import shutil
-from datetime import datetime, timedelta, timezone
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -85,7 +85,7 @@ def test_deadline_change_and_regrade_reach_the_lms_gradebook(
     key = next(word for word in listed.stdout.split() if word.startswith("lti-"))
 
     # a deadline two hours ago with 50% off per started day: the accepted attempt is late now
-    due = (datetime.now(timezone.utc) - timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%S")
+    due = (datetime.now(UTC) - timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%S")
     assigned = remat_judge(
         "courses",
         "assign",

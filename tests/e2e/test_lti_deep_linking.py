@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Iterator
+from collections.abc import Iterator
 from urllib.parse import parse_qs, urlsplit
 
 import httpx

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from datetime import timedelta
-from typing import Iterator
 
 import httpx
 import pytest
 from sqlalchemy import update
 
-from server.store.db import make_engine, utcnow
 from server.lti.registration import RegistrationUrl
+from server.store.db import make_engine, utcnow
 from tests.lti_platform import Browser, Platform, start_tool
 from tests.support import CHROMIUM_ARGS, Server, chromium_path, remat_judge
 

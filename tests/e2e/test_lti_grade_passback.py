@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator
 
 import httpx
 import pytest
 
-from server.store.db import make_engine
-from server.store.submissions import SubmissionStore
 from server.lti.models import lti_email
 from server.lti.passback import PassbackStore
+from server.store.db import make_engine
+from server.store.submissions import SubmissionStore
 from tests.lti_gradebook import Gradebook
 from tests.lti_platform import INSTRUCTOR, Browser, Platform, start_gradebook, start_tool
 from tests.support import PROBLEMS, Server, remat_judge

@@ -8,18 +8,18 @@ from __future__ import annotations
 import os
 import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import parse_qs, urlsplit
 
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from server.store.accounts import UserStore
-from server.store.db import make_engine
 from server.lti.keys import thumbprint
 from server.lti.models import LtiStore
+from server.store.accounts import UserStore
+from server.store.db import make_engine
 from tests.lti_platform import INSTRUCTOR, TEACHING_ASSISTANT, Browser, Platform, parse_form, start_tool
 from tests.support import CHROMIUM_ARGS, Server, chromium_path, remat_judge
 

@@ -16,7 +16,8 @@ import html
 import io
 import os
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 

@@ -10,15 +10,15 @@ import shutil
 import subprocess
 import sys
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import httpx
 import pytest
 
 from graders.pipeline import JudgeConfig
-from server.packages import pack
 from graders.publication import TODO_FILES
+from server.packages import pack
 from tests.support import PROBLEMS, Server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.jail]

@@ -11,8 +11,8 @@ import re
 import signal
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import httpx
 import pytest
@@ -46,7 +46,7 @@ class Deployment:
         self.api: Server | None = None
         self.workers: list[Worker] = []
 
-    def start(self) -> "Deployment":
+    def start(self) -> Deployment:
         done = remat_judge("db", "upgrade", env={**__import__("os").environ, **self.env})
         assert done.returncode == 0, done.stdout + done.stderr
         self.api = Server(self.root / "api", env=self.env).start()

@@ -17,8 +17,8 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from server.deps import get_services
 from server.app import create_app
+from server.deps import get_services
 from server.settings import Settings
 from tests.support import PROBLEMS
 from tests.unit.test_api_admission import make_services

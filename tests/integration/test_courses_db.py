@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from server.store import migrate
 from server.courses.models import CourseRole, CourseStore
 from server.courses.regrade import RegradeStore
 from server.courses.rules import LateRule, Policy
+from server.lti.models import LtiStore
+from server.store import migrate
 from server.store.accounts import UserStore
 from server.store.db import make_engine, utcnow
 from server.store.submissions import SubmissionStatus, SubmissionStore
-from server.lti.models import LtiStore
 from server.web.hints import HintStore, RevealReason
 
 

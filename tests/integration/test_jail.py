@@ -14,8 +14,8 @@ import pytest
 from graders.pipeline import JudgeConfig, judge_outcome
 from graders.verdict import Verdict
 from sandbox.jail import JailRequest, child_limits, jail_templates, run_in_jail
-from sandbox.supervise import Child
 from sandbox.jail_limits import JailLimits
+from sandbox.supervise import Child
 from tests.support import PROBLEMS, REPO, jail_processes
 
 pytestmark = pytest.mark.jail

@@ -7,13 +7,14 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from server.lti.ags import SCOPE_LINEITEM, SCOPE_RESULT_READONLY, SCOPE_SCORE, AgsClient, TokenError
+from server.lti.keys import ToolKey, thumbprint
 from server.lti.scores import (
     CANVAS_SUBMISSION_CLAIM,
     SCORE_CONTENT_TYPE,
@@ -23,7 +24,6 @@ from server.lti.scores import (
     score_body,
     scores_url,
 )
-from server.lti.keys import ToolKey, thumbprint
 from tests.lti_gradebook import Gradebook
 
 CLIENT_ID = "client-123"
@@ -73,20 +73,20 @@ def score(user: str, given: float, at: datetime, **kw) -> Score:
 
 
 def test_next_timestamp_is_strictly_newer_in_whole_seconds() -> None:
-    t0 = datetime(2026, 11, 23, 21, 0, 0, 100_000, tzinfo=timezone.utc)
+    t0 = datetime(2026, 11, 23, 21, 0, 0, 100_000, tzinfo=UTC)
     assert next_timestamp(t0, None) == t0
     same_second = t0 + timedelta(milliseconds=500)
     bumped = next_timestamp(same_second, t0)
-    assert bumped == datetime(2026, 11, 23, 21, 0, 1, tzinfo=timezone.utc)
+    assert bumped == datetime(2026, 11, 23, 21, 0, 1, tzinfo=UTC)
     # a third verdict in the same wall-clock second moves on again
     assert next_timestamp(t0 + timedelta(milliseconds=800), bumped) == bumped + timedelta(seconds=1)
     later = t0 + timedelta(seconds=5)
     assert next_timestamp(later, bumped) == later
     # a clock that went backwards still gives a newer second
-    assert next_timestamp(t0 - timedelta(seconds=3), t0) == datetime(2026, 11, 23, 21, 0, 1, tzinfo=timezone.utc)
+    assert next_timestamp(t0 - timedelta(seconds=3), t0) == datetime(2026, 11, 23, 21, 0, 1, tzinfo=UTC)
     # other zones are compared as instants and returned in UTC
     other = datetime(2026, 11, 23, 22, 0, 0, 300_000, tzinfo=timezone(timedelta(hours=1)))
-    assert next_timestamp(other, t0) == datetime(2026, 11, 23, 21, 0, 1, tzinfo=timezone.utc)
+    assert next_timestamp(other, t0) == datetime(2026, 11, 23, 21, 0, 1, tzinfo=UTC)
     with pytest.raises(ValueError):
         next_timestamp(datetime(2026, 1, 1), None)
 
@@ -101,7 +101,7 @@ def test_scores_url_and_body() -> None:
         == "https://canvas/api/lti/courses/1/line_items/5/scores"
     )
     assert scores_url("https://x/items/5/") == "https://x/items/5/scores"
-    at = datetime(2026, 11, 23, 21, 0, 0, 123_456, tzinfo=timezone.utc)
+    at = datetime(2026, 11, 23, 21, 0, 0, 123_456, tzinfo=UTC)
     body = score_body(score("u1", 0.5, at, submitted_at=at - timedelta(seconds=3), comment="2/4 tests"))
     assert body == {
         "userId": "u1",
@@ -201,7 +201,7 @@ def test_two_scores_same_second_arrive_in_order(
     client: AgsClient, platform: FakePlatform, key: ToolKey, book: Gradebook
 ) -> None:
     lineitem = book.lineitem_url("7")
-    first_verdict = datetime.now(timezone.utc).replace(microsecond=100_000)
+    first_verdict = datetime.now(UTC).replace(microsecond=100_000)
     second_verdict = first_verdict + timedelta(milliseconds=300)  # the same second
     last_sent = None
     for given, verdict_at in ((0.0, first_verdict), (1.0, second_verdict)):
@@ -230,7 +230,7 @@ def test_two_scores_same_second_arrive_in_order(
 def test_same_second_without_the_rule_is_409_not_retried(
     client: AgsClient, platform: FakePlatform, key: ToolKey, book: Gradebook
 ) -> None:
-    at = datetime.now(timezone.utc).replace(microsecond=100_000)
+    at = datetime.now(UTC).replace(microsecond=100_000)
     assert client.send_score(platform, key, book.lineitem_url("8"), score("u", 0.0, at)).delivered
     late = client.send_score(platform, key, book.lineitem_url("8"), score("u", 1.0, at + timedelta(milliseconds=500)))
     assert late.status_code == 409 and not late.delivered and not late.retry
@@ -240,7 +240,7 @@ def test_same_second_without_the_rule_is_409_not_retried(
 
 def test_moodle_type_id_query_is_kept(client: AgsClient, platform: FakePlatform, key: ToolKey, book: Gradebook) -> None:
     delivery = client.send_score(
-        platform, key, book.lineitem_url("3", "?type_id=1"), score("u", 1.0, datetime.now(timezone.utc))
+        platform, key, book.lineitem_url("3", "?type_id=1"), score("u", 1.0, datetime.now(UTC))
     )
     assert delivery.delivered, delivery.error
     assert book.requests[-1].path == "/lineitems/3/lineitem/scores"
@@ -248,11 +248,9 @@ def test_moodle_type_id_query_is_kept(client: AgsClient, platform: FakePlatform,
 
 
 def test_401_refetches_the_token_once(client: AgsClient, platform: FakePlatform, key: ToolKey, book: Gradebook) -> None:
-    assert client.send_score(
-        platform, key, book.lineitem_url("4"), score("u", 0.5, datetime.now(timezone.utc))
-    ).delivered
+    assert client.send_score(platform, key, book.lineitem_url("4"), score("u", 0.5, datetime.now(UTC))).delivered
     book.revoke_all()  # the cached token is now expired on the platform's side
-    at = datetime.now(timezone.utc) + timedelta(seconds=2)
+    at = datetime.now(UTC) + timedelta(seconds=2)
     delivery = client.send_score(platform, key, book.lineitem_url("4"), score("u", 1.0, at))
     assert delivery.delivered, delivery.error
     assert client.token_fetches == 2
@@ -264,7 +262,7 @@ def test_401_twice_is_not_retried_forever(
 ) -> None:
     # a token without the score scope: the platform answers 401 every time
     delivery = client.send_score(
-        platform, key, book.lineitem_url("5"), score("u", 1.0, datetime.now(timezone.utc)), scopes=[SCOPE_LINEITEM]
+        platform, key, book.lineitem_url("5"), score("u", 1.0, datetime.now(UTC)), scopes=[SCOPE_LINEITEM]
     )
     assert delivery.status_code == 401 and delivery.token_refused and not delivery.delivered and not delivery.retry
     assert client.token_fetches == 2 and [r.status for r in book.requests] == [401, 401]
@@ -274,7 +272,7 @@ def test_5xx_is_retryable_then_delivered(
     client: AgsClient, platform: FakePlatform, key: ToolKey, book: Gradebook
 ) -> None:
     book.script = [503]
-    at = datetime.now(timezone.utc)
+    at = datetime.now(UTC)
     failed = client.send_score(platform, key, book.lineitem_url("6"), score("u", 1.0, at))
     assert failed.status_code == 503 and failed.retry and not failed.delivered
     again = client.send_score(platform, key, book.lineitem_url("6"), score("u", 1.0, at))
@@ -285,7 +283,7 @@ def test_400_is_not_retried_and_reports_the_message(
     client: AgsClient, platform: FakePlatform, key: ToolKey, book: Gradebook
 ) -> None:
     book.script = [400]
-    delivery = client.send_score(platform, key, book.lineitem_url("6"), score("u", 1.0, datetime.now(timezone.utc)))
+    delivery = client.send_score(platform, key, book.lineitem_url("6"), score("u", 1.0, datetime.now(UTC)))
     assert delivery.status_code == 400 and not delivery.retry and "scripted 400" in (delivery.error or "")
     # the gradebook's own rule: a score without the required fields is a 400 with Moodle's message
     token = client.access_token(platform, key, [SCOPE_SCORE])
@@ -303,7 +301,7 @@ def test_connection_refused_is_retryable(
 ) -> None:
     token = client.access_token(platform, key, [SCOPE_SCORE])
     book.stop()
-    delivery = client.post_score(book.lineitem_url("1"), token, score("u", 1.0, datetime.now(timezone.utc)))
+    delivery = client.post_score(book.lineitem_url("1"), token, score("u", 1.0, datetime.now(UTC)))
     assert delivery.status_code is None and delivery.retry and not delivery.delivered
 
 
@@ -312,6 +310,6 @@ def test_loopback_refused_unless_allowed(platform: FakePlatform, key: ToolKey, b
     with pytest.raises(TokenError) as refused:
         strict.access_token(platform, key, [SCOPE_SCORE])
     assert not refused.value.retry and "loopback" in str(refused.value)
-    delivery = strict.post_score(book.lineitem_url("1"), "t", score("u", 1.0, datetime.now(timezone.utc)))
+    delivery = strict.post_score(book.lineitem_url("1"), "t", score("u", 1.0, datetime.now(UTC)))
     assert not delivery.retry and not delivery.delivered and "loopback" in (delivery.error or "")
     assert book.requests == [] and book.token_requests == []

@@ -5,22 +5,21 @@ the same second, a verdict while a score is being sent, one sender per row, retr
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from sqlalchemy import update
 
-from server.store import migrate
-from server.courses.models import CourseStore
-from server.courses.models import CourseRole
-from server.store.db import make_engine, utcnow
-from server.store.submissions import SubmissionStore
+from server.courses.models import CourseRole, CourseStore
 from server.lti.ags import AgsClient
 from server.lti.grade_sender import LtiGradeSender, Scorer
 from server.lti.models import LtiStore
 from server.lti.passback import LtiGradePassback, PassbackStatus, PassbackStore
+from server.store import migrate
+from server.store.db import make_engine, utcnow
+from server.store.submissions import SubmissionStore
 from tests.integration.test_lti_ags import CLIENT_ID, make_key
 from tests.lti_gradebook import Gradebook
 
@@ -243,7 +242,7 @@ def test_an_address_outside_the_allowed_networks_is_refused(world: World) -> Non
 def test_a_sender_that_died_mid_post_leaves_a_reserved_timestamp_the_next_one_passes(world: World) -> None:
     world.verdict(0.5)
     [claimed] = world.rows.claim_due(lease_s=60)
-    later = datetime.now(timezone.utc) + timedelta(seconds=5)
+    later = datetime.now(UTC) + timedelta(seconds=5)
     world.rows.reserve(claimed.id, later)  # a POST with this timestamp may have reached the platform
     world.make_due()  # its lease ran out
     assert world.drain() == 1

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from server.store import migrate
-from server.store.db import make_engine
-from server.store.submissions import SubmissionStore
-from server.store.faults import wait_for_database
 from server.grading.grader import Sweeper
 from server.grading.redis_jobs import RedisJobs
+from server.store import migrate
+from server.store.db import make_engine
+from server.store.faults import wait_for_database
+from server.store.submissions import SubmissionStore
 
 
 def test_waiting_for_a_database_that_is_down_says_so_once_and_returns_when_it_answers(

@@ -7,8 +7,8 @@ import os
 import secrets
 import socket
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

@@ -22,8 +22,9 @@ from __future__ import annotations
 import base64
 import inspect
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 # The cases of problems/checkpoint_dot_policy/problem.toml: name -> (d, N).
 DOT_CASES: dict[str, tuple[int, int]] = {"small": (4, 8), "rectangular": (16, 40), "large": (256, 1024)}

@@ -7,24 +7,16 @@ and `export_case` are plain functions.
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from graders.problem import Problem, case_arg_specs, load_problem
-from sandbox.bundle import Bundle, parse_bundle
+from graders.problem import Problem, case_arg_specs
 from jailside.runner import run_request
+from sandbox.bundle import Bundle, parse_bundle
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DOT_POLICY_DIR = REPO_ROOT / "problems" / "checkpoint_dot_policy"
 BUNDLE_LIMIT_BYTES = 64 * 1024 * 1024
-
-
-@pytest.fixture(scope="session")
-def dot_problem() -> Problem:
-    """The real `problems/checkpoint_dot_policy` package."""
-    return load_problem(DOT_POLICY_DIR)
 
 
 @pytest.fixture(scope="session")

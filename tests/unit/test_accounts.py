@@ -129,7 +129,7 @@ def test_sign_up_is_no_way_around_the_sign_in_throttle(tmp_path: Path) -> None:
             data={"email": "ada@uni.example", "display_name": "X", "password": password, "csrf_token": token},
             follow_redirects=False,
         )
-        for password in ["guess-number-%d" % i for i in range(12)] + [PASSWORD]
+        for password in [f"guess-number-{i}" for i in range(12)] + [PASSWORD]
     ]
     assert {a.status_code for a in answers} == {429}  # the right password last: refused unchecked too
     assert all(1 <= int(a.headers["retry-after"]) <= 900 for a in answers)

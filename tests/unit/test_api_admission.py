@@ -9,17 +9,17 @@ import pytest
 from fastapi.testclient import TestClient
 
 from graders.problem import ProblemRepository
-from server.store import migrate
 from server.admission import Admission
-from server.deps import get_services
-from server.services import Services
 from server.app import create_app
+from server.deps import get_services
+from server.grading.queue import InProcessQueue
+from server.grading.waits import CompletionHub
+from server.services import Services
+from server.settings import Settings
+from server.store import migrate
 from server.store.accounts import ClientStore, UserStore
 from server.store.db import make_engine
 from server.store.submissions import SubmissionStatus, SubmissionStore
-from server.grading.queue import InProcessQueue
-from server.settings import Settings
-from server.grading.waits import CompletionHub
 from tests.support import PROBLEMS
 
 SOURCE = (PROBLEMS / "checkpoint_dot_policy" / "reference.py").read_text()

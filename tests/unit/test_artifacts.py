@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from graders.untrusted.result import ArtifactError
 from graders.untrusted.parse import deserialize, exported_avals
 from graders.untrusted.reader import inspect_module
+from graders.untrusted.result import ArtifactError
 from jailside.export import export_case
 
 X_1024 = [{"kind": "array", "name": "x", "shape": [1024], "dtype": "float32"}]

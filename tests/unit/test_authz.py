@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from server.deps import get_services
 from server.app import create_app
 from server.authz import (
     ANONYMOUS,
@@ -36,10 +35,11 @@ from server.authz import (
 )
 from server.courses.models import Course, CourseRole, CourseStore
 from server.courses.rules import Policy
-from server.store.accounts import SiteRole, UserStore
+from server.deps import get_services
 from server.lti.models import LtiStore
 from server.lti.service import LtiService
 from server.settings import Settings
+from server.store.accounts import SiteRole, UserStore
 from server.web.auth import hash_password
 from tests.support import PROBLEMS, REPO
 from tests.unit.test_api_admission import make_services

@@ -12,9 +12,9 @@ import pytest
 from pydantic import ValidationError
 
 from graders.untrusted.parse import deserialize, exported_avals
-from sandbox.bundle import BUNDLE_FORMAT, Bundle, BundleError, parse_bundle
 from jailside.runner import BUNDLE_FORMAT as RUNNER_BUNDLE_FORMAT
 from jailside.runner import run_request
+from sandbox.bundle import BUNDLE_FORMAT, Bundle, BundleError, parse_bundle
 
 LIMIT = 1 << 20
 TINY_SOURCE = "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(jnp.sin(x) ** 2)\n"
@@ -55,7 +55,7 @@ def test_parses_a_bundle_written_by_the_runner(runner_bundle: dict[str, Any]) ->
     assert case.fwd == base64.b64decode(runner_bundle["cases"][0]["fwd"])
     fwd = deserialize(case.fwd)  # the decoded bytes are the artifact
     assert [(a.shape, a.dtype) for a in exported_avals(fwd.in_avals)] == [((4,), "float32")]
-    assert case.residual_notes is not None and all(n.dtype == "float32" for n in case.residual_notes)
+    assert case.residual_notes and all(n.dtype == "float32" for n in case.residual_notes)
 
 
 def test_parses_a_runner_failure_bundle() -> None:

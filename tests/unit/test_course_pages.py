@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -18,7 +18,7 @@ from server.store.submissions import SubmissionRecord, SubmissionStatus
 from server.web.auth import hash_password
 from tests.unit.test_api_admission import make_client
 
-DUE = datetime(2026, 11, 10, 12, 0, tzinfo=timezone.utc)
+DUE = datetime(2026, 11, 10, 12, 0, tzinfo=UTC)
 SLUG = "checkpoint_dot_policy"
 
 

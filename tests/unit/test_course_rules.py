@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from server.courses.rules import Attempt, GradeRule, LateRule, Policy, credit, days_late, standing
 
-T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 
 def at(hours: float, verdict: str | None = "WRONG_VALUE", score: float | None = 0.0, sid: str = "") -> Attempt:

@@ -11,8 +11,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from server.deps import get_services
 from server.app import create_app
+from server.deps import get_services
 from server.lti.models import LtiLogin, LtiStore
 from server.lti.service import LtiService
 from server.settings import Settings

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from fastapi.testclient import TestClient
 
-from server.deps import get_services
 from server.app import create_app
+from server.deps import get_services
 from server.lti.models import LtiStore
 from server.lti.service import LtiService
 from server.settings import Settings

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from server.store import migrate
 from server.courses.models import CourseRole
-from server.store.accounts import SiteRole, UserStore
-from server.store.db import make_engine, utcnow
 from server.lti.models import LtiStore
-from server.store.accounts import NO_PASSWORD
+from server.store import migrate
+from server.store.accounts import NO_PASSWORD, SiteRole, UserStore
+from server.store.db import make_engine, utcnow
 from server.web.auth import check_password
 
 

@@ -9,8 +9,8 @@ import logging
 import pytest
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from server.store.faults import Outage, is_database_fault
 from server.logs import RepeatFilter
+from server.store.faults import Outage, is_database_fault
 
 
 def test_an_outage_is_said_when_it_starts_and_when_it_ends(caplog: pytest.LogCaptureFixture) -> None:

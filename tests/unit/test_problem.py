@@ -185,7 +185,7 @@ def test_hidden_inputs_are_deterministic_for_the_same_seed(dot_problem: Problem)
     b = hidden_inputs(dot_problem.spec, case, seed=b"seed-1", version=dot_problem.version, index=0)
     assert [x.shape for x in a] == [(16, 16), (16, 16), (40, 16)]
     assert all(x.dtype == np.float32 for x in a)
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         np.testing.assert_array_equal(x, y)
 
 
@@ -198,7 +198,7 @@ def test_hidden_inputs_differ_for_another_seed_index_or_version(dot_problem: Pro
         hidden_inputs(dot_problem.spec, case, seed=b"seed-1", version="000000000000", index=0),
     ]
     for other in others:
-        for x, y in zip(base, other):
+        for x, y in zip(base, other, strict=True):
             assert x.shape == y.shape
             assert not np.any(x == y)
 

@@ -11,8 +11,8 @@ import pytest
 
 from server.store.accounts import SiteRole
 from server.web.markdown import split_section
-from tests.unit.test_course_pages import DUE, Site
 from tests.support import PROBLEMS
+from tests.unit.test_course_pages import DUE, Site
 
 
 def test_split_section_takes_the_heading_to_the_next_one_and_ignores_code() -> None:

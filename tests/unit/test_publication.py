@@ -23,9 +23,9 @@ from graders.publication import (
     todos,
 )
 from graders.scaffold import scaffold
-from server.store.accounts import SiteRole
 from server.folders import folder, source_of
 from server.packages import install, pack, staged_package
+from server.store.accounts import SiteRole
 from tests.support import PROBLEMS
 
 SHIPPED = "remat_sin_sin"

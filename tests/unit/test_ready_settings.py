@@ -24,8 +24,18 @@ def test_ready_children_default_to_one_per_thread_within_the_uid_range(
     settings = Settings(workers=workers, ready_children=ready)
     assert settings.ready_children_kept() == kept
     assert settings.judge_config().ready_children == kept
-    # every running and waiting child holds a uid; 8 stay spare for children being torn down
-    assert 2 * workers + 2 * kept <= 64 - 8 or kept == 0
+
+
+@pytest.mark.parametrize("ready", [None, 1, 8, 64])
+def test_running_and_waiting_children_never_take_the_spare_uids(ready: int | None) -> None:
+    """Every running and waiting child holds a uid and 8 stay spare for children being torn down:
+    whatever the thread count, what `ready_children_kept` answers fits (or keeps none)."""
+    for workers in range(1, 64):
+        kept = Settings(workers=workers, ready_children=ready).ready_children_kept()
+        assert kept >= 0
+        assert kept == 0 or 2 * workers + 2 * kept <= len(JAIL_UIDS.uids) - 8, (workers, kept)
+        if ready is not None and 2 * workers + 2 * ready <= len(JAIL_UIDS.uids) - 8:
+            assert kept == ready, (workers, kept)  # what was asked, when it fits
 
 
 def test_a_negative_ready_children_is_refused() -> None:

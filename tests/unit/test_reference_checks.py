@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from graders.artifact_limits import VerifyLimits
+from graders.expectation import cache_dir
 from graders.problem import load_problem
 from graders.reference import (
     ReferenceCheckError,
@@ -19,7 +20,6 @@ from graders.reference import (
     failure_path,
     recorded_failure,
 )
-from graders.expectation import cache_dir
 from tests.support import PROBLEMS
 
 SEED = b"reference-checks"
@@ -74,7 +74,7 @@ def test_a_reference_too_big_for_the_verifier_fails_memory_limit(tmp_path: Path)
 def test_the_banks_reference_passes_and_a_deterministic_failure_is_recorded_not_rebuilt(tmp_path: Path) -> None:
     good = load_problem(PROBLEMS / "remat_sin_sin")
     expectations = build_expectations(good, seed=SEED, export_budget_s=60.0)
-    assert all(max(c.fd_reference_error) < 1e-3 for c in expectations.cases)
+    assert expectations.cases and all(max(c.fd_reference_error) < 1e-3 for c in expectations.cases)
     bad = load_problem(package(tmp_path, MISTAKES["finite_difference"]))
     with pytest.raises(ReferenceCheckError):
         ensure_expectations(bad, seed=SEED, cache_root=tmp_path / "cache")

@@ -11,14 +11,14 @@ from typing import Any
 import jax
 import numpy as np
 import pytest
-from pydantic import ValidationError
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
-from graders.problem import case_arg_specs, hidden_inputs, leaf_names
-from graders.scaffold_frameworks import tree_spec_toml
-from graders.problem_spec import LEAF_KEYS, MAX_TREE_DEPTH, ProblemSpec
 from graders.evaluate import shifted_inputs
+from graders.problem import case_arg_specs, hidden_inputs, leaf_names
+from graders.problem_spec import LEAF_KEYS, MAX_TREE_DEPTH, ProblemSpec
+from graders.scaffold_frameworks import tree_spec_toml
 from graders.untrusted.parse import deserialize, exported_avals
 from jailside.export import _abstract_arg, export_case
 

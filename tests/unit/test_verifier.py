@@ -7,22 +7,23 @@ import base64
 import copy
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from graders.artifact_limits import VerifyLimits
 from graders.expectation import ARRAY_FIELDS
-from graders.problem import Problem
 from graders.expectation_files import load_expectations, save_expectations
+from graders.problem import Problem
 from graders.reference import Expectations, build_expectations, cache_dir, ensure_expectations
 from graders.verdict import Verdict
-from graders.artifact_limits import VerifyLimits
 from graders.verifier import VerifyResult, VersionMismatch, residual_report, score_of, verify
-from sandbox.bundle import Bundle, parse_bundle
 from jailside.export import export_case
+from sandbox.bundle import Bundle, parse_bundle
 
 SEED = b"unit-test-seed"
 
@@ -136,7 +137,7 @@ def test_reference_is_accepted_with_full_score(
     result = judge(bundles["reference.py"], dot_problem, expectations)
     assert result.verdict is Verdict.ACCEPTED, [c.message for c in result.checks if not c.passed]
     assert result.score == 1.0
-    assert all(c.passed for c in result.checks)
+    assert result.checks and all(c.passed for c in result.checks)
     assert [c.name for c in result.checks if not c.judged] == ["peak_memory"]  # reported only
     assert [c.name for c in result.checks] == [
         "module",
@@ -369,7 +370,7 @@ def test_submission_values_equal_the_references_own_exactly(
 
     loaded = [
         _load_case(e, c, dot_problem, VerifyLimits(), expectations.leaf_names)
-        for e, c in zip(expectations.cases, bundles["reference.py"].cases)
+        for e, c in zip(expectations.cases, bundles["reference.py"].cases, strict=True)
     ]
     for run in _execute(loaded, VerifyLimits()):
         exp = run.expected
@@ -378,7 +379,9 @@ def test_submission_values_equal_the_references_own_exactly(
             (run.gradients, exp.gradients),
             (run.residual_values, exp.residual_values),
         ):
-            assert all(np.array_equal(g, w) for gs, ws in zip(got, want) for g, w in zip(gs, ws))
+            assert got and all(
+                np.array_equal(g, w) for gs, ws in zip(got, want, strict=True) for g, w in zip(gs, ws, strict=True)
+            )
         assert exp.fd_reference_error and max(exp.fd_reference_error) < FD_TOLERANCE  # its float64 self-check
 
 
@@ -515,7 +518,7 @@ def test_cached_expectations_round_trip_as_read_only_mapped_arrays(
     save_expectations(expectations, tmp_path / "entry")
     loaded = load_expectations(tmp_path / "entry")
     assert loaded is not None
-    for want, got in zip(expectations.cases, loaded.cases):
+    for want, got in zip(expectations.cases, loaded.cases, strict=True):
         assert (got.name, got.residuals, got.input_avals, got.output_avals) == (
             want.name,
             want.residuals,
@@ -528,8 +531,8 @@ def test_cached_expectations_round_trip_as_read_only_mapped_arrays(
             want.bwd_flops,
         )
         for name in ARRAY_FIELDS:
-            for gs, ws in zip(getattr(got, name), getattr(want, name)):
-                for g, w in zip(gs, ws):
+            for gs, ws in zip(getattr(got, name), getattr(want, name), strict=True):
+                for g, w in zip(gs, ws, strict=True):
                     assert g.dtype == w.dtype and g.shape == w.shape and np.array_equal(g, w)
                     assert not g.flags.writeable
     with pytest.raises(ValueError):
@@ -639,12 +642,17 @@ def test_cases_past_the_memory_budget_get_programs_of_their_own(
 
     loaded = [
         _load_case(e, c, dot_problem, VerifyLimits(), expectations.leaf_names)
-        for e, c in zip(expectations.cases, bundles["reference.py"].cases)
+        for e, c in zip(expectations.cases, bundles["reference.py"].cases, strict=True)
     ]
     together, apart = _execute(loaded, VerifyLimits()), _execute(loaded, VerifyLimits(max_peak_live_bytes=budget))
-    for a, b in zip(together, apart):
-        assert all(
-            np.array_equal(x, y)
-            for xs, ys in zip(a.gradients + a.outputs, b.gradients + b.outputs)
-            for x, y in zip(xs, ys)
+    assert together
+    for a, b in zip(together, apart, strict=True):
+        assert (
+            a.outputs
+            and a.gradients
+            and all(
+                np.array_equal(x, y)
+                for xs, ys in zip(a.gradients + a.outputs, b.gradients + b.outputs, strict=True)
+                for x, y in zip(xs, ys, strict=True)
+            )
         )

@@ -17,8 +17,8 @@ from server.uploads import UploadState, UploadStore
 from server.web.formatting import inline_code
 from server.web.panel import render_panel
 from tests.support import PROBLEMS
-from tests.unit.test_uploads import site_with_token
 from tests.unit.test_course_pages import Site
+from tests.unit.test_uploads import site_with_token
 
 SLUG = "remat_sin_sin"
 

@@ -13,16 +13,6 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from server.store.db import Base, make_engine
-import server.store.accounts
-import server.store.submissions
-import server.lti.models
-import server.lti.passback
-import server.courses.models
-import server.courses.regrade
-import server.web.hints
-import server.web.sessions
-import server.uploads
-import server.lti.registration  # noqa: F401 - one-time dynamic registration URLs (issue 24)
 
 config = context.config
 target_metadata = Base.metadata

@@ -16,15 +16,15 @@ Revises: 0004
 Create Date: 2026-11-23
 """
 
-from typing import Sequence, Union
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0005"
-down_revision: Union[str, Sequence[str], None] = "0004"
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = "0004"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 STATUSES = ("idle", "pending", "delivered", "failed", "refused")
 

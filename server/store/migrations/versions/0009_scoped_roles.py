@@ -25,15 +25,15 @@ Create Date: 2026-11-25
 """
 
 import hashlib
-from typing import Sequence, Union
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import context, op
 
 revision: str = "0009"
-down_revision: Union[str, Sequence[str], None] = "0008"
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = "0008"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 
 def _in(column: str, values: tuple[str, ...]) -> str:
