@@ -4,7 +4,8 @@ Steps (docs/ARCHITECTURE.md): 1. module checks before anything runs (op allowlis
 platform, effects); 2. aval checks against the case and the reference; 3. the residual signature
 read from the fwd artifact; 4. values and gradients on the hidden inputs with random cotangents,
 against the reference's (whose own gradients were checked against finite differences in float64
-once per version, `graders.reference`); 5. peak live bytes of both artifacts.
+once per version, `graders.reference`); 5. the checks of `graders.checks.registry.CHECKS` on
+the runs (values, gradients, residuals, peak live bytes, recompute), which also make the score.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from typing import Any
 
 from graders.artifact_limits import Aval, VerifyLimits, is_differentiable
 from graders.checks.common import CaseRun
-from graders.checks.gradients import check_gradients
-from graders.checks.residuals import check_peak_memory, check_recompute, check_residuals, describe_residuals, signature
-from graders.checks.values import check_values
+from graders.checks.protocol import CheckContext
+from graders.checks.registry import run_checks, score_of
+from graders.checks.residuals import describe_residuals, signature
 from graders.evaluate import ArtifactRunError, CaseData, evaluate_cases
 from graders.expectation import CaseExpectation, Expectations, named_sources
 from graders.problem import Problem
@@ -365,22 +366,6 @@ def residual_report(runs: list[CaseRun]) -> ResidualReport | None:
     )
 
 
-def score_of(checks: list[CheckResult], problem: Problem) -> float:
-    """value weight if values pass; + gradient weight if gradients also pass; + policy weight if
-    the memory checks also pass (a policy is only worth something when gradients are right)."""
-    passed = {c.name: c.passed for c in checks}
-    w = problem.spec.scoring
-    value_ok = passed.get("value", False)
-    gradient_ok = value_ok and passed.get("gradient", False)
-    policy_ok = (
-        gradient_ok
-        and passed.get("residuals", False)
-        and passed.get("peak_memory", False)
-        and passed.get("recompute", True)
-    )
-    return round(w.value * value_ok + w.gradient * gradient_ok + w.policy * policy_ok, 4)
-
-
 def verify(
     bundle: Bundle,
     problem: Problem,
@@ -447,12 +432,7 @@ def verify(
     except _Stop as stop:
         checks.append(stop.check)
         return VerifyResult(checks, None, stop.check.verdict or Verdict.RUNTIME_ERROR, 0.0, program_digest=programs)
-    checks += [
-        check_values(runs, spec=problem.spec),
-        check_gradients(runs, spec=problem.spec, leaf_names=expectations.leaf_names),
-        check_residuals(runs, spec=problem.spec),
-        check_peak_memory(runs, rule=problem.spec.memory),
-        check_recompute(runs, rule=problem.spec.memory),
-    ]
+    checks += run_checks(runs, CheckContext(problem.spec, expectations.leaf_names))
     verdict = first_verdict([c.verdict for c in checks if not c.passed and c.verdict is not None])
-    return VerifyResult(checks, residual_report(runs), verdict, score_of(checks, problem), program_digest=programs)
+    score = score_of(checks, problem.spec.scoring)
+    return VerifyResult(checks, residual_report(runs), verdict, score, program_digest=programs)

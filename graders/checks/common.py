@@ -166,3 +166,13 @@ def compare_calibrated(
         scale = max(1.0, float(np.max(np.abs(finite)))) if finite.size else 1.0
     widened = Tolerance(rtol=tol.rtol, atol=max(tol.atol, (factor + 1.0) * reference_error / scale))
     return compare_arrays(got, reference, widened)
+
+
+def human_bytes(n: int | float) -> str:
+    """`3.5 MiB`, `812 B`: binary units, as memory is counted (the panel's and the checks' own)."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(size) < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"

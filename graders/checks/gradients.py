@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from graders.artifact_limits import is_differentiable
 from graders.checks.common import CaseRun, compare_calibrated
+from graders.checks.protocol import Advice, CheckContext, Evidence, ScorePart
 from graders.expectation import error_of
 from graders.problem_spec import ProblemSpec
 from graders.verdict import CheckResult, Verdict
@@ -64,3 +65,17 @@ def check_gradients(runs: list[CaseRun], *, spec: ProblemSpec, leaf_names: list[
         message=f"gradients with respect to {', '.join(names)} match the reference for random cotangents",
         details=per_case,
     )
+
+
+class GradientCheck:
+    """The gradient check in the registry (`graders.checks.protocol.Check`): `check_gradients`."""
+
+    name = "gradient"
+    part: ScorePart = "gradient"
+    headline = "Your gradients are wrong"
+
+    def run(self, runs: list[CaseRun], context: CheckContext) -> CheckResult:
+        return check_gradients(runs, spec=context.spec, leaf_names=context.leaf_names)
+
+    def explain(self, evidence: Evidence) -> Advice:
+        return Advice(evidence.message)

@@ -1,4 +1,5 @@
-"""Memory checks: which residuals autodiff saves, and the backward pass's peak live bytes."""
+"""The residuals check: which values autodiff saves for the backward pass, against the policy the
+problem asks for (the memory rule), and the residual signatures and listings messages are made of."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ from typing import Any
 import numpy as np
 
 from graders.artifact_limits import Aval
-from graders.checks.common import CaseRun, compare_calibrated
-from graders.expectation import error_of
-from graders.problem_spec import MemoryRule, ProblemSpec, Tolerance
+from graders.checks.common import CaseRun
+from graders.checks.matching import match_values, with_matches
+from graders.checks.protocol import Advice, CheckContext, Evidence, ScorePart
+from graders.problem_spec import MemoryRule, ProblemSpec
 from graders.verdict import CheckResult, ResidualFact, Verdict
 
 ANY_KIND = "any"  # the memory kind in a signature that does not compare kinds
+OTHER_MEMORY = "keeps them in other memory"  # in a failure that is about where, not which, values are kept
 
 
 def signature(residuals: list[ResidualFact], *, kinds: bool = True) -> Counter[tuple[Aval, str]]:
@@ -148,92 +151,6 @@ def _difference(expected: list[ResidualFact], submitted: list[ResidualFact], *, 
     return "; ".join(parts)
 
 
-MASK_MISMATCH_FRACTION = 0.005  # bool/int residuals: share of elements that may differ (float noise at 0)
-
-
-def residuals_equal(got: np.ndarray, reference: np.ndarray, reference_error: float | None, tol: Tolerance) -> bool:
-    """Whether a submitted residual holds the same value as a reference residual on one input.
-
-    Floats: within the calibrated tolerance (`compare_calibrated`). Bool and integer values (masks,
-    indices): equal except for at most MASK_MISMATCH_FRACTION of the elements (at least one), which
-    float noise next to a threshold can flip; a different mask differs in a large share.
-    """
-    if got.shape != reference.shape or got.dtype != reference.dtype:
-        return False
-    if got.dtype.kind in "biu":
-        allowed = max(1, int(MASK_MISMATCH_FRACTION * got.size))
-        return int(np.count_nonzero(got != reference)) <= allowed
-    return compare_calibrated(got, reference, reference_error, tol).passed
-
-
-def match_residuals(run: CaseRun, *, spec: ProblemSpec) -> list[int | None]:
-    """A one-to-one matching of the submission's residuals to the reference's, by value.
-
-    A submitted residual i may match reference residual j when both have the same aval and
-    `residuals_equal` holds on every hidden input. The matching is maximum (augmenting paths,
-    Kuhn's algorithm), so two residuals of one aval saved in swapped order still match.
-
-    Returns:
-        Per submitted residual, the index of its reference residual, or None.
-    """
-    exp = run.expected
-    sub_values, ref_values = run.residual_values, exp.residual_values
-    n_sub, n_ref = len(run.residuals), len(exp.residuals)
-    candidates: list[list[int]] = []
-    for i, fact in enumerate(run.residuals):
-        same_aval = [
-            j
-            for j in range(n_ref)
-            if exp.residuals[j].shape == fact.shape
-            and exp.residuals[j].dtype == fact.dtype
-            and (exp.residuals[j].memory_kind == fact.memory_kind or not spec.memory.compare_kinds)
-        ]
-        candidates.append(sorted(same_aval, key=lambda j: (j != i, j)))  # try the same position first
-    cache: dict[tuple[int, int], bool] = {}
-
-    def equal(i: int, j: int) -> bool:
-        if (i, j) not in cache:
-            tol = spec.tolerance_for(run.residuals[i].dtype)
-            cache[(i, j)] = all(
-                residuals_equal(sub_values[k][i], ref_values[k][j], error_of(exp.residual_errors, k, j), tol)
-                for k in range(min(len(sub_values), len(ref_values)))
-            )
-        return cache[(i, j)]
-
-    owner: dict[int, int] = {}  # reference index -> submitted index
-    for start in range(n_sub):
-        # iterative augmenting-path search from `start`
-        parent: dict[int, tuple[int, int | None]] = {}  # ref j -> (sub i that reached it, previous ref)
-        stack: list[tuple[int, int | None]] = [(start, None)]
-        seen: set[int] = set()
-        found: int | None = None
-        while stack and found is None:
-            i, via = stack.pop()
-            for j in candidates[i]:
-                if j in seen or not equal(i, j):
-                    continue
-                seen.add(j)
-                parent[j] = (i, via)
-                if j not in owner:
-                    found = j
-                    break
-                stack.append((owner[j], j))
-        j_cur: int | None = found
-        while j_cur is not None:
-            i, previous = parent[j_cur]
-            owner[j_cur] = i
-            j_cur = previous
-    by_sub = {i: j for j, i in owner.items()}
-    return [by_sub.get(i) for i in range(n_sub)]
-
-
-def _with_matches(facts: list[ResidualFact], matched: list[bool] | None) -> list[ResidualFact]:
-    """Copies of the reference's facts (shared by every run) marked with what the submission saves."""
-    if matched is None:
-        return facts
-    return [f.model_copy(update={"matched": m}) for f, m in zip(facts, matched, strict=True)]
-
-
 def _count(n: int, word: str) -> str:
     return f"{n} {word}{'s' if n != 1 else ''}"
 
@@ -254,17 +171,6 @@ def _recompute_text(run: CaseRun) -> str:
             f"against {exp.bwd_flops:,}): it keeps work the policy recomputes."
         )
     return ""
-
-
-def _match_values(run: CaseRun, *, spec: ProblemSpec) -> int:
-    """Returns how many reference residuals the submission's match by value, marking `matched` on both sides."""
-    expected, submitted = run.expected.residuals, run.residuals
-    matching = match_residuals(run, spec=spec)
-    matched_refs = {j for j in matching if j is not None}
-    run.expected_matched = [j in matched_refs for j in range(len(expected))]
-    for fact, j in zip(submitted, matching, strict=True):
-        fact.matched = j is not None
-    return len(matched_refs)
 
 
 # jax/_src/core.py (0.10.2), mem_kind_to_space: only "pinned_host" maps to host memory
@@ -296,7 +202,7 @@ def _exact_mismatch(run: CaseRun, rule: MemoryRule) -> str:
         diff = _difference(expected, submitted, kinds=kinds)
         if signature(expected, kinds=False) == signature(submitted, kinds=False):
             return (
-                "saves residuals of the right shapes but keeps them in other memory than the required policy"
+                f"saves residuals of the right shapes but {OTHER_MEMORY} than the required policy"
                 + (f" ({diff})" if diff else "")
                 + (UNPINNED_HOST_NOTE if _offloads(expected) and not _offloads(submitted) else "")
             )
@@ -324,7 +230,7 @@ def _residuals_failure(run: CaseRun, why: str) -> str:
     return (
         f"{run.label}: your function {why}.{_recompute_text(run)}\n"
         + format_residuals(
-            _with_matches(run.expected.residuals, run.expected_matched),
+            with_matches(run.expected.residuals, run.expected_matched),
             title="the required policy saves",
             unmatched="not saved by yours",
         )
@@ -371,7 +277,7 @@ def check_residuals(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
         }
         why = ""
         if rule.rule == "exact" or rule.match == "values":
-            details[run.expected.name]["values_matched"] = _match_values(run, spec=spec)
+            details[run.expected.name]["values_matched"] = match_values(run, spec=spec)
         if rule.rule == "exact":
             why = _exact_mismatch(run, rule)
         elif sub_device > exp_device + rule.slack_bytes:
@@ -396,228 +302,53 @@ def check_residuals(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
     )
 
 
-def _same_values(run: CaseRun) -> bool:
-    """Whether the submission saves exactly the reference's residuals, as values (every one of
-    either side matched one to one by the residuals check)."""
-    return (
-        run.expected_matched is not None
-        and all(run.expected_matched)
-        and all(f.matched for f in run.residuals)
-        and len(run.residuals) == len(run.expected.residuals)
-    )
+def _listed(values: list[str], limit: int = 3) -> str:
+    more = f" and {len(values) - limit} more" if len(values) > limit else ""
+    return ", ".join(values[:limit]) + more
 
 
-def peak_slack(run: CaseRun, rule: MemoryRule) -> tuple[int, str]:
-    """(bytes, why) a submission's backward peak may exceed the reference's by.
-
-    `rule.slack_bytes`; and when the submission saves exactly the reference's values, at least twice
-    the largest single value of the reference's backward program: the policy is then the
-    reference's, and how the derivative is written moves the peak by a temporary or two, not by a
-    policy's worth (measured: `exp2(c * log2 e)` for `exp(c)` in checkpoint_stages holds one f32[N]
-    and three scalars more, 4,194,316 bytes in the large case).
-    """
-    calibrated = 2 * run.expected.bwd_largest_value_bytes
-    if _same_values(run) and calibrated > rule.slack_bytes:
-        return calibrated, "two of the largest values of its backward pass, since you save the same values"
-    return rule.slack_bytes, "allowed"
+def _values(n: int) -> str:
+    return f"{n} value" if n == 1 else f"{n} values"
 
 
-def check_peak_memory(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
-    """Compares the backward pass's peak live bytes with the reference's.
+class ResidualsCheck:
+    """The residuals check in the registry (`graders.checks.protocol.Check`): `check_residuals`."""
 
-    Under `at_most` (and `exact` with `bound_bwd_peak`) a peak above the reference's plus the slack
-    (`peak_slack`) fails with WRONG_POLICY: checkpointing a whole chain saves few residuals but
-    holds every recomputed value at once in the backward pass, and only this check sees it.
-    Otherwise the residual signature decides and this check only reports the numbers.
-    """
-    details = {}
-    failure = None
-    for run in runs:
-        exp_peak, sub_peak = run.expected.bwd_peak_bytes, run.bwd_peak_bytes
-        slack, why = peak_slack(run, rule)
-        details[run.expected.name] = {
-            "expected_bwd_peak_bytes": exp_peak,
-            "submitted_bwd_peak_bytes": sub_peak,
-            "expected_fwd_peak_bytes": run.expected.fwd_peak_bytes,
-            "submitted_fwd_peak_bytes": run.fwd_peak_bytes,
-            "slack_bytes": slack,
-        }
-        if rule.bounds_peak and sub_peak > exp_peak + slack and failure is None:
-            failure = (
-                f"{run.label}: your backward pass holds up to {sub_peak:,} bytes live at once (measured "
-                f"statically, ops in program order), more than the reference's {exp_peak:,} bytes plus "
-                f"{slack:,} ({why})."
+    name = "residuals"
+    part: ScorePart = "policy"
+    headline = "Your checkpoint policy saves different values than the required one"
+
+    def run(self, runs: list[CaseRun], context: CheckContext) -> CheckResult:
+        return check_residuals(runs, spec=context.spec)
+
+    def explain(self, evidence: Evidence) -> Advice:
+        """Names the values saved only by the submission and only by the reference, with what to
+        change; a failure about memory kinds says where to keep them instead."""
+        if OTHER_MEMORY in evidence.message:
+            return Advice(
+                evidence.message.split("\n", 1)[0],
+                headline="Your checkpoint policy saves the right values in the wrong memory",
+                advice="Keep each value where the required policy keeps it: offload to pinned_host what it "
+                "offloads, and leave the rest in device memory.",
             )
-            if not _same_values(run):
-                failure += (
-                    " Saving few residuals is not enough if the backward pass then recomputes a whole "
-                    "chain and keeps it all at once: checkpoint in smaller pieces."
-                )
-    if failure:
-        return CheckResult(
-            name="peak_memory", passed=False, message=failure, details=details, verdict=Verdict.WRONG_POLICY
-        )
-    last = runs[-1] if runs else None
-    summary = (
-        f"; {last.label}: backward pass peak {last.bwd_peak_bytes:,} bytes, reference "
-        f"{last.expected.bwd_peak_bytes:,} bytes"
-        if last
-        else ""
-    )
-    if not rule.bounds_peak:
-        return CheckResult(
-            name="peak_memory",
-            passed=True,
-            judged=False,
-            message="reported only (this problem's rule is an exact residual signature)" + summary,
-            details=details,
-        )
-    return CheckResult(
-        name="peak_memory",
-        passed=True,
-        message="backward pass peak live bytes within the reference's on every case" + summary,
-        details=details,
-    )
-
-
-WRITING_PASSES = 2  # elementwise passes over the largest backward value a correct rewrite may add
-# share of the reference's backward FLOPs a correct rewrite may move into work on the residuals alone
-# (measured: at most 0.5% in the bank's right/ files and held-out styles, past the passes)
-RESIDUAL_SHARE = 0.05
-
-
-JUDGED_FLOPS_FLOOR = 1_000_000  # a reference backward pass this costly is judged on any case
-
-
-def judged_recompute_cases(runs: list[CaseRun]) -> set[str]:
-    """The cases whose backward FLOPs the recompute bound judges: the one where the reference's
-    backward pass spends the most FLOPs (ties all), and every case where it spends at least
-    `JUDGED_FLOPS_FLOOR`.
-
-    A relative bound means something only where the policy's work dwarfs what the way a derivative
-    is written adds: a blocked mat-vec, an extra elementwise pass, a reordered product. On the
-    bank's smallest cases those add 20-70% to a backward pass of a few hundred FLOPs (measured:
-    736 against 442 FLOPs at d=4 in checkpoint_each_layer) while recomputing everything costs 2 to
-    180 times the reference's on the largest one; past a million FLOPs no correct file of the bank
-    or of the held-out styles spends more than 1.24 times the reference's (`bench/recompute_styles.py`
-    prints the table). The other cases are reported.
-    """
-    counted = [r for r in runs if r.bwd_flops is not None]
-    if not counted:
-        return set()
-    most = max(r.expected.bwd_flops for r in counted)
-    return {
-        r.expected.name for r in counted if r.expected.bwd_flops == most or r.expected.bwd_flops >= JUDGED_FLOPS_FLOOR
-    }
-
-
-def _recompute_failure(run: CaseRun, rule: MemoryRule, flops: int, residual: int | None, *, at_least: bool) -> str:
-    """Why one judged case recomputes too much, or "" (the bounds of `check_recompute`). `flops` and
-    `residual` are the submission's backward FLOPs and its work on the residuals alone, exact or,
-    with `at_least`, lower bounds (the cheapest branch where only the run picks one)."""
-    exp = run.expected
-    slack = rule.recompute_slack or 0.0
-    allowed = exp.bwd_flops * (1 + slack) + WRITING_PASSES * exp.bwd_largest_value_elements
-    some = "at least " if at_least else ""
-    if exp.bwd_residual_flops is not None and residual is not None and flops <= allowed:
-        residual_allowed = (
-            exp.bwd_residual_flops * (1 + slack)
-            + WRITING_PASSES * exp.bwd_largest_value_elements
-            + RESIDUAL_SHARE * exp.bwd_flops
-        )
-        if residual > residual_allowed:
-            return (
-                f"{run.label}: your backward pass spends {some}{residual:,} FLOPs on work that does not "
-                f"depend on the cotangent (computing forward values again from what was saved) where the "
-                f"required policy spends {exp.bwd_residual_flops:,} (at most {residual_allowed:,.0f} allowed). "
-                f"Use the values the policy saves instead of recomputing them."
+        extra, missing = evidence.extra, evidence.missing
+        parts = []
+        if extra:
+            parts.append(f"Your code saves {_values(len(extra))} the required policy does not keep: {_listed(extra)}.")
+        if missing:
+            parts.append(f"It does not save {_values(len(missing))} the required policy keeps: {_listed(missing)}.")
+        if extra and missing:
+            advice = (
+                "Change what your policy saves: keep the missing values, and let the extra ones be "
+                "recomputed in the backward pass."
             )
-    if flops <= allowed:
-        return ""
-    theirs, yours = exp.recompute_flops(exp.bwd_flops), exp.recompute_flops(flops)
-    redo = (
-        f" It recomputes {some}{yours:,} FLOPs of forward work where the required policy recomputes {theirs:,}."
-        if yours is not None and theirs is not None
-        else ""
-    )
-    return (
-        f"{run.label}: your backward pass spends {some}{flops:,} FLOPs, "
-        f"{flops / max(1, exp.bwd_flops):.1f} times the required policy's {exp.bwd_flops:,} "
-        f"(at most {allowed:,.0f} allowed).{redo} Save the values the policy saves and use them, "
-        f"instead of recomputing what they hold."
-    )
-
-
-def check_recompute(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
-    """What the backward pass recomputes, against the policy the problem asks for.
-
-    Under `exact` with a `recompute_slack`, a backward pass that spends more than (1 + slack)
-    times the reference's backward FLOPs, plus `WRITING_PASSES` elementwise passes over the largest
-    value of the reference's backward program (how a derivative is written moves the count by a
-    pass or two), or whose work on the residuals alone (`CaseRun.bwd_residual_flops`: what depends
-    on no cotangent, the forward values it computes again) exceeds (1 + slack) times the
-    reference's plus those passes plus `RESIDUAL_SHARE` of the reference's whole backward pass
-    (a custom_vjp that saves a dense layer's matmul outputs and recomputes them anyway adds 25% to
-    the whole but 1000 times to that part), fails with WRONG_POLICY on the case the bound judges
-    (`judged_recompute_cases`:
-    the one with the costliest reference backward pass), saying how much forward work it redoes: a
-    policy saves values so they need not be recomputed, and a solution that saves the right values
-    and recomputes everything anyway (measured: 180 times the reference's recomputation in
-    checkpoint_stages) does not follow it. The FLOPs are those of what runs
-    (`graders.untrusted.flops`: no dead code, no untaken branch of a constant `cond`). Not judged
-    (reported only) under `at_most` (saving less and recomputing more is allowed there), without
-    a slack, or when a figure of a judged case is inexact (a loop's trip count or a branch index
-    that only the run decides), unless even its lower bound (the cheapest branch, each unknown loop
-    once) is over: a data-dependent `lax.cond` around a recompute-everything branch is no way out.
-    """
-    judged = rule.rule == "exact" and rule.recompute_slack is not None
-    judged_cases = judged_recompute_cases(runs)
-    details: dict[str, Any] = {}
-    failure = None
-    inexact = False
-    for run in runs:
-        exp = run.expected
-        if run.bwd_flops is None:
-            continue
-        exact = run.bwd_flops_exact and exp.bwd_flops_exact
-        decides = exp.name in judged_cases
-        inexact = inexact or (decides and not exact)
-        details[exp.name] = {
-            "expected_bwd_flops": exp.bwd_flops,
-            "submitted_bwd_flops": run.bwd_flops,
-            "expected_recompute_flops": exp.recompute_flops(exp.bwd_flops),
-            "submitted_recompute_flops": exp.recompute_flops(run.bwd_flops),
-            "expected_residual_flops": exp.bwd_residual_flops,
-            "submitted_residual_flops": run.bwd_residual_flops,
-            "exact": exact,
-            "judged": judged and decides,
-        }
-        if not (judged and decides and exp.bwd_flops_exact) or failure is not None:
-            continue
-        if run.bwd_flops_exact:
-            failure = _recompute_failure(run, rule, run.bwd_flops, run.bwd_residual_flops, at_least=False) or None
-        elif run.bwd_flops_low is not None:  # a branch only the run picks: the cheapest still too much
-            failure = (
-                _recompute_failure(run, rule, run.bwd_flops_low, run.bwd_residual_flops_low, at_least=True) or None
+        elif extra:
+            advice = (
+                "Save less: those values should be recomputed in the backward pass (a stricter policy, "
+                "or one checkpointed region around more of the computation)."
             )
-    if failure:
-        return CheckResult(
-            name="recompute", passed=False, message=failure, details=details, verdict=Verdict.WRONG_POLICY
-        )
-    note = " (a loop's trip count or a branch is decided only at run time: the FLOPs are not exact)" if inexact else ""
-    if not judged or inexact:
-        return CheckResult(
-            name="recompute",
-            passed=True,
-            judged=False,
-            details=details,
-            message=("reported only" if not judged else "not judged") + note,
-        )
-    return CheckResult(
-        name="recompute",
-        passed=True,
-        details=details,
-        message=f"the backward pass recomputes no more than the required policy "
-        f"(+{rule.recompute_slack:.0%} allowed) on {', '.join(sorted(judged_cases))} (the case with the "
-        f"costliest backward pass and any past {JUDGED_FLOPS_FLOOR:,} FLOPs; the others are reported)",
-    )
+        elif missing:
+            advice = "Save more: let the policy keep those values instead of recomputing them."
+        else:
+            advice = ""
+        return Advice(" ".join(parts) or evidence.message, advice)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from graders.checks.common import CaseRun, compare_calibrated
+from graders.checks.protocol import Advice, CheckContext, Evidence, ScorePart
 from graders.expectation import error_of
 from graders.problem_spec import ProblemSpec
 from graders.verdict import CheckResult, Verdict
@@ -52,3 +53,17 @@ def check_values(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
         message=f"outputs match the reference on {n} hidden inputs across {len(runs)} cases",
         details=per_case,
     )
+
+
+class ValueCheck:
+    """The value check in the registry (`graders.checks.protocol.Check`): `check_values`."""
+
+    name = "value"
+    part: ScorePart = "value"
+    headline = "Your function returns a wrong value"
+
+    def run(self, runs: list[CaseRun], context: CheckContext) -> CheckResult:
+        return check_values(runs, spec=context.spec)
+
+    def explain(self, evidence: Evidence) -> Advice:
+        return Advice(evidence.message)

@@ -1,17 +1,17 @@
 """The panel's first words: from the check that failed and the residual comparison, a headline,
-one sentence naming what was saved wrongly (or recomputed), and advice (`diagnose`)."""
+one sentence naming what was saved wrongly (or recomputed), and advice (`diagnose`). What each check
+says of its own failure is the check's (`graders.checks.registry`); this module gathers what the
+panel knows for it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from graders.checks.registry import Evidence, explainer
 from graders.verdict import VERDICT_EXPLANATIONS, Verdict
-from server.web.formatting import human_bytes
-
-if TYPE_CHECKING:  # the panel's view models; the panel imports this module
-    from server.web.panel import CheckView, ResidualRow
+from server.web.views import CheckView, ResidualRow
 
 
 @dataclass(frozen=True)
@@ -33,89 +33,36 @@ class Diagnosis:
     advice: str
 
 
-def _listed(rows: list[ResidualRow], limit: int = 3) -> str:
-    def named(r: ResidualRow) -> str:
-        either = r.expected or r.yours
-        return f"{r.aval} ({either.source})" if either is not None and either.source else r.aval
-
-    parts = [named(r) for r in rows[:limit]]
-    more = f" and {len(rows) - limit} more" if len(rows) > limit else ""
-    return ", ".join(parts) + more
+def _described(row: ResidualRow) -> str:
+    """`f32[64,256] (dot_general)`: a row's aval and what produced it, when known."""
+    either = row.expected or row.yours
+    return f"{row.aval} ({either.source})" if either is not None and either.source else row.aval
 
 
-def _values(n: int) -> str:
-    return f"{n} value" if n == 1 else f"{n} values"
+def evidence_of(failed: CheckView, rows: list[ResidualRow], residuals: Mapping[str, Any] | None) -> Evidence:
+    """What the panel knows of a failed check: its message, the values saved by one side only
+    (from the rows), and both backward peaks (from the residual report)."""
+    yours = residuals.get("submitted_bwd_peak_bytes") if residuals else None
+    limit = residuals.get("expected_bwd_peak_bytes") if residuals else None
+    return Evidence(
+        message=failed.message,
+        extra=[_described(r) for r in rows if r.status == "yours"],
+        missing=[_described(r) for r in rows if r.status == "reference"],
+        yours_peak_bytes=yours if isinstance(yours, int) else None,
+        limit_peak_bytes=limit if isinstance(limit, int) else None,
+    )
 
 
 def diagnose(
     verdict: Verdict, checks: list[CheckView], rows: list[ResidualRow], residuals: Mapping[str, Any] | None
 ) -> Diagnosis:
-    """The one-line diagnosis of a verdict from its checks and residual rows (see `Diagnosis`)."""
+    """The diagnosis of a verdict (see `Diagnosis`): the first failed check's headline and what it
+    says of itself (`Check.explain`); the verdict's general words for a check no registry knows."""
     failed = next((c for c in checks if c.state == "fail"), None)
     if verdict == Verdict.ACCEPTED or failed is None:
         return Diagnosis(VERDICT_EXPLANATIONS[verdict], "", "")
-    if failed.name == "residuals" and "keeps them in other memory" in failed.message:
-        return Diagnosis(
-            "Your checkpoint policy saves the right values in the wrong memory",
-            failed.message.split("\n", 1)[0],
-            "Keep each value where the required policy keeps it: offload to pinned_host what it "
-            "offloads, and leave the rest in device memory.",
-        )
-    if failed.name == "residuals":
-        missing = [r for r in rows if r.status == "reference"]
-        extra = [r for r in rows if r.status == "yours"]
-        parts = []
-        if extra:
-            parts.append(f"Your code saves {_values(len(extra))} the required policy does not keep: {_listed(extra)}.")
-        if missing:
-            parts.append(f"It does not save {_values(len(missing))} the required policy keeps: {_listed(missing)}.")
-        if extra and missing:
-            advice = (
-                "Change what your policy saves: keep the missing values, and let the extra ones be "
-                "recomputed in the backward pass."
-            )
-        elif extra:
-            advice = (
-                "Save less: those values should be recomputed in the backward pass (a stricter policy, "
-                "or one checkpointed region around more of the computation)."
-            )
-        elif missing:
-            advice = "Save more: let the policy keep those values instead of recomputing them."
-        else:
-            advice = ""
-        return Diagnosis(
-            "Your checkpoint policy saves different values than the required one",
-            " ".join(parts) or failed.message,
-            advice,
-        )
-    if failed.name == "peak_memory" and residuals:
-        yours, limit = residuals.get("submitted_bwd_peak_bytes"), residuals.get("expected_bwd_peak_bytes")
-        detail = failed.message
-        if isinstance(yours, int) and isinstance(limit, int):
-            detail = (
-                f"Your backward pass holds up to {human_bytes(yours)} at once; the reference's peak is "
-                f"{human_bytes(limit)}. " + failed.message
-            )
-        matched = "since you save the same values" in failed.message
-        return Diagnosis(
-            "Your backward pass needs more memory than allowed",
-            detail,
-            "Your saved values are right: write the backward computation with fewer large temporaries."
-            if matched
-            else "Save fewer residuals, or checkpoint in smaller pieces so less is live at once.",
-        )
-    if failed.name == "recompute":
-        return Diagnosis(
-            "Your backward pass recomputes more than the policy asks",
-            failed.message,
-            "Use the values your policy saves in the backward pass instead of recomputing them.",
-        )
-    names = {
-        "value": "Your function returns a wrong value",
-        "avals": "Your function returns the wrong shape or dtype",
-        "gradient": "Your gradients are wrong",
-        "finite_difference": "Your gradients are wrong",
-        "sandbox": "Your code did not run to the end",
-        "module": "Your file does not define what is asked",
-    }
-    return Diagnosis(names.get(failed.name, VERDICT_EXPLANATIONS[verdict]), failed.message, "")
+    check = explainer(failed.name)
+    if check is None:
+        return Diagnosis(VERDICT_EXPLANATIONS[verdict], failed.message, "")
+    said = check.explain(evidence_of(failed, rows, residuals))
+    return Diagnosis(said.headline or check.headline, said.detail, said.advice)

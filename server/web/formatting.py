@@ -8,17 +8,9 @@ import re
 
 from markupsafe import Markup, escape
 
+from graders.checks.common import human_bytes
+
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
-
-
-def human_bytes(n: int | float) -> str:
-    """`3.5 MiB`, `812 B`: binary units, as memory is counted."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(size) < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
 
 
 def _three_digits(x: float) -> str:

@@ -6,7 +6,7 @@ Works on the report as JSON (the public verdict JSON, never the instructor-only 
 details): fields that a stored report predates are simply missing.
 
 The numbers' formatting is in `server.web.formatting`, the plane in `server.web.plane`, the
-headline in `server.web.diagnosis`.
+headline in `server.web.diagnosis`, the view models both use in `server.web.views`.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from graders.verdict import VERDICT_EXPLANATIONS, Verdict, VerdictReport
 from server.web.diagnosis import Recompute, diagnose
 from server.web.formatting import FILTERS
 from server.web.plane import plane
+from server.web.views import ResidualRow, Saved, check_views
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -31,69 +32,6 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 def report_data(report: VerdictReport | Mapping[str, Any]) -> dict[str, Any]:
     """The report as its public JSON dict."""
     return report.model_dump(mode="json") if isinstance(report, VerdictReport) else dict(report)
-
-
-@dataclass(frozen=True)
-class CheckView:
-    """One check line. `state`: "pass", "fail", or "reported" (judged=false: only reported, so
-    neither a tick nor a cross)."""
-
-    name: str
-    message: str
-    state: str
-
-    @property
-    def mark(self) -> str:
-        return {"pass": "✓", "fail": "✗", "reported": "i"}[self.state]
-
-    @property
-    def mark_label(self) -> str:
-        return {"pass": "passed", "fail": "failed", "reported": "reported only, not judged"}[self.state]
-
-
-def check_views(checks: list[Mapping[str, Any]]) -> list[CheckView]:
-    views = []
-    for c in checks:
-        judged = c.get("judged")
-        state = "reported" if judged is False else "pass" if c.get("passed") else "fail"
-        views.append(CheckView(name=str(c.get("name", "")), message=str(c.get("message", "")), state=state))
-    return views
-
-
-@dataclass(frozen=True)
-class Saved:
-    """One side's residual in a row: what produced it (`source`) and `print_saved_residuals`' note."""
-
-    source: str | None
-    note: str | None
-
-
-@dataclass(frozen=True)
-class ResidualRow:
-    """One row of the comparison: a residual both save (`status` "both"), or one only the
-    reference saves ("reference") or only the submission saves ("yours")."""
-
-    aval: str
-    nbytes: int
-    status: str
-    expected: Saved | None
-    yours: Saved | None
-
-    @property
-    def differs(self) -> bool:
-        return self.status != "both"
-
-    @property
-    def mark(self) -> str:
-        return {"both": "✓", "reference": "−", "yours": "+"}[self.status]
-
-    @property
-    def mark_label(self) -> str:
-        return {
-            "both": "saved by both",
-            "reference": "only the reference saves this: you save less",
-            "yours": "only you save this: you save more than needed",
-        }[self.status]
 
 
 def _aval(r: Mapping[str, Any]) -> tuple[str, int]:

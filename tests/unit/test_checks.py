@@ -11,7 +11,10 @@ import pytest
 from graders.artifact_limits import Aval
 from graders.checks.common import CaseRun, compare_arrays, compare_calibrated
 from graders.checks.gradients import check_gradients
-from graders.checks.residuals import check_peak_memory, check_residuals, residuals_equal
+from graders.checks.matching import residuals_equal
+from graders.checks.peak_memory import check_peak_memory
+from graders.checks.recompute import check_recompute
+from graders.checks.residuals import check_residuals
 from graders.checks.values import check_values
 from graders.evaluate import directional_derivatives
 from graders.expectation import CaseExpectation
@@ -582,7 +585,6 @@ def test_at_most_counts_the_bytes_kept_on_the_device() -> None:
 
 
 def test_recomputing_more_than_the_policy_is_wrong_policy_within_a_stated_slack() -> None:
-    from graders.checks.residuals import check_recompute
 
     spec = rule_spec(rule="exact")
     run = run_with([r.model_copy() for r in REFERENCE_RESIDUALS])
@@ -602,7 +604,6 @@ def test_recomputing_more_than_the_policy_is_wrong_policy_within_a_stated_slack(
 
 
 def test_the_recompute_bound_is_judged_on_the_case_with_the_costliest_backward_pass() -> None:
-    from graders.checks.residuals import check_recompute
 
     spec = rule_spec(rule="exact")
     small = run_with([r.model_copy() for r in REFERENCE_RESIDUALS], name="small")
@@ -625,7 +626,6 @@ def test_the_recompute_bound_is_judged_on_the_case_with_the_costliest_backward_p
 def test_recomputing_saved_values_is_caught_by_the_work_on_the_residuals_alone() -> None:
     """A custom_vjp that saves a dense layer's matmul outputs and computes them again: 25% more
     backward FLOPs in all (within the slack) but a thousand times the work that reads no cotangent."""
-    from graders.checks.residuals import check_recompute
 
     spec = rule_spec(rule="exact")
     run = run_with([r.model_copy() for r in REFERENCE_RESIDUALS], name="large")
@@ -645,7 +645,6 @@ def test_recomputing_saved_values_is_caught_by_the_work_on_the_residuals_alone()
 def test_a_branch_only_the_run_picks_is_judged_by_its_cheapest_side() -> None:
     """A data-dependent lax.cond makes the figure inexact; if even its cheapest branch recomputes
     too much, the check fails anyway instead of stepping aside."""
-    from graders.checks.residuals import check_recompute
 
     spec = rule_spec(rule="exact")
     run = run_with([r.model_copy() for r in REFERENCE_RESIDUALS], name="large")
@@ -680,7 +679,6 @@ def test_loop_counters_and_branch_indices_are_not_part_of_the_policy() -> None:
 
 
 def test_the_peak_bound_has_a_calibrated_slack_when_the_same_values_are_saved() -> None:
-    from graders.checks.residuals import check_peak_memory
 
     spec = rule_spec(rule="exact", bound_bwd_peak=True)
     same = [r.model_copy() for r in REFERENCE_RESIDUALS]

@@ -16,12 +16,13 @@ import numpy as np
 import pytest
 
 from graders.artifact_limits import VerifyLimits
+from graders.checks.registry import CHECKS, score_of
 from graders.expectation import ARRAY_FIELDS
 from graders.expectation_files import load_expectations, save_expectations
 from graders.problem import Problem
 from graders.reference import Expectations, build_expectations, cache_dir, ensure_expectations
 from graders.verdict import Verdict
-from graders.verifier import VerifyResult, VersionMismatch, residual_report, score_of, verify
+from graders.verifier import VerifyResult, VersionMismatch, residual_report, verify
 from jailside.export import export_case
 from sandbox.bundle import Bundle, parse_bundle
 
@@ -138,6 +139,7 @@ def test_reference_is_accepted_with_full_score(
     assert result.verdict is Verdict.ACCEPTED, [c.message for c in result.checks if not c.passed]
     assert result.score == 1.0
     assert result.checks and all(c.passed for c in result.checks)
+    assert [c.name for c in result.checks] == ["module", "avals", *(c.name for c in CHECKS)]  # every check ran
     assert [c.name for c in result.checks if not c.judged] == ["peak_memory"]  # reported only
     assert [c.name for c in result.checks] == [
         "module",
@@ -325,11 +327,13 @@ def test_score_counts_policy_only_when_gradients_pass(
     dot_problem: Problem, expectations: Expectations, bundles: dict[str, Bundle]
 ) -> None:
     checks = judge(bundles["reference.py"], dot_problem, expectations).checks
-    assert score_of(checks, dot_problem) == 1.0
+    assert score_of(checks, dot_problem.spec.scoring) == 1.0
     flipped = [c.model_copy(update={"passed": c.name != "gradient"}) for c in checks]
-    assert score_of(flipped, dot_problem) == 0.34  # residuals pass, but a policy is worth nothing without gradients
+    assert (
+        score_of(flipped, dot_problem.spec.scoring) == 0.34
+    )  # residuals pass, but a policy is worth nothing without gradients
     no_value = [c.model_copy(update={"passed": c.name != "value"}) for c in checks]
-    assert score_of(no_value, dot_problem) == 0.0
+    assert score_of(no_value, dot_problem.spec.scoring) == 0.0
 
 
 def test_residual_report_of_no_runs_is_none() -> None:
@@ -450,12 +454,12 @@ def test_an_artifact_failing_while_traced_names_its_case() -> None:
 def test_a_fault_of_our_own_code_is_not_blamed_on_the_submission(
     dot_problem: Problem, expectations: Expectations, bundles: dict[str, Bundle], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import graders.verifier
+    from graders.checks.gradients import GradientCheck
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a bug of the judge")
 
-    monkeypatch.setattr(graders.verifier, "check_gradients", broken)  # our code, after the artifacts ran
+    monkeypatch.setattr(GradientCheck, "run", broken)  # our code, after the artifacts ran
     with pytest.raises(RuntimeError, match="a bug of the judge"):
         judge(bundles["reference.py"], dot_problem, expectations)
 

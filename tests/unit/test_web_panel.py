@@ -231,7 +231,7 @@ def _check(name: str, passed: bool, judged: bool = True, message: str = "") -> d
 def test_the_diagnosis_names_the_check_that_failed_not_the_verdicts_general_words() -> None:
     from graders.verdict import Verdict
     from server.web.diagnosis import diagnose
-    from server.web.panel import check_views
+    from server.web.views import check_views
 
     residuals = {"submitted_bwd_peak_bytes": 3 * 2**20, "expected_bwd_peak_bytes": 2**20}
     # sin_chain_recursive's case: the residuals check passed and the peak check failed
@@ -258,7 +258,7 @@ def test_the_diagnosis_says_which_values_are_saved_wrongly_and_what_to_change() 
 def test_the_diagnosis_of_a_value_kept_in_the_wrong_memory_says_so() -> None:
     from graders.verdict import Verdict
     from server.web.diagnosis import diagnose
-    from server.web.panel import check_views
+    from server.web.views import check_views
 
     message = (
         "case 'large': your function saves residuals of the right shapes but keeps them in other memory than "

@@ -1,0 +1,169 @@
+"""The recompute check: what the backward pass computes again, against the policy the problem asks
+for (backward FLOPs of what runs, `graders.untrusted.flops`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graders.checks.common import CaseRun
+from graders.checks.protocol import Advice, CheckContext, Evidence, ScorePart
+from graders.problem_spec import MemoryRule
+from graders.verdict import CheckResult, Verdict
+
+WRITING_PASSES = 2  # elementwise passes over the largest backward value a correct rewrite may add
+# share of the reference's backward FLOPs a correct rewrite may move into work on the residuals alone
+# (measured: at most 0.5% in the bank's right/ files and held-out styles, past the passes)
+RESIDUAL_SHARE = 0.05
+
+
+JUDGED_FLOPS_FLOOR = 1_000_000  # a reference backward pass this costly is judged on any case
+
+
+def judged_recompute_cases(runs: list[CaseRun]) -> set[str]:
+    """The cases whose backward FLOPs the recompute bound judges: the one where the reference's
+    backward pass spends the most FLOPs (ties all), and every case where it spends at least
+    `JUDGED_FLOPS_FLOOR`.
+
+    A relative bound means something only where the policy's work dwarfs what the way a derivative
+    is written adds: a blocked mat-vec, an extra elementwise pass, a reordered product. On the
+    bank's smallest cases those add 20-70% to a backward pass of a few hundred FLOPs (measured:
+    736 against 442 FLOPs at d=4 in checkpoint_each_layer) while recomputing everything costs 2 to
+    180 times the reference's on the largest one; past a million FLOPs no correct file of the bank
+    or of the held-out styles spends more than 1.24 times the reference's (`bench/recompute_styles.py`
+    prints the table). The other cases are reported.
+    """
+    counted = [r for r in runs if r.bwd_flops is not None]
+    if not counted:
+        return set()
+    most = max(r.expected.bwd_flops for r in counted)
+    return {
+        r.expected.name for r in counted if r.expected.bwd_flops == most or r.expected.bwd_flops >= JUDGED_FLOPS_FLOOR
+    }
+
+
+def _recompute_failure(run: CaseRun, rule: MemoryRule, flops: int, residual: int | None, *, at_least: bool) -> str:
+    """Why one judged case recomputes too much, or "" (the bounds of `check_recompute`). `flops` and
+    `residual` are the submission's backward FLOPs and its work on the residuals alone, exact or,
+    with `at_least`, lower bounds (the cheapest branch where only the run picks one)."""
+    exp = run.expected
+    slack = rule.recompute_slack or 0.0
+    allowed = exp.bwd_flops * (1 + slack) + WRITING_PASSES * exp.bwd_largest_value_elements
+    some = "at least " if at_least else ""
+    if exp.bwd_residual_flops is not None and residual is not None and flops <= allowed:
+        residual_allowed = (
+            exp.bwd_residual_flops * (1 + slack)
+            + WRITING_PASSES * exp.bwd_largest_value_elements
+            + RESIDUAL_SHARE * exp.bwd_flops
+        )
+        if residual > residual_allowed:
+            return (
+                f"{run.label}: your backward pass spends {some}{residual:,} FLOPs on work that does not "
+                f"depend on the cotangent (computing forward values again from what was saved) where the "
+                f"required policy spends {exp.bwd_residual_flops:,} (at most {residual_allowed:,.0f} allowed). "
+                f"Use the values the policy saves instead of recomputing them."
+            )
+    if flops <= allowed:
+        return ""
+    theirs, yours = exp.recompute_flops(exp.bwd_flops), exp.recompute_flops(flops)
+    redo = (
+        f" It recomputes {some}{yours:,} FLOPs of forward work where the required policy recomputes {theirs:,}."
+        if yours is not None and theirs is not None
+        else ""
+    )
+    return (
+        f"{run.label}: your backward pass spends {some}{flops:,} FLOPs, "
+        f"{flops / max(1, exp.bwd_flops):.1f} times the required policy's {exp.bwd_flops:,} "
+        f"(at most {allowed:,.0f} allowed).{redo} Save the values the policy saves and use them, "
+        f"instead of recomputing what they hold."
+    )
+
+
+def check_recompute(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
+    """What the backward pass recomputes, against the policy the problem asks for.
+
+    Under `exact` with a `recompute_slack`, a backward pass that spends more than (1 + slack)
+    times the reference's backward FLOPs, plus `WRITING_PASSES` elementwise passes over the largest
+    value of the reference's backward program (how a derivative is written moves the count by a
+    pass or two), or whose work on the residuals alone (`CaseRun.bwd_residual_flops`: what depends
+    on no cotangent, the forward values it computes again) exceeds (1 + slack) times the
+    reference's plus those passes plus `RESIDUAL_SHARE` of the reference's whole backward pass
+    (a custom_vjp that saves a dense layer's matmul outputs and recomputes them anyway adds 25% to
+    the whole but 1000 times to that part), fails with WRONG_POLICY on the case the bound judges
+    (`judged_recompute_cases`:
+    the one with the costliest reference backward pass), saying how much forward work it redoes: a
+    policy saves values so they need not be recomputed, and a solution that saves the right values
+    and recomputes everything anyway (measured: 180 times the reference's recomputation in
+    checkpoint_stages) does not follow it. The FLOPs are those of what runs
+    (`graders.untrusted.flops`: no dead code, no untaken branch of a constant `cond`). Not judged
+    (reported only) under `at_most` (saving less and recomputing more is allowed there), without
+    a slack, or when a figure of a judged case is inexact (a loop's trip count or a branch index
+    that only the run decides), unless even its lower bound (the cheapest branch, each unknown loop
+    once) is over: a data-dependent `lax.cond` around a recompute-everything branch is no way out.
+    """
+    judged = rule.rule == "exact" and rule.recompute_slack is not None
+    judged_cases = judged_recompute_cases(runs)
+    details: dict[str, Any] = {}
+    failure = None
+    inexact = False
+    for run in runs:
+        exp = run.expected
+        if run.bwd_flops is None:
+            continue
+        exact = run.bwd_flops_exact and exp.bwd_flops_exact
+        decides = exp.name in judged_cases
+        inexact = inexact or (decides and not exact)
+        details[exp.name] = {
+            "expected_bwd_flops": exp.bwd_flops,
+            "submitted_bwd_flops": run.bwd_flops,
+            "expected_recompute_flops": exp.recompute_flops(exp.bwd_flops),
+            "submitted_recompute_flops": exp.recompute_flops(run.bwd_flops),
+            "expected_residual_flops": exp.bwd_residual_flops,
+            "submitted_residual_flops": run.bwd_residual_flops,
+            "exact": exact,
+            "judged": judged and decides,
+        }
+        if not (judged and decides and exp.bwd_flops_exact) or failure is not None:
+            continue
+        if run.bwd_flops_exact:
+            failure = _recompute_failure(run, rule, run.bwd_flops, run.bwd_residual_flops, at_least=False) or None
+        elif run.bwd_flops_low is not None:  # a branch only the run picks: the cheapest still too much
+            failure = (
+                _recompute_failure(run, rule, run.bwd_flops_low, run.bwd_residual_flops_low, at_least=True) or None
+            )
+    if failure:
+        return CheckResult(
+            name="recompute", passed=False, message=failure, details=details, verdict=Verdict.WRONG_POLICY
+        )
+    note = " (a loop's trip count or a branch is decided only at run time: the FLOPs are not exact)" if inexact else ""
+    if not judged or inexact:
+        return CheckResult(
+            name="recompute",
+            passed=True,
+            judged=False,
+            details=details,
+            message=("reported only" if not judged else "not judged") + note,
+        )
+    return CheckResult(
+        name="recompute",
+        passed=True,
+        details=details,
+        message=f"the backward pass recomputes no more than the required policy "
+        f"(+{rule.recompute_slack:.0%} allowed) on {', '.join(sorted(judged_cases))} (the case with the "
+        f"costliest backward pass and any past {JUDGED_FLOPS_FLOOR:,} FLOPs; the others are reported)",
+    )
+
+
+class RecomputeCheck:
+    """The recompute check in the registry (`graders.checks.protocol.Check`): `check_recompute`."""
+
+    name = "recompute"
+    part: ScorePart = "policy"
+    headline = "Your backward pass recomputes more than the policy asks"
+
+    def run(self, runs: list[CaseRun], context: CheckContext) -> CheckResult:
+        return check_recompute(runs, rule=context.spec.memory)
+
+    def explain(self, evidence: Evidence) -> Advice:
+        return Advice(
+            evidence.message, "Use the values your policy saves in the backward pass instead of recomputing them."
+        )
