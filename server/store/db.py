@@ -65,7 +65,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         return None if value is None else value.replace(tzinfo=UTC)
 
 
-def _enum(kind: type[enum.Enum], name: str) -> Enum:
+def enum_column(kind: type[enum.Enum], name: str) -> Enum:
     """A string column restricted to `kind`'s values by a CHECK constraint: the same DDL on SQLite
     and PostgreSQL (no native PostgreSQL enum type to migrate)."""
     return Enum(
@@ -114,7 +114,7 @@ def _database_back(*_: object) -> None:
     DATABASE.recovered()
 
 
-def _aware(value: datetime | None) -> datetime | None:
+def aware(value: datetime | None) -> datetime | None:
     """A timestamp from an aggregate (MIN/MAX bypass the column type on SQLite: naive UTC, maybe
     a string) as timezone-aware UTC."""
     if value is None:

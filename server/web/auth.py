@@ -17,8 +17,7 @@ from pwdlib import PasswordHash
 from server.authz import ANONYMOUS, Principal
 from server.deps import ServicesDep
 from server.services import Services
-from server.store.accounts import UserRecord
-from server.web.sessions import SessionStore
+from server.store.accounts import SessionStore, UserRecord
 
 _HASHER = PasswordHash.recommended()  # argon2id with pwdlib's recommended parameters
 EMAIL_RE = re.compile(r"^[^@\s]{1,64}@[^@\s]{1,190}\.[^@\s]{2,}$")
@@ -65,9 +64,7 @@ def check_password(user: UserRecord | None, password: str) -> tuple[bool, str | 
 
 def session_store(services: Services) -> SessionStore | None:
     """The server-side sessions of this app (None without a database: sessions cannot exist)."""
-    if services.engine is None:
-        return None
-    return SessionStore(services.engine, max_age_s=services.settings.session_max_age_s)
+    return services.sessions
 
 
 def client_ip(request: Request) -> str:

@@ -87,7 +87,7 @@ def test_the_api_refuses_what_the_web_refuses(tmp_path: Path) -> None:
     assert post(client, " \n\t").status_code == 422
     assert post(client, problem="nope").status_code == 404
     assert post(client, "x" * 70_000).status_code == 413
-    assert services.store.count_by_status() == {}
+    assert services.reports.count_by_status() == {}
 
 
 def test_rate_limit_answers_429_with_retry_after_per_client(tmp_path: Path) -> None:
@@ -96,7 +96,7 @@ def test_rate_limit_answers_429_with_retry_after_per_client(tmp_path: Path) -> N
     refused = post(client)
     assert refused.status_code == 429
     assert 0 < int(refused.headers["retry-after"]) <= 60 and "3 per 1 minute" in refused.json()["detail"]
-    assert services.store.count_by_status() == {"queued": 3}
+    assert services.reports.count_by_status() == {"queued": 3}
     services.admission.check("ip:another-client")  # another client has its own budget
 
 
@@ -106,7 +106,7 @@ def test_a_full_queue_answers_503_and_stores_nothing(tmp_path: Path) -> None:
     refused = post(client)
     assert refused.status_code == 503 and refused.headers["retry-after"] == "30"
     assert "2 submissions are waiting" in refused.json()["detail"]
-    assert services.store.queue_depth() == 2
+    assert services.reports.queue_depth() == 2
     assert client.get("/metrics").status_code == 404  # no token configured: not on the API's port
     services.settings = services.settings.model_copy(update={"metrics_token": "scrape-token"})
     assert client.get("/metrics").status_code == 401
@@ -120,9 +120,9 @@ def test_a_job_the_queue_refuses_is_still_stored_for_the_sweeper(tmp_path: Path)
     client, services = make_client(tmp_path, jobs=BrokenQueue())
     response = post(client)
     assert response.status_code == 202
-    record = services.store.get(response.json()["id"])
+    record = services.submissions.get(response.json()["id"])
     assert record.status == SubmissionStatus.QUEUED and record.enqueued_at is None
-    assert services.store.to_enqueue(older_than_s=0) == [record.id]
+    assert services.leases.to_enqueue(older_than_s=0) == [record.id]
 
 
 def test_wait_answers_202_with_the_stored_submission_after_the_timeout(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ def cut_off(client: TestClient, services) -> None:  # type: ignore[no-untyped-de
     """Points every store of the app at a database that is away."""
     dead = make_engine(DEAD)
     services.store, services.users, services.clients = SubmissionStore(dead), UserStore(dead), ClientStore(dead)
-    services.admission.queue_depth = services.store.queue_depth
+    services.admission.queue_depth = services.reports.queue_depth
     services.engine = dead
 
 

@@ -13,9 +13,10 @@ from sqlalchemy.orm import Session
 
 from server.app import create_app
 from server.deps import get_services
-from server.lti.models import LtiLogin, LtiStore
 from server.lti.service import LtiService
 from server.settings import Settings
+from server.store.lti import LtiLogin
+from server.store.lti_store import LtiStore
 from tests.support import PROBLEMS
 from tests.unit.test_api_admission import make_services
 

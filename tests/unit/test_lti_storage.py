@@ -17,9 +17,9 @@ from fastapi.testclient import TestClient
 
 from server.app import create_app
 from server.deps import get_services
-from server.lti.models import LtiStore
 from server.lti.service import LtiService
 from server.settings import Settings
+from server.store.lti_store import LtiStore
 from tests.lti_platform import Platform
 from tests.support import PROBLEMS
 from tests.unit.test_api_admission import make_services

@@ -13,7 +13,7 @@ from pathlib import Path
 from graders.problem import load_problem
 from graders.publication import mark_unpublished, published_version, snapshot_dir
 from server.store.accounts import SiteRole
-from server.uploads import UploadState, UploadStore
+from server.store.problems import UploadState, UploadStore
 from server.web.formatting import inline_code
 from server.web.panel import render_panel
 from tests.support import PROBLEMS
