@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from server.services import Services
 
 log = logging.getLogger(__name__)
-MAX_EXTERNAL_ID_CHARS = 128  # the column's size (server/store/submissions.py)
+MAX_EXTERNAL_ID_CHARS = 128  # the column's size (server/store/submissions/records.py)
 MAX_CALLBACK_URL_CHARS = 2000
 
 

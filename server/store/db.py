@@ -1,7 +1,5 @@
 """Persistence's base: the engine, timestamps and the rules every table of the judge follows
-(SQLAlchemy 2). The tables themselves: `server.store.accounts` (users, API clients),
-`server.store.submissions` (submissions, claims, callbacks, idempotency keys), and the feature
-packages' models (courses, LTI, web sessions, uploads).
+(SQLAlchemy 2). The tables themselves are in the modules of `server.store`, one per aggregate.
 
 SQLite by default (WAL journal, so the API reads while a worker writes); PostgreSQL (psycopg 3)
 for scale-out. The schema is made and changed by Alembic migrations only (`server/store/migrations/`,
@@ -12,7 +10,7 @@ its job is enqueued; a worker claims it with one conditional UPDATE (`claim`), h
 renews while grading, and stores the verdict only while it still holds the claim (`finish`). A
 job delivered twice is graded once; a claim whose lease ran out (its worker died) can be taken
 over; after `max_attempts` claims the submission ends "failed" with an INTERNAL_ERROR verdict
-(`server.store.submissions.SubmissionStore`).
+(`server.store.submissions.LeaseStore`).
 """
 
 from __future__ import annotations
@@ -34,10 +32,12 @@ from sqlalchemy.orm import DeclarativeBase
 
 
 class Base(DeclarativeBase):
-    pass
+    """The declarative base of every table of the judge (`Base.metadata`: the schema the
+    migrations must match)."""
 
 
 def utcnow() -> datetime:
+    """Now, timezone-aware UTC: the only kind of time the tables store (`UTCDateTime`)."""
     return datetime.now(UTC)
 
 

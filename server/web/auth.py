@@ -1,5 +1,5 @@
 """Accounts for the web pages: argon2 password hashes (pwdlib), server-side sessions
-(`server.web.sessions`) named by the signed session cookie (Starlette's SessionMiddleware), CSRF
+(`server.store.accounts`) named by the signed session cookie (Starlette's SessionMiddleware), CSRF
 tokens on every form, and the request's principal (`server.authz`: site role and course roles).
 
 Everything here reads the app's services through `get_services`, so a test's dependency override
@@ -72,7 +72,7 @@ def client_ip(request: Request) -> str:
 
 
 def sign_in(request: Request, services: Services, user: UserRecord) -> None:
-    """Starts a server-side session for `user` (`server.web.sessions`) and a fresh cookie session
+    """Starts a server-side session for `user` (`server.store.accounts`) and a fresh cookie session
     holding its token (the old CSRF token is dropped)."""
     store = session_store(services)
     if store is None:

@@ -17,8 +17,12 @@ from server.grading.waits import CompletionHub
 from server.services import Services
 from server.settings import Settings
 from server.store import migrate
-from server.store.accounts import ClientStore, UserStore
+from server.store.accounts import ClientStore, SessionStore, UserStore
+from server.store.course_store import CourseStore
 from server.store.db import make_engine
+from server.store.hints import HintStore
+from server.store.problems import UploadStore
+from server.store.regrades import RegradeStore
 from server.store.submissions import SubmissionStatus, SubmissionStore
 from tests.support import PROBLEMS
 
@@ -38,8 +42,16 @@ def make_services(settings: Settings, url: str, *, jobs: object | None = None) -
     store = SubmissionStore(engine)
     return Services(
         settings=settings,
-        store=store,
+        submissions=store,
+        leases=store,
+        outbox=store,
+        reports=store,
         users=UserStore(engine),
+        sessions=SessionStore(engine, max_age_s=settings.session_max_age_s),
+        courses=CourseStore(engine),
+        regrades=RegradeStore(engine),
+        hints=HintStore(engine),
+        uploads=UploadStore(engine),
         problems=ProblemRepository(PROBLEMS),
         jobs=jobs or InProcessQueue(),
         hub=CompletionHub(store.finished_among, poll_s=0.05),  # type: ignore[arg-type]

@@ -35,7 +35,7 @@ from server.authz import (
 )
 from server.courses.rules import Policy
 from server.deps import get_services
-from server.lti.service import LtiService
+from server.runtime import build_lti
 from server.settings import Settings
 from server.store.accounts import SiteRole, UserStore
 from server.store.course_store import CourseStore
@@ -138,7 +138,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     clients = services.clients
     client, api_key = clients.create("lms-plugin")
     subs = {}
-    submissions = services.store
+    submissions = services.submissions
     for name, owner, problem in (("ada_p", "ada", P), ("ada_q", "ada", Q), ("bo_p", "bo", P), ("uma_p", "uma", P)):
         subs[name] = submissions.create(problem=problem, source=f"# {name}\n", user_id=people[owner]).id
     subs["client_p"] = submissions.create(problem=P, source="# api\n", client_id=client.id).id
@@ -147,7 +147,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     regrade = RegradeStore(engine).start(P, problem_version="v", requested_by="admin@uni.example")
     app = create_app(settings)
     app.dependency_overrides[get_services] = lambda: services
-    services.lti = LtiService.start(engine, settings)  # the lifespan does not run
+    services.lti = build_lti(settings, engine)  # the lifespan does not run
     return World(
         app=app,
         services=services,

@@ -18,7 +18,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import OperationalError
 
 from server import metrics
-from server.store.accounts import ClientStore, UserStore
+from server.store.accounts import ClientStore, SessionStore, UserStore
 from server.store.db import make_engine, utcnow
 from server.store.submissions import IdempotencyKey, SubmissionRecord, SubmissionStore
 from tests.unit.test_api_admission import SOURCE, make_client
@@ -29,7 +29,10 @@ DEAD = "postgresql://remat@127.0.0.1:1/judge"  # nothing listens on port 1: conn
 def cut_off(client: TestClient, services) -> None:  # type: ignore[no-untyped-def]
     """Points every store of the app at a database that is away."""
     dead = make_engine(DEAD)
-    services.store, services.users, services.clients = SubmissionStore(dead), UserStore(dead), ClientStore(dead)
+    store = SubmissionStore(dead)
+    services.submissions, services.leases, services.outbox, services.reports = store, store, store, store
+    services.users, services.clients = UserStore(dead), ClientStore(dead)
+    services.sessions = SessionStore(dead, max_age_s=services.settings.session_max_age_s)
     services.admission.queue_depth = services.reports.queue_depth
     services.engine = dead
 

@@ -31,7 +31,7 @@ from server.lti.nrps import (
     parse_container,
     sync_course,
 )
-from server.lti.service import LtiService
+from server.runtime import build_lti
 from server.store.accounts import SiteRole, UserStore
 from server.store.course_store import CourseStore
 from server.store.courses import Course, CourseRole
@@ -159,7 +159,7 @@ class Lms:
     def __init__(self, tmp_path: Path):
         self.client, self.services = make_client(tmp_path)
         engine = self.services.engine
-        service = LtiService.start(engine, self.services.settings)
+        service = build_lti(self.services.settings, engine)
         service.client = AgsClient(timeout_s=5, allow_networks=["127.0.0.0/8"])
         self.services.lti = service
         self.service = service
