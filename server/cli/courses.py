@@ -35,8 +35,6 @@ def _fail(message: str) -> typer.Exit:
 
 
 def _course(engine, key: str) -> Course:
-    from server.store.course_store import CourseStore
-
     course = CourseStore(engine).get(key)
     if course is None:
         raise _fail(f"no course {key!r} (see `remat-judge courses list`)")
@@ -56,8 +54,6 @@ def create(
     data_dir: DataDir = None,
 ) -> None:
     """Create a course."""
-    from server.store.course_store import CourseStore
-
     try:
         course = CourseStore(engine_for(data_dir)).create(key, title or key)
     except CourseError as exc:
@@ -68,7 +64,6 @@ def create(
 @courses_app.command("list")
 def list_courses(data_dir: DataDir = None) -> None:
     """List courses: key, title, LMS context, assignments, students."""
-    from server.store.course_store import CourseStore
     from server.store.courses import CourseRole
 
     engine = engine_for(data_dir)
@@ -118,14 +113,8 @@ def assign(
             grade_rule=rule,
             grace_minutes=grace_minutes,
         )
-        admin.change_assignment(
-            CourseStore(engine),
-            course,
-            problem,
-            policy,
-            _problems(problems_dir),
-            LtiCourseGrades(PassbackStore(engine)),
-        )
+        lms = LtiCourseGrades(PassbackStore(engine))
+        admin.change_assignment(CourseStore(engine), course, problem, policy, _problems(problems_dir), lms)
     except (CourseError, ValueError) as exc:
         raise _fail(str(exc)) from None
     console.print(
@@ -179,8 +168,6 @@ def solutions(
 ) -> None:
     """Whether a course's students see reference solutions after their deadline (on by default
     for courses made here, off for LMS courses: anyone who can make an LMS course is its staff)."""
-    from server.store.course_store import CourseStore
-
     if after_deadline not in ("on", "off"):
         raise _fail("say on or off")
     engine = engine_for(data_dir)
@@ -206,8 +193,6 @@ def peers(
     data_dir: DataDir = None,
 ) -> None:
     """Whether students see that others in their course made the same mistake and fixed it."""
-    from server.store.course_store import CourseStore
-
     if show not in ("on", "off"):
         raise _fail("say on or off")
     engine = engine_for(data_dir)
@@ -253,7 +238,6 @@ def sync(
     from server.lti.ags import AgsClient
     from server.lti.keys import load_or_create
     from server.lti.nrps import RosterError, sync_course
-    from server.store.course_store import CourseStore
     from server.store.lti_store import LtiStore
 
     settings = settings_for(data_dir=data_dir)
@@ -283,7 +267,6 @@ def gradebook(
 ) -> None:
     """Students x assignments: score, attempts, solved time, late."""
     from server.courses.gradebook import gradebook as gradebook_of
-    from server.store.course_store import CourseStore
 
     engine = engine_for(data_dir)
     book = gradebook_of(CourseStore(engine), _course(engine, key))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import secrets
 import uuid
+from datetime import datetime
 
 from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
 
 from server.store.db import utcnow
 from server.store.submissions.records import (
@@ -60,27 +62,9 @@ class SubmissionIntake(Sessions):
         )
         try:
             with self._sessions.begin() as session:
-                if idempotency is not None:  # an expired key of this owner is free again
-                    session.execute(
-                        delete(IdempotencyKey).where(
-                            IdempotencyKey.owner == idempotency.owner,
-                            IdempotencyKey.key == idempotency.key,
-                            IdempotencyKey.created_at < now - IDEMPOTENCY_TTL,
-                        )
-                    )
-                    if secrets.randbelow(200) == 0:  # now and then, every expired key
-                        session.execute(delete(IdempotencyKey).where(IdempotencyKey.created_at < now - IDEMPOTENCY_TTL))
                 session.add(record)
                 if idempotency is not None:
-                    session.add(
-                        IdempotencyKey(
-                            owner=idempotency.owner,
-                            key=idempotency.key,
-                            created_at=now,
-                            request_sha256=idempotency.request_sha256,
-                            submission_id=record.id,
-                        )
-                    )
+                    _hold_key(session, idempotency, record.id, now)
         except IntegrityError:
             if idempotency is None:
                 raise
@@ -127,3 +111,26 @@ class SubmissionIntake(Sessions):
             session.execute(
                 update(SubmissionRecord).where(SubmissionRecord.id == submission_id).values(enqueued_at=utcnow())
             )
+
+
+def _hold_key(session: Session, idempotency: Idempotency, submission_id: str, now: datetime) -> None:
+    """Stores the owner's idempotency key for `submission_id`, after deleting that owner's expired
+    row of the same key (it is free again) and, now and then, every expired key."""
+    session.execute(
+        delete(IdempotencyKey).where(
+            IdempotencyKey.owner == idempotency.owner,
+            IdempotencyKey.key == idempotency.key,
+            IdempotencyKey.created_at < now - IDEMPOTENCY_TTL,
+        )
+    )
+    if secrets.randbelow(200) == 0:
+        session.execute(delete(IdempotencyKey).where(IdempotencyKey.created_at < now - IDEMPOTENCY_TTL))
+    session.add(
+        IdempotencyKey(
+            owner=idempotency.owner,
+            key=idempotency.key,
+            created_at=now,
+            request_sha256=idempotency.request_sha256,
+            submission_id=submission_id,
+        )
+    )
