@@ -63,7 +63,8 @@ def check_password(user: UserRecord | None, password: str) -> tuple[bool, str | 
 
 
 def session_store(services: Services) -> SessionStore | None:
-    """The server-side sessions of this app (None without a database: sessions cannot exist)."""
+    """The server-side sessions of this app (`Services.sessions`; a test's services may hold None:
+    then no session can exist)."""
     return services.sessions
 
 

@@ -178,6 +178,6 @@ def test_the_hub_wakes_waiters_from_threads_and_from_polls() -> None:
 @pytest.mark.parametrize("path", ["/healthz", "/api/v1/healthz"])
 def test_healthz_touches_neither_database_nor_queue(tmp_path: Path, path: str) -> None:
     client, services = make_client(tmp_path)
-    services.store = None  # type: ignore[assignment]
+    services.submissions = services.leases = services.outbox = services.reports = None  # type: ignore[assignment]
     body = client.get(path).json()
     assert body["status"] == "ok" and body["mode"] == "embedded" and body["waiting_requests"] == 0

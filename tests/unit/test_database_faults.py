@@ -79,7 +79,7 @@ def test_a_stored_submission_is_answered_even_if_reading_it_back_fails(tmp_path:
         def get(self, submission_id: str) -> SubmissionRecord | None:
             raise OperationalError("SELECT", {}, Exception("server closed the connection unexpectedly"))
 
-    services.store = ReadBackFails(services.engine)
+    services.submissions = ReadBackFails(services.engine)
     answer = client.post("/api/v1/submissions", json={"problem": "checkpoint_dot_policy", "source": SOURCE})
     assert answer.status_code == 202 and answer.json()["status"] == "queued"
     with services.engine.connect() as connection:
