@@ -6,7 +6,7 @@ Roles have a scope (docs/ARCHITECTURE.md, "Authority"):
 - a **site role** on the account (`server.store.accounts.SiteRole`): `admin` manages problems, API clients,
   LMS platforms, accounts and every course; everyone else is a plain `user`. Only
   `remat-judge users role EMAIL admin` makes an admin; no LMS launch ever does;
-- a **course role** per enrollment (`server.courses.models.CourseRole`): `staff` or `student`,
+- a **course role** per enrollment (`server.store.courses.CourseRole`): `staff` or `student`,
   from the LTI roles of each launch from the course's LMS context, or from an admin's
   `courses enroll`. Staff see and act on their own course only.
 
@@ -25,8 +25,8 @@ from sqlalchemy import ColumnElement, and_, exists, or_, select, true
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import sessionmaker
 
-from server.courses.models import Assignment, Course, CourseRole, Enrollment
 from server.store.accounts import SiteRole, UserRecord
+from server.store.courses import Assignment, Course, CourseRole, Enrollment
 from server.store.submissions import SubmissionRecord
 
 

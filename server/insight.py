@@ -26,7 +26,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import sessionmaker
 
 from graders.insight import fingerprint
-from server.courses.models import Course, CourseRole, Enrollment
+from server.store.courses import Course, CourseRole, Enrollment
 from server.store.submissions import SubmissionRecord, SubmissionStatus
 
 

@@ -22,14 +22,19 @@ from server.grading.queue import InProcessQueue, JobQueue, WorkerPool
 from server.grading.redis_jobs import RedisJobs
 from server.grading.waits import CompletionHub
 from server.lti.grade_sender import grade_sender
-from server.lti.passback import LtiCourseGrades
 from server.lti.service import LtiService
 from server.services import Services
 from server.settings import Settings
 from server.store import faults as dbfaults
 from server.store import migrate
-from server.store.accounts import ClientStore, UserStore
+from server.store.accounts import ClientStore, SessionStore, UserStore
+from server.store.course_store import CourseStore
 from server.store.db import make_engine
+from server.store.hints import HintStore
+from server.store.lti_passback import LtiCourseGrades, PassbackStore
+from server.store.lti_store import LtiStore, RegistrationStore
+from server.store.problems import UploadStore
+from server.store.regrades import RegradeStore
 from server.store.submissions import SubmissionStore
 
 
@@ -89,7 +94,19 @@ def build_grader(
         max_attempts=settings.max_attempts,
         on_finished=on_finished,
         callbacks=callbacks,
-        grades=grade_sender(engine, settings),
+        grades=grade_sender(settings, PassbackStore(engine), CourseStore(engine)),
+    )
+
+
+def build_lti(settings: Settings, engine: Engine, courses: CourseStore | None = None) -> LtiService:
+    """The LTI tool's service on an open database (its stores, the tool's key: made at the first
+    start), sharing `courses` when given."""
+    return LtiService.start(
+        settings,
+        store=LtiStore(engine),
+        passbacks=PassbackStore(engine),
+        courses=courses or CourseStore(engine),
+        registrations=RegistrationStore(engine),
     )
 
 
@@ -97,7 +114,7 @@ def build_services(settings: Settings, engine: Engine) -> Services:
     """The web app's parts on an open database: stores, problems, the waits hub, admission, the
     LTI service, and the queue (Redis when scaled out; else an in-process queue with the grading
     threads, not yet started). The caller starts `hub` and `pool` and closes them."""
-    store = SubmissionStore(engine)
+    store = SubmissionStore(engine)  # every submission store on one engine, one object
     problems = ProblemRepository(settings.problems_dir)
     hub = CompletionHub(store.finished_among, poll_s=1.0 if settings.scaled else 2.0)
     admission = Admission(
@@ -124,18 +141,27 @@ def build_services(settings: Settings, engine: Engine) -> Services:
             sweep_interval_s=settings.sweep_interval_s,
         )
         jobs = in_process
+    courses = CourseStore(engine)
     return Services(
         settings=settings,
-        store=store,
+        engine=engine,
+        submissions=store,
+        leases=store,
+        outbox=store,
+        reports=store,
         users=UserStore(engine),
+        clients=ClientStore(engine),
+        sessions=SessionStore(engine, max_age_s=settings.session_max_age_s),
+        courses=courses,
+        regrades=RegradeStore(engine),
+        hints=HintStore(engine),
+        uploads=UploadStore(engine),
         problems=problems,
         jobs=jobs,
         hub=hub,
         admission=admission,
-        clients=ClientStore(engine),
         pool=pool,
         redis_jobs=redis_jobs,
-        engine=engine,
-        lti=LtiService.start(engine, settings),
-        lms_grades=LtiCourseGrades(engine),
+        lti=build_lti(settings, engine, courses),
+        lms_grades=LtiCourseGrades(PassbackStore(engine)),
     )

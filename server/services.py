@@ -1,7 +1,8 @@
 """The container of a running app's parts (`Services`), built by the composition root
 (`server.runtime.build_services`) and handed to routes by `server.deps`. Low on purpose: it
 imports the types it holds only for type checking, so an edge that names `Services` pulls in none
-of the parts it does not use (docs/ARCHITECTURE.md, "The server's floors")."""
+of the parts it does not use (docs/ARCHITECTURE.md, "The server's floors"). Every store a route
+uses is a field here, built once: routes never build one."""
 
 from __future__ import annotations
 
@@ -23,8 +24,12 @@ if TYPE_CHECKING:
     from server.grading.redis_jobs import RedisJobs
     from server.grading.waits import CompletionHub
     from server.lti.service import LtiService
-    from server.store.accounts import ClientStore, UserStore
-    from server.store.submissions import SubmissionStore
+    from server.store.accounts import ClientStore, SessionStore, UserStore
+    from server.store.course_store import CourseStore
+    from server.store.hints import HintStore
+    from server.store.problems import UploadStore
+    from server.store.regrades import RegradeStore
+    from server.store.submissions import CallbackOutbox, LeaseStore, SubmissionIntake, SubmissionReports
     from server.web.throttle import SignInThrottle
 
 
@@ -34,14 +39,22 @@ class Services:
 
     Attributes:
         settings: the deployment's settings.
-        store, users, clients: the submissions, accounts and API clients tables.
+        submissions: stores new submissions and reads them back (the web pages and the API).
+        leases: workers' claims on submissions (the grading runtime's; routes read none).
+        outbox: API clients' callbacks.
+        reports: lists and counts of submissions (pages, health, the queue depth).
+        users, clients, sessions: accounts, API clients and signed-in browsers.
+        courses: courses, enrollments, rosters, assignments and extensions.
+        regrades: regrades and the verdicts they replaced.
+        hints: which hints students opened.
+        uploads: uploaded problem packages and their validation.
         problems: the problem packages (read per request: a published version needs no restart).
         jobs: where new submissions' jobs go (in process, or Redis).
         hub: waits for verdicts without holding threads.
         admission: the submission rate limit and queue-depth bound.
         pool: the grading threads of the embedded mode; None when scaled out (workers grade).
         redis_jobs: the Redis queue when scaled out, else None.
-        engine: the database (courses, regrades and other stores are made per request).
+        engine: the database (for the queries of `access` and `server.insight`).
         lti: the LTI tool's service (`server.lti.service.LtiService`); None in tests without LTI.
         lms_grades: the LMS side of courses' grades (`server.courses.lms.LmsGrades`): LTI's in a
             running judge, `NoLms` in a test that builds its own services.
@@ -49,9 +62,17 @@ class Services:
 
     settings: Settings
     engine: Engine
-    store: SubmissionStore
+    submissions: SubmissionIntake
+    leases: LeaseStore
+    outbox: CallbackOutbox
+    reports: SubmissionReports
     users: UserStore
     clients: ClientStore
+    sessions: SessionStore
+    courses: CourseStore
+    regrades: RegradeStore
+    hints: HintStore
+    uploads: UploadStore
     problems: ProblemRepository
     jobs: JobQueue
     hub: CompletionHub

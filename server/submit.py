@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from server.services import Services
 
 log = logging.getLogger(__name__)
-MAX_EXTERNAL_ID_CHARS = 128  # the column's size (server/store/submissions.py)
+MAX_EXTERNAL_ID_CHARS = 128  # the column's size (server/store/submissions/records.py)
 MAX_CALLBACK_URL_CHARS = 2000
 
 
@@ -259,7 +259,7 @@ def _store_and_enqueue(
     """Stores the submission (with its idempotency key, in one transaction), then enqueues it; a
     concurrent repeat of the same key answers the first one stored (or IN_PROGRESS)."""
     try:
-        record = services.store.create(
+        record = services.submissions.create(
             problem=problem,
             source=source,
             user_id=user_id,
@@ -282,7 +282,7 @@ def _store_and_enqueue(
         log.warning("submission %s stored but not enqueued (%s); it will be enqueued later", record.id, exc)
         return record
     try:
-        services.store.mark_enqueued(record.id)
+        services.submissions.mark_enqueued(record.id)
     except Exception as exc:  # noqa: BLE001 - enqueued; the sweeper may enqueue it once more, which grades it once still
         log.warning("submission %s enqueued, but recording that failed (%s)", record.id, exc)
     return record
@@ -294,7 +294,7 @@ def _replay(services: Services, idempotency: Idempotency) -> SubmissionRecord | 
     Raises:
         SubmitError(Refusal.INVALID): the key was used for another request.
     """
-    found = services.store.by_idempotency_key(idempotency.owner, idempotency.key)
+    found = services.submissions.by_idempotency_key(idempotency.owner, idempotency.key)
     if found is None:
         return None
     fingerprint, record = found

@@ -39,10 +39,10 @@ async def readyz(services: ServicesDep) -> JSONResponse:
     checks: dict[str, str] = {}
     body: dict[str, object] = {}
     try:
-        await run_in_threadpool(services.store.ping)
+        await run_in_threadpool(services.reports.ping)
         checks["database"] = "ok"
-        body["queue_depth"] = await run_in_threadpool(services.store.queue_depth)
-        body["submissions"] = await run_in_threadpool(services.store.count_by_status)
+        body["queue_depth"] = await run_in_threadpool(services.reports.queue_depth)
+        body["submissions"] = await run_in_threadpool(services.reports.count_by_status)
     except Exception as exc:  # noqa: BLE001 - any failure means "not ready"
         checks["database"] = f"unavailable: {type(exc).__name__}"
     if services.redis_jobs is not None:
@@ -73,4 +73,4 @@ def prometheus_metrics(services: ServicesDep, authorization: Annotated[str | Non
             "send Authorization: Bearer <metrics token>",
             headers={"WWW-Authenticate": "Bearer"},
         )
-    return Response(metrics.render(services.store.queue_depth), media_type=metrics.CONTENT_TYPE)
+    return Response(metrics.render(services.reports.queue_depth), media_type=metrics.CONTENT_TYPE)

@@ -187,7 +187,7 @@ async def upload_problem(request: Request, services: ServicesDep, publish: bool 
     except uploads.UploadRefused as refused:
         return JSONResponse(status_code=refused.status_code, content={"detail": refused.message})
     url = f"/api/v1/problems/uploads/{upload_id}"
-    view = uploads.UploadStore(services.engine).get(upload_id)
+    view = services.uploads.get(upload_id)
     assert view is not None
     return JSONResponse(status_code=status.HTTP_202_ACCEPTED, headers={"Location": url}, content=view.public())
 
@@ -202,9 +202,8 @@ def upload_status(upload_id: str, services: ServicesDep) -> JSONResponse:
     reference, right/ and wrong/), and once finished its report: the reference's failed
     self-checks (`reference_failures`, each `{check, message}`), the validation table (`rows`),
     `warnings`, whether it was `published`, and the version it replaces."""
-    from server import uploads
 
-    view = uploads.UploadStore(services.engine).get(upload_id) if SUBMISSION_ID.match(upload_id) else None
+    view = services.uploads.get(upload_id) if SUBMISSION_ID.match(upload_id) else None
     if view is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "no such upload")
     return JSONResponse(view.public())

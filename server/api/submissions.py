@@ -117,7 +117,7 @@ async def create_submission(
     try:
         if wait and await services.hub.wait(record.id, services.settings.wait_timeout_s):
             response.status_code = status.HTTP_200_OK
-        current = await run_in_threadpool(services.store.get, record.id)
+        current = await run_in_threadpool(services.submissions.get, record.id)
     except Exception as exc:  # stored already: answer what was stored rather than a 5xx a client would retry
         if not is_database_fault(exc):
             raise
@@ -174,7 +174,7 @@ def read_batch(
     if not wanted or len(wanted) > 20:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, "ids: give 1 to 20 comma-separated ids")
     chosen = _fields(fields)
-    found = services.store.get_many([i for i in wanted if SUBMISSION_ID.match(i)])
+    found = services.submissions.get_many([i for i in wanted if SUBMISSION_ID.match(i)])
     out = []
     for submission_id in wanted:
         record = found.get(submission_id)
@@ -199,7 +199,7 @@ def list_submissions(
     chosen = _fields(fields)
     if caller.client is None:
         raise HTTPException(status.HTTP_403_FORBIDDEN, "listing submissions needs an API client's key")
-    records = services.store.for_client(caller.client.id, external_id=external_id, limit=limit)
+    records = services.submissions.for_client(caller.client.id, external_id=external_id, limit=limit)
     return JSONResponse({"submissions": [_shown(r, chosen) for r in records]})
 
 
@@ -211,7 +211,7 @@ def list_submissions(
 def get_submission(submission_id: str, caller: CallerDep, services: ServicesDep, fields: FieldsQuery = None) -> Any:
     """A submission's status and, once graded, its verdict JSON (only the fields asked for)."""
     chosen = _fields(fields)
-    record = services.store.get(submission_id) if SUBMISSION_ID.match(submission_id) else None
+    record = services.submissions.get(submission_id) if SUBMISSION_ID.match(submission_id) else None
     if record is None or not can_read(caller, record):
         raise HTTPException(status.HTTP_404_NOT_FOUND, "no such submission")
     if chosen is not None:

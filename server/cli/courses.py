@@ -15,9 +15,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from server.cli.common import EXIT_USAGE, console, engine_for, err, settings_for
-from server.courses.models import Course, CourseError
 from server.courses.rules import GradeRule, LateRule, Policy
-from server.lti.passback import LtiCourseGrades
+from server.store.accounts import UserStore
+from server.store.course_store import CourseStore
+from server.store.courses import Course, CourseError
+from server.store.lti_passback import LtiCourseGrades, PassbackStore
 
 courses_app = typer.Typer(
     help="Courses: assignments with deadlines and late rules, enrollments, extensions, "
@@ -33,8 +35,6 @@ def _fail(message: str) -> typer.Exit:
 
 
 def _course(engine, key: str) -> Course:
-    from server.courses.models import CourseStore
-
     course = CourseStore(engine).get(key)
     if course is None:
         raise _fail(f"no course {key!r} (see `remat-judge courses list`)")
@@ -54,8 +54,6 @@ def create(
     data_dir: DataDir = None,
 ) -> None:
     """Create a course."""
-    from server.courses.models import CourseStore
-
     try:
         course = CourseStore(engine_for(data_dir)).create(key, title or key)
     except CourseError as exc:
@@ -66,7 +64,7 @@ def create(
 @courses_app.command("list")
 def list_courses(data_dir: DataDir = None) -> None:
     """List courses: key, title, LMS context, assignments, students."""
-    from server.courses.models import CourseRole, CourseStore
+    from server.store.courses import CourseRole
 
     engine = engine_for(data_dir)
     store = CourseStore(engine)
@@ -115,7 +113,8 @@ def assign(
             grade_rule=rule,
             grace_minutes=grace_minutes,
         )
-        admin.change_assignment(engine, course, problem, policy, _problems(problems_dir), LtiCourseGrades(engine))
+        lms = LtiCourseGrades(PassbackStore(engine))
+        admin.change_assignment(CourseStore(engine), course, problem, policy, _problems(problems_dir), lms)
     except (CourseError, ValueError) as exc:
         raise _fail(str(exc)) from None
     console.print(
@@ -148,7 +147,7 @@ def enroll(
     course = _course(engine, key)
     for email in emails:
         try:
-            admin.enroll(engine, course, email, role)
+            admin.enroll(CourseStore(engine), UserStore(engine), course, email, role)
         except CourseError as exc:
             raise _fail(str(exc)) from None
     console.print(f"enrolled {len(emails)} in {escape(course.key)} as {escape(role)}")
@@ -169,8 +168,6 @@ def solutions(
 ) -> None:
     """Whether a course's students see reference solutions after their deadline (on by default
     for courses made here, off for LMS courses: anyone who can make an LMS course is its staff)."""
-    from server.courses.models import CourseStore
-
     if after_deadline not in ("on", "off"):
         raise _fail("say on or off")
     engine = engine_for(data_dir)
@@ -196,8 +193,6 @@ def peers(
     data_dir: DataDir = None,
 ) -> None:
     """Whether students see that others in their course made the same mistake and fixed it."""
-    from server.courses.models import CourseStore
-
     if show not in ("on", "off"):
         raise _fail("say on or off")
     engine = engine_for(data_dir)
@@ -226,7 +221,7 @@ def extend(
         due_at = admin.parse_time(due, "--due")
         if due_at is None:
             raise CourseError("--due: give the student's deadline")
-        admin.extend(engine, course, problem, email, due_at, LtiCourseGrades(engine))
+        admin.extend(CourseStore(engine), course, problem, email, due_at, LtiCourseGrades(PassbackStore(engine)))
     except CourseError as exc:
         raise _fail(str(exc)) from None
     console.print(f"{escape(email)} is due {due_at.isoformat()} on {escape(problem)} in {escape(course.key)}")
@@ -240,11 +235,10 @@ def sync(
     """Sync an LMS course's roster from its LMS (LTI Names and Role Provisioning Services 2.0):
     the gradebook then lists the students who never launched. Needs a launch from the course
     that carried the service's claim; on any failure the roster synced before is kept."""
-    from server.courses.models import CourseStore
     from server.lti.ags import AgsClient
     from server.lti.keys import load_or_create
-    from server.lti.models import LtiStore
     from server.lti.nrps import RosterError, sync_course
+    from server.store.lti_store import LtiStore
 
     settings = settings_for(data_dir=data_dir)
     engine = engine_for(data_dir)
@@ -272,10 +266,10 @@ def gradebook(
     data_dir: DataDir = None,
 ) -> None:
     """Students x assignments: score, attempts, solved time, late."""
-    from server.courses.models import CourseStore
+    from server.courses.gradebook import gradebook as gradebook_of
 
     engine = engine_for(data_dir)
-    book = CourseStore(engine).gradebook(_course(engine, key))
+    book = gradebook_of(CourseStore(engine), _course(engine, key))
     if csv_path is not None:
         text = book.csv()
         if str(csv_path) == "-":
@@ -322,11 +316,11 @@ def regrade(
     changed ones are listed, changed LMS grades are sent. The running judge (server or workers)
     does the grading."""
     from server.courses import admin
-    from server.courses.regrade import RegradeStore
+    from server.store.regrades import RegradeStore
 
     engine = engine_for(data_dir)
     try:
-        started = admin.start_regrade(engine, _problems(problems_dir), slug, requested_by="cli")
+        started = admin.start_regrade(RegradeStore(engine), _problems(problems_dir), slug, requested_by="cli")
     except CourseError as exc:
         raise _fail(str(exc)) from None
     console.print(
@@ -355,7 +349,7 @@ def regrades(
     data_dir: DataDir = None,
 ) -> None:
     """Recent regrades, or one regrade's progress and changed verdicts."""
-    from server.courses.regrade import RegradeStore
+    from server.store.regrades import RegradeStore
 
     store = RegradeStore(engine_for(data_dir))
     if regrade_id is None:

@@ -22,7 +22,7 @@ lti_app = typer.Typer(
 
 
 def _store(data_dir: Path | None):
-    from server.lti.models import LtiStore
+    from server.store.lti_store import LtiStore
 
     return LtiStore(engine_for(data_dir))
 
@@ -97,8 +97,8 @@ def registration_url(
 ) -> None:
     """Make a one-time LTI Dynamic Registration URL (Moodle 4.x: "Tool URL" under Manage tools).
     The URL is the last line printed; it works once, for --expires-minutes."""
-    from server.lti.registration import RegistrationStore
     from server.settings import Settings
+    from server.store.lti_store import RegistrationStore
 
     base = (base_url or Settings().public_url or "").rstrip("/")
     if not base:

@@ -25,9 +25,8 @@ def reset_password(
     """Set a new password for an account and end all its sessions; prints a generated password
     once (16 random URL-safe characters) unless one is read from standard input."""
     from server.settings import Settings
-    from server.store.accounts import UserStore
+    from server.store.accounts import SessionStore, UserStore
     from server.web.auth import MIN_PASSWORD_CHARS, hash_password
-    from server.web.sessions import SessionStore
 
     engine = engine_for(data_dir)
     users = UserStore(engine)

@@ -1,1 +1,2 @@
-"""Courses: assignments with deadlines and rules, gradebooks, regrades (issue 12, items 5 and 6)."""
+"""Courses: assignments' rules (`rules`), gradebooks (`gradebook`), what instructors do (`admin`)
+and the course pages. The tables and `CourseStore`, `RegradeStore` are in `server.store`."""

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy.engine import Engine
-
 from graders.problem import ProblemRepository
 from graders.problem_spec import ProblemError
 from server.courses.lms import LmsGrades
-from server.courses.models import Assignment, Course, CourseError, CourseRole, CourseStore
-from server.courses.regrade import Regrade, RegradeStore
 from server.courses.rules import Policy
 from server.store.accounts import UserStore
+from server.store.course_store import CourseStore
+from server.store.courses import Assignment, Course, CourseError, CourseRole
+from server.store.regrades import Regrade, RegradeStore
 
 
 def parse_time(text: str | None, what: str) -> datetime | None:
@@ -41,7 +40,7 @@ def parse_time(text: str | None, what: str) -> datetime | None:
 
 
 def change_assignment(
-    engine: Engine, course: Course, problem: str, policy: Policy, problems: ProblemRepository, lms: LmsGrades
+    courses: CourseStore, course: Course, problem: str, policy: Policy, problems: ProblemRepository, lms: LmsGrades
 ) -> Assignment:
     """Makes or changes `course`'s assignment of `problem`, then re-sends changed LMS grades.
 
@@ -52,19 +51,20 @@ def change_assignment(
         problems.get(problem)
     except (KeyError, ProblemError):
         raise CourseError(f"the judge has no problem {problem!r}") from None
-    assignment = CourseStore(engine).set_assignment(course.id, problem, policy)
+    assignment = courses.set_assignment(course.id, problem, policy)
     lms.standings_changed(course, problem)
     return assignment
 
 
-def extend(engine: Engine, course: Course, problem: str, email: str, due_at: datetime, lms: LmsGrades) -> Assignment:
+def extend(
+    courses: CourseStore, course: Course, problem: str, email: str, due_at: datetime, lms: LmsGrades
+) -> Assignment:
     """Gives the student with `email` their own deadline on `course`'s assignment of `problem`,
     then re-sends their LMS grade if it changed.
 
     Raises:
         CourseError: no such assignment or account, or the account is not in the course.
     """
-    courses = CourseStore(engine)
     assignment = courses.assignment(course.id, problem)
     if assignment is None:
         raise CourseError(f"the course {course.key!r} has no assignment {problem!r}")
@@ -76,7 +76,7 @@ def extend(engine: Engine, course: Course, problem: str, email: str, due_at: dat
     return assignment
 
 
-def enroll(engine: Engine, course: Course, email: str, role: str) -> None:
+def enroll(courses: CourseStore, users: UserStore, course: Course, email: str, role: str) -> None:
     """Enrolls the account with `email` as `role` (`CourseRole`: staff or student).
 
     Raises:
@@ -86,13 +86,13 @@ def enroll(engine: Engine, course: Course, email: str, role: str) -> None:
         as_role = CourseRole(role)
     except ValueError:
         raise CourseError(f"a course role is staff or student, not {role!r}") from None
-    user = UserStore(engine).by_email(email)
+    user = users.by_email(email)
     if user is None:
         raise CourseError(f"no account with the email {email!r} (students sign up, or launch from the LMS)")
-    CourseStore(engine).enroll(course.id, user.id, as_role)
+    courses.enroll(course.id, user.id, as_role)
 
 
-def start_regrade(engine: Engine, problems: ProblemRepository, slug: str, requested_by: str) -> Regrade:
+def start_regrade(regrades: RegradeStore, problems: ProblemRepository, slug: str, requested_by: str) -> Regrade:
     """Re-queues every finished submission of `slug` (`RegradeStore.start`) once its package loads.
 
     Raises:
@@ -104,4 +104,4 @@ def start_regrade(engine: Engine, problems: ProblemRepository, slug: str, reques
         raise CourseError(f"the judge has no problem {slug!r}") from None
     except ProblemError as exc:
         raise CourseError(f"the problem {slug!r} does not load, so nothing was re-queued: {exc}") from None
-    return RegradeStore(engine).start(slug, problem_version=problem.version, requested_by=requested_by)
+    return regrades.start(slug, problem_version=problem.version, requested_by=requested_by)

@@ -1,7 +1,7 @@
 """What a course asks of the LMS side of its grades, without knowing LTI (`server.lti` implements
 it and may use `server.courses`; the reverse import is forbidden by a contract in pyproject.toml).
 
-The composition root (`server.runtime`) gives the app `server.lti.passback.LtiCourseGrades`; the
+The composition root (`server.runtime`) gives the app `server.store.lti_passback.LtiCourseGrades`; the
 CLI makes its own; a judge without LTI, or a test, gets `NoLms`.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from server.courses.models import Course
+from server.store.courses import Course
 
 
 class LmsGrades(Protocol):

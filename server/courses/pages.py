@@ -30,12 +30,12 @@ from fastapi.templating import Jinja2Templates
 from graders.problem_spec import ProblemError
 from server.authz import ANONYMOUS, Action, CourseTarget, Principal, decide
 from server.courses import admin
-from server.courses.models import Course, CourseError, CourseRole, CourseStore
-from server.courses.regrade import RegradeStore
+from server.courses.gradebook import gradebook
 from server.courses.rules import GradeRule, LateRule, Policy
 from server.deps import ServicesDep
 from server.services import Services
 from server.store.accounts import UserRecord
+from server.store.courses import Course, CourseError, CourseRole
 from server.web.auth import OptionalUser, PrincipalDep, check_csrf, csrf_token
 from server.web.common import WEB_DIR, require_action, require_teacher
 from server.web.formatting import FILTERS
@@ -66,7 +66,7 @@ def _render(request: Request, name: str, user: UserRecord, status_code: int = 20
 def _course(services: Services, key: str, principal: Principal, action: Action = Action.COURSE_VIEW) -> Course:
     """The course `key`, when `principal` may do `action` to it: 404 when there is none or they
     may not even view it (course keys are not announced), 403 when they may view it only."""
-    course = CourseStore(services.engine).get(key)
+    course = services.courses.get(key)
     target = CourseTarget.of(course) if course is not None else None
     if course is None or target is None or not decide(principal, Action.COURSE_VIEW, target):
         raise HTTPException(status.HTTP_404_NOT_FOUND, "no such course")
@@ -90,8 +90,8 @@ def _course_page(
     error: str | None = None,
     notice: str | None = None,
 ) -> HTMLResponse:
-    store = CourseStore(services.engine)
-    book = store.gradebook(course)
+    store = services.courses
+    book = gradebook(store, course)
     assigned = {a.problem for a in book.assignments}
     undelivered = services.lms_grades.undelivered(course)
     target = CourseTarget.of(course)
@@ -123,7 +123,7 @@ def _course_page(
 def courses(request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep) -> HTMLResponse:
     """The courses this user teaches (every course, for an admin)."""
     user = require_teacher(user, principal, request)
-    store = CourseStore(services.engine)
+    store = services.courses
     return _render(
         request,
         "courses.html",
@@ -145,7 +145,7 @@ def create_course(
 ) -> Response:
     user = require_action(user, principal, request, Action.COURSES_CREATE)
     check_csrf(request, csrf_token)
-    store = CourseStore(services.engine)
+    store = services.courses
     try:
         course = store.create(key.strip(), title)
     except CourseError as exc:
@@ -175,7 +175,7 @@ def gradebook_csv(
 ) -> Response:
     require_teacher(user, principal, request)
     course = _course(services, key, principal)
-    text = CourseStore(services.engine).gradebook(course).csv()
+    text = gradebook(services.courses, course).csv()
     return Response(
         text,
         media_type="text/csv; charset=utf-8",
@@ -232,7 +232,7 @@ def set_assignment(
             grade_rule=rule,
             grace_minutes=grace,
         )
-        admin.change_assignment(services.engine, course, problem, policy, services.problems, services.lms_grades)
+        admin.change_assignment(services.courses, course, problem, policy, services.problems, services.lms_grades)
     except (CourseError, ValueError) as exc:
         return _course_page(
             request,
@@ -265,7 +265,7 @@ def add_extension(
         when = admin.parse_time(due_at, "extension")
         if when is None:
             raise CourseError("give the student's deadline")
-        admin.extend(services.engine, course, problem, email.strip(), when, services.lms_grades)
+        admin.extend(services.courses, course, problem, email.strip(), when, services.lms_grades)
     except CourseError as exc:
         return _course_page(
             request,
@@ -296,7 +296,7 @@ def add_enrollment(
     check_csrf(request, csrf_token)
     course = _course(services, key, principal, Action.COURSE_ENROLL)
     try:
-        admin.enroll(services.engine, course, email.strip(), role)
+        admin.enroll(services.courses, services.users, course, email.strip(), role)
     except CourseError as exc:
         return _course_page(
             request,
@@ -325,7 +325,7 @@ def course_settings(
     require_teacher(user, principal, request)
     check_csrf(request, csrf_token)
     course = _course(services, key, principal, Action.COURSE_SETTINGS)
-    CourseStore(services.engine).set_solutions_after_deadline(course.id, solutions_after_deadline == "on")
+    services.courses.set_solutions_after_deadline(course.id, solutions_after_deadline == "on")
     return RedirectResponse(f"/instructor/courses/{course.key}", status_code=status.HTTP_303_SEE_OTHER)
 
 
@@ -344,7 +344,7 @@ def course_peers(
     require_teacher(user, principal, request)
     check_csrf(request, csrf_token)
     course = _course(services, key, principal, Action.COURSE_EDIT)
-    CourseStore(services.engine).set_peer_insight(course.id, peer_insight == "on")
+    services.courses.set_peer_insight(course.id, peer_insight == "on")
     return RedirectResponse(f"/instructor/courses/{course.key}", status_code=status.HTTP_303_SEE_OTHER)
 
 
@@ -380,7 +380,7 @@ def course_insight(
     and identical programs among them (`server.insight`)."""
     user = require_teacher(user, principal, request)
     course = _course(services, key, principal)
-    if slug not in {a.problem for a in CourseStore(services.engine).assignments(course.id)}:
+    if slug not in {a.problem for a in services.courses.assignments(course.id)}:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "the course has no such assignment")
     return _insight_page(request, services, user, slug, version, course)
 
@@ -411,7 +411,7 @@ def start_regrade(
     user = require_action(user, principal, request, Action.PROBLEMS_REGRADE)
     check_csrf(request, csrf_token)
     try:
-        regrade = admin.start_regrade(services.engine, services.problems, slug, requested_by=user.email)
+        regrade = admin.start_regrade(services.regrades, services.problems, slug, requested_by=user.email)
     except CourseError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
     if services.pool is not None:  # embedded mode: enqueue now rather than at the next sweep
@@ -428,7 +428,7 @@ def regrade_page(
     regrade_id: Annotated[int, PathParam(ge=1, le=2**31 - 1)],
 ) -> HTMLResponse:
     user = require_action(user, principal, request, Action.PROBLEMS_REGRADE)
-    progress = RegradeStore(services.engine).progress(regrade_id)
+    progress = services.regrades.progress(regrade_id)
     if progress is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no regrade #{regrade_id}")
     return _render(request, "regrade.html", user, progress=progress)

@@ -20,79 +20,27 @@ Rules (all times UTC):
 
 from __future__ import annotations
 
-import enum
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from server.store.courses import MAX_GRACE_MINUTES, Attempt, GradeRule, LateRule, Policy
+
+__all__ = [
+    "DAY_S",
+    "MAX_GRACE_MINUTES",
+    "Attempt",
+    "GradeRule",
+    "LateRule",
+    "Policy",
+    "Standing",
+    "credit",
+    "days_late",
+    "standing",
+]
+
 DAY_S = 86_400.0
-MAX_GRACE_MINUTES = 24 * 60  # a day: past it, an extension says what is meant
-
-
-class GradeRule(enum.StrEnum):
-    """Which counted attempt gives the grade."""
-
-    BEST = "best"
-    LAST = "last"
-
-
-class LateRule(enum.StrEnum):
-    """What a late attempt earns: none (no credit) or a penalty per started day up to a cap."""
-
-    NONE = "none"
-    PENALTY = "penalty"
-
-
-@dataclass(frozen=True)
-class Policy:
-    """An assignment's rules.
-
-    Attributes:
-        opens_at: attempts submitted before it do not count (None: open from the start).
-        due_at: the deadline (None: no deadline, nothing is late).
-        late_rule: see `LateRule`.
-        penalty_per_day: fraction of the score lost per started day late, in [0, 1].
-        penalty_cap: the most that can be lost, in [0, 1].
-        grade_rule: see `GradeRule`.
-        grace_minutes: minutes after the deadline (the student's extension too) still on time,
-            0 to `MAX_GRACE_MINUTES`.
-    """
-
-    opens_at: datetime | None = None
-    due_at: datetime | None = None
-    late_rule: LateRule = LateRule.PENALTY
-    penalty_per_day: float = 0.0
-    penalty_cap: float = 1.0
-    grade_rule: GradeRule = GradeRule.BEST
-    grace_minutes: int = 0
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.grace_minutes <= MAX_GRACE_MINUTES:
-            raise ValueError(f"the grace period is 0 to {MAX_GRACE_MINUTES} minutes, got {self.grace_minutes!r}")
-        for name in ("penalty_per_day", "penalty_cap"):
-            value = getattr(self, name)
-            if not (0.0 <= value <= 1.0) or math.isnan(value):
-                raise ValueError(f"{name} must be between 0 and 1, got {value!r}")
-        if self.opens_at is not None and self.due_at is not None and self.due_at < self.opens_at:
-            raise ValueError("the deadline is before the opening time")
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """One submission as the rules see it.
-
-    Attributes:
-        submission_id: its id.
-        submitted_at: when it was stored (UTC, timezone-aware).
-        verdict: the verdict's name, or None while it is queued or running.
-        score: the verdict's score in [0, 1] (1.0 for ACCEPTED), or None while ungraded.
-    """
-
-    submission_id: str
-    submitted_at: datetime
-    verdict: str | None
-    score: float | None
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 One `Grader` per worker process (the embedded server, or `remat-judge worker`), whatever queue
 delivers the jobs. A job names a submission id and nothing else: everything else is read from the
-database, which is the source of truth (`server/store/submissions.py`):
+database, which is the source of truth (`server/store/submissions/`):
 
 1. `claim` takes the submission with one conditional UPDATE (queued, or running with an expired
    lease -> running, attempts + 1). A second delivery of the same job finds it claimed or finished

@@ -11,7 +11,6 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
 from graders.problem_spec import ProblemError
-from server.courses.models import CourseRole
 from server.deps import LtiDep, ServicesDep
 from server.lti import deep_linking
 from server.lti.launch import (
@@ -22,10 +21,11 @@ from server.lti.launch import (
     person_name,
     role_for,
 )
-from server.lti.models import PlatformView
 from server.lti.pages import _count_launch, _page, _refused, _same_origin, enter_context
 from server.lti.service import LtiService
 from server.services import Services
+from server.store.courses import CourseRole
+from server.store.lti import PlatformView
 from server.web.auth import sign_in
 
 router = APIRouter(prefix="/lti", include_in_schema=False)

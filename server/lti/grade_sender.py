@@ -27,18 +27,18 @@ import threading
 from collections.abc import Callable
 from datetime import timedelta
 
-from sqlalchemy.engine import Engine
-
-from server.courses.models import CourseStore
+from server.courses.gradebook import standing_of
 from server.courses.rules import Standing
 from server.delivery.callbacks import backoff_s
 from server.delivery.senders import DueSender
 from server.lti.ags import AgsClient
 from server.lti.keys import ToolKey
-from server.lti.passback import DueScore, PassbackStatus, PassbackStore
 from server.lti.scores import Score, next_timestamp
 from server.settings import Settings
+from server.store.course_store import CourseStore
 from server.store.db import utcnow
+from server.store.lti import DueScore, PassbackStatus
+from server.store.lti_passback import PassbackStore
 
 log = logging.getLogger(__name__)
 SCORE_MAXIMUM = 1.0  # the judge's scores run from 0 to 1 (the deep-linked line item's maximum)
@@ -59,7 +59,7 @@ class Scorer:
             platform_id=link.platform_id, deployment_id=link.deployment_id, context_id=link.context_id
         )
         assignment = self.courses.assignment(course.id, link.problem) if course is not None else None
-        return self.courses.standing_of(due.user_id, link.problem, assignment)
+        return standing_of(self.courses, due.user_id, link.problem, assignment)
 
 
 class LtiGradeSender(DueSender):
@@ -192,15 +192,15 @@ class LtiGradeSender(DueSender):
         )
 
 
-def grade_sender(engine: Engine, settings: Settings) -> LtiGradeSender:
-    """The sender of a grading process: the tool key from `<data_dir>` (loaded at the first send),
+def grade_sender(settings: Settings, passbacks: PassbackStore, courses: CourseStore) -> LtiGradeSender:
+    """The sender of a grading process on its stores: the tool key from `<data_dir>` (loaded at the first send),
     `REMAT_JUDGE_LTI_ALLOW_NETWORKS`, and the callbacks' attempts and time-out settings
     (`REMAT_JUDGE_CALLBACK_MAX_ATTEMPTS`, `REMAT_JUDGE_CALLBACK_TIMEOUT_S`)."""
     from server.lti.keys import load_or_create
 
     return LtiGradeSender(
-        PassbackStore(engine),
-        Scorer(CourseStore(engine)),
+        passbacks,
+        Scorer(courses),
         lambda: load_or_create(settings.data_dir),
         AgsClient(timeout_s=settings.callback_timeout_s, allow_networks=settings.lti_allow_networks),
         max_attempts=settings.callback_max_attempts,

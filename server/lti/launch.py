@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import jwt
 
-from server.courses.models import CourseRole
+from server.store.courses import CourseRole
 from server.text import display_text, storable
 
 LTI = "https://purl.imsglobal.org/spec/lti/claim/"

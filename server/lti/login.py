@@ -15,9 +15,9 @@ from server.deps import LtiDep
 from server.lti.launch import (
     LaunchError,
 )
-from server.lti.models import LOGIN_TTL_S, PlatformView, sha256_hex
 from server.lti.pages import NO_STORE, _count_launch, _origin, _page, _refused
 from server.lti.service import LtiService
+from server.store.lti import LOGIN_TTL_S, PlatformView, sha256_hex
 
 router = APIRouter(prefix="/lti", include_in_schema=False)
 

@@ -37,12 +37,14 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
-from server.courses.models import Course, CourseRole, CourseStore, Listed
 from server.delivery.callbacks import describe_error
 from server.lti.ags import AgsClient, AgsRefused, TokenError, _message
 from server.lti.keys import ToolKey
 from server.lti.launch import LaunchError, identifier, person_email, person_name, role_for
-from server.lti.models import LtiStore, PlatformView
+from server.store.course_store import CourseStore
+from server.store.courses import Course, CourseRole, Listed
+from server.store.lti import PlatformView
+from server.store.lti_store import LtiStore
 from server.text import storable
 
 SCOPE_MEMBERSHIPS = "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly"

@@ -14,7 +14,6 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from server.authz import ANONYMOUS, Action, decide
-from server.courses.models import Course, CourseRole
 from server.lti.launch import (
     LaunchError,
     context_of,
@@ -22,6 +21,7 @@ from server.lti.launch import (
 )
 from server.lti.service import LtiService
 from server.services import Services
+from server.store.courses import Course, CourseRole
 from server.web.auth import csrf_token, principal_of, user_of
 from server.web.common import WEB_DIR
 from server.web.formatting import FILTERS

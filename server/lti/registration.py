@@ -22,122 +22,23 @@ JSON configuration by URL instead (`canvas_configuration`, served at `/lti/canva
 
 from __future__ import annotations
 
-import hashlib
 import json
-import secrets
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
-from sqlalchemy import Integer, String, update
-from sqlalchemy.engine import Engine
-from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
-
 from server.lti.ags import SCOPE_LINEITEM, SCOPE_RESULT_READONLY, SCOPE_SCORE, AgsClient, AgsRefused
 from server.lti.nrps import SCOPE_MEMBERSHIPS
-from server.store.db import Base, UTCDateTime, rowcount, utcnow
 
 TOOL_CONFIGURATION = "https://purl.imsglobal.org/spec/lti-tool-configuration"
 PLATFORM_CONFIGURATION = "https://purl.imsglobal.org/spec/lti-platform-configuration"
 CLOSE_MESSAGE = {"subject": "org.imsglobal.lti.close"}
 TOOL_NAME = "remat-judge"
-MAX_EXPIRY_MINUTES = 7 * 24 * 60
 
 
 class RegistrationError(Exception):
     """A registration that cannot go on; the message says why, for the platform's administrator
     (no secret, no token)."""
-
-
-class RegistrationUrl(Base):
-    """A one-time registration URL: its token's SHA-256, when it expires, when it was used and for
-    which platform."""
-
-    __tablename__ = "lti_registration_urls"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    created_by: Mapped[str] = mapped_column(String(254))
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
-    used_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
-    platform_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
-
-
-def _hash(token: str) -> str:
-    return hashlib.sha256(("lti-registration:" + token).encode("utf-8")).hexdigest()
-
-
-class RegistrationStore:
-    """One-time registration URLs. Thread-safe: one session per call."""
-
-    def __init__(self, engine: Engine):
-        self._sessions = sessionmaker(engine, expire_on_commit=False)
-
-    def issue(self, *, created_by: str, expires_minutes: int = 60) -> str:
-        """A new token (shown once); the URL is `<base>/lti/dynamic-registration/<token>`.
-
-        Raises:
-            ValueError: `expires_minutes` outside 1 minute to a week.
-        """
-        if not 1 <= expires_minutes <= MAX_EXPIRY_MINUTES:
-            raise ValueError(f"a registration URL lasts 1 to {MAX_EXPIRY_MINUTES} minutes")
-        token = secrets.token_urlsafe(32)
-        now = utcnow()
-        with self._sessions.begin() as session:
-            session.add(
-                RegistrationUrl(
-                    token_hash=_hash(token),
-                    created_by=created_by[:254],
-                    created_at=now,
-                    expires_at=now + timedelta(minutes=expires_minutes),
-                )
-            )
-        return token
-
-    def usable(self, token: str) -> bool:
-        """Whether `token` names an unused, unexpired registration URL."""
-        with self._sessions() as session:
-            row = session.query(RegistrationUrl).filter_by(token_hash=_hash(token)).one_or_none()
-        return row is not None and row.used_at is None and row.expires_at > utcnow()
-
-    def spend(self, token: str) -> bool:
-        """Marks `token` used, once (a conditional UPDATE: two platforms racing with one URL
-        cannot both register); False when it is unknown, used or expired."""
-        now = utcnow()
-        with self._sessions.begin() as session:
-            done = session.execute(
-                update(RegistrationUrl)
-                .where(
-                    RegistrationUrl.token_hash == _hash(token),
-                    RegistrationUrl.used_at.is_(None),
-                    RegistrationUrl.expires_at > now,
-                )
-                .values(used_at=now)
-                .execution_options(synchronize_session=False)
-            )
-            return rowcount(done) == 1
-
-    def unspend(self, token: str) -> None:
-        """Makes a spent token usable again when its registration failed before anything was
-        stored (the administrator fixes the cause, e.g. an allowed network, and retries)."""
-        with self._sessions.begin() as session:
-            session.execute(
-                update(RegistrationUrl)
-                .where(RegistrationUrl.token_hash == _hash(token), RegistrationUrl.platform_id.is_(None))
-                .values(used_at=None)
-                .execution_options(synchronize_session=False)
-            )
-
-    def record_platform(self, token: str, platform_id: int) -> None:
-        with self._sessions.begin() as session:
-            session.execute(
-                update(RegistrationUrl)
-                .where(RegistrationUrl.token_hash == _hash(token))
-                .values(platform_id=platform_id)
-                .execution_options(synchronize_session=False)
-            )
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,6 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 
 from graders.problem_spec import ProblemError
 from server.authz import Action, decide
-from server.courses.models import CourseRole
 from server.deps import LtiDep, ServicesDep
 from server.lti.ags import SCOPE_SCORE
 from server.lti.deep_linking_pages import _deep_linking_request
@@ -68,10 +67,11 @@ from server.lti.launch import (
     verify_id_token,
 )
 from server.lti.login import STATE_COOKIE_PREFIX, state_cookie_name, storage_key
-from server.lti.models import LAUNCH_TOKEN_TTL_S, LtiStore, PendingLogin, sha256_hex
 from server.lti.pages import NO_STORE, _origin, _page, _refused, _same_origin, enter_context
 from server.lti.service import LtiService
 from server.services import Services
+from server.store.courses import CourseRole
+from server.store.lti import LAUNCH_TOKEN_TTL_S, PendingLogin, sha256_hex
 from server.web.auth import sign_in, user_of
 
 router = APIRouter(prefix="/lti", include_in_schema=False)
@@ -244,7 +244,7 @@ def _verified_launch(
         raise LaunchError(
             404, f"The course links to a problem the judge does not have: {verified.problem!r}."
         ) from None
-    if not services.problems.is_published(verified.problem) and not _launches_an_admin(services, verified):
+    if not services.problems.is_published(verified.problem) and not _launches_an_admin(services, service, verified):
         who = "an admin of the judge publishes it" if verified.role == CourseRole.STAFF else "ask your instructor"
         raise LaunchError(404, f"The problem {verified.problem!r} is not published yet; {who}.")
     user = service.store.account_for(
@@ -281,11 +281,11 @@ def _verified_launch(
     return response
 
 
-def _launches_an_admin(services: Services, verified: Any) -> bool:
+def _launches_an_admin(services: Services, service: LtiService, verified: Any) -> bool:
     """Whether the launch's platform user already has an account that is a site admin (made so
     by `remat-judge users role`): only admins open unpublished problems, from an LMS too."""
 
-    found = LtiStore(services.engine).lti_user(verified.issuer, verified.sub)
+    found = service.store.lti_user(verified.issuer, verified.sub)
     user = services.users.get(found.user_id) if found is not None else None
     return user is not None and decide(services.access.principal(user), Action.PROBLEMS_MANAGE)
 

@@ -18,16 +18,14 @@ from fastapi import Request
 from limits import parse
 from limits.storage import storage_from_string
 from limits.strategies import MovingWindowRateLimiter
-from sqlalchemy.engine import Engine
 
-from server.courses.models import CourseStore
 from server.lti.ags import AgsClient
 from server.lti.keys import ToolKey, load_or_create
 from server.lti.launch import JwksCache, LaunchError
-from server.lti.models import LtiStore
-from server.lti.passback import PassbackStore
-from server.lti.registration import RegistrationStore
 from server.settings import Settings
+from server.store.course_store import CourseStore
+from server.store.lti_passback import PassbackStore
+from server.store.lti_store import LtiStore, RegistrationStore
 from server.web.cookies import secure_request
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
@@ -71,24 +69,33 @@ class LtiService:
     registrations: RegistrationStore | None = None
 
     @classmethod
-    def start(cls, engine: Engine, settings: Settings) -> LtiService:
-        """The service of a deployment: creates the tool's key on first start."""
+    def start(
+        cls,
+        settings: Settings,
+        *,
+        store: LtiStore,
+        passbacks: PassbackStore,
+        courses: CourseStore,
+        registrations: RegistrationStore,
+    ) -> LtiService:
+        """The service of a deployment on its stores (built by `server.runtime.build_lti`):
+        creates the tool's key on first start."""
         public = settings.public_url or None
         cooldown_s = settings.lti_jwks_refetch_cooldown_s
         return cls(
-            store=LtiStore(engine),
+            store=store,
             key=load_or_create(settings.data_dir),
             jwks=JwksCache(refetch_cooldown_s=cooldown_s),
             public_url=public.rstrip("/") if public else None,
             cookie_secure=settings.cookie_secure,
-            passbacks=PassbackStore(engine),
-            courses=CourseStore(engine),
+            passbacks=passbacks,
+            courses=courses,
             limit=LtiRateLimit.start(
                 settings.lti_rate_limit, settings.lti_platform_rate_limit, settings.redis_url or "memory://"
             ),
             allow_http=settings.lti_allow_http,
             client=AgsClient(timeout_s=settings.callback_timeout_s, allow_networks=settings.lti_allow_networks),
-            registrations=RegistrationStore(engine),
+            registrations=registrations,
         )
 
     def base_url(self, request: Request) -> str:

@@ -25,7 +25,6 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from server.deps import LtiDep, ServicesDep
 from server.lti.ags import SCOPE_SCORE, AgsClient, TokenError
-from server.lti.models import PlatformView
 from server.lti.pages import _admin_only, _page
 from server.lti.registration import (
     CLOSE_MESSAGE,
@@ -35,6 +34,7 @@ from server.lti.registration import (
     register_with,
 )
 from server.lti.service import LtiService
+from server.store.lti import PlatformView
 from server.web.auth import check_csrf, user_of
 
 router = APIRouter(prefix="/lti", include_in_schema=False)

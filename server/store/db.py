@@ -1,7 +1,5 @@
 """Persistence's base: the engine, timestamps and the rules every table of the judge follows
-(SQLAlchemy 2). The tables themselves: `server.store.accounts` (users, API clients),
-`server.store.submissions` (submissions, claims, callbacks, idempotency keys), and the feature
-packages' models (courses, LTI, web sessions, uploads).
+(SQLAlchemy 2). The tables themselves are in the modules of `server.store`, one per aggregate.
 
 SQLite by default (WAL journal, so the API reads while a worker writes); PostgreSQL (psycopg 3)
 for scale-out. The schema is made and changed by Alembic migrations only (`server/store/migrations/`,
@@ -12,7 +10,7 @@ its job is enqueued; a worker claims it with one conditional UPDATE (`claim`), h
 renews while grading, and stores the verdict only while it still holds the claim (`finish`). A
 job delivered twice is graded once; a claim whose lease ran out (its worker died) can be taken
 over; after `max_attempts` claims the submission ends "failed" with an INTERNAL_ERROR verdict
-(`server.store.submissions.SubmissionStore`).
+(`server.store.submissions.LeaseStore`).
 """
 
 from __future__ import annotations
@@ -34,10 +32,12 @@ from sqlalchemy.orm import DeclarativeBase
 
 
 class Base(DeclarativeBase):
-    pass
+    """The declarative base of every table of the judge (`Base.metadata`: the schema the
+    migrations must match)."""
 
 
 def utcnow() -> datetime:
+    """Now, timezone-aware UTC: the only kind of time the tables store (`UTCDateTime`)."""
     return datetime.now(UTC)
 
 
@@ -65,7 +65,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         return None if value is None else value.replace(tzinfo=UTC)
 
 
-def _enum(kind: type[enum.Enum], name: str) -> Enum:
+def enum_column(kind: type[enum.Enum], name: str) -> Enum:
     """A string column restricted to `kind`'s values by a CHECK constraint: the same DDL on SQLite
     and PostgreSQL (no native PostgreSQL enum type to migrate)."""
     return Enum(
@@ -114,7 +114,7 @@ def _database_back(*_: object) -> None:
     DATABASE.recovered()
 
 
-def _aware(value: datetime | None) -> datetime | None:
+def aware(value: datetime | None) -> datetime | None:
     """A timestamp from an aggregate (MIN/MAX bypass the column type on SQLite: naive UTC, maybe
     a string) as timezone-aware UTC."""
     if value is None:

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Form, HTTPException, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from server.deps import ServicesDep
+from server.store.accounts import token_hash
 from server.web.auth import (
     OptionalUser,
     check_csrf,
@@ -21,7 +22,6 @@ from server.web.auth import (
     signup_errors,
 )
 from server.web.common import _require_user, render
-from server.web.sessions import token_hash
 
 router = APIRouter(include_in_schema=False)
 

@@ -1,5 +1,5 @@
 """Accounts for the web pages: argon2 password hashes (pwdlib), server-side sessions
-(`server.web.sessions`) named by the signed session cookie (Starlette's SessionMiddleware), CSRF
+(`server.store.accounts`) named by the signed session cookie (Starlette's SessionMiddleware), CSRF
 tokens on every form, and the request's principal (`server.authz`: site role and course roles).
 
 Everything here reads the app's services through `get_services`, so a test's dependency override
@@ -17,8 +17,7 @@ from pwdlib import PasswordHash
 from server.authz import ANONYMOUS, Principal
 from server.deps import ServicesDep
 from server.services import Services
-from server.store.accounts import UserRecord
-from server.web.sessions import SessionStore
+from server.store.accounts import SessionStore, UserRecord
 
 _HASHER = PasswordHash.recommended()  # argon2id with pwdlib's recommended parameters
 EMAIL_RE = re.compile(r"^[^@\s]{1,64}@[^@\s]{1,190}\.[^@\s]{2,}$")
@@ -64,10 +63,9 @@ def check_password(user: UserRecord | None, password: str) -> tuple[bool, str | 
 
 
 def session_store(services: Services) -> SessionStore | None:
-    """The server-side sessions of this app (None without a database: sessions cannot exist)."""
-    if services.engine is None:
-        return None
-    return SessionStore(services.engine, max_age_s=services.settings.session_max_age_s)
+    """The server-side sessions of this app (`Services.sessions`; a test's services may hold None:
+    then no session can exist)."""
+    return services.sessions
 
 
 def client_ip(request: Request) -> str:
@@ -75,7 +73,7 @@ def client_ip(request: Request) -> str:
 
 
 def sign_in(request: Request, services: Services, user: UserRecord) -> None:
-    """Starts a server-side session for `user` (`server.web.sessions`) and a fresh cookie session
+    """Starts a server-side session for `user` (`server.store.accounts`) and a fresh cookie session
     holding its token (the old CSRF token is dropped)."""
     store = session_store(services)
     if store is None:

@@ -82,7 +82,7 @@ def _require_user(user: UserRecord | None, request: Request) -> UserRecord:
 def _visible_submission(services: Services, submission_id: str, principal: Principal) -> SubmissionRecord:
     """A submission `principal` may read (`submission.read`: its author, the staff of a course
     where it is an assignment of the author's, admins); 404 for anyone else, as for an unknown id."""
-    record = services.store.get(submission_id) if SUBMISSION_ID.match(submission_id) else None
+    record = services.submissions.get(submission_id) if SUBMISSION_ID.match(submission_id) else None
     if (
         record is None
         or principal.user_id is None

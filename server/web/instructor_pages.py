@@ -33,14 +33,14 @@ def instructor_home(
     courses (on those courses' assignments) for course staff."""
     user = require_teacher(user, principal, request)
     scope = Access.submission_scope(principal)
-    counts = services.store.verdict_counts(scope)
+    counts = services.reports.verdict_counts(scope)
     return render(
         request,
         "instructor.html",
         user,
-        submissions=services.store.recent(problem=problem, limit=300, scope=scope),
+        submissions=services.reports.recent(problem=problem, limit=300, scope=scope),
         counts=counts,
-        students=services.store.student_counts(scope),
+        students=services.reports.student_counts(scope),
         problems=services.problems.all(published_only=not decide(principal, Action.PROBLEMS_MANAGE)),
         selected=problem,
         admin=principal.admin,
@@ -55,15 +55,13 @@ def instructor_problem(
     user = require_teacher(user, principal, request)
     problem = _problem(services, slug, principal)
     scope = Access.submission_scope(principal)
-    counts = services.store.verdict_counts(scope).get(slug, {})
-    from server.courses.regrade import RegradeStore
+    counts = services.reports.verdict_counts(scope).get(slug, {})
 
     may_regrade = decide(principal, Action.PROBLEMS_REGRADE)
-    regrades = RegradeStore(services.engine).recent(problem=slug) if may_regrade else []
+    regrades = services.regrades.recent(problem=slug) if may_regrade else []
     hints_asked = {}
-    from server.web.hints import HintStore
 
-    hints_asked = HintStore(services.engine).requested_counts(slug)
+    hints_asked = services.hints.requested_counts(slug)
     return render(
         request,
         "instructor_problem.html",
@@ -71,10 +69,10 @@ def instructor_problem(
         problem=problem,
         counts=counts,
         total=sum(counts.values()),
-        submissions=services.store.recent(problem=slug, limit=300, scope=scope),
+        submissions=services.reports.recent(problem=slug, limit=300, scope=scope),
         regrades=regrades,
         may_regrade=may_regrade,
-        students=services.store.per_student(slug, scope),
+        students=services.reports.per_student(slug, scope),
         hints_asked=hints_asked,
     )
 

@@ -34,7 +34,7 @@ router = APIRouter(include_in_schema=False)
 
 @router.get("/", response_class=HTMLResponse)
 def problem_list(request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep) -> HTMLResponse:
-    solved = services.store.solved(user.id) if user else set()
+    solved = services.reports.solved(user.id) if user else set()
     problems = sorted(
         services.problems.all(published_only=not decide(principal, Action.PROBLEMS_MANAGE)), key=course_order
     )
@@ -62,19 +62,19 @@ def problem_page(
     slug: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep
 ) -> HTMLResponse:
     problem = _problem(services, slug, principal)
-    mine = services.store.for_user(user.id, problem=slug, limit=20) if user else []
-    solved = user is not None and (decide(principal, Action.PROBLEMS_MANAGE) or slug in services.store.solved(user.id))
+    mine = services.reports.for_user(user.id, problem=slug, limit=20) if user else []
+    solved = user is not None and (
+        decide(principal, Action.PROBLEMS_MANAGE) or slug in services.reports.solved(user.id)
+    )
     dues = []
     if user is not None:
-        from server.courses.models import CourseStore
-
-        dues = CourseStore(services.engine).due_dates_for(user.id, slug)
+        dues = services.courses.due_dates_for(user.id, slug)
     hints = None
     if user is not None:
         from server.web.hints import hint_view
 
         hints = hint_view(
-            services.engine, user_id=user.id, problem=slug, text=problem.read_text("hints.md") or "", everything=solved
+            services.hints, user_id=user.id, problem=slug, text=problem.read_text("hints.md") or "", everything=solved
         )
     task, rest = split_section(problem.statement, "The task")  # the task first, then the explanations
     return render(
@@ -125,9 +125,7 @@ def next_hint(
     problem = _problem(services, slug, principal)
     from server.web.hints import request_next
 
-    request_next(
-        services.engine, user_id=user.id, problem=slug, text=problem.read_text("hints.md") or "", number=number
-    )
+    request_next(services.hints, user_id=user.id, problem=slug, text=problem.read_text("hints.md") or "", number=number)
     return RedirectResponse(f"/problems/{slug}#hints", status_code=status.HTTP_303_SEE_OTHER)
 
 
@@ -191,10 +189,8 @@ def solution(
     Hints are on the problem page."""
     user = _require_user(user, request)
     problem = _problem(services, slug, principal)
-    if not decide(principal, Action.PROBLEMS_MANAGE) and slug not in services.store.solved(user.id):
-        from server.courses.models import CourseStore
-
-        dues = CourseStore(services.engine).due_dates_for(user.id, slug)
+    if not decide(principal, Action.PROBLEMS_MANAGE) and slug not in services.reports.solved(user.id):
+        dues = services.courses.due_dates_for(user.id, slug)
         if not _past_deadline(dues):
             return render(request, "locked.html", user, problem=problem, status_code=status.HTTP_403_FORBIDDEN)
     reference = without_module_docstring(problem.reference_path.read_text(encoding="utf-8"))
@@ -253,10 +249,9 @@ def _peers_fixed(services: Services, record: SubmissionRecord, viewer: UserRecor
         or services.engine is None
     ):
         return 0
-    from server.courses.models import CourseStore
     from server.insight import peers_who_fixed
 
-    courses = CourseStore(services.engine).peer_insight_courses(viewer.id, record.problem)
+    courses = services.courses.peer_insight_courses(viewer.id, record.problem)
     return peers_who_fixed(services.engine, record, courses)
 
 
@@ -303,6 +298,6 @@ def my_submissions(request: Request, services: ServicesDep, user: OptionalUser) 
         request,
         "me.html",
         user,
-        submissions=services.store.for_user(user.id, limit=200),
-        solved=services.store.solved(user.id),
+        submissions=services.reports.for_user(user.id, limit=200),
+        solved=services.reports.solved(user.id),
     )

@@ -85,7 +85,7 @@ async def upload_package(
 
 
 def _upload_view(services: Services, upload_id: str) -> uploads.UploadView:
-    view = uploads.UploadStore(services.engine).get(upload_id) if SUBMISSION_ID.match(upload_id) else None
+    view = services.uploads.get(upload_id) if SUBMISSION_ID.match(upload_id) else None
     if view is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "no such upload")
     return view

@@ -14,10 +14,11 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from server.courses.models import context_key
-from server.lti.models import LtiStore, lti_email
 from server.store.accounts import SiteRole, UserStore
+from server.store.courses import context_key
 from server.store.db import make_engine
+from server.store.lti import lti_email
+from server.store.lti_store import LtiStore
 from tests.e2e.test_lti_grade_passback import RIGHT, SLUG, submit_on_the_web
 from tests.lti_platform import INSTRUCTOR, Browser, Platform, start_tool
 from tests.support import Server, remat_judge

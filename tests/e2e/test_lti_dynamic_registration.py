@@ -15,8 +15,8 @@ import httpx
 import pytest
 from sqlalchemy import update
 
-from server.lti.registration import RegistrationUrl
 from server.store.db import make_engine, utcnow
+from server.store.lti import RegistrationUrl
 from tests.lti_platform import Browser, Platform, start_tool
 from tests.support import CHROMIUM_ARGS, Server, chromium_path, remat_judge
 

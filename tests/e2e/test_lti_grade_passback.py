@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from server.lti.models import lti_email
-from server.lti.passback import PassbackStore
 from server.store.db import make_engine
+from server.store.lti import lti_email
+from server.store.lti_passback import PassbackStore
 from server.store.submissions import SubmissionStore
 from tests.lti_gradebook import Gradebook
 from tests.lti_platform import INSTRUCTOR, Browser, Platform, start_gradebook, start_tool

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from server.lti.models import lti_email
-from server.lti.passback import PassbackStore
 from server.store.db import make_engine
+from server.store.lti import lti_email
+from server.store.lti_passback import PassbackStore
 from tests.e2e.test_lti_grade_passback import RIGHT, SCORE_SCOPE, submit_on_the_web, wait_for_verdict, wait_until
 from tests.lti_gradebook import Gradebook
 from tests.lti_platform import INSTRUCTOR, Browser, Platform, start_tool

@@ -17,9 +17,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from server.lti.keys import thumbprint
-from server.lti.models import LtiStore
 from server.store.accounts import UserStore
 from server.store.db import make_engine
+from server.store.lti_store import LtiStore
 from tests.lti_platform import INSTRUCTOR, TEACHING_ASSISTANT, Browser, Platform, parse_form, start_tool
 from tests.support import CHROMIUM_ARGS, Server, chromium_path, remat_judge
 

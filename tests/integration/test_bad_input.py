@@ -65,7 +65,7 @@ def _post_json(client: TestClient, path: str, body: object):  # type: ignore[no-
 
 
 def _rows(services) -> int:  # type: ignore[no-untyped-def]
-    return sum(services.store.count_by_status().values())
+    return sum(services.reports.count_by_status().values())
 
 
 def _unstorable(text: str | None) -> bool:

@@ -10,15 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from server.courses.models import CourseRole, CourseStore
-from server.courses.regrade import RegradeStore
+from server.courses.gradebook import gradebook
 from server.courses.rules import LateRule, Policy
-from server.lti.models import LtiStore
 from server.store import migrate
 from server.store.accounts import UserStore
+from server.store.course_store import CourseStore
+from server.store.courses import CourseRole
 from server.store.db import make_engine, utcnow
+from server.store.hints import HintStore, RevealReason
+from server.store.lti_store import LtiStore
+from server.store.regrades import RegradeStore
 from server.store.submissions import SubmissionStatus, SubmissionStore
-from server.web.hints import HintStore, RevealReason
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -72,7 +74,7 @@ def test_a_regrade_keeps_old_verdicts_and_the_gradebook_follows(engine) -> None:
     assert store.claim(running, worker_id="old", lease_s=60, max_attempts=3).record is not None
     queued = store.create(problem="p", source="z = 3", user_id=ada.id).id
     other = graded(store, ada.id, "q", "ACCEPTED", 1.0)
-    book = courses.gradebook(course)
+    book = gradebook(courses, course)
     assert book.cells[(ada.id, book.assignments[0].id)].standing.score == 1.0
 
     regrade = RegradeStore(engine).start("p", problem_version="v1", requested_by="cli")
@@ -83,7 +85,7 @@ def test_a_regrade_keeps_old_verdicts_and_the_gradebook_follows(engine) -> None:
         running, verdict="ACCEPTED", score=1.0, problem_version="v0", result_json="{}", worker_id="old"
     )  # the old worker's verdict is dropped
     assert set(store.to_enqueue()) >= {done, running}  # the sweeper of any grading process picks them up
-    book = courses.gradebook(course)
+    book = gradebook(courses, course)
     assert book.cells[(ada.id, book.assignments[0].id)].standing.score is None  # nothing graded right now
 
     for sid, verdict, score in ((done, "WRONG_ANSWER", 0.0), (running, "ACCEPTED", 1.0)):
@@ -96,7 +98,7 @@ def test_a_regrade_keeps_old_verdicts_and_the_gradebook_follows(engine) -> None:
     ]
     [before] = RegradeStore(engine).history(done)
     assert (before.verdict, before.score, before.status) == ("ACCEPTED", 1.0, "done")
-    book = courses.gradebook(course)
+    book = gradebook(courses, course)
     assert book.cells[(ada.id, book.assignments[0].id)].standing.score == 1.0  # the running one's new verdict
 
 

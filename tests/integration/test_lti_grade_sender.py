@@ -1,4 +1,4 @@
-"""LMS grade passback rows and their sender (server/lti/passback.py, server/lti/grade_sender.py) on a
+"""LMS grade passback rows and their sender (server/store/lti_passback.py, server/lti/grade_sender.py) on a
 migrated SQLite database, against the simulated gradebook (tests/lti_gradebook.py): verdicts in
 the same second, a verdict while a score is being sent, one sender per row, retries with backoff,
 409 once more then failed, 400 failed with the platform's message, the best rule."""
@@ -12,13 +12,15 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from server.courses.models import CourseRole, CourseStore
 from server.lti.ags import AgsClient
 from server.lti.grade_sender import LtiGradeSender, Scorer
-from server.lti.models import LtiStore
-from server.lti.passback import LtiGradePassback, PassbackStatus, PassbackStore
 from server.store import migrate
+from server.store.course_store import CourseStore
+from server.store.courses import CourseRole
 from server.store.db import make_engine, utcnow
+from server.store.lti import LtiGradePassback, PassbackStatus
+from server.store.lti_passback import PassbackStore
+from server.store.lti_store import LtiStore
 from server.store.submissions import SubmissionStore
 from tests.integration.test_lti_ags import CLIENT_ID, make_key
 from tests.lti_gradebook import Gradebook

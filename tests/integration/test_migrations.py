@@ -534,7 +534,7 @@ def test_scoped_roles_migrate_instructors_to_admins_and_free_lti_emails(url: str
     an LTI account gives its platform email back (kept as contact_email) for a synthetic one; LMS
     courses stop opening solutions after deadlines, courses made by hand keep doing so. Down and up
     again keeps the rows."""
-    from server.lti.models import lti_email
+    from server.store.lti import lti_email
 
     cfg = migrate.config(url)
     command.upgrade(cfg, "0008")

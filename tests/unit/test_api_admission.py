@@ -17,8 +17,12 @@ from server.grading.waits import CompletionHub
 from server.services import Services
 from server.settings import Settings
 from server.store import migrate
-from server.store.accounts import ClientStore, UserStore
+from server.store.accounts import ClientStore, SessionStore, UserStore
+from server.store.course_store import CourseStore
 from server.store.db import make_engine
+from server.store.hints import HintStore
+from server.store.problems import UploadStore
+from server.store.regrades import RegradeStore
 from server.store.submissions import SubmissionStatus, SubmissionStore
 from tests.support import PROBLEMS
 
@@ -38,8 +42,16 @@ def make_services(settings: Settings, url: str, *, jobs: object | None = None) -
     store = SubmissionStore(engine)
     return Services(
         settings=settings,
-        store=store,
+        submissions=store,
+        leases=store,
+        outbox=store,
+        reports=store,
         users=UserStore(engine),
+        sessions=SessionStore(engine, max_age_s=settings.session_max_age_s),
+        courses=CourseStore(engine),
+        regrades=RegradeStore(engine),
+        hints=HintStore(engine),
+        uploads=UploadStore(engine),
         problems=ProblemRepository(PROBLEMS),
         jobs=jobs or InProcessQueue(),
         hub=CompletionHub(store.finished_among, poll_s=0.05),  # type: ignore[arg-type]
@@ -87,7 +99,7 @@ def test_the_api_refuses_what_the_web_refuses(tmp_path: Path) -> None:
     assert post(client, " \n\t").status_code == 422
     assert post(client, problem="nope").status_code == 404
     assert post(client, "x" * 70_000).status_code == 413
-    assert services.store.count_by_status() == {}
+    assert services.reports.count_by_status() == {}
 
 
 def test_rate_limit_answers_429_with_retry_after_per_client(tmp_path: Path) -> None:
@@ -96,7 +108,7 @@ def test_rate_limit_answers_429_with_retry_after_per_client(tmp_path: Path) -> N
     refused = post(client)
     assert refused.status_code == 429
     assert 0 < int(refused.headers["retry-after"]) <= 60 and "3 per 1 minute" in refused.json()["detail"]
-    assert services.store.count_by_status() == {"queued": 3}
+    assert services.reports.count_by_status() == {"queued": 3}
     services.admission.check("ip:another-client")  # another client has its own budget
 
 
@@ -106,7 +118,7 @@ def test_a_full_queue_answers_503_and_stores_nothing(tmp_path: Path) -> None:
     refused = post(client)
     assert refused.status_code == 503 and refused.headers["retry-after"] == "30"
     assert "2 submissions are waiting" in refused.json()["detail"]
-    assert services.store.queue_depth() == 2
+    assert services.reports.queue_depth() == 2
     assert client.get("/metrics").status_code == 404  # no token configured: not on the API's port
     services.settings = services.settings.model_copy(update={"metrics_token": "scrape-token"})
     assert client.get("/metrics").status_code == 401
@@ -120,9 +132,9 @@ def test_a_job_the_queue_refuses_is_still_stored_for_the_sweeper(tmp_path: Path)
     client, services = make_client(tmp_path, jobs=BrokenQueue())
     response = post(client)
     assert response.status_code == 202
-    record = services.store.get(response.json()["id"])
+    record = services.submissions.get(response.json()["id"])
     assert record.status == SubmissionStatus.QUEUED and record.enqueued_at is None
-    assert services.store.to_enqueue(older_than_s=0) == [record.id]
+    assert services.leases.to_enqueue(older_than_s=0) == [record.id]
 
 
 def test_wait_answers_202_with_the_stored_submission_after_the_timeout(tmp_path: Path) -> None:
@@ -166,6 +178,6 @@ def test_the_hub_wakes_waiters_from_threads_and_from_polls() -> None:
 @pytest.mark.parametrize("path", ["/healthz", "/api/v1/healthz"])
 def test_healthz_touches_neither_database_nor_queue(tmp_path: Path, path: str) -> None:
     client, services = make_client(tmp_path)
-    services.store = None  # type: ignore[assignment]
+    services.submissions = services.leases = services.outbox = services.reports = None  # type: ignore[assignment]
     body = client.get(path).json()
     assert body["status"] == "ok" and body["mode"] == "embedded" and body["waiting_requests"] == 0

@@ -86,7 +86,7 @@ def test_a_batch_outside_one_to_twenty_is_refused_whole(api: Api) -> None:
             "/api/v1/submissions/batch", headers=api.as_(api.key_a), json={"submissions": [item] * size}
         )
         assert answer.status_code == 422, (size, answer.text)
-    assert api.queue.ids == [] and api.services.store.count_by_status() == {}
+    assert api.queue.ids == [] and api.services.reports.count_by_status() == {}
 
 
 def test_a_batch_item_outside_the_clients_scope_is_refused_alone(api: Api) -> None:

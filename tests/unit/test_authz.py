@@ -33,13 +33,14 @@ from server.authz import (
     decide,
     markdown_table,
 )
-from server.courses.models import Course, CourseRole, CourseStore
 from server.courses.rules import Policy
 from server.deps import get_services
-from server.lti.models import LtiStore
-from server.lti.service import LtiService
+from server.runtime import build_lti
 from server.settings import Settings
 from server.store.accounts import SiteRole, UserStore
+from server.store.course_store import CourseStore
+from server.store.courses import Course, CourseRole
+from server.store.lti_store import LtiStore
 from server.web.auth import hash_password
 from tests.support import PROBLEMS, REPO
 from tests.unit.test_api_admission import make_services
@@ -137,16 +138,16 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     clients = services.clients
     client, api_key = clients.create("lms-plugin")
     subs = {}
-    submissions = services.store
+    submissions = services.submissions
     for name, owner, problem in (("ada_p", "ada", P), ("ada_q", "ada", Q), ("bo_p", "bo", P), ("uma_p", "uma", P)):
         subs[name] = submissions.create(problem=problem, source=f"# {name}\n", user_id=people[owner]).id
     subs["client_p"] = submissions.create(problem=P, source="# api\n", client_id=client.id).id
-    from server.courses.regrade import RegradeStore
+    from server.store.regrades import RegradeStore
 
     regrade = RegradeStore(engine).start(P, problem_version="v", requested_by="admin@uni.example")
     app = create_app(settings)
     app.dependency_overrides[get_services] = lambda: services
-    services.lti = LtiService.start(engine, settings)  # the lifespan does not run
+    services.lti = build_lti(settings, engine)  # the lifespan does not run
     return World(
         app=app,
         services=services,
@@ -428,9 +429,9 @@ def test_the_sql_scope_agrees_with_decide(world: World) -> None:
     access: Access = services.access  # type: ignore[attr-defined]
     users = UserStore(services.engine)  # type: ignore[attr-defined]
     principals: list[Principal] = [ANONYMOUS, *(access.principal(users.get(uid)) for uid in world.people.values())]
-    everything = [r for r, _ in services.store.recent(limit=1000)]  # type: ignore[attr-defined]
+    everything = [r for r, _ in services.reports.recent(limit=1000)]  # type: ignore[attr-defined]
     for principal in principals:
-        listed = {r.id for r, _ in services.store.recent(limit=1000, scope=access.submission_scope(principal))}  # type: ignore[attr-defined]
+        listed = {r.id for r, _ in services.reports.recent(limit=1000, scope=access.submission_scope(principal))}  # type: ignore[attr-defined]
         allowed = {r.id for r in everything if decide(principal, Action.SUBMISSION_READ, access.submission_target(r))}
         assert listed == allowed, principal
 

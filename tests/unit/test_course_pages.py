@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import update
 
 from server.store.accounts import SiteRole, UserStore
-from server.store.submissions import SubmissionRecord, SubmissionStatus
+from server.store.submissions import SubmissionRecord, SubmissionStatus, SubmissionStore
 from server.web.auth import hash_password
 from tests.unit.test_api_admission import make_client
 
@@ -47,7 +47,7 @@ class Site:
 
     def graded(self, user_id: int, verdict: str, score: float, at: datetime, problem: str = SLUG) -> str:
         """A submission stored and graded as a worker does, submitted at `at`."""
-        store = self.services.store
+        store = SubmissionStore(self.engine)  # as a worker does
         record = store.create(problem=problem, source="x = 1", user_id=user_id)
         assert store.claim(record.id, worker_id="w", lease_s=60, max_attempts=3).record is not None
         assert store.finish(
@@ -175,12 +175,12 @@ def test_the_regrade_button_requeues_keeps_old_verdicts_and_lists_changes(site: 
     first = site.graded(ada.id, "ACCEPTED", 1.0, DUE)
     second = site.graded(ada.id, "WRONG_POLICY", 0.0, DUE + timedelta(minutes=1))
     other = site.graded(ada.id, "ACCEPTED", 1.0, DUE, problem="remat_sin_sin")
-    running = site.services.store.create(problem=SLUG, source="x = 2", user_id=ada.id).id
-    assert site.services.store.claim(running, worker_id="old", lease_s=60, max_attempts=3).record is not None
+    running = site.services.submissions.create(problem=SLUG, source="x = 2", user_id=ada.id).id
+    assert site.services.leases.claim(running, worker_id="old", lease_s=60, max_attempts=3).record is not None
     answer = site.client.post(f"/instructor/problems/{SLUG}/regrade", data={"csrf_token": csrf}, follow_redirects=False)
     assert answer.status_code == 303
     page_url = answer.headers["location"]
-    store = site.services.store
+    store = SubmissionStore(site.engine)  # as a worker does
     assert store.get(first).status == store.get(second).status == SubmissionStatus.QUEUED  # type: ignore[union-attr]
     assert store.get(other).status == SubmissionStatus.DONE  # type: ignore[union-attr]
     assert "0 of 3 submissions graded again" in site.client.get(page_url).text
@@ -199,7 +199,7 @@ def test_the_regrade_button_requeues_keeps_old_verdicts_and_lists_changes(site: 
     page = site.client.get(page_url).text
     assert "3 of 3 submissions graded again" in page and "1 changed" in page  # a first verdict is no change
     assert first[:8] in page and second[:8] not in page
-    from server.courses.regrade import RegradeStore
+    from server.store.regrades import RegradeStore
 
     [before] = RegradeStore(site.engine).history(first)
     assert (before.verdict, before.score, before.problem_version) == ("ACCEPTED", 1.0, "v0")

@@ -18,7 +18,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import OperationalError
 
 from server import metrics
-from server.store.accounts import ClientStore, UserStore
+from server.store.accounts import ClientStore, SessionStore, UserStore
 from server.store.db import make_engine, utcnow
 from server.store.submissions import IdempotencyKey, SubmissionRecord, SubmissionStore
 from tests.unit.test_api_admission import SOURCE, make_client
@@ -29,8 +29,11 @@ DEAD = "postgresql://remat@127.0.0.1:1/judge"  # nothing listens on port 1: conn
 def cut_off(client: TestClient, services) -> None:  # type: ignore[no-untyped-def]
     """Points every store of the app at a database that is away."""
     dead = make_engine(DEAD)
-    services.store, services.users, services.clients = SubmissionStore(dead), UserStore(dead), ClientStore(dead)
-    services.admission.queue_depth = services.store.queue_depth
+    store = SubmissionStore(dead)
+    services.submissions, services.leases, services.outbox, services.reports = store, store, store, store
+    services.users, services.clients = UserStore(dead), ClientStore(dead)
+    services.sessions = SessionStore(dead, max_age_s=services.settings.session_max_age_s)
+    services.admission.queue_depth = services.reports.queue_depth
     services.engine = dead
 
 
@@ -76,7 +79,7 @@ def test_a_stored_submission_is_answered_even_if_reading_it_back_fails(tmp_path:
         def get(self, submission_id: str) -> SubmissionRecord | None:
             raise OperationalError("SELECT", {}, Exception("server closed the connection unexpectedly"))
 
-    services.store = ReadBackFails(services.engine)
+    services.submissions = ReadBackFails(services.engine)
     answer = client.post("/api/v1/submissions", json={"problem": "checkpoint_dot_policy", "source": SOURCE})
     assert answer.status_code == 202 and answer.json()["status"] == "queued"
     with services.engine.connect() as connection:

@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from server.courses.models import CourseRole, CourseStore
 from server.courses.rules import Policy
 from server.store.accounts import SiteRole
+from server.store.course_store import CourseStore
+from server.store.courses import CourseRole
 from server.store.db import utcnow
-from server.web.hints import HintStore, open_by_attempts, split_hints
+from server.store.hints import HintStore
+from server.web.hints import open_by_attempts, split_hints
 from tests.unit.test_course_pages import DUE, Site
 
 SLUG = "remat_sin_sin"

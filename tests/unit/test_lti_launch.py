@@ -15,7 +15,6 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
-from server.courses.models import CourseRole
 from server.lti.keys import KEY_FILE, load_or_create, thumbprint
 from server.lti.launch import (
     CLAIM_CUSTOM,
@@ -26,6 +25,7 @@ from server.lti.launch import (
     role_for,
     verify_id_token,
 )
+from server.store.courses import CourseRole
 from tests.lti_platform import INSTRUCTOR, LIS, STUDENT, TEACHING_ASSISTANT, LaunchSpec, Platform
 
 ISSUER, CLIENT = "https://lms.example", "judge-client"

@@ -13,9 +13,10 @@ from sqlalchemy.orm import Session
 
 from server.app import create_app
 from server.deps import get_services
-from server.lti.models import LtiLogin, LtiStore
-from server.lti.service import LtiService
+from server.runtime import build_lti
 from server.settings import Settings
+from server.store.lti import LtiLogin
+from server.store.lti_store import LtiStore
 from tests.support import PROBLEMS
 from tests.unit.test_api_admission import make_services
 
@@ -26,7 +27,7 @@ def make(tmp_path: Path, **settings: object) -> tuple[TestClient, object]:
     engine = services.engine
     app = create_app(config)
     app.dependency_overrides[get_services] = lambda: services
-    services.lti = LtiService.start(engine, config)  # the lifespan (grading threads) does not run
+    services.lti = build_lti(config, engine)  # the lifespan (grading threads) does not run
     LtiStore(engine).register(
         issuer="https://lms.example",
         client_id="c1",

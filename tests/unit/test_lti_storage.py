@@ -17,9 +17,9 @@ from fastapi.testclient import TestClient
 
 from server.app import create_app
 from server.deps import get_services
-from server.lti.models import LtiStore
-from server.lti.service import LtiService
+from server.runtime import build_lti
 from server.settings import Settings
+from server.store.lti_store import LtiStore
 from tests.lti_platform import Platform
 from tests.support import PROBLEMS
 from tests.unit.test_api_admission import make_services
@@ -43,7 +43,7 @@ def app(tmp_path: Path, platform: Platform):  # type: ignore[no-untyped-def]
     services = make_services(config, f"sqlite:///{tmp_path / 'judge.db'}")
     made = create_app(config)
     made.dependency_overrides[get_services] = lambda: services
-    services.lti = LtiService.start(services.engine, config)  # type: ignore[arg-type]
+    services.lti = build_lti(config, services.engine)  # type: ignore[arg-type]
     LtiStore(services.engine).register(  # type: ignore[arg-type]
         issuer=platform.issuer,
         client_id=platform.client_id,

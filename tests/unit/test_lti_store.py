@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from server.courses.models import CourseRole
-from server.lti.models import LtiStore
 from server.store import migrate
 from server.store.accounts import NO_PASSWORD, SiteRole, UserStore
+from server.store.courses import CourseRole
 from server.store.db import make_engine, utcnow
+from server.store.lti_store import LtiStore
 from server.web.auth import check_password
 
 

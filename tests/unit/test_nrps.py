@@ -18,10 +18,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from server.courses.models import NEVER_LAUNCHED, NO_SUBMISSION, Course, CourseRole, CourseStore
+from server.courses.gradebook import NEVER_LAUNCHED, NO_SUBMISSION
 from server.lti.ags import AgsClient
 from server.lti.launch import CLAIM_NRPS, memberships_url_of
-from server.lti.models import LtiStore
 from server.lti.nrps import (
     SCOPE_MEMBERSHIPS,
     Limits,
@@ -32,8 +31,11 @@ from server.lti.nrps import (
     parse_container,
     sync_course,
 )
-from server.lti.service import LtiService
+from server.runtime import build_lti
 from server.store.accounts import SiteRole, UserStore
+from server.store.course_store import CourseStore
+from server.store.courses import Course, CourseRole
+from server.store.lti_store import LtiStore
 from server.web.auth import hash_password
 from tests.lti_gradebook import Gradebook
 from tests.lti_platform import INSTRUCTOR, LIS, STUDENT, TEACHING_ASSISTANT, Platform
@@ -157,7 +159,7 @@ class Lms:
     def __init__(self, tmp_path: Path):
         self.client, self.services = make_client(tmp_path)
         engine = self.services.engine
-        service = LtiService.start(engine, self.services.settings)
+        service = build_lti(self.services.settings, engine)
         service.client = AgsClient(timeout_s=5, allow_networks=["127.0.0.0/8"])
         self.services.lti = service
         self.service = service
@@ -282,7 +284,7 @@ def test_the_button_syncs_every_page_and_the_gradebook_lists_who_never_launched(
     assert stored["u-tia"][1] and not stored["u-cy"][2]
 
     # Ada submits: her status clears; Bob launches: he is a student of the course, no longer "never launched"
-    lms.services.store.create(problem="checkpoint_dot_policy", source="x = 1", user_id=lms.ada_id)
+    lms.services.submissions.create(problem="checkpoint_dot_policy", source="x = 1", user_id=lms.ada_id)
     bob = lms.lti.account_for(
         issuer=lms.platform.issuer, sub="u-bob", name="Bob Never", email="bob@uni.example", role=CourseRole.STUDENT
     )

@@ -38,7 +38,7 @@ def test_a_past_submission_source_is_its_authors_and_instructors_only(site: Site
     ada = site.account("ada@uni.example", "Ada")
     site.account("bob@uni.example", "Bob")
     site.account("prof@uni.example", "Prof", SiteRole.ADMIN)
-    record = site.services.store.create(problem="remat_sin_sin", source="```\n</pre><b>x</b>\n", user_id=ada.id)
+    record = site.services.submissions.create(problem="remat_sin_sin", source="```\n</pre><b>x</b>\n", user_id=ada.id)
     site.sign_in("ada@uni.example")
     answer = site.client.get(f"/submissions/{record.id}/source.py")
     assert answer.status_code == 200 and answer.text == "```\n</pre><b>x</b>\n"
@@ -80,7 +80,7 @@ def test_the_instructor_source_view_shows_code_as_code(site: Site) -> None:
     ada = site.account("ada@uni.example", "Ada")
     site.account("prof@uni.example", "Prof", SiteRole.ADMIN)
     source = "x = 1\n```\n</pre><script>alert(1)</script>\n# [bold]not markup[/]\n"
-    record = site.services.store.create(problem="remat_sin_sin", source=source, user_id=ada.id)
+    record = site.services.submissions.create(problem="remat_sin_sin", source=source, user_id=ada.id)
     site.sign_in("ada@uni.example")
     assert site.client.get(f"/instructor/submissions/{record.id}/source").status_code == 403
     site.sign_in("prof@uni.example")
@@ -97,7 +97,7 @@ def test_the_instructor_source_view_shows_code_as_code(site: Site) -> None:
 
 
 def test_instructors_see_counts_per_student(site: Site) -> None:
-    from server.web.hints import HintStore, RevealReason
+    from server.store.hints import HintStore, RevealReason
 
     ada, bob = site.account("ada@uni.example", "Ada"), site.account("bob@uni.example", "Bob")
     site.account("prof@uni.example", "Prof", SiteRole.ADMIN)

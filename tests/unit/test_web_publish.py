@@ -13,7 +13,8 @@ from pathlib import Path
 from graders.problem import load_problem
 from graders.publication import mark_unpublished, published_version, snapshot_dir
 from server.store.accounts import SiteRole
-from server.uploads import UploadState, UploadStore
+from server.store.problems import UploadState, UploadStore
+from server.store.submissions import SubmissionStore
 from server.web.formatting import inline_code
 from server.web.panel import render_panel
 from tests.support import PROBLEMS
@@ -145,7 +146,7 @@ def test_the_insight_page_renders_policy_code_as_code(tmp_path: Path) -> None:
     report = json.loads((Path(__file__).parents[2] / "web" / "dev" / "verdicts" / "wrong_policy.json").read_text())
     found = fingerprint(report)
     assert found is not None and "`maximum`" in found.summary
-    store = site.services.store
+    store = SubmissionStore(site.engine)  # as a worker does
     record = store.create(problem="checkpoint_dot_policy", source="x = 1", user_id=admin.id)
     assert store.claim(record.id, worker_id="w", lease_s=60, max_attempts=3).record is not None
     assert store.finish(

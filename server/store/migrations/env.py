@@ -4,7 +4,8 @@
 that already holds the migration lock (the whole upgrade commits or rolls back as one). Without
 one, it connects to `config.attributes["url"]` (or the `sqlalchemy.url` option) through
 `server.store.db.make_engine`. SQLite gets batch mode (`render_as_batch`), so `ALTER`s that SQLite lacks
-are done by copying the table.
+are done by copying the table. `target_metadata` holds every table of the judge: importing
+`server.store` imports each of its modules.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from server.store.db import Base, make_engine
+from server.store import Base, make_engine  # the package registers every table on Base.metadata
 
 config = context.config
 target_metadata = Base.metadata

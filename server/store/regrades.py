@@ -22,7 +22,7 @@ from datetime import datetime
 
 from sqlalchemy import Float, ForeignKey, Integer, String, Text, UniqueConstraint, insert, literal, select, update
 from sqlalchemy.engine import Engine
-from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
+from sqlalchemy.orm import Mapped, Session, mapped_column, sessionmaker
 
 from server.store.accounts import UserRecord
 from server.store.db import Base, UTCDateTime, utcnow
@@ -107,9 +107,8 @@ class RegradeStore:
     def start(self, problem: str, *, problem_version: str | None, requested_by: str) -> Regrade:
         """Re-queues every finished or running submission of `problem`, keeping each old verdict
         (one transaction). A running one's worker may be grading it with the old version: its
-        claim is gone, so `SubmissionStore.finish` stores nothing for it and it is graded again.
+        claim is gone, so `LeaseStore.finish` stores nothing for it and it is graded again.
         Queued ones are left alone: their worker loads the problem when it grades them."""
-        now = utcnow()
         s = SubmissionRecord
         with self._sessions.begin() as session:
             regrade = Regrade(
@@ -117,68 +116,16 @@ class RegradeStore:
                 problem_version=problem_version,
                 requested_by=requested_by[:254],
                 submissions=0,
-                created_at=now,
+                created_at=utcnow(),
             )
             session.add(regrade)
             session.flush()
             finished = (s.problem == problem) & s.status.in_((*FINISHED, SubmissionStatus.RUNNING))
             ids = list(session.execute(select(s.id).where(finished).with_for_update()).scalars())
             if ids:
-                session.execute(
-                    insert(RegradedVerdict).from_select(
-                        [
-                            "regrade_id",
-                            "submission_id",
-                            "status",
-                            "verdict",
-                            "score",
-                            "problem_version",
-                            "result_json",
-                            "finished_at",
-                        ],
-                        select(
-                            literal(regrade.id, Integer),
-                            s.id,
-                            s.status,
-                            s.verdict,
-                            s.score,
-                            s.problem_version,
-                            s.result_json,
-                            s.finished_at,
-                        ).where(s.id.in_(ids)),
-                    )
-                )
+                _keep_verdicts(session, regrade.id, ids)
                 for chunk in range(0, len(ids), 500):
-                    part = ids[chunk : chunk + 500]
-                    session.execute(
-                        update(s)
-                        .where(s.id.in_(part))
-                        .values(
-                            status=SubmissionStatus.QUEUED,
-                            verdict=None,
-                            score=None,
-                            result_json=None,
-                            finished_at=None,
-                            started_at=None,
-                            attempts=0,
-                            worker_id=None,
-                            lease_expires_at=None,
-                            enqueued_at=None,
-                        )
-                        .execution_options(synchronize_session=False)
-                    )
-                    session.execute(
-                        update(s)
-                        .where(s.id.in_(part), s.callback_url.is_not(None))
-                        .values(
-                            callback_status=CallbackStatus.PENDING,
-                            callback_attempts=0,
-                            callback_next_at=None,
-                            callback_last_code=None,
-                            callback_last_error=None,
-                        )
-                        .execution_options(synchronize_session=False)
-                    )
+                    _queue_again(session, ids[chunk : chunk + 500])
             regrade.submissions = len(ids)
         return regrade
 
@@ -237,3 +184,68 @@ class RegradeStore:
                     .order_by(RegradedVerdict.id)
                 ).scalars()
             )
+
+
+def _keep_verdicts(session: Session, regrade_id: int, ids: list[str]) -> None:
+    """Copies the verdicts of submissions `ids` into `regraded_verdicts` under `regrade_id`."""
+    s = SubmissionRecord
+    columns = [
+        "regrade_id",
+        "submission_id",
+        "status",
+        "verdict",
+        "score",
+        "problem_version",
+        "result_json",
+        "finished_at",
+    ]
+    session.execute(
+        insert(RegradedVerdict).from_select(
+            columns,
+            select(
+                literal(regrade_id, Integer),
+                s.id,
+                s.status,
+                s.verdict,
+                s.score,
+                s.problem_version,
+                s.result_json,
+                s.finished_at,
+            ).where(s.id.in_(ids)),
+        )
+    )
+
+
+def _queue_again(session: Session, ids: list[str]) -> None:
+    """Puts submissions `ids` back in the queue: "queued", no verdict, no claim, not enqueued, and
+    their API callback (if any) pending again."""
+    s = SubmissionRecord
+    session.execute(
+        update(s)
+        .where(s.id.in_(ids))
+        .values(
+            status=SubmissionStatus.QUEUED,
+            verdict=None,
+            score=None,
+            result_json=None,
+            finished_at=None,
+            started_at=None,
+            attempts=0,
+            worker_id=None,
+            lease_expires_at=None,
+            enqueued_at=None,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    session.execute(
+        update(s)
+        .where(s.id.in_(ids), s.callback_url.is_not(None))
+        .values(
+            callback_status=CallbackStatus.PENDING,
+            callback_attempts=0,
+            callback_next_at=None,
+            callback_last_code=None,
+            callback_last_error=None,
+        )
+        .execution_options(synchronize_session=False)
+    )

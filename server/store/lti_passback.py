@@ -1,4 +1,5 @@
-"""Grade passback state (migration 0005) and `PassbackStore`, the one place that reads and writes it.
+"""`PassbackStore`, the one place that reads and writes the grade passback state (migration 0005;
+the table is in `server.store.lti`), and `LtiCourseGrades`, the LMS side of courses' grades.
 
 Table `lti_grade_passbacks`: one row per (resource link, platform user) of a student's launch
 that carried an AGS line item with the score scope (made or refreshed by every such launch). A
@@ -25,100 +26,24 @@ was sending; otherwise the row stays pending and is due at once, so the newer sc
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Float, ForeignKey, Integer, String, UniqueConstraint, and_, case, select, update
+from sqlalchemy import and_, case, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Mapped, Session, mapped_column, sessionmaker
+from sqlalchemy.orm import sessionmaker
 
-from server.courses.models import Course
-from server.lti.models import LtiPlatform, LtiResourceLink, LtiUser
-from server.store.db import Base, UTCDateTime, _enum, rowcount, utcnow
-
-
-class PassbackStatus(enum.StrEnum):
-    IDLE = "idle"
-    PENDING = "pending"
-    DELIVERED = "delivered"
-    FAILED = "failed"
-    REFUSED = "refused"
-
-
-class LtiGradePassback(Base):
-    """What was and is to be passed back for one student on one resource link (see the module)."""
-
-    __tablename__ = "lti_grade_passbacks"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    resource_link_id: Mapped[int] = mapped_column(
-        Integer, ForeignKey("lti_resource_links.id", name="fk_lti_grade_passbacks_link", ondelete="CASCADE")
-    )
-    lti_user_id: Mapped[int] = mapped_column(
-        Integer, ForeignKey("lti_users.id", name="fk_lti_grade_passbacks_lti_user")
-    )
-    user_id: Mapped[int] = mapped_column(
-        Integer, ForeignKey("users.id", name="fk_lti_grade_passbacks_user"), index=True
-    )
-    best_score: Mapped[float | None] = mapped_column(Float, nullable=True)
-    pending_score: Mapped[float | None] = mapped_column(Float, nullable=True)
-    pending_verdict_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
-    pending_submitted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
-    pending_submission_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
-    pending_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    last_sent_score: Mapped[float | None] = mapped_column(Float, nullable=True)
-    last_sent_timestamp: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
-    reserved_timestamp: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
-    status: Mapped[PassbackStatus] = mapped_column(_enum(PassbackStatus, "lti_passback_status"))
-    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    next_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True, index=True)
-    last_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    last_error: Mapped[str | None] = mapped_column(String(300), nullable=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-
-    __table_args__ = (UniqueConstraint("resource_link_id", "lti_user_id", name="uq_lti_grade_passbacks_link_user"),)
-
-
-@dataclass(frozen=True)
-class DueScore:
-    """A claimed row with what sending needs (a snapshot taken at the claim)."""
-
-    id: int
-    seq: int
-    user_id: int
-    link: LtiResourceLink | None
-    verdict_at: datetime | None
-    last_sent_score: float | None
-    last_sent_timestamp: datetime | None
-    reserved_timestamp: datetime | None
-    attempts: int
-    last_code: int | None
-    sub: str | None
-    lineitem: str | None
-    platform: LtiPlatform | None
-
-
-@dataclass(frozen=True)
-class PassbackView:
-    """One row as instructors see it (`/lti/grades`)."""
-
-    issuer: str
-    context_id: str | None
-    link_title: str | None
-    problem: str
-    sub: str
-    name: str | None
-    best_score: float | None
-    last_sent_score: float | None
-    last_sent_timestamp: datetime | None
-    status: str
-    attempts: int
-    last_code: int | None
-    last_error: str | None
-    updated_at: datetime
+from server.store.courses import Course
+from server.store.db import rowcount, utcnow
+from server.store.lti import (
+    DueScore,
+    LtiGradePassback,
+    LtiPlatform,
+    LtiResourceLink,
+    LtiUser,
+    PassbackStatus,
+    PassbackView,
+)
 
 
 class PassbackStore:
@@ -177,6 +102,24 @@ class PassbackStore:
         """
         links = select(LtiResourceLink.id).where(LtiResourceLink.problem == problem).scalar_subquery()
         return self._make_pending(LtiGradePassback.user_id == user_id, LtiGradePassback.resource_link_id.in_(links))
+
+    def links_of(self, course: Course, problem: str) -> list[int]:
+        """The resource links of `course`'s LMS context that open `problem` (none for a course
+        without a context)."""
+        if course.platform_id is None or course.context_id is None:
+            return []
+        link = LtiResourceLink
+        with self._sessions() as session:
+            return list(
+                session.execute(
+                    select(link.id).where(
+                        link.platform_id == course.platform_id,
+                        link.deployment_id == course.deployment_id,
+                        link.context_id == course.context_id,
+                        link.problem == problem,
+                    )
+                ).scalars()
+            )
 
     def standings_changed(self, *, link_ids: list[int], user_id: int | None = None) -> int:
         """The rules of these links' assignment changed (deadline, late rule, grade rule, an
@@ -399,28 +342,11 @@ class LtiCourseGrades:
     (platform, deployment, context id), whose resource links that open a problem carry its
     students' passback rows. A course without a context has no LMS grades."""
 
-    def __init__(self, engine: Engine):
-        self.engine, self.store = engine, PassbackStore(engine)
-
-    def _link_ids(self, course: Course, problem: str) -> list[int]:
-        """The resource links of `course`'s LMS context that open `problem`."""
-        if course.platform_id is None or course.context_id is None:
-            return []
-        link = LtiResourceLink
-        with Session(self.engine) as session:
-            return list(
-                session.execute(
-                    select(link.id).where(
-                        link.platform_id == course.platform_id,
-                        link.deployment_id == course.deployment_id,
-                        link.context_id == course.context_id,
-                        link.problem == problem,
-                    )
-                ).scalars()
-            )
+    def __init__(self, passbacks: PassbackStore):
+        self.store = passbacks
 
     def standings_changed(self, course: Course, problem: str, user_id: int | None = None) -> int:
-        return self.store.standings_changed(link_ids=self._link_ids(course, problem), user_id=user_id)
+        return self.store.standings_changed(link_ids=self.store.links_of(course, problem), user_id=user_id)
 
     def undelivered(self, course: Course) -> dict[tuple[int, str], tuple[str, str]]:
         if course.platform_id is None or course.deployment_id is None or course.context_id is None:

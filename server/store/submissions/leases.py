@@ -1,0 +1,212 @@
+"""Workers' claims on submissions: claiming with a lease, renewing it, storing the verdict
+while the claim holds, and what the sweeper must enqueue again (`server.grading.grader`)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import and_, or_, select, update
+
+from server.store.db import rowcount, utcnow
+from server.store.submissions.records import (
+    FINISHED,
+    Claim,
+    Sessions,
+    SubmissionRecord,
+    SubmissionStatus,
+    lease_expired,
+)
+
+
+class LeaseStore(Sessions):
+    """Claims, leases and verdicts of the grading runtime."""
+
+    def claim(self, submission_id: str, *, worker_id: str, lease_s: float, max_attempts: int) -> Claim:
+        """Takes the submission for grading: one conditional UPDATE from "queued", or from
+        "running" whose lease has expired, to "running" with attempts + 1, this worker's id and a
+        lease of `lease_s` seconds. Two workers delivered the same job: one wins, the other gets
+        `Claim(None, "held")`. A claim that would be attempt `max_attempts + 1` instead marks the
+        submission "failed" (`fail`'s report is the caller's to store) and returns "exhausted".
+        """
+        now = utcnow()
+        claimable = and_(
+            SubmissionRecord.id == submission_id,
+            or_(
+                SubmissionRecord.status == SubmissionStatus.QUEUED,
+                and_(SubmissionRecord.status == SubmissionStatus.RUNNING, lease_expired(now)),
+            ),
+        )
+        with self._sessions.begin() as session:
+            claimed = session.execute(
+                update(SubmissionRecord)
+                .where(claimable, SubmissionRecord.attempts < max_attempts)
+                .values(
+                    status=SubmissionStatus.RUNNING,
+                    attempts=SubmissionRecord.attempts + 1,
+                    started_at=now,
+                    worker_id=worker_id,
+                    lease_expires_at=now + timedelta(seconds=lease_s),
+                )
+                .execution_options(synchronize_session=False)
+            )
+            if rowcount(claimed) == 1:
+                return Claim(session.get(SubmissionRecord, submission_id))
+            exhausted = session.execute(
+                update(SubmissionRecord)
+                .where(claimable, SubmissionRecord.attempts >= max_attempts)
+                .values(
+                    status=SubmissionStatus.RUNNING,
+                    worker_id=worker_id,
+                    started_at=now,
+                    lease_expires_at=now + timedelta(seconds=lease_s),
+                )
+                .execution_options(synchronize_session=False)
+            )
+            if rowcount(exhausted) == 1:
+                return Claim(None, "exhausted")
+            record = session.get(SubmissionRecord, submission_id)
+        if record is None:
+            return Claim(None, "unknown")
+        return Claim(None, "finished" if record.status in FINISHED else "held")
+
+    def renew_leases(self, submission_ids: list[str], *, worker_id: str, lease_s: float) -> int:
+        """Extends the leases this worker holds on `submission_ids`; returns how many it still holds."""
+        if not submission_ids:
+            return 0
+        with self._sessions.begin() as session:
+            result = session.execute(
+                update(SubmissionRecord)
+                .where(
+                    SubmissionRecord.id.in_(submission_ids),
+                    SubmissionRecord.status == SubmissionStatus.RUNNING,
+                    SubmissionRecord.worker_id == worker_id,
+                )
+                .values(lease_expires_at=utcnow() + timedelta(seconds=lease_s))
+                .execution_options(synchronize_session=False)
+            )
+            return rowcount(result)
+
+    def finish(
+        self,
+        submission_id: str,
+        *,
+        verdict: str,
+        score: float,
+        problem_version: str | None,
+        result_json: str,
+        worker_id: str | None = None,
+        status: SubmissionStatus = SubmissionStatus.DONE,
+        policy_fingerprint: str | None = None,
+        program_digest: str | None = None,
+    ) -> bool:
+        """Stores the verdict and sets `status` ("done", or "failed" after the last attempt), only
+        while the submission is "running" and, when `worker_id` is given, claimed by that worker
+        (a worker whose claim was taken over stores nothing). Returns whether it was stored."""
+        conditions = [SubmissionRecord.id == submission_id, SubmissionRecord.status == SubmissionStatus.RUNNING]
+        if worker_id is not None:
+            conditions.append(SubmissionRecord.worker_id == worker_id)
+        with self._sessions.begin() as session:
+            result = session.execute(
+                update(SubmissionRecord)
+                .where(*conditions)
+                .values(
+                    status=status,
+                    verdict=verdict,
+                    score=score,
+                    problem_version=problem_version,
+                    result_json=result_json,
+                    finished_at=utcnow(),
+                    lease_expires_at=None,
+                    policy_fingerprint=policy_fingerprint,
+                    program_digest=program_digest,
+                )
+                .execution_options(synchronize_session=False)
+            )
+            return rowcount(result) == 1
+
+    def release_all(self) -> None:
+        """Makes every "running" claim claimable now (embedded mode, at start-up: this process is
+        the only worker, so whatever was running belonged to a process that is gone)."""
+        with self._sessions.begin() as session:
+            session.execute(
+                update(SubmissionRecord)
+                .where(SubmissionRecord.status == SubmissionStatus.RUNNING)
+                .values(status=SubmissionStatus.QUEUED, lease_expires_at=None, worker_id=None)
+                .execution_options(synchronize_session=False)
+            )
+
+    def stale_queued(self, *, older_than_s: float, limit: int = 500) -> list[str]:
+        """Ids "queued" whose job was enqueued more than `older_than_s` ago and that still wait,
+        oldest first: their message may be gone (a queue that lost it), and only the queue can
+        say whether it holds them (`server.grading.grader.Sweeper`)."""
+        with self._sessions() as session:
+            return list(
+                session.execute(
+                    select(SubmissionRecord.id)
+                    .where(
+                        SubmissionRecord.status == SubmissionStatus.QUEUED,
+                        SubmissionRecord.enqueued_at < utcnow() - timedelta(seconds=older_than_s),
+                    )
+                    .order_by(SubmissionRecord.created_at)
+                    .limit(limit)
+                ).scalars()
+            )
+
+    def to_enqueue(self, *, older_than_s: float = 0.0, limit: int = 500) -> list[str]:
+        """Ids whose job must be (re)enqueued, oldest first: "queued" ones the job queue never
+        accepted (stored `older_than_s` ago or more), and "running" ones whose lease expired and
+        that were not enqueued again since (`mark_enqueued` after enqueueing them)."""
+        return [i for i, _ in self.to_enqueue_kinds(older_than_s=older_than_s, limit=limit)]
+
+    def to_enqueue_kinds(self, *, older_than_s: float = 0.0, limit: int = 500) -> list[tuple[str, bool]]:
+        """`to_enqueue`, each id with whether it is an expired claim (a grading whose worker died,
+        True) rather than a job the queue never accepted (False)."""
+        now = utcnow()
+        with self._sessions() as session:
+            rows = session.execute(
+                select(SubmissionRecord.id, SubmissionRecord.status == SubmissionStatus.RUNNING)
+                .where(
+                    or_(
+                        and_(
+                            SubmissionRecord.status == SubmissionStatus.QUEUED,
+                            SubmissionRecord.enqueued_at.is_(None),
+                            SubmissionRecord.created_at <= now - timedelta(seconds=older_than_s),
+                        ),
+                        and_(
+                            SubmissionRecord.status == SubmissionStatus.RUNNING,
+                            lease_expired(now),
+                            or_(
+                                SubmissionRecord.enqueued_at.is_(None),
+                                SubmissionRecord.lease_expires_at.is_(None),
+                                SubmissionRecord.enqueued_at < SubmissionRecord.lease_expires_at,
+                            ),
+                        ),
+                    )
+                )
+                .order_by(SubmissionRecord.created_at)
+                .limit(limit)
+            ).all()
+            return [(submission_id, bool(running)) for submission_id, running in rows]
+
+    def unfinished(self) -> list[str]:
+        """Ids of submissions "queued" (oldest first)."""
+        with self._sessions() as session:
+            rows = session.execute(
+                select(SubmissionRecord.id)
+                .where(SubmissionRecord.status == SubmissionStatus.QUEUED)
+                .order_by(SubmissionRecord.created_at)
+            ).scalars()
+            return list(rows)
+
+    def finished_among(self, submission_ids: list[str]) -> set[str]:
+        """Those of `submission_ids` whose verdict is stored ("done" or "failed")."""
+        if not submission_ids:
+            return set()
+        with self._sessions() as session:
+            return set(
+                session.execute(
+                    select(SubmissionRecord.id).where(
+                        SubmissionRecord.id.in_(submission_ids), SubmissionRecord.status.in_(FINISHED)
+                    )
+                ).scalars()
+            )
