@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graders.artifact_limits import Aval, VerifyLimits, is_differentiable
-from graders.checks.common import CaseRun
-from graders.checks.protocol import CheckContext
+from graders.checks.check import CheckContext
+from graders.checks.comparison import CaseRun
 from graders.checks.registry import run_checks, score_of
 from graders.checks.residuals import describe_residuals, signature
 from graders.evaluate import ArtifactRunError, CaseData, evaluate_cases

@@ -4,8 +4,8 @@ checked against finite differences in float64 once per problem version, `graders
 from __future__ import annotations
 
 from graders.artifact_limits import is_differentiable
-from graders.checks.common import CaseRun, compare_calibrated
-from graders.checks.protocol import Advice, CheckContext, Evidence, ScorePart
+from graders.checks.check import Advice, CheckContext, Evidence, ScorePart
+from graders.checks.comparison import CaseRun, compare_calibrated
 from graders.expectation import error_of
 from graders.problem_spec import ProblemSpec
 from graders.verdict import CheckResult, Verdict
@@ -68,7 +68,7 @@ def check_gradients(runs: list[CaseRun], *, spec: ProblemSpec, leaf_names: list[
 
 
 class GradientCheck:
-    """The gradient check in the registry (`graders.checks.protocol.Check`): `check_gradients`."""
+    """The gradient check in the registry (`graders.checks.check.Check`): `check_gradients`."""
 
     name = "gradient"
     part: ScorePart = "gradient"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graders.checks.common import CaseRun, compare_calibrated
+from graders.checks.comparison import CaseRun, compare_calibrated
 from graders.expectation import error_of
 from graders.problem_spec import ProblemSpec, Tolerance
 from graders.verdict import ResidualFact

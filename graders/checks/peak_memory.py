@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from graders.checks.common import CaseRun, human_bytes
-from graders.checks.protocol import Advice, CheckContext, Evidence, ScorePart
+from graders.checks.check import Advice, CheckContext, Evidence, ScorePart
+from graders.checks.comparison import CaseRun, human_bytes
 from graders.problem_spec import MemoryRule
 from graders.verdict import CheckResult, Verdict
 
@@ -95,7 +95,7 @@ def check_peak_memory(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
 
 
 class PeakMemoryCheck:
-    """The peak memory check in the registry (`graders.checks.protocol.Check`): `check_peak_memory`."""
+    """The peak memory check in the registry (`graders.checks.check.Check`): `check_peak_memory`."""
 
     name = "peak_memory"
     part: ScorePart = "policy"

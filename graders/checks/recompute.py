@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from graders.checks.common import CaseRun
-from graders.checks.protocol import Advice, CheckContext, Evidence, ScorePart
+from graders.checks.check import Advice, CheckContext, Evidence, ScorePart
+from graders.checks.comparison import CaseRun
 from graders.problem_spec import MemoryRule
 from graders.verdict import CheckResult, Verdict
 
@@ -154,7 +154,7 @@ def check_recompute(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
 
 
 class RecomputeCheck:
-    """The recompute check in the registry (`graders.checks.protocol.Check`): `check_recompute`."""
+    """The recompute check in the registry (`graders.checks.check.Check`): `check_recompute`."""
 
     name = "recompute"
     part: ScorePart = "policy"

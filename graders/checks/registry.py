@@ -2,16 +2,16 @@
 run them (`run_checks`), score them (`score_of`), find one by name for the panel (`explainer`).
 
 Adding a check: write a class with `name`, `part`, `headline`, `run` and `explain` in its family's
-module (`graders.checks.protocol.Check`), and add an instance to `CHECKS`; `verify`, the score, the
+module (`graders.checks.check.Check`), and add an instance to `CHECKS`; `verify`, the score, the
 panel's diagnosis and the registry's test follow (docs/ARCHITECTURE.md, "How to add a check").
 """
 
 from __future__ import annotations
 
-from graders.checks.common import CaseRun
+from graders.checks.check import Check, CheckContext, Evidence, ScorePart, Stage
+from graders.checks.comparison import CaseRun
 from graders.checks.gradients import GradientCheck
 from graders.checks.peak_memory import PeakMemoryCheck
-from graders.checks.protocol import Check, CheckContext, Evidence, ScorePart, Stage
 from graders.checks.recompute import RecomputeCheck
 from graders.checks.residuals import ResidualsCheck
 from graders.checks.values import ValueCheck

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 
 from graders.artifact_limits import Aval
-from graders.checks.common import CaseRun
+from graders.checks.check import Advice, CheckContext, Evidence, ScorePart
+from graders.checks.comparison import CaseRun
 from graders.checks.matching import match_values, with_matches
-from graders.checks.protocol import Advice, CheckContext, Evidence, ScorePart
 from graders.problem_spec import MemoryRule, ProblemSpec
 from graders.verdict import CheckResult, ResidualFact, Verdict
 
@@ -312,7 +312,7 @@ def _values(n: int) -> str:
 
 
 class ResidualsCheck:
-    """The residuals check in the registry (`graders.checks.protocol.Check`): `check_residuals`."""
+    """The residuals check in the registry (`graders.checks.check.Check`): `check_residuals`."""
 
     name = "residuals"
     part: ScorePart = "policy"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from graders.checks.common import CaseRun, compare_calibrated
-from graders.checks.protocol import Advice, CheckContext, Evidence, ScorePart
+from graders.checks.check import Advice, CheckContext, Evidence, ScorePart
+from graders.checks.comparison import CaseRun, compare_calibrated
 from graders.expectation import error_of
 from graders.problem_spec import ProblemSpec
 from graders.verdict import CheckResult, Verdict
@@ -56,7 +56,7 @@ def check_values(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
 
 
 class ValueCheck:
-    """The value check in the registry (`graders.checks.protocol.Check`): `check_values`."""
+    """The value check in the registry (`graders.checks.check.Check`): `check_values`."""
 
     name = "value"
     part: ScorePart = "value"

@@ -8,7 +8,7 @@ import re
 
 from markupsafe import Markup, escape
 
-from graders.checks.common import human_bytes
+from graders.checks.comparison import human_bytes
 
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from graders.checks.protocol import Advice, Check, Evidence, Stage
+from graders.checks.check import Advice, Check, Evidence, Stage
 from graders.checks.registry import CHECKS, PARTS, STAGES, explainer, score_of
 from graders.problem_spec import Scoring
 from graders.verdict import CheckResult, Verdict

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from graders.artifact_limits import Aval
-from graders.checks.common import CaseRun, compare_arrays, compare_calibrated
+from graders.checks.comparison import CaseRun, compare_arrays, compare_calibrated
 from graders.checks.gradients import check_gradients
 from graders.checks.matching import residuals_equal
 from graders.checks.peak_memory import check_peak_memory
@@ -506,7 +506,7 @@ def test_rounding_in_a_central_difference_along_a_nearly_flat_direction_is_not_a
 
 
 def test_the_short_comparison_of_finite_arrays_gives_the_same_bits_as_the_general_one() -> None:
-    from graders.checks.common import _compare_general
+    from graders.checks.comparison import _compare_general
 
     rng = np.random.default_rng(7)
     cases = []

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from graders.checks.common import CaseRun
+from graders.checks.comparison import CaseRun
 from graders.problem_spec import ProblemSpec
 from graders.verdict import CheckResult
 

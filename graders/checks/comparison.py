@@ -1,4 +1,6 @@
-"""What every check reads: one case's reference expectation next to what the submission did."""
+"""What every check reads and how it compares: one case's reference expectation next to what the
+submission did (`CaseRun`), arrays compared under a tolerance (`compare_arrays`, `compare_calibrated`),
+and bytes written for people (`human_bytes`)."""
 
 from __future__ import annotations
 
