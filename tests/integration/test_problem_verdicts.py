@@ -12,6 +12,8 @@ from graders.problem import ProblemRepository
 from graders.verdict import Verdict
 from tests.support import PROBLEMS, jail_processes
 
+pytestmark = pytest.mark.spread  # independent gradings: shared out among the xdist workers
+
 REPO = ProblemRepository(PROBLEMS)
 # Collected from the folders without loading the packages: a broken package fails its own tests.
 WRONG = [(slug, path) for slug in REPO.slugs() for path in sorted((PROBLEMS / slug / "wrong").glob("*.py"))]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from graders.pipeline import JudgeConfig
-from tests.support import REPO
+from tests.support import REPO, jail_available
 
 
 class Bait:
@@ -86,6 +86,18 @@ def snapshot(paths: list[Path]) -> dict[str, str]:
             elif path.is_file():
                 out[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
     return out
+
+
+@pytest.fixture(scope="session")
+def judge_config(tmp_path_factory: pytest.TempPathFactory) -> JudgeConfig:
+    """The attacks' judge configuration, with a reference cache of their own: the cache is watched
+    (`watched`), so no other xdist worker may write into it while an attack runs."""
+    reason = jail_available()
+    if reason and os.environ.get("CI"):
+        pytest.fail(reason)
+    if reason:
+        pytest.skip(reason)
+    return JudgeConfig(cache_dir=tmp_path_factory.mktemp("cache"), seed=b"integration-test-seed")
 
 
 @pytest.fixture(scope="session")
