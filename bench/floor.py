@@ -38,9 +38,10 @@ def measure(problem_dir: Path, source_path: Path, repeats: int) -> dict[str, flo
     from jax._src import dispatch, monitoring
 
     from graders.artifact_limits import VerifyLimits
+    from graders.expectation import cache_dir
     from graders.expectation_files import load_expectations
     from graders.problem import case_arg_specs, load_problem
-    from graders.reference import cache_dir, ensure_expectations
+    from graders.reference import ensure_expectations
     from graders.verifier import verify
     from jailside.export import export_case
     from sandbox.bundle import BUNDLE_FORMAT, parse_bundle

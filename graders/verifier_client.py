@@ -63,7 +63,7 @@ class VerifierError(Exception):
 
 
 class ReferenceCheckFailed(VerifierError):
-    """The problem's reference failed self-checks (`graders.reference.SELF_CHECKS`): the author's
+    """The problem's reference failed self-checks (`graders.reference_failures.SELF_CHECKS`): the author's
     fault. No submission is judged against that version.
 
     Attributes:
