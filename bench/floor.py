@@ -40,7 +40,8 @@ def measure(problem_dir: Path, source_path: Path, repeats: int) -> dict[str, flo
     from graders.artifact_limits import VerifyLimits
     from graders.expectation import cache_dir
     from graders.expectation_files import load_expectations
-    from graders.problem import case_arg_specs, load_problem
+    from graders.hidden_inputs import case_arg_specs
+    from graders.problem import load_problem
     from graders.reference import ensure_expectations
     from graders.verifier import verify
     from jailside.export import export_case

@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable
 
 from graders.config import JudgeConfig
-from graders.problem import Problem, case_arg_specs
+from graders.hidden_inputs import case_arg_specs
+from graders.problem import Problem
 from graders.verdict import CheckResult, Verdict, VerdictReport, first_verdict
 from graders.verifier_client import ReferenceCheckFailed, Verifier, VerifierError, verifier_templates
 from jailside.protocol import JailRequest

@@ -45,7 +45,8 @@ from graders.expectation import (
     named_sources,
 )
 from graders.expectation_files import load_expectations, save_expectations
-from graders.problem import Problem, case_arg_specs, hidden_inputs, leaf_names, random_cotangents
+from graders.hidden_inputs import case_arg_specs, hidden_inputs, leaf_names, random_cotangents
+from graders.problem import Problem
 from graders.problem_spec import CaseSpec
 from graders.reference_checks import (
     FD_STEP,

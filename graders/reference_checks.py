@@ -22,7 +22,8 @@ import numpy as np
 from graders.artifact_limits import VerifyLimits, is_differentiable
 from graders.evaluate import ArtifactRunError, CaseData, evaluate_cases
 from graders.expectation import CaseExpectation
-from graders.problem import Problem, case_arg_specs
+from graders.hidden_inputs import case_arg_specs
+from graders.problem import Problem
 from graders.reference_failures import ReferenceCheckError
 from graders.untrusted.parse import deserialize, exported_avals
 from graders.untrusted.reader import inspect_module
