@@ -40,12 +40,9 @@ def _exit_text(code: int | None) -> str:
     return f"exited with status {code}"
 
 
-def judge_outcome(outcome: JailOutcome, limits: JailLimits) -> tuple[CheckResult, Bundle | None]:
-    """Turns what was observed of the jail into the "sandbox" check, and the bundle when usable.
-
-    Verdicts come from trusted observations first (time, memory, output: measured outside the
-    jail); the bundle's own status can only make things worse for the submission, never better.
-    """
+def _limits_exceeded(outcome: JailOutcome, limits: JailLimits) -> list[tuple[Verdict, str]]:
+    """(verdict, message) per limit the jail's run exceeded, measured outside the jail: wall and CPU
+    time, memory, output, the bundle's size (in that order)."""
     candidates: list[tuple[Verdict, str]] = []
     if outcome.wall_time_exceeded:
         candidates.append(
@@ -78,6 +75,16 @@ def judge_outcome(outcome: JailOutcome, limits: JailLimits) -> tuple[CheckResult
         candidates.append(
             (Verdict.RUNTIME_ERROR, f"the exported programs are larger than {limits.bundle_limit_bytes:,} bytes")
         )
+    return candidates
+
+
+def judge_outcome(outcome: JailOutcome, limits: JailLimits) -> tuple[CheckResult, Bundle | None]:
+    """Turns what was observed of the jail into the "sandbox" check, and the bundle when usable.
+
+    Verdicts come from trusted observations first (time, memory, output: measured outside the
+    jail); the bundle's own status can only make things worse for the submission, never better.
+    """
+    candidates = _limits_exceeded(outcome, limits)
     bundle = None
     if not candidates:
         try:

@@ -38,9 +38,10 @@ from graders.verifier_events import (
     parse_event,
 )
 from jailside.frameworks import framework_versions
+from sandbox.child_limits import ChildLimits
 from sandbox.jail_limits import MIB
 from sandbox.ready import shared_ready
-from sandbox.supervise import Child, ChildLimits
+from sandbox.supervise import Child
 from sandbox.templates import SupervisorError, Templates, TemplateSpec, shared_templates
 
 log = logging.getLogger(__name__)
