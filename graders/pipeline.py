@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import threading
 import time
 from collections.abc import Callable
 
@@ -241,8 +242,6 @@ def prestart() -> None:
     Raises:
         JailError: a template could not be started (judge fault).
     """
-    import threading
-
     failures: list[BaseException] = []
 
     def start(templates: object) -> None:

@@ -14,6 +14,7 @@ result used. No JAX here: the server imports this module.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import logging
 import os
@@ -24,6 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from graders.config import JudgeConfig
+from graders.expectation import META_FILE, cache_dir
 from graders.problem import Problem
 from graders.verifier_events import (
     Digest,
@@ -137,9 +139,7 @@ def child_limits(config: JudgeConfig) -> ChildLimits:
 
 def _jax_version() -> str:
     """The installed JAX's version, from its package metadata (without importing JAX)."""
-    from importlib.metadata import version
-
-    return version("jax")
+    return importlib.metadata.version("jax")
 
 
 class ResultCache:
@@ -278,8 +278,6 @@ class Verifier:
 
     def _building(self) -> bool:
         """Whether the child had to build the expectations (no cache entry for this version)."""
-        from graders.expectation import META_FILE, cache_dir
-
         return not (cache_dir(self.config.cache_dir, self.problem, self.config.seed) / META_FILE).is_file()
 
     def wait_ready(self) -> float:
