@@ -3,7 +3,7 @@
 In one warm process: load a submission, trace and export every case of its problem
 (`jailside.export.export_case`, as the jail does), then verify the bundle against the cached
 expectations (`graders.verifier.verify`, as the verifier process does). The first round warms
-JAX up and builds the cache; the median of the rest is the floor that issue 9's POST-to-verdict
+JAX up and builds the cache; the median of the rest is the floor that the POST-to-verdict latency
 targets are ratios to (bench/latency.py prints them).
 
 Besides wall milliseconds it reports verify's CPU milliseconds (this process, all threads: XLA
@@ -38,9 +38,11 @@ def measure(problem_dir: Path, source_path: Path, repeats: int) -> dict[str, flo
     from jax._src import dispatch, monitoring
 
     from graders.artifact_limits import VerifyLimits
+    from graders.expectation import cache_dir
     from graders.expectation_files import load_expectations
-    from graders.problem import case_arg_specs, load_problem
-    from graders.reference import cache_dir, ensure_expectations
+    from graders.hidden_inputs import case_arg_specs
+    from graders.problem import load_problem
+    from graders.reference import ensure_expectations
     from graders.verifier import verify
     from jailside.export import export_case
     from sandbox.bundle import BUNDLE_FORMAT, parse_bundle

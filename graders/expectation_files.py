@@ -67,6 +67,26 @@ def _jax_version() -> str:
     return importlib.metadata.version("jax")
 
 
+def _write_arrays(path: Path, arrays: list[np.ndarray], meta_bytes: bytes) -> None:
+    """Writes `arrays.bin` at `path`: the header (magic, format, CRC-32 of `meta_bytes`, CRC-32 and
+    length of the rest), then each array's raw bytes at the next `ALIGNMENT`-byte offset.
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    crc, position = 0, HEADER_BYTES
+    with open(path, "wb") as f:
+        f.write(bytes(HEADER_BYTES))
+        for a in arrays:
+            pad = -position % ALIGNMENT
+            chunk = bytes(pad) + a.tobytes()
+            crc = zlib.crc32(chunk, crc)
+            f.write(chunk)
+            position += len(chunk)
+        f.seek(0)
+        f.write(_HEADER.pack(DATA_MAGIC, CACHE_FORMAT, zlib.crc32(meta_bytes), crc, position - HEADER_BYTES))
+
+
 def save_expectations(exp: Expectations, directory: Path) -> None:
     """Writes `meta.json` and `arrays.bin` into `directory` atomically (rename of a temp dir).
 
@@ -113,17 +133,7 @@ def save_expectations(exp: Expectations, directory: Path) -> None:
         }
         meta_bytes = json.dumps(meta, indent=1).encode()
         (tmp / META_FILE).write_bytes(meta_bytes)
-        crc, position = 0, HEADER_BYTES
-        with open(tmp / DATA_FILE, "wb") as f:
-            f.write(bytes(HEADER_BYTES))
-            for a in arrays:
-                pad = -position % ALIGNMENT
-                chunk = bytes(pad) + a.tobytes()
-                crc = zlib.crc32(chunk, crc)
-                f.write(chunk)
-                position += len(chunk)
-            f.seek(0)
-            f.write(_HEADER.pack(DATA_MAGIC, CACHE_FORMAT, zlib.crc32(meta_bytes), crc, position - HEADER_BYTES))
+        _write_arrays(tmp / DATA_FILE, arrays, meta_bytes)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -171,6 +181,29 @@ def _array(data: mmap.mmap, entry: dict[str, Any]) -> np.ndarray:
     return np.frombuffer(data, dtype=dtype, count=count, offset=offset).reshape(shape)
 
 
+def _case_from_meta(d: dict[str, Any], data: mmap.mmap) -> CaseExpectation:
+    """One case of `meta.json`, its arrays read from the mapped `arrays.bin` (`data`).
+
+    Raises:
+        Whatever malformed metadata raises (KeyError, TypeError, ValueError, _Unreadable, ...):
+        `load_expectations` takes the entry as unreadable.
+    """
+    d = dict(d)
+    arrays = {name: [[_array(data, e) for e in leaves] for leaves in d.pop(name)] for name in ARRAY_FIELDS}
+    d["input_avals"] = [Aval(tuple(s), t) for s, t in d["input_avals"]]
+    d["output_avals"] = [Aval(tuple(s), t) for s, t in d["output_avals"]]
+    d["residuals"] = [ResidualFact(**r) for r in d["residuals"]]
+    return CaseExpectation(
+        **d,
+        inputs=arrays["inputs"],
+        cotangents=arrays["cotangents"],
+        outputs=arrays["outputs"],
+        gradients=arrays["gradients"],
+        residual_values=arrays["residual_values"],
+        fd_directions=arrays["fd_directions"],
+    )
+
+
 def load_expectations(directory: Path) -> Expectations | None:
     """Reads a cache entry, without importing JAX.
 
@@ -195,24 +228,7 @@ def load_expectations(directory: Path) -> Expectations | None:
         if meta.get("frameworks") != framework_versions():  # a framework reference saves what its version does
             return None
         data = _map_data(directory / DATA_FILE, meta_bytes)
-        cases = []
-        for d in meta["cases"]:
-            d = dict(d)
-            arrays = {name: [[_array(data, e) for e in leaves] for leaves in d.pop(name)] for name in ARRAY_FIELDS}
-            d["input_avals"] = [Aval(tuple(s), t) for s, t in d["input_avals"]]
-            d["output_avals"] = [Aval(tuple(s), t) for s, t in d["output_avals"]]
-            d["residuals"] = [ResidualFact(**r) for r in d["residuals"]]
-            cases.append(
-                CaseExpectation(
-                    **d,
-                    inputs=arrays["inputs"],
-                    cotangents=arrays["cotangents"],
-                    outputs=arrays["outputs"],
-                    gradients=arrays["gradients"],
-                    residual_values=arrays["residual_values"],
-                    fd_directions=arrays["fd_directions"],
-                )
-            )
+        cases = [_case_from_meta(d, data) for d in meta["cases"]]
         return Expectations(
             slug=meta["slug"],
             version=meta["version"],

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import logging
 import signal
+import threading
 import time
 from collections.abc import Callable
 
 from graders.config import JudgeConfig
-from graders.problem import Problem, case_arg_specs
+from graders.hidden_inputs import case_arg_specs
+from graders.problem import Problem
 from graders.verdict import CheckResult, Verdict, VerdictReport, first_verdict
 from graders.verifier_client import ReferenceCheckFailed, Verifier, VerifierError, verifier_templates
 from jailside.protocol import JailRequest
@@ -39,12 +41,9 @@ def _exit_text(code: int | None) -> str:
     return f"exited with status {code}"
 
 
-def judge_outcome(outcome: JailOutcome, limits: JailLimits) -> tuple[CheckResult, Bundle | None]:
-    """Turns what was observed of the jail into the "sandbox" check, and the bundle when usable.
-
-    Verdicts come from trusted observations first (time, memory, output: measured outside the
-    jail); the bundle's own status can only make things worse for the submission, never better.
-    """
+def _limits_exceeded(outcome: JailOutcome, limits: JailLimits) -> list[tuple[Verdict, str]]:
+    """(verdict, message) per limit the jail's run exceeded, measured outside the jail: wall and CPU
+    time, memory, output, the bundle's size (in that order)."""
     candidates: list[tuple[Verdict, str]] = []
     if outcome.wall_time_exceeded:
         candidates.append(
@@ -77,6 +76,16 @@ def judge_outcome(outcome: JailOutcome, limits: JailLimits) -> tuple[CheckResult
         candidates.append(
             (Verdict.RUNTIME_ERROR, f"the exported programs are larger than {limits.bundle_limit_bytes:,} bytes")
         )
+    return candidates
+
+
+def judge_outcome(outcome: JailOutcome, limits: JailLimits) -> tuple[CheckResult, Bundle | None]:
+    """Turns what was observed of the jail into the "sandbox" check, and the bundle when usable.
+
+    Verdicts come from trusted observations first (time, memory, output: measured outside the
+    jail); the bundle's own status can only make things worse for the submission, never better.
+    """
+    candidates = _limits_exceeded(outcome, limits)
     bundle = None
     if not candidates:
         try:
@@ -233,8 +242,6 @@ def prestart() -> None:
     Raises:
         JailError: a template could not be started (judge fault).
     """
-    import threading
-
     failures: list[BaseException] = []
 
     def start(templates: object) -> None:

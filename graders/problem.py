@@ -4,153 +4,26 @@ A package holds `problem.toml` (this module's `ProblemSpec`), `statement.md`, `s
 `reference.py` (never served, never mounted into a jail), optional `hints.md`, and `wrong/*.py`,
 known-wrong submissions whose first line is `# expect: VERDICT`.
 
-The models of `problem.toml` are in `graders.problem_spec`; this module loads packages, draws
-hidden inputs and cotangents, and serves published versions (`ProblemRepository`).
+The models of `problem.toml` are in `graders.problem_spec`, what a package's folder must and may
+hold in `graders.package_files`, and a case's arguments and hidden inputs in
+`graders.hidden_inputs`; this module loads packages and serves published versions
+(`ProblemRepository`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 import threading
-import tomllib
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
-import numpy as np
-from pydantic import (
-    BaseModel,
-    ValidationError,
-)
-
-from graders.artifact_limits import is_differentiable, np_dtype
-from graders.problem_spec import (
-    SLUG_RE,
-    ArrayArg,
-    ArraySpec,
-    CaseSpec,
-    ListArg,
-    ProblemError,
-    ProblemSpec,
-    RandomBitsGenerator,
-    TreeArg,
-    TreeNode,
-    UniformGenerator,
-    _array_specs,
-)
+from graders.package_files import SUBMISSION_FOLDERS, expected_verdicts, extra_files, load_spec, missing_files
+from graders.problem_spec import SLUG_RE, ProblemError, ProblemSpec
 from graders.publication import content_version, published_version, snapshot_dir, take_snapshot
 
 log = logging.getLogger(__name__)
-
-
-def _concrete(spec: ArraySpec, dims: dict[str, int]) -> list[int]:
-    return [d if isinstance(d, int) else dims[d] for d in spec.shape]
-
-
-def case_arg_specs(spec: ProblemSpec, case: CaseSpec) -> list[dict[str, Any]]:
-    """The argument avals of one case in the form the jail's runner takes (see jailside/export.py).
-
-    Only shapes, dtypes and static values: this is all a jail ever learns about a case.
-    """
-    out: list[dict[str, Any]] = []
-    for a in spec.args:
-        if isinstance(a, ArrayArg):
-            out.append({"kind": "array", "name": a.name, "shape": _concrete(a, case.dims), "dtype": a.dtype})
-        elif isinstance(a, ListArg):
-            out.append(
-                {
-                    "kind": "list",
-                    "name": a.name,
-                    "items": [
-                        {
-                            "kind": "array",
-                            "name": f"{a.name}[{i}]",
-                            "shape": _concrete(item, case.dims),
-                            "dtype": item.dtype,
-                        }
-                        for i, item in enumerate(a.items)
-                    ],
-                }
-            )
-        elif isinstance(a, TreeArg):
-            out.append(_tree_arg_spec(a.tree, a.name, case.dims))
-        else:
-            out.append({"kind": "static", "name": a.name, "value": case.static[a.name]})
-    return out
-
-
-def _tree_arg_spec(node: TreeNode, path: str, dims: dict[str, int]) -> dict[str, Any]:
-    """A parsed tree as the jail's nested ArgSpec (`dict` and `list` nodes, `array` leaves).
-    Recursive over a tree `parse_tree` bounded to MAX_TREE_DEPTH levels."""
-    if isinstance(node, dict):
-        return {
-            "kind": "dict",
-            "name": path,
-            "items": {k: _tree_arg_spec(node[k], f"{path}[{k!r}]", dims) for k in sorted(node)},
-        }
-    if isinstance(node, list):
-        return {
-            "kind": "list",
-            "name": path,
-            "items": [_tree_arg_spec(n, f"{path}[{i}]", dims) for i, n in enumerate(node)],
-        }
-    return {"kind": "array", "name": path, "shape": _concrete(node, dims), "dtype": node.dtype}
-
-
-def leaf_names(spec: ProblemSpec) -> list[str]:
-    """Names of the array leaves in the order fwd takes them, e.g. ['params[0]', 'params[1]', 'x']."""
-    names: list[str] = []
-    for a in spec.args:
-        if isinstance(a, ArrayArg):
-            names.append(a.name)
-        elif isinstance(a, ListArg):
-            names.extend(f"{a.name}[{i}]" for i in range(len(a.items)))
-        elif isinstance(a, TreeArg):
-            names.extend(path for path, _ in a.leaves())
-    return names
-
-
-def hidden_inputs(spec: ProblemSpec, case: CaseSpec, *, seed: bytes, version: str, index: int) -> list[np.ndarray]:
-    """Draws the `index`-th hidden input of `case`: one array per leaf, in fwd's order.
-
-    Deterministic in (seed, slug, version, case name, index); unknowable without the deployment's
-    secret seed.
-    """
-    rng = _rng(seed, spec.slug, version, case.name, "input", index)
-    out = []
-    for item in _array_specs(spec.args):
-        shape = _concrete(item, case.dims)
-        g = item.generator
-        if isinstance(g, RandomBitsGenerator):
-            values = rng.integers(0, 1 << 32, size=shape, dtype=np.uint32).view(np_dtype(item.dtype))
-        elif isinstance(g, UniformGenerator):
-            values = rng.uniform(g.low, g.high, size=shape)
-        else:
-            values = rng.normal(g.mean, g.scale, size=shape)
-        out.append(np.asarray(values, dtype=np_dtype(item.dtype)))
-    return out
-
-
-def random_cotangents(
-    avals: list[tuple[tuple[int, ...], str]], *, seed: bytes, slug: str, version: str, case: str, index: int
-) -> list[np.ndarray]:
-    """Standard-normal cotangents, one per primal output aval (shape, dtype); zeros for an integer
-    aval (finite-difference directions are drawn here too, and an integer leaf is not moved)."""
-    rng = _rng(seed, slug, version, case, "cotangent", index)
-    return [
-        np.asarray(rng.standard_normal(size=shape), dtype=np_dtype(dtype))
-        if is_differentiable(dtype)
-        else np.zeros(shape, np_dtype(dtype))
-        for shape, dtype in avals
-    ]
-
-
-def _rng(seed: bytes, *parts: object) -> np.random.Generator:
-    digest = hashlib.sha256(seed + b"\0" + "\0".join(str(p) for p in parts).encode()).digest()
-    return np.random.default_rng(int.from_bytes(digest[:16], "little"))
 
 
 class Problem:
@@ -197,7 +70,7 @@ class Problem:
         Raises:
             ProblemError: a right/ file that expects another verdict.
         """
-        out, problems = _expected_verdicts(self.root, self.slug, "right")
+        out, problems = expected_verdicts(self.root, self.slug, "right")
         if problems:
             raise ProblemError("\n".join(problems))
         return out
@@ -208,102 +81,10 @@ class Problem:
         Raises:
             ProblemError: a wrong submission without a valid expect line.
         """
-        out, problems = _expected_verdicts(self.root, self.slug, "wrong")
+        out, problems = expected_verdicts(self.root, self.slug, "wrong")
         if problems:
             raise ProblemError("\n".join(problems))
         return out
-
-
-def _expected_verdicts(root: Path, slug: str, folder: str) -> tuple[list[tuple[Path, str]], list[str]]:
-    """(path, verdict) of every `folder/*.py` (`right` or `wrong`) from its `# expect: VERDICT`
-    first line, and one error line per file whose first line is not a valid expect line (with "did
-    you mean" for a misspelt verdict). In `right/` the line may be left out (ACCEPTED) and must say
-    ACCEPTED when present."""
-    from graders.verdict import Verdict
-
-    required = folder == "wrong"
-    out, problems = [], []
-    for path in sorted((root / folder).glob("*.py")):
-        first = path.read_text(encoding="utf-8", errors="replace").splitlines()[:1]
-        m = re.match(r"#\s*expect:\s*([A-Za-z_]+)\s*$", first[0]) if first else None
-        name = f"{slug}/{path.relative_to(root)}"
-        if m is None and not required:
-            out.append((path, "ACCEPTED"))
-            continue
-        if m is not None and m.group(1) in Verdict.__members__:
-            if not required and m.group(1) != "ACCEPTED":
-                problems.append(f"{name}: a right/ submission must expect ACCEPTED, not {m.group(1)}")
-                continue
-            out.append((path, m.group(1)))
-            continue
-        guess = did_you_mean(m.group(1).upper() if m else (first[0] if first else ""), list(Verdict.__members__))
-        problems.append(
-            f"{name}: the first line must be `# expect: VERDICT` with a verdict from "
-            f"{', '.join(Verdict.__members__)}"
-            + (f" (did you mean {guess}?)" if guess else "")
-            + (f"; it is {first[0][:80]!r}" if first else "; the file is empty")
-        )
-    return out, problems
-
-
-def did_you_mean(word: str, choices: list[str], *, cutoff: float = 0.6) -> str | None:
-    """The choice closest to `word` (difflib, a ratio of at least `cutoff`), or None."""
-    import difflib
-
-    found = difflib.get_close_matches(word, choices, n=1, cutoff=cutoff)
-    return found[0] if found else None
-
-
-def _model_at(loc: tuple[object, ...]) -> type[BaseModel] | None:
-    """The pydantic model of problem.toml at `loc` (field names and list indices), or None."""
-    import typing
-
-    model: type[BaseModel] = ProblemSpec
-    key_next = False  # the part after a table of tables (`tolerance.float32`) is a key, not a field
-    for part in loc:
-        if isinstance(part, int) or key_next:
-            key_next = False
-            continue
-        field = model.model_fields.get(str(part))
-        if field is None:
-            return None
-        found = None
-        pending = [field.annotation]
-        while pending:
-            annotation = pending.pop()
-            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-                found = annotation
-                break
-            pending.extend(a for a in typing.get_args(annotation) if a is not None)
-        if found is None:
-            return None
-        model, key_next = found, typing.get_origin(field.annotation) is dict
-    return model
-
-
-def _format_validation_error(name: str, exc: ValidationError) -> str:
-    """Every error of problem.toml, one line each (`name: field.path: message`), an unknown key
-    with "did you mean" the closest known key of its table."""
-    lines = []
-    for err in exc.errors():
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p in _UNION_TAGS))
-        where = ".".join(str(p) for p in loc) or "(top level)"
-        message = err["msg"]
-        if err["type"] == "extra_forbidden" and loc:
-            model = _model_at(loc[:-1])
-            guess = did_you_mean(str(loc[-1]), list(model.model_fields)) if model is not None else None
-            message = "unknown key" + (f" (did you mean {guess!r}?)" if guess else "")
-        lines.append(f"{name}: {where}: {message}")
-    return "\n".join(lines)
-
-
-_UNION_TAGS = {"array", "list", "tree", "static", "normal", "uniform"}  # tags pydantic puts in locs of tagged unions
-
-
-REQUIRED_FILES = ("problem.toml", "statement.md", "starter.py", "reference.py")
-PACKAGE_FILES = (*REQUIRED_FILES, "hints.md")  # the files a package's top level may hold
-SUBMISSION_FOLDERS = ("right", "wrong")
-IGNORED_NAMES = {"__pycache__", ".pytest_cache", ".git"}  # never part of a package, never an error
 
 
 def load_problem(root: Path, *, slug: str | None = None) -> Problem:
@@ -319,10 +100,10 @@ def load_problem(root: Path, *, slug: str | None = None) -> Problem:
         ProblemError: a missing file, bad TOML or a bad field; the message names file and field.
     """
     expected = slug or root.name
-    missing = _missing_files(root, expected)
+    missing = missing_files(root, expected)
     if missing:
         raise ProblemError("\n".join(missing))
-    return Problem(_load_spec(root, expected), root, content_version(root))
+    return Problem(load_spec(root, expected), root, content_version(root))
 
 
 def check_package(root: Path, *, slug: str | None = None) -> Problem:
@@ -341,79 +122,19 @@ def check_package(root: Path, *, slug: str | None = None) -> Problem:
             the server).
     """
     expected = slug or root.name
-    errors = _missing_files(root, expected)
+    errors = missing_files(root, expected)
     spec: ProblemSpec | None = None
     if (root / "problem.toml").is_file():
         try:
-            spec = _load_spec(root, expected)
+            spec = load_spec(root, expected)
         except ProblemError as exc:
             errors.append(str(exc))
     for folder in SUBMISSION_FOLDERS:
-        errors += _expected_verdicts(root, expected, folder)[1]
-    errors += _extra_files(root, expected)
+        errors += expected_verdicts(root, expected, folder)[1]
+    errors += extra_files(root, expected)
     if errors or spec is None:
         raise ProblemError("\n".join(errors))
     return Problem(spec, root, content_version(root))
-
-
-def _missing_files(root: Path, slug: str) -> list[str]:
-    return [f"{slug}: missing {f}" for f in REQUIRED_FILES if not (root / f).is_file()]
-
-
-def _load_spec(root: Path, slug: str) -> ProblemSpec:
-    """The parsed problem.toml of the package `slug` at `root`.
-
-    Raises:
-        ProblemError: bad TOML, every bad field (one line each), or a slug that is not `slug`.
-    """
-    name = f"{slug}/problem.toml"  # messages name files within the package: never a server path
-    try:
-        data = tomllib.loads((root / "problem.toml").read_bytes().decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ProblemError(f"{name}: not valid TOML: {exc}") from None
-    try:
-        spec = ProblemSpec.model_validate(data)
-    except ValidationError as exc:
-        raise ProblemError(_format_validation_error(name, exc)) from None
-    if spec.slug != slug:
-        raise ProblemError(f"{name}: slug: {spec.slug!r} must equal the folder name {slug!r}")
-    return spec
-
-
-def _extra_files(root: Path, slug: str) -> list[str]:
-    """One line per file or folder of the package that the judge never reads but that looks meant
-    to be read: a top-level `.py` other than the reference and starter, a top-level file named
-    like a package file (`statment.md`), a folder other than `right/` and `wrong/`, and a folder
-    inside those (only their `*.py` files are graded). Notes (`README.md`, `wrong/notes.txt`)
-    are fine."""
-    errors = []
-    for path in sorted(root.iterdir()) if root.is_dir() else []:
-        name = path.name
-        if name in IGNORED_NAMES or name.startswith("."):
-            continue
-        if path.is_dir():
-            if name in SUBMISSION_FOLDERS:
-                errors += [
-                    f"{slug}/{name}/{inner.name}/: not graded: {name}/ holds its .py files directly, no folders"
-                    for inner in sorted(path.iterdir())
-                    if inner.is_dir() and inner.name not in IGNORED_NAMES
-                ]
-                continue
-            guess = did_you_mean(name, list(SUBMISSION_FOLDERS))
-            errors.append(
-                f"{slug}/{name}/: not part of a package: submissions to grade go in right/ (ACCEPTED) or "
-                f"wrong/ (`# expect: VERDICT`)" + (f" (did you mean {guess}/?)" if guess else "")
-            )
-        elif name not in PACKAGE_FILES:
-            guess = did_you_mean(name, list(PACKAGE_FILES), cutoff=0.8)
-            if guess is not None:
-                errors.append(f"{slug}/{name}: not a package file (did you mean {guess}?)")
-            elif path.suffix == ".py":
-                errors.append(
-                    f"{slug}/{name}: never graded nor served: a package runs reference.py and serves "
-                    f"starter.py; a submission to grade goes in right/ or wrong/"
-                )
-    return errors
 
 
 class ProblemUnavailable(ProblemError):

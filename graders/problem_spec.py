@@ -1,6 +1,7 @@
 """`problem.toml`, as typed models validated strictly (`ProblemSpec`: entry point, arguments with
 their generators, test cases, tolerances, the memory rule, scoring, limits, what the verifier
-allows), and `ProblemError` for a package that is not right."""
+allows), and `ProblemError` for a package that is not right. The generators and the models' base
+are in `graders.input_generators`."""
 
 from __future__ import annotations
 
@@ -9,9 +10,6 @@ import re
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Discriminator,
     Field,
     Tag,
     ValidationError,
@@ -19,6 +17,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from graders.input_generators import Generator, NormalGenerator, RandomBitsGenerator, StrictModel, kind_or
 
 SLUG_RE = r"^[a-z][a-z0-9_]{1,63}$"
 
@@ -33,62 +33,10 @@ class ProblemError(Exception):
     """A problem package is missing or invalid; the message names the file and the field."""
 
 
-class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class NormalGenerator(_Spec):
-    """Hidden inputs drawn from N(mean, scale**2)."""
-
-    kind: Literal["normal"] = "normal"
-    mean: float = 0.0
-    scale: Annotated[float, Field(gt=0)] = 1.0
-
-
-class UniformGenerator(_Spec):
-    """Hidden inputs drawn uniformly from [low, high)."""
-
-    kind: Literal["uniform"]
-    low: float = -1.0
-    high: float = 1.0
-
-    @model_validator(mode="after")
-    def _ordered(self) -> UniformGenerator:
-        if not self.low < self.high:
-            raise ValueError(f"uniform generator needs low < high, got low={self.low}, high={self.high}")
-        return self
-
-
-def _kind_or(default: str) -> Discriminator:
-    """A discriminator that reads `kind`, taking `default` when the field is left out."""
-
-    def kind(value: object) -> str:
-        if isinstance(value, dict):
-            return str(value.get("kind", default))
-        return str(getattr(value, "kind", default))
-
-    return Discriminator(kind)
-
-
-class RandomBitsGenerator(_Spec):
-    """Hidden inputs of an integer leaf: every bit drawn uniformly (an RNG key's data, `uint32[2]`
-    for the default threefry key, as `jax.random.key_data` gives it)."""
-
-    kind: Literal["random_bits"]
-
-
-Generator = Annotated[
-    Annotated[NormalGenerator, Tag("normal")]
-    | Annotated[UniformGenerator, Tag("uniform")]
-    | Annotated[RandomBitsGenerator, Tag("random_bits")],
-    _kind_or("normal"),
-]
-
-
 Dim = Annotated[int, Field(ge=0, le=1 << 20)] | Annotated[str, Field(pattern=DIM_RE)]
 
 
-class ArraySpec(_Spec):
+class ArraySpec(StrictModel):
     """One array argument (or one item of a list argument).
 
     Attributes:
@@ -124,7 +72,7 @@ class ArrayArg(ArraySpec):
     kind: Literal["array"] = "array"
 
 
-class ListArg(_Spec):
+class ListArg(StrictModel):
     """A positional argument that is a Python list of arrays (e.g. `params = [W1, W2, W3]`)."""
 
     name: Annotated[str, Field(pattern=DIM_RE)]
@@ -210,7 +158,7 @@ def tree_leaves(node: TreeNode, name: str) -> list[tuple[str, ArraySpec]]:
     return out
 
 
-class TreeArg(_Spec):
+class TreeArg(StrictModel):
     """A positional argument that is a pytree of arrays: the nested dicts and lists a framework's
     parameters take (`params['Dense_0']['kernel']`, stacked `[L, ...]` leaves for scanned layers).
     In problem.toml, `tree` is a table of tables: a table with a `shape` is a leaf, any other a
@@ -231,7 +179,7 @@ class TreeArg(_Spec):
         return tree_leaves(self.tree, self.name)
 
 
-class StaticArg(_Spec):
+class StaticArg(StrictModel):
     """A positional argument passed as a Python value (a bool, int, float or str), set per case."""
 
     name: Annotated[str, Field(pattern=DIM_RE)]
@@ -243,11 +191,11 @@ Arg = Annotated[
     | Annotated[ListArg, Tag("list")]
     | Annotated[TreeArg, Tag("tree")]
     | Annotated[StaticArg, Tag("static")],
-    _kind_or("array"),
+    kind_or("array"),
 ]
 
 
-class CaseSpec(_Spec):
+class CaseSpec(StrictModel):
     """A test case: sizes for the named dimensions and values for the static arguments."""
 
     name: Annotated[str, Field(pattern=DIM_RE)]
@@ -255,14 +203,14 @@ class CaseSpec(_Spec):
     static: dict[str, bool | int | float | str] = {}
 
 
-class Tolerance(_Spec):
+class Tolerance(StrictModel):
     """|submitted - expected| <= atol * max(1, max|expected|) + rtol * |expected|, elementwise."""
 
     rtol: Annotated[float, Field(ge=0)] = 1e-4
     atol: Annotated[float, Field(ge=0)] = 1e-5
 
 
-class MemoryRule(_Spec):
+class MemoryRule(StrictModel):
     """What the saved residuals must be.
 
     `exact`: the residual signature (the multiset of residual avals) equals the reference's; with
@@ -299,7 +247,7 @@ class MemoryRule(_Spec):
         return self.rule == "at_most" or self.bound_bwd_peak
 
 
-class Scoring(_Spec):
+class Scoring(StrictModel):
     """Weights of the three parts of a score; they must sum to 1."""
 
     value: Annotated[float, Field(ge=0)] = 0.34
@@ -314,7 +262,7 @@ class Scoring(_Spec):
         return self
 
 
-class ProblemLimits(_Spec):
+class ProblemLimits(StrictModel):
     """Per-problem jail limits (units in the names); unset fields use the deployment's defaults."""
 
     wall_time_limit_s: Annotated[float, Field(gt=0, le=600)] | None = None
@@ -322,7 +270,7 @@ class ProblemLimits(_Spec):
     memory_limit_mib: Annotated[int, Field(ge=512, le=65536)] | None = None
 
 
-class VerifySpec(_Spec):
+class VerifySpec(StrictModel):
     """How hard the verifier looks.
 
     Attributes:
@@ -334,7 +282,7 @@ class VerifySpec(_Spec):
     allowed_custom_calls: list[str] = []
 
 
-class ProblemSpec(_Spec):
+class ProblemSpec(StrictModel):
     """`problem.toml`."""
 
     slug: Annotated[str, Field(pattern=SLUG_RE)]
@@ -368,7 +316,7 @@ class ProblemSpec(_Spec):
         args = info.data.get("args")
         if args is None:  # args failed validation; that error is reported already
             return cases
-        needed = {d for spec in _array_specs(args) for d in spec.shape if isinstance(d, str)}
+        needed = {d for spec in array_specs(args) for d in spec.shape if isinstance(d, str)}
         statics = {a.name for a in args if isinstance(a, StaticArg)}
         for case in cases:
             missing = needed - set(case.dims)
@@ -390,7 +338,10 @@ class ProblemSpec(_Spec):
         return Tolerance()
 
 
-def _array_specs(args: list[Arg]) -> list[ArraySpec]:
+def array_specs(args: list[Arg]) -> list[ArraySpec]:
+    """The array specs of `args` in the order the exported programs take them: an array argument,
+    the items of a list argument, the leaves of a tree argument (JAX's flatten order); static
+    arguments have none."""
     out: list[ArraySpec] = []
     for a in args:
         if isinstance(a, ArrayArg):

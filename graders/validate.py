@@ -5,6 +5,7 @@ and every `wrong/` submission must get the verdict its first line promises."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -117,6 +118,31 @@ def _indistinguishable(problem: Problem, report: VerdictReport, reference: Verdi
     return ""
 
 
+def _grade_file(
+    problem: Problem, config: JudgeConfig, path: Path, expected: Verdict
+) -> tuple[ValidationRow, VerdictReport]:
+    """Grades the file at `path` of `problem` through the real jail: its row (seconds, sizes, and
+    the first failed check's message when the verdict is not `expected`) and its report."""
+    t0 = time.monotonic()
+    report = grade(path.read_text(encoding="utf-8"), problem, config)
+    residuals = report.residuals
+    row = ValidationRow(
+        file=str(path.relative_to(problem.root)),
+        expected=expected,
+        got=report.verdict,
+        seconds=time.monotonic() - t0,
+        residual_bytes=residuals.submitted_bytes if residuals else None,
+        bwd_peak_bytes=residuals.submitted_bwd_peak_bytes if residuals else None,
+        recompute_flops=residuals.submitted_recompute_flops if residuals else None,
+    )
+    if report.verdict != expected:
+        failed = [c for c in report.checks if not c.passed]
+        row.note = (
+            (failed[0].message.splitlines()[0][:300] if failed else "") if report.verdict != Verdict.ACCEPTED else ""
+        )
+    return row, report
+
+
 def validate_problem(
     problem: Problem, config: JudgeConfig, *, jobs: int = 2, on_row: Callable[[ValidationRow], None] | None = None
 ) -> ValidationReport:
@@ -143,38 +169,13 @@ def validate_problem(
     if failed is not None:
         result.reference_failures = failed.failures
         return result
-
-    def run(path: Path, expected: Verdict) -> tuple[ValidationRow, VerdictReport]:
-        import time
-
-        t0 = time.monotonic()
-        report = grade(path.read_text(encoding="utf-8"), problem, config)
-        residuals = report.residuals
-        row = ValidationRow(
-            file=str(path.relative_to(problem.root)),
-            expected=expected,
-            got=report.verdict,
-            seconds=time.monotonic() - t0,
-            residual_bytes=residuals.submitted_bytes if residuals else None,
-            bwd_peak_bytes=residuals.submitted_bwd_peak_bytes if residuals else None,
-            recompute_flops=residuals.submitted_recompute_flops if residuals else None,
-        )
-        if report.verdict != expected:
-            failed = [c for c in report.checks if not c.passed]
-            row.note = (
-                (failed[0].message.splitlines()[0][:300] if failed else "")
-                if report.verdict != Verdict.ACCEPTED
-                else ""
-            )
-        return row, report
-
-    ref_row, ref_report = run(problem.reference_path, Verdict.ACCEPTED)
+    ref_row, ref_report = _grade_file(problem, config, problem.reference_path, Verdict.ACCEPTED)
     result.rows.append(ref_row)
     result.warnings += size_warnings(ref_report)
     if on_row:
         on_row(ref_row)
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(run, path, Verdict(expected)) for path, expected in variants]
+        futures = [pool.submit(_grade_file, problem, config, path, Verdict(expected)) for path, expected in variants]
         for future in futures:
             row, report = future.result()
             if row.expected == Verdict.WRONG_POLICY and row.got == Verdict.ACCEPTED and ref_row.ok:

@@ -87,7 +87,7 @@ class ResidualFact(BaseModel):
         shape, dtype: its aval, read from the exported forward program.
         note: what `print_saved_residuals` said of it in the jail (advisory, for people).
         source: the op of the forward program that produces it ("dot_general", "sine",
-            "argument x"), read from the artifact (graders/untrusted/, `_provenance`).
+            "argument x"), read from the artifact (graders/untrusted/, `provenance_of`).
         matched: for a submitted residual, whether it equals, as a value on every hidden input, a
             residual the reference saves; for an expected one, whether the submission saves it.
             None when values were not compared.

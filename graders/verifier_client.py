@@ -14,6 +14,7 @@ result used. No JAX here: the server imports this module.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import logging
 import os
@@ -24,6 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from graders.config import JudgeConfig
+from graders.expectation import META_FILE, cache_dir
 from graders.problem import Problem
 from graders.verifier_events import (
     Digest,
@@ -38,9 +40,10 @@ from graders.verifier_events import (
     parse_event,
 )
 from jailside.frameworks import framework_versions
+from sandbox.child_limits import ChildLimits
 from sandbox.jail_limits import MIB
 from sandbox.ready import shared_ready
-from sandbox.supervise import Child, ChildLimits
+from sandbox.supervise import Child
 from sandbox.templates import SupervisorError, Templates, TemplateSpec, shared_templates
 
 log = logging.getLogger(__name__)
@@ -63,7 +66,7 @@ class VerifierError(Exception):
 
 
 class ReferenceCheckFailed(VerifierError):
-    """The problem's reference failed self-checks (`graders.reference.SELF_CHECKS`): the author's
+    """The problem's reference failed self-checks (`graders.reference_failures.SELF_CHECKS`): the author's
     fault. No submission is judged against that version.
 
     Attributes:
@@ -136,9 +139,7 @@ def child_limits(config: JudgeConfig) -> ChildLimits:
 
 def _jax_version() -> str:
     """The installed JAX's version, from its package metadata (without importing JAX)."""
-    from importlib.metadata import version
-
-    return version("jax")
+    return importlib.metadata.version("jax")
 
 
 class ResultCache:
@@ -277,8 +278,6 @@ class Verifier:
 
     def _building(self) -> bool:
         """Whether the child had to build the expectations (no cache entry for this version)."""
-        from graders.expectation import META_FILE, cache_dir
-
         return not (cache_dir(self.config.cache_dir, self.problem, self.config.seed) / META_FILE).is_file()
 
     def wait_ready(self) -> float:

@@ -106,7 +106,7 @@ SelfCheck = Literal["finite_difference", "deterministic", "time_limit", "memory_
 
 
 class SelfCheckFailure(BaseModel):
-    """One failed self-check of a reference (`graders.reference.SELF_CHECKS`)."""
+    """One failed self-check of a reference (`graders.reference_failures.SELF_CHECKS`)."""
 
     model_config = ConfigDict(extra="forbid")
     check: SelfCheck

@@ -62,7 +62,8 @@ class VerifierJob:
         """
         from graders.artifact_limits import VerifyLimits
         from graders.problem import load_problem
-        from graders.reference import ReferenceCheckError, ensure_expectations
+        from graders.reference import ensure_expectations
+        from graders.reference_failures import ReferenceCheckError
 
         t0 = time.monotonic()
         self.params = VerifierParams.model_validate(params)

@@ -62,6 +62,26 @@ def bind_static(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> Callable
     return with_static
 
 
+def _backward(captured: dict[str, Any], n_res: int) -> Callable[..., list[Any]]:
+    """The bwd program of `export_case`: its first `n_res` leaves are the residuals (key data
+    wrapped back into the key each was, `captured["key_impls"]`), the rest the cotangent of the
+    output; the VJP rebuilt from `captured` (the trees the fwd program recorded)."""
+    import jax
+
+    def bwd(*leaves: Any) -> list[Any]:
+        residuals = [
+            r if impl is None else jax.random.wrap_key_data(r, impl=impl)
+            for r, impl in zip(leaves[:n_res], captured["key_impls"], strict=True)
+        ]
+        vjp_fn = jax.tree_util.tree_unflatten(captured["vjp_tree"], residuals)
+        cotangent = jax.tree_util.tree_unflatten(captured["out_tree"], leaves[n_res:])
+        # an integer input's cotangent is float0 (no gradient): left out, so bwd returns one
+        # gradient per float input leaf, in order
+        return [g for g in jax.tree_util.tree_leaves(vjp_fn(cotangent)) if g.dtype != jax.dtypes.float0]
+
+    return bwd
+
+
 def export_case(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> tuple[bytes, bytes, int]:
     """Exports the VJP of `fn` at the argument avals `specs` as two serialized StableHLO artifacts.
 
@@ -109,17 +129,7 @@ def export_case(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> tuple[by
     n_out = captured["out_tree"].num_leaves
     n_res = len(fwd_exp.out_avals) - n_out
 
-    def bwd(*leaves: Any) -> list[Any]:
-        residuals = [
-            r if impl is None else jax.random.wrap_key_data(r, impl=impl)
-            for r, impl in zip(leaves[:n_res], captured["key_impls"], strict=True)
-        ]
-        vjp_fn = jax.tree_util.tree_unflatten(captured["vjp_tree"], residuals)
-        cotangent = jax.tree_util.tree_unflatten(captured["out_tree"], leaves[n_res:])
-        # an integer input's cotangent is float0 (no gradient): left out, so bwd returns one
-        # gradient per float input leaf, in order
-        return [g for g in jax.tree_util.tree_leaves(vjp_fn(cotangent)) if g.dtype != jax.dtypes.float0]
-
+    bwd = _backward(captured, n_res)
     specs_out = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in fwd_exp.out_avals]
     bwd_exp = export.export(jax.jit(bwd), platforms=["cpu"])(*specs_out[n_out:], *specs_out[:n_out])
     return bytes(fwd_exp.serialize()), bytes(bwd_exp.serialize()), n_out

@@ -30,9 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jailside.protocol import READY, JailRequest
+from sandbox.child_limits import ChildLimits
 from sandbox.jail_limits import MIB, JailLimits
 from sandbox.ready import shared_ready
-from sandbox.supervise import Child, ChildLimits
+from sandbox.supervise import Child
 from sandbox.templates import SupervisorError, Templates, TemplateSpec, shared_templates
 from sandbox.uids import JAIL_UIDS  # noqa: F401 - re-exported: tests check for leftover jail uids
 
@@ -131,6 +132,39 @@ def _ancestors(path: Path) -> list[str]:
     return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
+# The system the jail sees: /usr read-only (with the usual top-level links into it), its own
+# /proc and /dev, and private /tmp and /dev/shm.
+_SYSTEM_MOUNTS = (
+    "--ro-bind",
+    "/usr",
+    "/usr",
+    "--symlink",
+    "usr/lib",
+    "/lib",
+    "--symlink",
+    "usr/lib64",
+    "/lib64",
+    "--symlink",
+    "usr/bin",
+    "/bin",
+    "--symlink",
+    "usr/sbin",
+    "/sbin",
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+    "--perms",
+    "0755",
+    "--tmpfs",
+    "/tmp",
+    "--perms",
+    "0755",
+    "--tmpfs",
+    "/dev/shm",
+)
+
+
 def template_argv(runtime: JailRuntime, *, as_root: bool) -> list[str]:
     """The bubblewrap command line of the jail template (`{control_fd}` and `{seccomp_fd}` are
     filled in by the supervisor).
@@ -147,35 +181,7 @@ def template_argv(runtime: JailRuntime, *, as_root: bool) -> list[str]:
     argv += ["--new-session", "--clearenv"]
     for key, value in JAIL_ENV.items():
         argv += ["--setenv", key, value]
-    argv += [
-        "--ro-bind",
-        "/usr",
-        "/usr",
-        "--symlink",
-        "usr/lib",
-        "/lib",
-        "--symlink",
-        "usr/lib64",
-        "/lib64",
-        "--symlink",
-        "usr/bin",
-        "/bin",
-        "--symlink",
-        "usr/sbin",
-        "/sbin",
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--perms",
-        "0755",
-        "--tmpfs",
-        "/tmp",
-        "--perms",
-        "0755",
-        "--tmpfs",
-        "/dev/shm",
-    ]
+    argv += _SYSTEM_MOUNTS
     made: set[str] = {"/", "/usr", "/tmp", "/proc", "/dev"}
     for source in dict.fromkeys([runtime.python_prefix, runtime.venv]):
         if str(source) == "/usr" or str(source).startswith("/usr/"):

@@ -29,7 +29,8 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from sandbox.supervise import Child, ChildLimits
+from sandbox.child_limits import ChildLimits
+from sandbox.supervise import Child
 from sandbox.templates import SupervisorError, Templates
 
 log = logging.getLogger(__name__)

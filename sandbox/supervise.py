@@ -18,7 +18,8 @@ code that starts, feeds, watches and kills them:
 Messages are the typed ones of `jailside/protocol.py`, shared by both ends of every pipe.
 Standard library plus `sandbox.jail_limits`; no JAX here (the server imports this module).
 
-The templates are in `sandbox.templates`.
+The templates are in `sandbox.templates`; a child's limits and what the kernel accounted of it
+in `sandbox.child_limits`.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from jailside.protocol import (
@@ -45,58 +45,10 @@ from jailside.protocol import (
     decode_any,
     recv_credentials,
 )
+from sandbox.child_limits import ChildFacts, ChildLimits
 from sandbox.jail_limits import JailCgroup
 from sandbox.templates import SupervisorError, Templates
 from sandbox.uids import JAIL_UIDS, UidPoolError
-
-
-@dataclass(frozen=True)
-class ChildLimits:
-    """Kernel-enforced limits of one child (the job's own limits come with its request).
-
-    Attributes:
-        memory_limit_bytes: the child's cgroup memory cap (resident, every process of it).
-        process_limit: processes plus threads in its cgroup.
-        own_uid: run it as a dedicated host uid of the jail uid range (when we are root).
-        rlimits: RLIMITs set in the child before lock-down ends ({"RLIMIT_X": [soft, hard]}).
-        unshare: namespaces the child gets ("mount", "pid", "ipc", "uts", "net").
-        tmpfs_bytes: size of its private /tmp and /dev/shm (needs "mount"; 0 for none).
-        seccomp: install the template's seccomp filter.
-        expose: directories the child must read after dropping its uid (`JobSetup.expose`).
-        output_caps: stream name ("stdout", "stderr", "result") -> most bytes read before the
-            child is killed and the stream marked exceeded.
-        kept_bytes: stream name -> bytes kept of it (the rest is counted, not stored).
-        startup_time_limit_s: seconds from the fork request to the child's Hello.
-    """
-
-    memory_limit_bytes: int
-    process_limit: int
-    own_uid: bool = True
-    rlimits: dict[str, list[int]] = field(default_factory=dict)
-    unshare: tuple[str, ...] = ()
-    tmpfs_bytes: int = 0
-    seccomp: bool = True
-    expose: tuple[str, ...] = ()
-    output_caps: dict[str, int] = field(default_factory=dict)
-    kept_bytes: dict[str, int] = field(default_factory=dict)
-    startup_time_limit_s: float = 30.0
-
-
-@dataclass
-class ChildFacts:
-    """What the kernel accounted of a child, read before its cgroup is removed.
-
-    Attributes:
-        oom_killed: the cgroup's OOM killer fired.
-        process_limit_hit: a fork or clone failed at the cgroup's process limit.
-        cpu_ms: CPU milliseconds of every process and thread of the child; None without a cgroup.
-        peak_memory_bytes: its highest memory use; None without a cgroup.
-    """
-
-    oom_killed: bool = False
-    process_limit_hit: bool = False
-    cpu_ms: float | None = None
-    peak_memory_bytes: int | None = None
 
 
 class Child:

@@ -1,5 +1,5 @@
 """Content digests of untrusted modules: blind to debug locations (`normalized_digest`, the result
-cache's key) and to function and argument names (`_program_digest`, what the insight pages call
+cache's key) and to function and argument names (`program_digest`, what the insight pages call
 the same program)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from graders.untrusted.ops import NAME_ATTRIBUTES
-from graders.untrusted.parse import _ir, _ir_context, _parse
+from graders.untrusted.parse import ir_context, mlir_ir, parse_module
 
 
 def _calling_facts(exported: Any) -> dict[str, Any]:
@@ -48,7 +48,7 @@ def _hash(domain: bytes, module: Any, exported: Any) -> str:
     return h.hexdigest()
 
 
-def _module_digest(module: Any, exported: Any) -> str:
+def module_digest(module: Any, exported: Any) -> str:
     """sha256 of `module` without debug locations and of `_calling_facts(exported)`.
 
     Strips locations in place (`strip-debuginfo`; the module is not read afterwards) and hashes
@@ -71,7 +71,7 @@ def normalized_digest(exported: Any) -> str:
     convention and kept inputs. Exporting the same function twice (in two processes, or from a
     file with other comments or line numbers) gives the same digest; a different computation
     (another checkpoint policy, say) a different one. Linear in the artifact's size: the module is
-    parsed from bytecode and hashed as bytecode, never printed (see `_module_digest`).
+    parsed from bytecode and hashed as bytecode, never printed (see `module_digest`).
     `inspect_module` computes the same value as `ModuleInfo.digest` on the module it parses.
 
     Args:
@@ -83,11 +83,11 @@ def normalized_digest(exported: Any) -> str:
     Raises:
         ArtifactError: the module cannot be parsed.
     """
-    with _ir_context():
-        return _module_digest(_parse(exported), exported)
+    with ir_context():
+        return module_digest(parse_module(exported), exported)
 
 
-def _program_digest(module: Any, exported: Any) -> str:
+def program_digest(module: Any, exported: Any) -> str:
     """sha256 of `module` (its debug locations already stripped) with its private functions
     renamed `__f0`, `__f1`, ... in module order (a helper called `layer` or `lay` lowers to
     `@layer` or `@lay`) and the argument and result names JAX records removed, and of its
@@ -97,7 +97,7 @@ def _program_digest(module: Any, exported: Any) -> str:
     (which changes op order), or another way to write the same policy change it. Modifies
     `module` in place.
     """
-    ir = _ir()
+    ir = mlir_ir()
     functions = [op for op in module.body.operations if op.operation.name == "func.func"]
     renamed = 0
     for function in functions:

@@ -19,7 +19,7 @@ What is known of a value is a splat constant (every element the same scalar) or 
 flow forward through each block, into called functions (each function is walked once per pattern
 of constant arguments, at most `MAX_CONTEXTS` patterns, then with nothing known) and into the
 regions of `case`, `if` and `while`; liveness then flows backward from each block's returned
-values. Loop bodies count times the trip count a scan or fori_loop fixes (`_trip_count`); a loop
+values. Loop bodies count times the trip count a scan or fori_loop fixes (`trip_count`); a loop
 whose count cannot be read counts once, inexact.
 
 The same walk splits the FLOPs of a backward program by what they depend on: an op none of whose
@@ -31,61 +31,39 @@ a loop (to a fixed point, at most `MAX_LOOP_PASSES` walks of the body, then ever
 counts as depending).
 
 Every walk is iterative (generators driven from one explicit stack), visits each op once per
-function context, and runs only on a module `_Reader.scan` has already bounded (op count, region
+function context, and runs only on a module `ModuleWalker.scan` has already bounded (op count, region
 depth, call depth, sizable types).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from graders.artifact_limits import ReadLimits
-from graders.untrusted.ops import MAX_TRIP_COUNT, MOVE_OPS, NO_FLOP_OPS
-from graders.untrusted.parse import _ir
-from graders.untrusted.provenance import _block_arg_index, _callee, _defining_op
+from graders.untrusted.fold import (
+    PASS_FACT_OPS,
+    TAINTED,
+    Fact,
+    constant_of,
+    convert_fact,
+    fact_at,
+    fold,
+    set_facts,
+    splat_value,
+    trip_count,
+)
+from graders.untrusted.ops import op_flops
+from graders.untrusted.parse import mlir_ir
+from graders.untrusted.provenance import callee_of
 from graders.untrusted.result import ArtifactError
 
 MAX_CONTEXTS = 8  # constant-argument patterns walked per function before constants are dropped
 MAX_LOOP_PASSES = 4  # walks of a loop body to settle which carried values depend on a cotangent
 FLOP_CAP = 1 << 62
-
-
-class _Tainted:
-    """What is known of a value that depends on the backward program's cotangent arguments."""
-
-    def __repr__(self) -> str:
-        return "TAINTED"
-
-
-TAINTED = _Tainted()
-# a splat constant's value (booleans as 0 and 1); None: not known, computed from residuals alone;
-# TAINTED: not known, and computed from a cotangent
-Fact = float | int | None | _Tainted
-
-
-def _const(fact: Fact) -> float | int | None:
-    return fact if isinstance(fact, (int, float)) else None
-
-
-# elementwise ops through which a splat passes unchanged (operand 0 is the data)
-_PASS_FACT_OPS = MOVE_OPS - {"stablehlo.bitcast_convert", "stablehlo.convert"} | {
-    "stablehlo.slice",
-    "stablehlo.dynamic_slice",
-    "stablehlo.reverse",
-}
-_COMPARE = {
-    "EQ": lambda a, b: a == b,
-    "NE": lambda a, b: a != b,
-    "LT": lambda a, b: a < b,
-    "LE": lambda a, b: a <= b,
-    "GT": lambda a, b: a > b,
-    "GE": lambda a, b: a >= b,
-}
 
 
 @dataclass(frozen=True)
@@ -168,11 +146,11 @@ class FlopCounter:
             recursion, caps checked).
         size: (bytes, elements) of a type (`_Types.size`).
         limits: the caps; the walk's stack is refused past (max_depth + 2)·(max_call_depth + 1)
-            frames, more than any module `_Reader.scan` accepts can need.
+            frames, more than any module `ModuleWalker.scan` accepts can need.
     """
 
     def __init__(self, functions: dict[str, Any], size: Any, limits: ReadLimits) -> None:
-        self.ir = _ir()
+        self.ir = mlir_ir()
         self.functions = functions
         self.size = size
         # a block per region level, two per call: the deepest program the scan lets through
@@ -295,36 +273,36 @@ class FlopCounter:
         name = op.operation.name
         ins = [facts.get(v) for v in op.operands]
         results = list(op.results)
-        callee = _callee(op)
+        callee = callee_of(op)
         if callee is not None:
             count = yield ("function", callee, tuple(ins), None)
-            _set(facts, results, count.results)
+            set_facts(facts, results, count.results)
             return _Plan(cost=count.cost, exact=count.exact, used_operands=sorted(count.used_args))
         if name in ("stablehlo.case", "stablehlo.if"):
             return (yield from self._branches(op, ins, facts))
         if name == "stablehlo.while":
             return (yield from self._loop(op, ins, facts))
-        consts = [_const(f) for f in ins]
-        folded = _fold(self.ir, op, name, consts)
+        consts = [constant_of(f) for f in ins]
+        folded = fold(self.ir, op, name, consts)
         if folded is not None:
             value_or_alias, is_alias = folded
             if is_alias:
                 alias = cast(list[int | None], value_or_alias)
-                _set(facts, results, [ins[k] if k is not None else None for k in alias])
+                set_facts(facts, results, [ins[k] if k is not None else None for k in alias])
                 return _Plan(alias=alias)
             fact = cast(Fact, value_or_alias)
-            _set(facts, results, [fact] * len(results))
+            set_facts(facts, results, [fact] * len(results))
             return _Plan(folded=True)
-        flops = self._op_flops(op)
+        flops = op_flops(op, self.size)
         if any(f is TAINTED for f in ins):
-            _set(facts, results, [TAINTED] * len(results))
+            set_facts(facts, results, [TAINTED] * len(results))
             return _Plan(cost=Cost.of(flops, residual=False))
         if name == "stablehlo.constant":
-            _set(facts, results, [_splat(self.ir, op)])
-        elif name in _PASS_FACT_OPS and ins:
-            _set(facts, results, [ins[0]])
+            set_facts(facts, results, [splat_value(self.ir, op)])
+        elif name in PASS_FACT_OPS and ins:
+            set_facts(facts, results, [ins[0]])
         elif name == "stablehlo.convert" and ins:
-            _set(facts, results, [_convert(self.ir, consts[0], results[0].type)])
+            set_facts(facts, results, [convert_fact(self.ir, consts[0], results[0].type)])
         return _Plan(cost=Cost.of(flops, residual=True))
 
     def _branches(self, op: Any, ins: list[Fact], facts: dict[Any, Fact]) -> Generator[_Request, _Count, _Plan]:
@@ -334,24 +312,24 @@ class FlopCounter:
         results = list(op.results)
         if not blocks:
             return _Plan()
-        index = _const(ins[0]) if ins else None
+        index = constant_of(ins[0]) if ins else None
         if index is not None and math.isfinite(index):
             if op.operation.name == "stablehlo.if":
                 chosen = 0 if index else min(1, len(blocks) - 1)
             else:
                 chosen = int(index) if 0 <= index < len(blocks) else len(blocks) - 1
             count = yield ("block", blocks[chosen], (), facts)
-            _set(facts, results, count.results)
+            set_facts(facts, results, count.results)
             return _Plan(cost=count.cost, exact=count.exact, external=count.external)
         counts = []
         for block in blocks:
             counts.append((yield ("block", block, (), facts)))
         by_index = bool(ins) and ins[0] is TAINTED
-        _set(
+        set_facts(
             facts,
             results,
             [
-                TAINTED if by_index or any(_at(c.results, j) is TAINTED for c in counts) else None
+                TAINTED if by_index or any(fact_at(c.results, j) is TAINTED for c in counts) else None
                 for j in range(len(results))
             ],
         )
@@ -374,18 +352,18 @@ class FlopCounter:
             counts = []
             for block in blocks:
                 counts.append(
-                    (yield ("block", block, tuple(_at(carried, i) for i in range(len(block.arguments))), facts))
+                    (yield ("block", block, tuple(fact_at(carried, i) for i in range(len(block.arguments))), facts))
                 )
             body = counts[-1] if len(counts) > 1 else None
             grown: list[Fact] = [
-                TAINTED if f is TAINTED or (body is not None and _at(body.results, i) is TAINTED) else None
+                TAINTED if f is TAINTED or (body is not None and fact_at(body.results, i) is TAINTED) else None
                 for i, f in enumerate(carried)
             ]
             if grown == carried or attempt == MAX_LOOP_PASSES:
                 break
             carried = grown
-        _set(facts, list(op.results), carried)
-        trips = _trip_count(op, facts)
+        set_facts(facts, list(op.results), carried)
+        trips = trip_count(op, facts)
         times = trips if trips is not None else 1
         once = Cost()
         for count in counts:
@@ -393,181 +371,3 @@ class FlopCounter:
         exact = trips is not None and all(c.exact for c in counts)
         external: set[Any] = set().union(*(c.external for c in counts))
         return _Plan(cost=once.times(times), exact=exact, external=external)
-
-    def _op_flops(self, op: Any) -> int:
-        """One op's own FLOPs: 2·(result elements)·(contracted size) for dot and convolution, the
-        operand elements for reductions, sorts and scatters, one per result element otherwise,
-        none for data movement."""
-        name = op.operation.name
-        if name in NO_FLOP_OPS or name.startswith("func."):
-            return 0
-        results = sum(self.size(r.type)[1] for r in op.results)
-        if name in ("stablehlo.dot_general", "stablehlo.dot"):
-            lhs = op.operands[0].type.maybe_downcast()
-            if name == "stablehlo.dot":
-                contracted = lhs.shape[-1] if lhs.rank else 1
-            else:
-                attr = str(op.attributes["dot_dimension_numbers"])[:2000]
-                m = re.search(r"lhs_contracting_dimensions = \[([\d, ]*)\]", attr)
-                dims = [int(d) for d in m.group(1).split(",") if d.strip()] if m else []
-                contracted = math.prod(lhs.shape[d] for d in dims if 0 <= d < lhs.rank)
-            return cast(int, 2 * results * contracted)  # untyped MLIR shapes
-        if name == "stablehlo.convolution":
-            rhs = op.operands[1].type.maybe_downcast()
-            attr = str(op.attributes["dimension_numbers"])[:2000] if "dimension_numbers" in op.attributes else ""
-            m = re.search(r"x\[([^\]]*)\]->", attr)
-            kernel = [s.strip() for s in m.group(1).split(",")] if m else []
-            out_features = rhs.shape[kernel.index("o")] if "o" in kernel and len(kernel) == rhs.rank else 1
-            return cast(int, 2 * results * (math.prod(rhs.shape) // max(1, out_features)))  # untyped MLIR shape
-        if name in (
-            "stablehlo.reduce",
-            "stablehlo.reduce_window",
-            "stablehlo.scatter",
-            "stablehlo.select_and_scatter",
-            "stablehlo.sort",
-            "stablehlo.map",
-        ):
-            return sum(cast(int, self.size(v.type)[1]) for v in op.operands)
-        return cast(int, results)
-
-
-def _at(facts: list[Fact], i: int) -> Fact:
-    return facts[i] if i < len(facts) else None
-
-
-def _set(facts: dict[Any, Fact], values: list[Any], found: list[Fact]) -> None:
-    for value, fact in zip(values, found, strict=False):
-        facts[value] = fact
-
-
-def _fold(ir: Any, op: Any, name: str, ins: list[float | int | None]) -> tuple[Fact | list[int | None], bool] | None:
-    """What an op is when some operands are known: (its constant value, False), (the operand each
-    result is, True), or None when it must run. Only elementwise ops whose operands have the
-    result's type are folded to an alias."""
-    n = len(ins)
-    if name == "stablehlo.optimization_barrier":
-        return list(range(n)), True
-    if name == "stablehlo.select" and n == 3:
-        pred, a, b = ins
-        if pred is not None:
-            return [1 if pred else 2], True
-        if a is not None and a == b:
-            return a, False
-        return None
-    if n != 2:
-        if name == "stablehlo.negate" and n == 1 and ins[0] is not None:
-            return -ins[0], False
-        if name == "stablehlo.not" and n == 1 and ins[0] in (0, 1) and _is_bool(ir, op):
-            return 1 - cast(int, ins[0]), False
-        return None
-    a, b = ins
-    if name in ("stablehlo.multiply", "stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution"):
-        if a == 0 or b == 0:
-            return 0.0, False
-        if name == "stablehlo.multiply":
-            if a == 1:
-                return [1], True
-            if b == 1:
-                return [0], True
-        return None
-    if name == "stablehlo.add":
-        if a == 0:
-            return [1], True
-        if b == 0:
-            return [0], True
-        return (a + b, False) if a is not None and b is not None else None
-    if name == "stablehlo.subtract":
-        if b == 0:
-            return [0], True
-        return (a - b, False) if a is not None and b is not None else None
-    if name == "stablehlo.divide":
-        if a == 0:
-            return 0.0, False
-        if b == 1:
-            return [0], True
-        return None
-    if name in ("stablehlo.and", "stablehlo.or") and _is_bool(ir, op):
-        absorbing, identity = (0, 1) if name == "stablehlo.and" else (1, 0)
-        if absorbing in (a, b):
-            return absorbing, False
-        if a == identity:
-            return [1], True
-        if b == identity:
-            return [0], True
-        return None
-    if name == "stablehlo.compare" and a is not None and b is not None:
-        if "compare_type" in op.attributes and "UNSIGNED" in str(op.attributes["compare_type"])[:100]:
-            return None
-        m = re.search(r"comparison_direction (\w+)>", str(op.attributes["comparison_direction"])[:100])
-        test = _COMPARE.get(m.group(1)) if m else None
-        return (int(test(a, b)), False) if test is not None else None
-    return None
-
-
-def _is_bool(ir: Any, op: Any) -> bool:
-    element = op.results[0].type.maybe_downcast().element_type
-    return bool(isinstance(element, ir.IntegerType) and element.width == 1)
-
-
-def _splat(ir: Any, op: Any) -> Fact:
-    """The value of a splat `stablehlo.constant`, or None."""
-    try:
-        attr = ir.DenseElementsAttr(op.attributes["value"])
-        if not attr.is_splat:
-            return None
-        value = attr.get_splat_value().maybe_downcast()
-        if isinstance(value, ir.FloatAttr):
-            return float(value.value)
-        if isinstance(value, ir.IntegerAttr):
-            if _is_bool(ir, op):
-                return int(value.value) & 1
-            element = op.results[0].type.maybe_downcast().element_type
-            return None if element.is_unsigned else int(value.value)  # read signed: not believed
-        if isinstance(value, ir.BoolAttr):
-            return int(value.value)
-    except Exception:  # noqa: BLE001 - an attribute of a forged module that is not what it claims
-        return None
-    return None
-
-
-def _convert(ir: Any, fact: float | int | None, result_type: Any) -> Fact:
-    """A splat converted to the element type of `result_type` (to bool: nonzero; to an integer:
-    truncated; not known when the value does not fit)."""
-    if fact is None:
-        return None
-    element = result_type.maybe_downcast().element_type
-    if isinstance(element, ir.IntegerType):
-        if element.width == 1:
-            return int(fact != 0)
-        return int(fact) if math.isfinite(fact) else None
-    if isinstance(element, ir.FloatType):
-        return float(fact)
-    return None
-
-
-def _trip_count(op: Any, facts: dict[Any, Fact]) -> int | None:
-    """Iterations of a `while` that JAX emitted for a scan or fori_loop: its condition is
-    `compare LT, counter, bound` with a constant bound and the counter starting from a known
-    constant. None otherwise."""
-    cond = op.regions[0].blocks[0] if len(op.regions) and len(op.regions[0].blocks) else None
-    if cond is None:
-        return None
-    ops = list(cond.operations)
-    if len(ops) < 2 or ops[-1].operation.name != "stablehlo.return":
-        return None
-    compare = _defining_op(ops[-1].operands[0])
-    if (
-        compare is None
-        or compare.operation.name != "stablehlo.compare"
-        or "LT" not in str(compare.attributes["comparison_direction"])[:100]
-    ):
-        return None
-    counter, bound = compare.operands[0], compare.operands[1]
-    stop = _const(facts.get(bound))
-    index = _block_arg_index(counter, cond)
-    if stop is None or index is None or index >= len(op.operands):
-        return None
-    start = _const(facts.get(op.operands[index]))
-    if start is None or not (math.isfinite(start) and math.isfinite(stop)):
-        return None
-    return max(0, min(int(stop) - int(start), MAX_TRIP_COUNT))

@@ -1,7 +1,11 @@
 """The allowlist and cost classes of the StableHLO and CHLO operations an untrusted program may
-hold, and the bounds on what is believed of it."""
+hold, the bounds on what is believed of it, and one op's own FLOPs (`op_flops`)."""
 
 from __future__ import annotations
+
+import math
+import re
+from typing import Any, cast
 
 # Pure computation: the ops a differentiated numerical function may contain. Everything else is
 # rejected before the artifact runs, in particular custom_call (host callbacks, FFI), infeed,
@@ -92,3 +96,40 @@ NAME_ATTRIBUTES = ("jax.arg_info", "jax.result_info")  # Python argument and res
 
 
 MAX_PROVENANCE_STEPS = 10_000
+
+
+def op_flops(op: Any, size: Any) -> int:
+    """One op's own FLOPs: 2·(result elements)·(contracted size) for dot and convolution, the
+    operand elements for reductions, sorts and scatters, one per result element otherwise,
+    none for data movement. `size` gives (bytes, elements) of a type (`_Types.size`)."""
+    name = op.operation.name
+    if name in NO_FLOP_OPS or name.startswith("func."):
+        return 0
+    results = sum(size(r.type)[1] for r in op.results)
+    if name in ("stablehlo.dot_general", "stablehlo.dot"):
+        lhs = op.operands[0].type.maybe_downcast()
+        if name == "stablehlo.dot":
+            contracted = lhs.shape[-1] if lhs.rank else 1
+        else:
+            attr = str(op.attributes["dot_dimension_numbers"])[:2000]
+            m = re.search(r"lhs_contracting_dimensions = \[([\d, ]*)\]", attr)
+            dims = [int(d) for d in m.group(1).split(",") if d.strip()] if m else []
+            contracted = math.prod(lhs.shape[d] for d in dims if 0 <= d < lhs.rank)
+        return cast(int, 2 * results * contracted)  # untyped MLIR shapes
+    if name == "stablehlo.convolution":
+        rhs = op.operands[1].type.maybe_downcast()
+        attr = str(op.attributes["dimension_numbers"])[:2000] if "dimension_numbers" in op.attributes else ""
+        m = re.search(r"x\[([^\]]*)\]->", attr)
+        kernel = [s.strip() for s in m.group(1).split(",")] if m else []
+        out_features = rhs.shape[kernel.index("o")] if "o" in kernel and len(kernel) == rhs.rank else 1
+        return cast(int, 2 * results * (math.prod(rhs.shape) // max(1, out_features)))  # untyped MLIR shape
+    if name in (
+        "stablehlo.reduce",
+        "stablehlo.reduce_window",
+        "stablehlo.scatter",
+        "stablehlo.select_and_scatter",
+        "stablehlo.sort",
+        "stablehlo.map",
+    ):
+        return sum(cast(int, size(v.type)[1]) for v in op.operands)
+    return cast(int, results)

@@ -45,7 +45,8 @@ def exported_avals(avals: Any) -> list[Aval]:
     return out
 
 
-def _ir() -> Any:
+def mlir_ir() -> Any:
+    """The MLIR Python bindings' `ir` module (JAX's), imported when first needed."""
     from jax._src.lib.mlir import ir
 
     return ir
@@ -70,7 +71,7 @@ def shared_ir_context() -> Iterator[None]:
         _shared.context = previous
 
 
-def _ir_context() -> Any:
+def ir_context() -> Any:
     """The thread's shared context (`shared_ir_context`), else a new one."""
     from jax._src.interpreters import mlir as jax_mlir
 
@@ -78,8 +79,8 @@ def _ir_context() -> Any:
     return context if context is not None else jax_mlir.make_ir_context()
 
 
-def _parse(exported: Any) -> Any:
-    """The artifact's StableHLO module, parsed from its bytecode (call inside `_ir_context()`).
+def parse_module(exported: Any) -> Any:
+    """The artifact's StableHLO module, parsed from its bytecode (call inside `ir_context()`).
 
     Raises:
         ArtifactError: the bytes are not a module the bindings can read.

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from graders.artifact_limits import ReadLimits
-from graders.untrusted.digest import _module_digest, _program_digest
+from graders.untrusted.digest import module_digest, program_digest
 from graders.untrusted.flops import FlopCounter
 from graders.untrusted.ops import MEMORY_KINDS
-from graders.untrusted.parse import _ir, _ir_context, _parse
-from graders.untrusted.provenance import _provenance
+from graders.untrusted.parse import ir_context, mlir_ir, parse_module
+from graders.untrusted.provenance import provenance_of
 from graders.untrusted.result import ArtifactError, ModuleInfo
-from graders.untrusted.walker import _Reader
+from graders.untrusted.walker import ModuleWalker
 
 
 def _result_memory_kinds(main: Any, n_results: int) -> list[str]:
@@ -20,7 +20,7 @@ def _result_memory_kinds(main: Any, n_results: int) -> list[str]:
     Raises:
         ArtifactError: a memory kind the judge does not know (a forged attribute).
     """
-    ir = _ir()
+    ir = mlir_ir()
     kinds = ["device"] * n_results
     if "res_attrs" not in main.attributes:
         return kinds
@@ -60,10 +60,10 @@ def inspect_module(
         ArtifactError: the module cannot be parsed, has no public `main`, exceeds a cap, or has a
             value of dynamic shape or unknown type.
     """
-    ir = _ir()
+    ir = mlir_ir()
     info = ModuleInfo()
-    with _ir_context():
-        module = _parse(exported)
+    with ir_context():
+        module = parse_module(exported)
         functions: dict[str, Any] = {}
         for top in module.body.operations:
             if top.operation.name != "func.func":
@@ -73,7 +73,7 @@ def inspect_module(
             if len(functions) > limits.max_ops:
                 raise ArtifactError(f"the program has more than {limits.max_ops:,} functions")
         info.functions = len(functions)
-        reader = _Reader(functions, limits, allowed_custom_calls, info)
+        reader = ModuleWalker(functions, limits, allowed_custom_calls, info)
         reader.scan()
         if "main" not in functions:
             raise ArtifactError("the module has no main function")
@@ -89,8 +89,8 @@ def inspect_module(
         info.flops_low, info.residual_flops_low = cost.low, cost.residual_low
         main_block = functions["main"].regions[0].blocks[0]
         returned = list(main_block.operations)[-1].operands
-        info.sources = [_provenance(v, main_block, functions) for v in returned]
+        info.sources = [provenance_of(v, main_block, functions) for v in returned]
         info.memory_kinds = _result_memory_kinds(functions["main"], len(returned))
-        info.digest = _module_digest(module, exported)  # it strips the module's locations
-        info.program_digest = _program_digest(module, exported)  # last: it renames the module's functions
+        info.digest = module_digest(module, exported)  # it strips the module's locations
+        info.program_digest = program_digest(module, exported)  # last: it renames the module's functions
     return info

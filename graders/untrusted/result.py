@@ -37,11 +37,11 @@ class ModuleInfo:
             when only branches are unknown, what runs costs between the two.
         sources: per output of `main`, the op that produces it ("dot_general", "sine", ...) or
             "argument i" (0-based flat input), looking through data movement, calls, scan stacking
-            (`dynamic_update_slice`) and loop carries (see `_provenance`).
+            (`dynamic_update_slice`) and loop carries (see `provenance_of`).
         functions: number of functions in the module.
         digest: `normalized_digest` of the artifact (64 hex digits); "" when `disallowed` is not
             empty (the module is not walked).
-        program_digest: like `digest`, but blind to names too (`_program_digest`): two programs
+        program_digest: like `digest`, but blind to names too (`program_digest`): two programs
             that differ only in the names of their functions and variables get the same one. For
             finding identical programs among students (docs/ARCHITECTURE.md, "Insight"), never
             for caching results (a name can matter to an error message).

@@ -11,8 +11,8 @@ from typing import Any, cast
 
 from graders.artifact_limits import ReadLimits
 from graders.untrusted.ops import ALIASING_OPS, ALLOWED_OPS, MAX_SYMBOL_CHARS
-from graders.untrusted.parse import _ir
-from graders.untrusted.provenance import _callee
+from graders.untrusted.parse import mlir_ir
+from graders.untrusted.provenance import callee_of
 from graders.untrusted.result import ArtifactError, ModuleInfo
 
 
@@ -21,7 +21,7 @@ class _Types:
     a module has few distinct ones). Refuses what a static count cannot size."""
 
     def __init__(self) -> None:
-        ir = _ir()
+        ir = mlir_ir()
         self.ir = ir
         self.memo: dict[str, tuple[int, int]] = {}
 
@@ -81,13 +81,13 @@ class _Summary:
     arg_bytes: int
 
 
-class _Reader:
+class ModuleWalker:
     """Walks every function of a module once, callees before callers, blocks inside out."""
 
     def __init__(
         self, functions: dict[str, Any], limits: ReadLimits, allowed_custom_calls: frozenset[str], info: ModuleInfo
     ):
-        self.ir = _ir()
+        self.ir = mlir_ir()
         self.functions = functions
         self.limits = limits
         self.allowed = allowed_custom_calls
@@ -175,7 +175,7 @@ class _Reader:
             for op, _depth in self._ops(fn):
                 name = op.operation.name
                 info.op_counts[name] += 1
-                target = _callee(op)
+                target = callee_of(op)
                 if target is not None:
                     if len(target) > MAX_SYMBOL_CHARS:  # never keep one copy per call site
                         raise ArtifactError(
@@ -318,7 +318,7 @@ class _Reader:
     def _nested(self, op: Any) -> int:
         """Extra live bytes beyond the op's operands of what one op calls or holds."""
         extra = 0
-        callee = _callee(op)
+        callee = callee_of(op)
         if callee is not None:
             summary = self.function_summary[callee]
             extra = summary.peak - summary.arg_bytes

@@ -9,8 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graders.problem import Problem, case_arg_specs, check_package, hidden_inputs, leaf_names, load_problem
-from graders.problem_spec import ArrayArg, ProblemError, UniformGenerator
+from graders.hidden_inputs import case_arg_specs, hidden_inputs, leaf_names
+from graders.input_generators import UniformGenerator
+from graders.problem import Problem, check_package, load_problem
+from graders.problem_spec import ArrayArg, ProblemError
 from graders.verdict import Verdict
 
 DOT_POLICY_DIR = Path(__file__).resolve().parents[2] / "problems" / "checkpoint_dot_policy"

@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
+from sandbox.child_limits import ChildLimits
 from sandbox.ready import child_key
-from sandbox.supervise import ChildLimits
 from sandbox.uids import JAIL_UIDS
 from server.settings import Settings
 

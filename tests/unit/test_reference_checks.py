@@ -13,13 +13,8 @@ import pytest
 from graders.artifact_limits import VerifyLimits
 from graders.expectation import cache_dir
 from graders.problem import load_problem
-from graders.reference import (
-    ReferenceCheckError,
-    build_expectations,
-    ensure_expectations,
-    failure_path,
-    recorded_failure,
-)
+from graders.reference import build_expectations, ensure_expectations
+from graders.reference_failures import ReferenceCheckError, failure_path, recorded_failure
 from tests.support import PROBLEMS
 
 SEED = b"reference-checks"

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from graders.evaluate import shifted_inputs
-from graders.problem import case_arg_specs, hidden_inputs, leaf_names
+from graders.hidden_inputs import case_arg_specs, hidden_inputs, leaf_names
 from graders.problem_spec import LEAF_KEYS, MAX_TREE_DEPTH, ProblemSpec
 from graders.scaffold_frameworks import tree_spec_toml
 from graders.untrusted.parse import deserialize, exported_avals

@@ -17,10 +17,10 @@ import pytest
 
 from graders.artifact_limits import VerifyLimits
 from graders.checks.registry import CHECKS, score_of
-from graders.expectation import ARRAY_FIELDS
+from graders.expectation import ARRAY_FIELDS, Expectations, cache_dir
 from graders.expectation_files import load_expectations, save_expectations
 from graders.problem import Problem
-from graders.reference import Expectations, build_expectations, cache_dir, ensure_expectations
+from graders.reference import build_expectations, ensure_expectations
 from graders.verdict import Verdict
 from graders.verifier import VerifyResult, VersionMismatch, residual_report, verify
 from jailside.export import export_case
@@ -369,7 +369,7 @@ def test_submission_values_equal_the_references_own_exactly(
     dot_problem: Problem, expectations: Expectations, bundles: dict[str, Bundle]
 ) -> None:
     """The reference's bundle is judged the way its expectations were computed: the same bits."""
-    from graders.reference import FD_TOLERANCE
+    from graders.reference_checks import FD_TOLERANCE
     from graders.verifier import _execute, _load_case
 
     loaded = [
