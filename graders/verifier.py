@@ -21,10 +21,11 @@ from graders.artifact_limits import Aval, VerifyLimits, is_differentiable
 from graders.checks.check import CheckContext
 from graders.checks.comparison import CaseRun
 from graders.checks.registry import run_checks, score_of
-from graders.checks.residuals import describe_residuals, signature
+from graders.checks.residuals import describe_residuals
 from graders.evaluate import ArtifactRunError, CaseData, evaluate_cases
 from graders.expectation import CaseExpectation, Expectations, named_sources
 from graders.problem import Problem
+from graders.residual_report import residual_report
 from graders.untrusted.parse import deserialize, exported_avals, shared_ir_context
 from graders.untrusted.reader import inspect_module
 from graders.untrusted.result import ArtifactError, ModuleInfo
@@ -320,50 +321,27 @@ def submission_digest(loaded: list[tuple[BundleCase, str, str]]) -> str:
     return hashlib.sha256(b"remat-judge bundle\0" + material.encode()).hexdigest()
 
 
-def residual_report(runs: list[CaseRun]) -> ResidualReport | None:
-    """The report shown beside the verdict: the case whose residuals differ from the reference's
-    with the most bytes at stake (so the numbers show what the mistake costs), else the case with
-    the most residual bytes."""
-    if not runs:
-        return None
+def _load_all(bundle: Bundle, problem: Problem, expectations: Expectations, limits: VerifyLimits) -> list[_Loaded]:
+    """Steps 1 to 3 for every case, in one MLIR context; raises `_Stop` with the failed check."""
+    expected_names = [c.name for c in expectations.cases]
+    got_names = [c.name for c in bundle.cases]
+    if got_names != expected_names:
+        raise _fail("module", Verdict.RUNTIME_ERROR, f"the result has cases {got_names}, expected {expected_names}")
+    with shared_ir_context():  # one MLIR context for all the artifacts read
+        return [
+            _load_case(e, c, problem, limits, expectations.leaf_names)
+            for e, c in zip(expectations.cases, bundle.cases, strict=True)
+        ]
 
-    def differs(run: CaseRun) -> bool:
-        return signature(run.residuals) != signature(run.expected.residuals) or any(
-            f.matched is False for f in run.residuals
-        )
 
-    differing = [r for r in runs if differs(r)]
-    chosen = max(differing or runs, key=lambda r: max(r.expected.residual_bytes, sum(x.nbytes for x in r.residuals)))
-    exp = chosen.expected
-    expected = [fact.model_copy() for fact in exp.residuals]
-    if chosen.expected_matched is not None:
-        for fact, saved in zip(expected, chosen.expected_matched, strict=True):
-            fact.matched = saved
-    return ResidualReport(
-        case=exp.name,
-        expected=expected,
-        submitted=chosen.residuals,
-        expected_bytes=exp.residual_bytes,
-        submitted_bytes=sum(r.nbytes for r in chosen.residuals),
-        expected_host_bytes=sum(r.nbytes for r in exp.residuals if not r.on_device),
-        submitted_host_bytes=sum(r.nbytes for r in chosen.residuals if not r.on_device),
-        expected_bwd_peak_bytes=exp.bwd_peak_bytes,
-        submitted_bwd_peak_bytes=chosen.bwd_peak_bytes,
-        expected_fwd_peak_bytes=exp.fwd_peak_bytes,
-        submitted_fwd_peak_bytes=chosen.fwd_peak_bytes,
-        no_checkpoint_bytes=exp.plain_residual_bytes,
-        no_checkpoint_bwd_peak_bytes=exp.plain_bwd_peak_bytes,
-        expected_bwd_flops=exp.bwd_flops,
-        submitted_bwd_flops=chosen.bwd_flops,
-        no_checkpoint_bwd_flops=exp.plain_bwd_flops,
-        expected_recompute_flops=exp.recompute_flops(exp.bwd_flops),
-        flops_exact=exp.bwd_flops_exact and chosen.bwd_flops_exact,
-        submitted_recompute_flops=exp.recompute_flops(chosen.bwd_flops),
-        full_remat_bytes=exp.full_remat_bytes,
-        full_remat_bwd_flops=exp.full_remat_bwd_flops,
-        full_remat_recompute_flops=exp.recompute_flops(exp.full_remat_bwd_flops),
-        full_remat_bwd_peak_bytes=exp.full_remat_bwd_peak_bytes,
-    )
+def _static_checks(n_cases: int) -> list[CheckResult]:
+    """The "module" and "avals" checks of `n_cases` cases whose artifacts all loaded (steps 1 to 3)."""
+    return [
+        CheckResult(name="module", passed=True, message=f"{2 * n_cases} exported programs use only allowed operations"),
+        CheckResult(
+            name="avals", passed=True, message="inputs, outputs and gradients have the expected shapes and dtypes"
+        ),
+    ]
 
 
 def verify(
@@ -400,32 +378,13 @@ def verify(
         raise VersionMismatch(
             f"expectations of {expectations.slug} {expectations.version} cannot judge {problem.slug} {problem.version}"
         )
-    checks: list[CheckResult] = []
-    expected_names = [c.name for c in expectations.cases]
-    got_names = [c.name for c in bundle.cases]
     try:
-        if got_names != expected_names:
-            raise _fail("module", Verdict.RUNTIME_ERROR, f"the result has cases {got_names}, expected {expected_names}")
-        with shared_ir_context():  # one MLIR context for all the artifacts read
-            loaded = [
-                _load_case(e, c, problem, limits, expectations.leaf_names)
-                for e, c in zip(expectations.cases, bundle.cases, strict=True)
-            ]
+        loaded = _load_all(bundle, problem, expectations, limits)
     except _Stop as stop:
-        checks.append(stop.check)
-        return VerifyResult(checks, None, first_verdict([stop.check.verdict or Verdict.RUNTIME_ERROR]), 0.0)
+        return VerifyResult([stop.check], None, first_verdict([stop.check.verdict or Verdict.RUNTIME_ERROR]), 0.0)
     on_digest(submission_digest([(item.case, item.fwd_digest, item.bwd_digest) for item in loaded]))
     programs = program_digest([(item.fwd_program, item.bwd_program) for item in loaded])
-    checks.append(
-        CheckResult(
-            name="module", passed=True, message=f"{2 * len(loaded)} exported programs use only allowed operations"
-        )
-    )
-    checks.append(
-        CheckResult(
-            name="avals", passed=True, message="inputs, outputs and gradients have the expected shapes and dtypes"
-        )
-    )
+    checks = _static_checks(len(loaded))
     on_execute()
     try:
         runs = _execute(loaded, limits)

@@ -78,6 +78,34 @@ def _recompute_failure(run: CaseRun, rule: MemoryRule, flops: int, residual: int
     )
 
 
+def _case_details(run: CaseRun, *, exact: bool, judged: bool) -> dict[str, Any]:
+    """The numbers of one case behind the check (FLOPs of both backward passes, their recompute and
+    residual-only parts), as stored in the verdict."""
+    exp = run.expected
+    assert run.bwd_flops is not None
+    return {
+        "expected_bwd_flops": exp.bwd_flops,
+        "submitted_bwd_flops": run.bwd_flops,
+        "expected_recompute_flops": exp.recompute_flops(exp.bwd_flops),
+        "submitted_recompute_flops": exp.recompute_flops(run.bwd_flops),
+        "expected_residual_flops": exp.bwd_residual_flops,
+        "submitted_residual_flops": run.bwd_residual_flops,
+        "exact": exact,
+        "judged": judged,
+    }
+
+
+def _judged_case_failure(run: CaseRun, rule: MemoryRule) -> str | None:
+    """Why a judged case recomputes too much, from its exact figures or, where only the run picks a
+    branch, from their lower bounds (the cheapest branch is still too much); None if it does not."""
+    if run.bwd_flops_exact:
+        assert run.bwd_flops is not None
+        return _recompute_failure(run, rule, run.bwd_flops, run.bwd_residual_flops, at_least=False) or None
+    if run.bwd_flops_low is not None:
+        return _recompute_failure(run, rule, run.bwd_flops_low, run.bwd_residual_flops_low, at_least=True) or None
+    return None
+
+
 def check_recompute(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
     """What the backward pass recomputes, against the policy the problem asks for.
 
@@ -112,24 +140,9 @@ def check_recompute(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
         exact = run.bwd_flops_exact and exp.bwd_flops_exact
         decides = exp.name in judged_cases
         inexact = inexact or (decides and not exact)
-        details[exp.name] = {
-            "expected_bwd_flops": exp.bwd_flops,
-            "submitted_bwd_flops": run.bwd_flops,
-            "expected_recompute_flops": exp.recompute_flops(exp.bwd_flops),
-            "submitted_recompute_flops": exp.recompute_flops(run.bwd_flops),
-            "expected_residual_flops": exp.bwd_residual_flops,
-            "submitted_residual_flops": run.bwd_residual_flops,
-            "exact": exact,
-            "judged": judged and decides,
-        }
-        if not (judged and decides and exp.bwd_flops_exact) or failure is not None:
-            continue
-        if run.bwd_flops_exact:
-            failure = _recompute_failure(run, rule, run.bwd_flops, run.bwd_residual_flops, at_least=False) or None
-        elif run.bwd_flops_low is not None:  # a branch only the run picks: the cheapest still too much
-            failure = (
-                _recompute_failure(run, rule, run.bwd_flops_low, run.bwd_residual_flops_low, at_least=True) or None
-            )
+        details[exp.name] = _case_details(run, exact=exact, judged=judged and decides)
+        if judged and decides and exp.bwd_flops_exact and failure is None:
+            failure = _judged_case_failure(run, rule)
     if failure:
         return CheckResult(
             name="recompute", passed=False, message=failure, details=details, verdict=Verdict.WRONG_POLICY

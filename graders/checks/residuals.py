@@ -73,38 +73,44 @@ def describe_residuals(
         )
         for i, a in enumerate(avals)
     ]
-    if not notes:
-        return facts
+    if notes:
+        _attach_notes(facts, notes, hide_source=hide_source)
+    return facts
+
+
+def _note_agrees(fact: ResidualFact, note: str) -> bool:
+    """Whether `note` names the op (or argument) the artifact says produced `fact`."""
+    if not fact.source:
+        return False
+    if fact.source.startswith("argument "):
+        return note.startswith(f"from the {fact.source}")
+    return note.startswith(f"output of {fact.source}")
+
+
+def _attach_notes(facts: list[ResidualFact], notes: Sequence[Any], *, hide_source: bool) -> None:
+    """Sets `note` on `facts` as `describe_residuals` says, or on none of them when the notes'
+    avals are not the artifact's multiset."""
 
     def field(n: Any, name: str) -> Any:
         return n[name] if isinstance(n, dict) else getattr(n, name)
 
     described = [(Aval(tuple(field(n, "shape")), str(field(n, "dtype"))), str(field(n, "note"))) for n in notes]
     if Counter(key for key, _ in described) != aval_signature(facts):
-        return facts
+        return
     queues: dict[Aval, list[str]] = {}
     for key, note in described:
         if hide_source:
             note = re.sub(r" from (?!the argument).*$", "", note)
         queues.setdefault(key, []).append(note)
-
-    def agrees(fact: ResidualFact, note: str) -> bool:
-        if not fact.source:
-            return False
-        if fact.source.startswith("argument "):
-            return note.startswith(f"from the {fact.source}")
-        return note.startswith(f"output of {fact.source}")
-
     # within one aval, a note goes first to a residual whose provenance it names, then in order
     for strict in (True, False):
         for fact in facts:
             if fact.note is not None:
                 continue
             queue = queues[fact.aval]
-            chosen = next((i for i, note in enumerate(queue) if agrees(fact, note)), None if strict else 0)
+            chosen = next((i for i, note in enumerate(queue) if _note_agrees(fact, note)), None if strict else 0)
             if chosen is not None:
                 fact.note = queue.pop(chosen)
-    return facts
 
 
 def format_residuals(

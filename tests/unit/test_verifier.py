@@ -21,8 +21,9 @@ from graders.expectation import ARRAY_FIELDS, Expectations, cache_dir
 from graders.expectation_files import load_expectations, save_expectations
 from graders.problem import Problem
 from graders.reference import build_expectations, ensure_expectations
+from graders.residual_report import residual_report
 from graders.verdict import Verdict
-from graders.verifier import VerifyResult, VersionMismatch, residual_report, verify
+from graders.verifier import VerifyResult, VersionMismatch, verify
 from jailside.export import export_case
 from sandbox.bundle import Bundle, parse_bundle
 

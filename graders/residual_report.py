@@ -1,0 +1,54 @@
+"""The residual comparison shown beside a verdict (`ResidualReport`): the saved residuals of both
+sides, their bytes, peaks and backward FLOPs, for the case that shows a mistake best."""
+
+from __future__ import annotations
+
+from graders.checks.comparison import CaseRun
+from graders.checks.residuals import signature
+from graders.verdict import ResidualReport
+
+
+def residual_report(runs: list[CaseRun]) -> ResidualReport | None:
+    """The report shown beside the verdict: the case whose residuals differ from the reference's
+    with the most bytes at stake (so the numbers show what the mistake costs), else the case with
+    the most residual bytes."""
+    if not runs:
+        return None
+
+    def differs(run: CaseRun) -> bool:
+        return signature(run.residuals) != signature(run.expected.residuals) or any(
+            f.matched is False for f in run.residuals
+        )
+
+    differing = [r for r in runs if differs(r)]
+    chosen = max(differing or runs, key=lambda r: max(r.expected.residual_bytes, sum(x.nbytes for x in r.residuals)))
+    exp = chosen.expected
+    expected = [fact.model_copy() for fact in exp.residuals]
+    if chosen.expected_matched is not None:
+        for fact, saved in zip(expected, chosen.expected_matched, strict=True):
+            fact.matched = saved
+    return ResidualReport(
+        case=exp.name,
+        expected=expected,
+        submitted=chosen.residuals,
+        expected_bytes=exp.residual_bytes,
+        submitted_bytes=sum(r.nbytes for r in chosen.residuals),
+        expected_host_bytes=sum(r.nbytes for r in exp.residuals if not r.on_device),
+        submitted_host_bytes=sum(r.nbytes for r in chosen.residuals if not r.on_device),
+        expected_bwd_peak_bytes=exp.bwd_peak_bytes,
+        submitted_bwd_peak_bytes=chosen.bwd_peak_bytes,
+        expected_fwd_peak_bytes=exp.fwd_peak_bytes,
+        submitted_fwd_peak_bytes=chosen.fwd_peak_bytes,
+        no_checkpoint_bytes=exp.plain_residual_bytes,
+        no_checkpoint_bwd_peak_bytes=exp.plain_bwd_peak_bytes,
+        expected_bwd_flops=exp.bwd_flops,
+        submitted_bwd_flops=chosen.bwd_flops,
+        no_checkpoint_bwd_flops=exp.plain_bwd_flops,
+        expected_recompute_flops=exp.recompute_flops(exp.bwd_flops),
+        flops_exact=exp.bwd_flops_exact and chosen.bwd_flops_exact,
+        submitted_recompute_flops=exp.recompute_flops(chosen.bwd_flops),
+        full_remat_bytes=exp.full_remat_bytes,
+        full_remat_bwd_flops=exp.full_remat_bwd_flops,
+        full_remat_recompute_flops=exp.recompute_flops(exp.full_remat_bwd_flops),
+        full_remat_bwd_peak_bytes=exp.full_remat_bwd_peak_bytes,
+    )
