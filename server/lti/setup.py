@@ -25,7 +25,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from server.deps import LtiDep, ServicesDep
 from server.lti.ags import SCOPE_SCORE, AgsClient, TokenError
-from server.lti.pages import _admin_only, _page
+from server.lti.lti_pages import _admin_only, _page
 from server.lti.registration import (
     CLOSE_MESSAGE,
     RegistrationError,
@@ -35,7 +35,7 @@ from server.lti.registration import (
 )
 from server.lti.service import LtiService
 from server.store.lti import PlatformView
-from server.web.auth import check_csrf, user_of
+from server.web.sessions import check_csrf, user_of
 
 router = APIRouter(prefix="/lti", include_in_schema=False)
 
