@@ -3,7 +3,7 @@
 In one warm process: load a submission, trace and export every case of its problem
 (`jailside.export.export_case`, as the jail does), then verify the bundle against the cached
 expectations (`graders.verifier.verify`, as the verifier process does). The first round warms
-JAX up and builds the cache; the median of the rest is the floor that issue 9's POST-to-verdict
+JAX up and builds the cache; the median of the rest is the floor that the POST-to-verdict
 targets are ratios to (bench/latency.py prints them).
 
 Besides wall milliseconds it reports verify's CPU milliseconds (this process, all threads: XLA

@@ -16,12 +16,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.gzip import GZipMiddleware
 
 from server.api import health, problem_routes, submissions
-from server.courses import course_pages  # courses, gradebooks, regrades (issue 12)
+from server.courses import course_pages  # courses, gradebooks, regrades
 from server.lti import deep_linking_pages as lti_deep_linking
 from server.lti import login as lti_login
-from server.lti import roster_pages as lti_roster  # NRPS roster sync (issue 29)
-from server.lti.routes import router as lti_router  # LTI 1.3 tool (issue 12)
-from server.lti.setup import router as lti_setup_router  # LTI set-up, one-URL registration (issue 24)
+from server.lti import roster_pages as lti_roster  # NRPS roster sync
+from server.lti.routes import router as lti_router  # LTI 1.3 tool
+from server.lti.setup import router as lti_setup_router  # LTI set-up, one-URL registration
 from server.platform import metrics
 from server.platform.http_guards import BodySizeLimit, UnstorableTextGuard
 from server.problems.packages import MAX_ARCHIVE_BYTES
@@ -205,9 +205,9 @@ def _add_routes(app: FastAPI) -> None:
     app.include_router(lti_login.router)  # LTI 1.3 tool: OIDC login, launch, deep linking
     app.include_router(lti_router)
     app.include_router(lti_deep_linking.router)
-    app.include_router(lti_setup_router)  # LTI set-up, one-URL registration (issue 24)
-    app.include_router(lti_roster.router)  # a course's roster from its LMS (issue 29)
-    app.include_router(course_pages.router)  # courses, gradebooks, regrades (issue 12)
+    app.include_router(lti_setup_router)  # LTI set-up, one-URL registration
+    app.include_router(lti_roster.router)  # a course's roster from its LMS
+    app.include_router(course_pages.router)  # courses, gradebooks, regrades
     app.include_router(problem_routes.router, prefix="/api/v1")
     app.include_router(submissions.router, prefix="/api/v1")
     app.include_router(health.router, prefix="/api/v1")

@@ -1,4 +1,4 @@
-"""The administrator's side of LTI (issue 24): the set-up page, grade passback, one-URL
+"""The administrator's side of LTI: the set-up page, grade passback, one-URL
 registration, and saying at once why grades would not arrive.
 
 - `GET /lti/setup` (admins): what to paste into an LMS, a Canvas developer key URL
