@@ -1,4 +1,4 @@
-"""Chaos on the distributed mode: nothing lost, nothing doubled, no 500 (issue 25).
+"""Chaos on the distributed mode: nothing lost, nothing doubled, no 500.
 
 Numbers are printed; nothing is asserted (the bounded version is `tests/e2e/test_chaos.py`).
 

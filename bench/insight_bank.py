@@ -1,5 +1,5 @@
 """The insight of the bank's own `right/` and `wrong/` files, graded as if each were a different
-student's (issue 21). Prints, per problem, the policy clusters and identical groups that
+student's. Prints, per problem, the policy clusters and identical groups that
 `remat-judge problems insight SLUG` shows teachers; nothing is asserted.
 
     .venv/bin/python bench/insight_bank.py                 # every problem of problems/

@@ -148,7 +148,7 @@ def main() -> None:
             if proc is not None:
                 os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait()
-    print("targets (issue 23): <= 1.3x the in-process floor with pauses, <= 1.5x back to back")
+    print("targets: <= 1.3x the in-process floor with pauses, <= 1.5x back to back")
     if args.json:
         print(json.dumps(results))
 

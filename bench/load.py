@@ -1,4 +1,4 @@
-"""Load on a whole deployment: nothing lost, nothing graded twice, no server error (issue 10).
+"""Load on a whole deployment: nothing lost, nothing graded twice, no server error.
 
 Numbers are printed; nothing is asserted (this is not a test).
 

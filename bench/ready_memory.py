@@ -4,7 +4,7 @@ Grades the reference of a problem once with `ready_children=N` (in this process,
 templates and jails), waits until the replacements are started and have said they are ready, then
 prints, for the two templates and the waiting children: PSS (proportional set size: pages shared
 with the template counted once between them, from /proc/PID/smaps_rollup), RSS, and the memory
-charged to each waiting child's cgroup. Target (issue 23): templates plus ready children <= 600 MB
+charged to each waiting child's cgroup. Target: templates plus ready children <= 600 MB
 per worker. Numbers are printed; nothing is asserted.
 
 Usage:
@@ -93,7 +93,7 @@ def main() -> None:
         total = sum(r[2] + r[4] for r in rows)
         per_thread = total / mb / args.threads
         print(f"templates plus waiting children: {total / mb:.0f} MB PSS = {per_thread:.0f} MB per grading thread")
-        print("target (issue 23): templates plus ready children <= 600 MB per worker")
+        print("target: templates plus ready children <= 600 MB per worker")
         for ready in (jail_ready(), verifier_ready()):
             ready.drain()
 

@@ -1,4 +1,4 @@
-"""How long the judge takes to recover, with the default timings (issue 25): a worker SIGKILLed
+"""How long the judge takes to recover, with the default timings: a worker SIGKILLed
 mid-job under a backlog, and PostgreSQL down for a while. Numbers are printed; nothing is asserted.
 
     .venv/bin/python bench/recovery.py --backlog 40 --outage-s 8

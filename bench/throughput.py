@@ -1,4 +1,4 @@
-"""Throughput of a real server under a burst of the whole problem bank (issue 9's throughput benchmark).
+"""Throughput of a real server under a burst of the whole problem bank.
 
 Numbers are printed; nothing is asserted (this is not a test).
 
@@ -50,7 +50,7 @@ Each burst prints:
                  most processes seen at once, the peak of the group's summed RSS and PSS, and the
                  largest single RSS. Then the templates (processes not forked themselves that were
                  seen with a [fork] child: fork servers): their summed peak PSS divided by
-                 --workers, beside issue 9's target (<= 600 MB per worker); and the peak PSS of
+                 --workers, beside the target of <= 600 MB per worker; and the peak PSS of
                  everything below the server per worker (measured against that target when the
                  judge has no templates). With cgroup v1 also the cgroup's
                  memory.max_usage_in_bytes (the whole tree, page cache included).

@@ -1,8 +1,8 @@
 """Running exported fwd/bwd pairs on hidden inputs: the reference's artifacts and a submission's go
 through these same functions, so they are compared like for like.
 
-XLA compiles are most of a verification's CPU (issue 9), and each compile pays a fixed cost
-(about 40 ms of CPU) whatever its size. So a submission's artifacts are compiled into two
+XLA compiles are most of a verification's CPU (measured with bench/floor.py), and each compile
+pays a fixed cost (about 40 ms of CPU) whatever its size. So a submission's artifacts are compiled into two
 executables, whatever its number of cases: one runs every case's fwd artifact
 (`[inputs of case i] -> [fwd outputs of case i]`), the other every case's bwd artifact
 (`[residuals and cotangent of case i] -> [gradients of case i]`). fwd runs on each hidden input

@@ -15,26 +15,24 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.gzip import GZipMiddleware
 
-from server import metrics
-from server.api import health, problems, submissions
-from server.courses import pages as course_pages  # courses, gradebooks, regrades (issue 12)
-from server.http_guards import BodySizeLimit, UnstorableTextGuard
+from server.api import health, problem_routes, submissions
+from server.courses import course_pages  # courses, gradebooks, regrades
 from server.lti import deep_linking_pages as lti_deep_linking
 from server.lti import login as lti_login
-from server.lti import roster_pages as lti_roster  # NRPS roster sync (issue 29)
-from server.lti.routes import router as lti_router  # LTI 1.3 tool (issue 12)
-from server.lti.setup import router as lti_setup_router  # LTI set-up, one-URL registration (issue 24)
-from server.packages import MAX_ARCHIVE_BYTES
+from server.lti import roster_pages as lti_roster  # NRPS roster sync
+from server.lti.routes import router as lti_router  # LTI 1.3 tool
+from server.lti.setup import router as lti_setup_router  # LTI set-up, one-URL registration
+from server.platform import metrics
+from server.platform.http_guards import BodySizeLimit, UnstorableTextGuard
+from server.problems.packages import MAX_ARCHIVE_BYTES
 from server.runtime import build_services, open_database
 from server.settings import Settings, get_settings
 from server.store import faults as dbfaults
 from server.store.faults import DATABASE, is_database_fault
-from server.web import account_pages, instructor_pages
-from server.web import pages as web_pages
-from server.web import uploads as web_uploads
-from server.web.common import WEB_DIR, error_page
+from server.web import account_pages, instructor_pages, student_pages, upload_pages
 from server.web.cookies import SchemeAwareSessions
 from server.web.markdown import pygments_css
+from server.web.rendering import WEB_DIR, error_page
 
 log = logging.getLogger(__name__)
 
@@ -200,17 +198,17 @@ def _add_routes(app: FastAPI) -> None:
     def pygments_stylesheet() -> Response:
         return Response(pygments_css(), media_type="text/css", headers={"Cache-Control": "public, max-age=86400"})
 
-    app.include_router(web_uploads.router)  # the admin's upload page (before /instructor/problems/{slug})
-    app.include_router(web_pages.router)
+    app.include_router(upload_pages.router)  # the admin's upload page (before /instructor/problems/{slug})
+    app.include_router(student_pages.router)
     app.include_router(account_pages.router)
     app.include_router(instructor_pages.router)
     app.include_router(lti_login.router)  # LTI 1.3 tool: OIDC login, launch, deep linking
     app.include_router(lti_router)
     app.include_router(lti_deep_linking.router)
-    app.include_router(lti_setup_router)  # LTI set-up, one-URL registration (issue 24)
-    app.include_router(lti_roster.router)  # a course's roster from its LMS (issue 29)
-    app.include_router(course_pages.router)  # courses, gradebooks, regrades (issue 12)
-    app.include_router(problems.router, prefix="/api/v1")
+    app.include_router(lti_setup_router)  # LTI set-up, one-URL registration
+    app.include_router(lti_roster.router)  # a course's roster from its LMS
+    app.include_router(course_pages.router)  # courses, gradebooks, regrades
+    app.include_router(problem_routes.router, prefix="/api/v1")
     app.include_router(submissions.router, prefix="/api/v1")
     app.include_router(health.router, prefix="/api/v1")
     app.include_router(health.router)

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from sqlalchemy.engine import Engine
 
 from graders.problem import ProblemRepository
-from server.admission import Admission
 from server.delivery.callback_sender import CallbackSender
 from server.grading.grader import Grader, new_worker_id
 from server.grading.queue import InProcessQueue, JobQueue, WorkerPool
@@ -36,6 +35,7 @@ from server.store.lti_store import LtiStore, RegistrationStore
 from server.store.problems import UploadStore
 from server.store.regrades import RegradeStore
 from server.store.submissions import SubmissionStore
+from server.submissions.admission import Admission
 
 
 def require_migrated(url: str) -> None:

@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from graders.problem import ProblemRepository
-    from server.admission import Admission
     from server.authz import Access
     from server.grading.queue import JobQueue, WorkerPool
     from server.grading.redis_jobs import RedisJobs
@@ -30,6 +29,7 @@ if TYPE_CHECKING:
     from server.store.problems import UploadStore
     from server.store.regrades import RegradeStore
     from server.store.submissions import CallbackOutbox, LeaseStore, SubmissionIntake, SubmissionReports
+    from server.submissions.admission import Admission
     from server.web.throttle import SignInThrottle
 
 
@@ -54,7 +54,7 @@ class Services:
         admission: the submission rate limit and queue-depth bound.
         pool: the grading threads of the embedded mode; None when scaled out (workers grade).
         redis_jobs: the Redis queue when scaled out, else None.
-        engine: the database (for the queries of `access` and `server.insight`).
+        engine: the database (for the queries of `access` and `server.problems.clusters`).
         lti: the LTI tool's service (`server.lti.service.LtiService`); None in tests without LTI.
         lms_grades: the LMS side of courses' grades (`server.courses.lms.LmsGrades`): LTI's in a
             running judge, `NoLms` in a test that builds its own services.

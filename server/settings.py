@@ -24,7 +24,7 @@ class Settings(BaseSettings):
 
     Attributes:
         data_dir: SQLite database, reference cache and the generated hidden-input seed; default
-            the working directory's `data/` (`server.folders` says where each folder came from).
+            the working directory's `data/` (`server.platform.folders` says where each folder came from).
         problems_dir: the problem packages; default the working directory's `problems/` (never
             the install location: `problems new` in a clone writes into that clone).
         database_url: SQLAlchemy URL; default `sqlite:///<data_dir>/remat-judge.db`.

@@ -15,10 +15,10 @@ import threading
 
 from graders.problem import ProblemRepository
 from sandbox.jail_limits import JailCgroup
-from server import metrics
 from server.grading.grader import Sweeper
 from server.grading.queue import start_templates_in_background
 from server.grading.redis_jobs import RedisJobs
+from server.platform import metrics
 from server.runtime import build_grader, open_database
 from server.settings import Settings
 from server.store.submissions import SubmissionStore

@@ -1,7 +1,6 @@
 """A chaos run of the distributed mode, shared by the bounded e2e test (`tests/e2e/test_chaos.py`)
 and the full benchmark (`bench/chaos.py`): real PostgreSQL and redis-server of their own, one API
-process and two workers, clients that retry like a careful LMS plug-in, and faults at set times
-(issue 25).
+process and two workers, clients that retry like a careful LMS plug-in, and faults at set times.
 
 A client sends each of its submissions until it gets an answer that is not a server fault: it
 retries 5xx answers and connection failures (after `Retry-After`, at most 5 s, else 1 s) with the

@@ -9,9 +9,9 @@ from fastapi import APIRouter, Header, HTTPException, Response, status
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from server import metrics
 from server.deps import ServicesDep
-from server.schemas import Health
+from server.platform import metrics
+from server.submissions.schemas import Health
 
 router = APIRouter(tags=["health"])
 
@@ -56,7 +56,7 @@ async def readyz(services: ServicesDep) -> JSONResponse:
 
 @router.get("/metrics", include_in_schema=False)
 def prometheus_metrics(services: ServicesDep, authorization: Annotated[str | None, Header()] = None) -> Response:
-    """Prometheus exposition format (see `server/metrics.py` for the metrics), for a scraper that
+    """Prometheus exposition format (see `server/platform/metrics.py` for the metrics), for a scraper that
     sends `Authorization: Bearer <REMAT_JUDGE_METRICS_TOKEN>` (401 otherwise). Without a token
     configured, 404: the metrics are then served only on `serve --metrics-port`."""
     expected = services.settings.metrics_token

@@ -1,6 +1,6 @@
 """`/api/v1/submissions`: submit code (one or a batch), read verdicts.
 
-Every call here needs `Authorization: Bearer <api key>` (see `server/api/auth.py`), unless the
+Every call here needs `Authorization: Bearer <api key>` (see `server/api/callers.py`), unless the
 deployment allows anonymous API use. A caller sees its own submissions only: another client's id
 answers 404, as an unknown one does.
 """
@@ -13,16 +13,16 @@ from fastapi import APIRouter, Header, HTTPException, Query, Response, status
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from server.api.auth import Caller, CallerDep, can_read
+from server.api.callers import Caller, CallerDep, can_read
 from server.authz import Action, decide
 from server.deps import ServicesDep
-from server.http_refusals import HTTP_STATUS, submit_error
-from server.public import public_submission
-from server.schemas import BatchAnswer, BatchItem, SubmissionBatchCreate, SubmissionCreate, SubmissionPublic
+from server.platform.http_refusals import HTTP_STATUS, submit_error
 from server.services import Services
 from server.store.faults import DATABASE, MESSAGE, RETRY_AFTER_S, is_database_fault
 from server.store.submissions import SUBMISSION_ID, SubmissionRecord
-from server.submit import SubmitError, idempotency_key_of, submit
+from server.submissions.public import public_submission
+from server.submissions.schemas import BatchAnswer, BatchItem, SubmissionBatchCreate, SubmissionCreate, SubmissionPublic
+from server.submissions.submit import SubmitError, idempotency_key_of, submit
 
 router = APIRouter(prefix="/submissions", tags=["submissions"])
 PUBLIC_FIELDS = tuple(SubmissionPublic.model_fields)

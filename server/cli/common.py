@@ -51,10 +51,10 @@ NOT_USED: Any = object()  # a folder the command does not use (not resolved, not
 
 def settings_for(data_dir: Path | None = NOT_USED, problems_dir: Path | None = NOT_USED) -> Settings:
     """The settings, with each folder the command uses resolved (its flag, else the environment
-    variable, else the working directory: `server.folders`) to an absolute path and printed as one
+    variable, else the working directory: `server.platform.folders`) to an absolute path and printed as one
     dim line on stderr, so stdout (JSON, tables) stays clean. Pass None for a folder the command
     uses without a flag; leave it out for a folder the command does not use."""
-    from server.folders import folder
+    from server.platform.folders import folder
 
     overrides: dict[str, Any] = {}
     if data_dir is not NOT_USED and data_dir is not None:

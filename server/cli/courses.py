@@ -1,4 +1,4 @@
-"""`remat-judge courses ...` and `remat-judge problems regrade` (issue 12, items 5 and 6).
+"""`remat-judge courses ...` and `remat-judge problems regrade`: courses, assignments and regrades.
 
 Every command works on the deployment's database (`--data-dir`, or `REMAT_JUDGE_DATABASE_URL`)
 and refuses to create one. Times are ISO 8601, UTC unless they carry an offset.

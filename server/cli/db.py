@@ -38,7 +38,7 @@ def _url(database_url: str | None, data_dir: Path | None) -> str:
         return database_url
     settings = Settings(data_dir=data_dir) if data_dir is not None else Settings()
     if settings.database_url is None:  # the SQLite file of the data folder: say which folder
-        from server.folders import folder
+        from server.platform.folders import folder
 
         used = folder("data", settings.data_dir, flag_given=data_dir is not None)
         err.print(f"[dim]{escape(used.describe())}[/]", soft_wrap=True, highlight=False)

@@ -1,4 +1,4 @@
-"""`remat-judge lti`: register, list and remove LTI 1.3 platforms (issue 12).
+"""`remat-judge lti`: register, list and remove LTI 1.3 platforms.
 
 Registrations live in the database, so every running server process sees a change on its next
 request (no restart).

@@ -36,7 +36,7 @@ def problems_add(
     published problem stays published, flagged by `problems list` until it is published again.
     """
     from graders.publication import publication, todos
-    from server.packages import PackageError, install, pack, staged_package
+    from server.problems.packages import PackageError, install, pack, staged_package
 
     if not (path / "problem.toml").is_file():
         err.print(f"{path} is not a problem package (no problem.toml)")
@@ -86,7 +86,7 @@ def _upload(path: Path, server: str, token: str, *, publish: bool) -> None:
 
     import httpx
 
-    from server.packages import pack
+    from server.problems.packages import pack
 
     auth = {"Authorization": f"Bearer {token}"}
     try:

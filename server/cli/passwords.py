@@ -26,7 +26,7 @@ def reset_password(
     once (16 random URL-safe characters) unless one is read from standard input."""
     from server.settings import Settings
     from server.store.accounts import SessionStore, UserStore
-    from server.web.auth import MIN_PASSWORD_CHARS, hash_password
+    from server.web.sessions import MIN_PASSWORD_CHARS, hash_password
 
     engine = engine_for(data_dir)
     users = UserStore(engine)

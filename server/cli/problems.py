@@ -87,7 +87,7 @@ def problems_insight(
     import json as json_module
 
     from server.cli.courses import _course
-    from server.insight import insight, versions
+    from server.problems.clusters import insight, versions
 
     engine = engine_for(data_dir)
     chosen_course = _course(engine, course) if course else None

@@ -57,7 +57,7 @@ def serve(
 
     import uvicorn
 
-    from server import logs
+    from server.platform import logs
 
     settings = settings_for(data_dir, problems_dir)
     if workers is not None:
@@ -122,7 +122,7 @@ def _serve_metrics(settings: Settings, port: int, host: str) -> None:
     """Starts the metrics server of `serve` (a thread of this process): every server process's
     metrics, and the queue depth read from the database at each scrape. Exits with a message when
     the port is taken."""
-    from server import metrics
+    from server.platform import metrics
     from server.store.db import make_engine
     from server.store.submissions import SubmissionStore
 
@@ -144,8 +144,8 @@ def worker(
 ) -> None:
     """Grade submissions from the Redis queue (distributed mode: REMAT_JUDGE_REDIS_URL and
     REMAT_JUDGE_DATABASE_URL). Stops gracefully on SIGTERM."""
-    from server import logs
     from server import worker as worker_process
+    from server.platform import logs
 
     settings = settings_for(data_dir, problems_dir)
     logs.configure(settings.log_format)

@@ -17,11 +17,11 @@ from datetime import timedelta
 
 from server.delivery.callbacks import backoff_s, deliver
 from server.delivery.senders import DueSender
-from server.logs import submission_context
-from server.public import public_submission
+from server.platform.logs import submission_context
 from server.store.accounts import ClientStore
 from server.store.db import utcnow
 from server.store.submissions import CallbackStatus, SubmissionRecord, SubmissionStore
+from server.submissions.public import public_submission
 
 log = logging.getLogger(__name__)
 

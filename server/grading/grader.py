@@ -37,12 +37,12 @@ from graders.pipeline import grade, internal_error_report
 from graders.problem import ProblemRepository
 from graders.problem_spec import ProblemError
 from graders.verdict import Verdict, VerdictReport
-from server import metrics
+from server.platform import metrics
 
 if TYPE_CHECKING:
     from server.delivery.callback_sender import CallbackSender
     from server.lti.grade_sender import LtiGradeSender
-from server.logs import submission_context
+from server.platform.logs import submission_context
 from server.store.db import utcnow
 from server.store.faults import DATABASE, Outage, is_database_fault
 from server.store.submissions import SubmissionRecord, SubmissionStatus, SubmissionStore

@@ -1,5 +1,5 @@
 """LTI Deep Linking 2.0: an instructor picks a problem in the LMS and the tool answers with a
-resource link to it (issue 12, item 3).
+resource link to it.
 
 Flow:
 

@@ -21,12 +21,12 @@ from server.lti.launch import (
     person_name,
     role_for,
 )
-from server.lti.pages import _count_launch, _page, _refused, _same_origin, enter_context
+from server.lti.lti_pages import _count_launch, _page, _refused, _same_origin, enter_context
 from server.lti.service import LtiService
 from server.services import Services
 from server.store.courses import CourseRole
 from server.store.lti import PlatformView
-from server.web.auth import sign_in
+from server.web.sessions import sign_in
 
 router = APIRouter(prefix="/lti", include_in_schema=False)
 

@@ -18,8 +18,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import jwt
 
+from server.platform.text import display_text, storable
 from server.store.courses import CourseRole
-from server.text import display_text, storable
 
 LTI = "https://purl.imsglobal.org/spec/lti/claim/"
 CLAIM_MESSAGE_TYPE = LTI + "message_type"

@@ -15,7 +15,7 @@ from server.deps import LtiDep
 from server.lti.launch import (
     LaunchError,
 )
-from server.lti.pages import NO_STORE, _count_launch, _origin, _page, _refused
+from server.lti.lti_pages import NO_STORE, _count_launch, _origin, _page, _refused
 from server.lti.service import LtiService
 from server.store.lti import LOGIN_TTL_S, PlatformView, sha256_hex
 

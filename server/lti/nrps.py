@@ -41,11 +41,11 @@ from server.delivery.callbacks import describe_error
 from server.lti.ags import AgsClient, AgsRefused, TokenError, _message
 from server.lti.keys import ToolKey
 from server.lti.launch import LaunchError, identifier, person_email, person_name, role_for
+from server.platform.text import storable
 from server.store.course_store import CourseStore
 from server.store.courses import Course, CourseRole, Listed
 from server.store.lti import PlatformView
 from server.store.lti_store import LtiStore
-from server.text import storable
 
 SCOPE_MEMBERSHIPS = "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly"
 MEMBERSHIP_CONTAINER = "application/vnd.ims.lti-nrps.v2.membershipcontainer+json"

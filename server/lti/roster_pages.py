@@ -15,11 +15,11 @@ from fastapi import APIRouter, Form, Request, status
 from fastapi.responses import HTMLResponse
 
 from server.authz import Action
-from server.courses.pages import _course, _course_page
+from server.courses.course_pages import _course, _course_page
 from server.deps import LtiDep, ServicesDep
 from server.lti.nrps import NoRosterService, RosterError, sync_course
-from server.web.auth import OptionalUser, PrincipalDep, check_csrf
-from server.web.common import require_teacher
+from server.web.rendering import require_teacher
+from server.web.sessions import OptionalUser, PrincipalDep, check_csrf
 
 router = APIRouter(include_in_schema=False)
 

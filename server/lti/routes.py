@@ -38,7 +38,7 @@ None of these pages sends X-Frame-Options or a frame-ancestors policy (the app s
 today), so they open inside the LMS's iframe.
 
 Modules: `server.lti.login` (step 1), this one (steps 2 and 3), `server.lti.deep_linking_pages`
-(step 4's routes), `server.lti.pages` (what they share).
+(step 4's routes), `server.lti.lti_pages` (what they share).
 """
 
 from __future__ import annotations
@@ -67,12 +67,12 @@ from server.lti.launch import (
     verify_id_token,
 )
 from server.lti.login import STATE_COOKIE_PREFIX, state_cookie_name, storage_key
-from server.lti.pages import NO_STORE, _origin, _page, _refused, _same_origin, enter_context
+from server.lti.lti_pages import NO_STORE, _origin, _page, _refused, _same_origin, enter_context
 from server.lti.service import LtiService
 from server.services import Services
 from server.store.courses import CourseRole
 from server.store.lti import LAUNCH_TOKEN_TTL_S, PendingLogin, sha256_hex
-from server.web.auth import sign_in, user_of
+from server.web.sessions import sign_in, user_of
 
 router = APIRouter(prefix="/lti", include_in_schema=False)
 

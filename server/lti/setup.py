@@ -1,4 +1,4 @@
-"""The administrator's side of LTI (issue 24): the set-up page, grade passback, one-URL
+"""The administrator's side of LTI: the set-up page, grade passback, one-URL
 registration, and saying at once why grades would not arrive.
 
 - `GET /lti/setup` (admins): what to paste into an LMS, a Canvas developer key URL
@@ -25,7 +25,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from server.deps import LtiDep, ServicesDep
 from server.lti.ags import SCOPE_SCORE, AgsClient, TokenError
-from server.lti.pages import _admin_only, _page
+from server.lti.lti_pages import _admin_only, _page
 from server.lti.registration import (
     CLOSE_MESSAGE,
     RegistrationError,
@@ -35,7 +35,7 @@ from server.lti.registration import (
 )
 from server.lti.service import LtiService
 from server.store.lti import PlatformView
-from server.web.auth import check_csrf, user_of
+from server.web.sessions import check_csrf, user_of
 
 router = APIRouter(prefix="/lti", include_in_schema=False)
 

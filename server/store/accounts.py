@@ -34,7 +34,7 @@ from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 from server.store.db import Base, UTCDateTime, enum_column, rowcount, utcnow
 
 # The password hash of an account that has no password (LTI accounts sign in through launches):
-# no hash format starts with "!", so nothing verifies against it (`server.web.auth.check_password`).
+# no hash format starts with "!", so nothing verifies against it (`server.web.sessions.check_password`).
 NO_PASSWORD = "!no-password"
 
 

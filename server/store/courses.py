@@ -128,7 +128,7 @@ class Course(Base):
             LMS launches, since whoever can make an LMS course (a Canvas sandbox) could otherwise
             read any problem's reference by setting a past deadline. Only an admin changes it.
         peer_insight: a student's verdict panel may say how many others in the course made the
-            same policy mistake and later fixed it (`server.insight.peers_who_fixed`). Off by
+            same policy mistake and later fixed it (`server.problems.clusters.peers_who_fixed`). Off by
             default; the course's staff turn it on.
     """
 

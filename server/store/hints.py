@@ -1,6 +1,6 @@
 """Hints opened for students (`hint_reveals`, migration 0007: who saw which hint of which problem,
 and whether their failed attempts or their request opened it), and `HintStore`, which reads and
-writes them. When hints open is `server.web.hints`'s to say."""
+writes them. When hints open is `server.web.hint_opening`'s to say."""
 
 from __future__ import annotations
 

@@ -156,7 +156,7 @@ class LtiStore(LaunchStates):
                 if email:
                     user.contact_email = email
                 return user
-        # no password: the account signs in through launches only (`server.web.auth.check_password`
+        # no password: the account signs in through launches only (`server.web.sessions.check_password`
         # answers "wrong password" for it); hashing a random one cost 0.1 s of CPU per first launch,
         # 30 s for a lab of 300
         unusable = NO_PASSWORD

@@ -1,6 +1,6 @@
 """Problem packages' uploads (`problem_uploads`, migration 0010): one row per uploaded archive
 with its validation's progress and report, read and written by `UploadStore`. Checking,
-validating and installing packages is `server.uploads`'s work.
+validating and installing packages is `server.problems.uploads`'s work.
 """
 
 from __future__ import annotations

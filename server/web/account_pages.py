@@ -10,7 +10,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from server.deps import ServicesDep
 from server.store.accounts import token_hash
-from server.web.auth import (
+from server.web.rendering import _require_user, render
+from server.web.sessions import (
     OptionalUser,
     check_csrf,
     check_password,
@@ -21,7 +22,6 @@ from server.web.auth import (
     sign_out,
     signup_errors,
 )
-from server.web.common import _require_user, render
 
 router = APIRouter(include_in_schema=False)
 

@@ -1,4 +1,4 @@
-"""Which cookies a request gets: secure by the URL (issue 24).
+"""Which cookies a request gets: secure by the URL, so a session survives inside an LMS's iframe.
 
 A judge served over HTTPS, which every LMS requires of a tool, runs inside the LMS's iframe: a
 third-party context, where a browser sends back only `SameSite=None; Secure` cookies. So a

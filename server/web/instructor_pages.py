@@ -14,13 +14,13 @@ from server.authz import Access, Action, decide
 from server.deps import ServicesDep
 from server.services import Services
 from server.store.accounts import UserRecord
-from server.web.auth import (
+from server.web.markdown import highlight_python
+from server.web.rendering import _problem, _visible_submission, render, require_action, require_teacher
+from server.web.sessions import (
     OptionalUser,
     PrincipalDep,
     check_csrf,
 )
-from server.web.common import _problem, _visible_submission, render, require_action, require_teacher
-from server.web.markdown import highlight_python
 
 router = APIRouter(include_in_schema=False)
 

@@ -1,4 +1,4 @@
-"""Issue 29, item 6 in a real browser at 390 px (a phone) and 1280 px, light and dark: the insight
+"""The insight and upload pages in a real browser at 390 px (a phone) and 1280 px, light and dark: the insight
 page's policy column is wide enough to read, the upload report's Got and OK are on screen (or the
 table says it scrolls), the upload form is laid out and styled, a refused upload is red and keeps
 the chosen file, and a validated upload is published from its page. Measured in the DOM;
@@ -24,7 +24,7 @@ import pytest
 from graders.insight import fingerprint
 from graders.pipeline import JudgeConfig
 from graders.publication import TODO_FILES
-from server.packages import pack
+from server.problems.packages import pack
 from tests.browser.test_web import CANNED, PASSWORD, SHOTS, _csrf, _sign_in, chromium  # noqa: F401 (a fixture)
 from tests.support import PROBLEMS, Server
 

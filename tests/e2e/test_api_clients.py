@@ -1,5 +1,5 @@
 """API clients through a real server on loopback: keys, scope, ownership, batches, `fields`,
-`external_id`, and signed callbacks received by a real HTTP listener (issue 11)."""
+`external_id`, and signed callbacks received by a real HTTP listener."""
 
 from __future__ import annotations
 

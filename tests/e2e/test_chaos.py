@@ -1,5 +1,5 @@
 """PostgreSQL restarted and then down for seconds in the middle of a burst, on the distributed mode
-(issue 25; bounded for CI: the full run with worker, Redis and API kills is `bench/chaos.py`): real
+(bounded for CI: the full run with worker, Redis and API kills is `bench/chaos.py`): real
 PostgreSQL and redis-server of the test's own, one API, two workers, clients that retry 5xx answers
 and connection failures with the same Idempotency-Key (`tests/chaos.py`).
 

@@ -1,4 +1,4 @@
-"""Insight for teachers through a real server (issue 21): web accounts and API clients submit the
+"""Insight for teachers through a real server: web accounts and API clients submit the
 same policy mistake written three ways, a correct solution and a renamed copy of it; the CLI's
 `problems insight` (all submitters, and one course's students) and the course staff's page group
 them by policy, count students and later ACCEPTED, and find the identical programs; staff of a

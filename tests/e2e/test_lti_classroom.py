@@ -1,4 +1,4 @@
-"""A classroom behind one address, through a real server on the default LTI limits (issue 24): 300
+"""A classroom behind one address, through a real server on the default LTI limits: 300
 students of a lab behind one campus NAT, seen through a trusted proxy's X-Forwarded-For, launch
 within a minute without a 429; the address's 601st launch in that minute is refused with
 Retry-After, while another address still launches. The proxy here is 127.0.0.1 (uvicorn's default

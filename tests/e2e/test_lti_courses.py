@@ -1,4 +1,4 @@
-"""Courses and regrades seen from the LMS (issue 12, items 5 and 6), through a real server process
+"""Courses and regrades seen from the LMS, through a real server process
 and the simulated platform and gradebook: a student's launch makes the course and enrolls them;
 a new deadline with a late penalty, set with the CLI, re-sends the changed score; after the
 problem changes, `remat-judge problems regrade` grades the submission again, lists the changed

@@ -1,4 +1,4 @@
-"""LTI Deep Linking 2.0 through a real server process and the simulated platform (issue 12, item 3):
+"""LTI Deep Linking 2.0 through a real server process and the simulated platform:
 an instructor's LtiDeepLinkingRequest shows the problem list; picking one answers the platform's
 deep_link_return_url with a JWT that verifies against the tool's /lti/jwks and carries every
 claim; a student, a request without deep_linking_settings and a replayed or foreign picker form

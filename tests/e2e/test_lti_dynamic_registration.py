@@ -1,4 +1,4 @@
-"""LTI Dynamic Registration 1.0 end to end (issue 24): a one-time URL from the command line, the
+"""LTI Dynamic Registration 1.0 end to end: a one-time URL from the command line, the
 simulated platform's OpenID configuration and registration endpoint over real HTTP, the platform
 stored with the client id and deployment it answered, then a launch with that client id; a used,
 expired or refused URL registers nothing; the Canvas JSON at its stable URL; and in Chromium, the

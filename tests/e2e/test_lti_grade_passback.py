@@ -1,4 +1,4 @@
-"""LTI grade passback (AGS, issue 12 item 4) through a real server process: a student launched from
+"""LTI grade passback (AGS) through a real server process: a student launched from
 the simulated platform submits on the web, and the simulated gradebook (its token endpoint
 verifying the tool's client assertion against the tool's /lti/jwks; Moodle's 400/409 rules on
 its line items) receives the scores in order; a web user without a launch sends nothing."""

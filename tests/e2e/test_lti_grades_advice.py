@@ -1,4 +1,4 @@
-"""Saying why grades do not arrive (issue 24): a judge whose allowed LTI networks do not include
+"""Saying why grades do not arrive: a judge whose allowed LTI networks do not include
 the platform's (the simulated platform and gradebook on 127.0.0.1, a loopback address; a campus
 Moodle on 10.0.0.0/8 is the same case) says so when the platform is registered, on /lti/setup
 and in its connection test; a score it refused is shown to the course's staff on the gradebook;

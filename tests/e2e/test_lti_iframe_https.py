@@ -1,4 +1,4 @@
-"""An LMS iframe on the defaults, in Debian's Chromium (issue 24): the judge serves HTTPS
+"""An LMS iframe on the defaults, in Debian's Chromium: the judge serves HTTPS
 (`serve --ssl-certfile`, a self-signed certificate the browser is told to accept) with only its
 public URL set; the course page is another site (http://localhost:<port>, the simulated
 platform) that embeds the launch in an iframe.

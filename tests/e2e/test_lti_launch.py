@@ -1,5 +1,5 @@
-"""LTI 1.3 launches through a real server process and a simulated platform on loopback (issue 12,
-items 1-2): registration seen without a restart, the tool's JWKS, OIDC login initiation, a
+"""LTI 1.3 launches through a real server process and a simulated platform on loopback:
+registration seen without a restart, the tool's JWKS, OIDC login initiation, a
 student's and an instructor's launch, every refusal, the iframe fallback (a one-time launch token
 opened in a new window), and accounts that never merge with an existing email."""
 

@@ -1,4 +1,4 @@
-"""Deep-linking instructors and LMS rosters (issue 29, item 5) through a real server process, the
+"""Deep-linking instructors and LMS rosters through a real server process, the
 simulated platform (launches, and LTI Names and Role Provisioning Services 2.0 memberships, paged
 with Link rel="next") and the simulated gradebook (OAuth 2.0 client-credentials tokens):
 

@@ -18,7 +18,7 @@ import pytest
 
 from graders.pipeline import JudgeConfig
 from graders.publication import TODO_FILES
-from server.packages import pack
+from server.problems.packages import pack
 from tests.support import PROBLEMS, Server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.jail]

@@ -1,7 +1,7 @@
 """The distributed mode end to end: real PostgreSQL, real redis-server, one `remat-judge serve`
 process and two `remat-judge worker` processes, all on loopback, driven over HTTP.
 
-What must hold (issue 10): every accepted submission is graded and stored once; a worker killed
+What must hold: every accepted submission is graded and stored once; a worker killed
 mid-job has its job graded by the other; a Redis outage answers 503 and loses nothing; an API
 restart mid-burst loses nothing."""
 

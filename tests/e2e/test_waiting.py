@@ -1,5 +1,5 @@
 """`wait=true` holds no server thread: a real server keeps answering while hundreds of requests
-wait for verdicts (before issue 10, 45 waiting requests stalled every other request for 22 s).
+wait for verdicts (when each waiter held a thread, 45 waiting requests stalled every other request for 22 s).
 
 The test asserts behaviour, not speed: other requests are answered while every waiter is still
 waiting (the server's own count says so before and after). How fast they are answered under load

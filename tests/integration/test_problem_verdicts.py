@@ -64,7 +64,7 @@ def test_correct_variant_in_another_style_is_accepted(slug: str, path: Path, jud
     assert jail_processes() == []
 
 
-# The three false ACCEPTEDs of issue 8: each saves exactly the reference's residual avals.
+# Three wrong policies once judged ACCEPTED: each saves exactly the reference's residual avals.
 SAME_AVAL_WRONG_POLICIES = {
     "names_post_activation.py": "maximum",  # saves relu(x @ w1) where the policy saves x @ w1
     "exact_zero_extra_residuals.py": None,  # plain checkpoint plus an exact zero

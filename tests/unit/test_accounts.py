@@ -101,7 +101,7 @@ def test_sign_up_does_not_confirm_a_taken_email(site: Site) -> None:
 
     taken = signup("ada@uni.example", "another-password-1")
     assert taken[0] == 422 and "No account was made with these details" in taken[1] and "exists" not in taken[1]
-    from server.web.auth import hash_password
+    from server.web.sessions import hash_password
 
     site.users.create(email="eve@uni.example", display_name="Eve", password_hash=hash_password("eve-password-1"))
     # sign-up never signs in to an existing account, even with its password: it would be a password

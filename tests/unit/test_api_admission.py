@@ -9,7 +9,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from graders.problem import ProblemRepository
-from server.admission import Admission
 from server.app import create_app
 from server.deps import get_services
 from server.grading.queue import InProcessQueue
@@ -24,6 +23,7 @@ from server.store.hints import HintStore
 from server.store.problems import UploadStore
 from server.store.regrades import RegradeStore
 from server.store.submissions import SubmissionStatus, SubmissionStore
+from server.submissions.admission import Admission
 from tests.support import PROBLEMS
 
 SOURCE = (PROBLEMS / "checkpoint_dot_policy" / "reference.py").read_text()

@@ -15,7 +15,7 @@ from sqlalchemy import update
 
 from server.store.accounts import SiteRole, UserStore
 from server.store.submissions import SubmissionRecord, SubmissionStatus, SubmissionStore
-from server.web.auth import hash_password
+from server.web.sessions import hash_password
 from tests.unit.test_api_admission import make_client
 
 DUE = datetime(2026, 11, 10, 12, 0, tzinfo=UTC)

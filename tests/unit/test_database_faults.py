@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import OperationalError
 
-from server import metrics
+from server.platform import metrics
 from server.store.accounts import ClientStore, SessionStore, UserStore
 from server.store.db import make_engine, utcnow
 from server.store.submissions import IdempotencyKey, SubmissionRecord, SubmissionStore

@@ -1,4 +1,4 @@
-"""Hints one at a time (server/web/hints.py) through the problem page, fast: TestClient, real
+"""Hints one at a time (server/web/hint_opening.py) through the problem page, fast: TestClient, real
 SQLite; verdicts stored as a worker stores them."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from server.store.course_store import CourseStore
 from server.store.courses import CourseRole
 from server.store.db import utcnow
 from server.store.hints import HintStore
-from server.web.hints import open_by_attempts, split_hints
+from server.web.hint_opening import open_by_attempts, split_hints
 from tests.unit.test_course_pages import DUE, Site
 
 SLUG = "remat_sin_sin"

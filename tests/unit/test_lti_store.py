@@ -14,7 +14,7 @@ from server.store.accounts import NO_PASSWORD, SiteRole, UserStore
 from server.store.courses import CourseRole
 from server.store.db import make_engine, utcnow
 from server.store.lti_store import LtiStore
-from server.web.auth import check_password
+from server.web.sessions import check_password
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -36,7 +36,7 @@ from server.store.accounts import SiteRole, UserStore
 from server.store.course_store import CourseStore
 from server.store.courses import Course, CourseRole
 from server.store.lti_store import LtiStore
-from server.web.auth import hash_password
+from server.web.sessions import hash_password
 from tests.lti_gradebook import Gradebook
 from tests.lti_platform import INSTRUCTOR, LIS, STUDENT, TEACHING_ASSISTANT, Platform
 from tests.unit.test_api_admission import make_client

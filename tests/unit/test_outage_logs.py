@@ -1,5 +1,5 @@
 """Outages in the logs: `server.store.faults.Outage` says an outage once when it starts, reminds while
-it lasts, and says once when it ends; `server.logs.RepeatFilter` holds back a library's repeated
+it lasts, and says once when it ends; `server.platform.logs.RepeatFilter` holds back a library's repeated
 lines within a window and says how many it held."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import logging
 import pytest
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from server.logs import RepeatFilter
+from server.platform.logs import RepeatFilter
 from server.store.faults import Outage, is_database_fault
 
 

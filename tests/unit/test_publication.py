@@ -23,8 +23,8 @@ from graders.publication import (
     todos,
 )
 from graders.scaffold import scaffold
-from server.folders import folder, source_of
-from server.packages import install, pack, staged_package
+from server.platform.folders import folder, source_of
+from server.problems.packages import install, pack, staged_package
 from server.store.accounts import SiteRole
 from tests.support import PROBLEMS
 

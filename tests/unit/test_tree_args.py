@@ -98,7 +98,7 @@ def test_a_tree_too_deep_or_too_wide_is_refused() -> None:
 
 
 def test_the_api_shows_a_tree_argument_by_key_path() -> None:
-    from server.api.problems import _tree_public
+    from server.api.problem_routes import _tree_public
 
     spec = _spec({"Dense_0": {"kernel": {"shape": ["d", 3]}, "bias": {"shape": [3]}}, "scale": [{"shape": [1]}]})
     shown = _tree_public(spec.args[0].tree, "params").model_dump(exclude_none=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from server.packages import pack
+from server.problems.packages import pack
 from server.store.accounts import SiteRole
 from tests.support import PROBLEMS
 from tests.unit.test_course_pages import Site

@@ -26,7 +26,7 @@ SLUG = "remat_sin_sin"
 
 def installed_upload(site: Site, *, state: UploadState = UploadState.DONE) -> tuple[str, Path, str]:
     """remat_sin_sin installed unpublished, and an upload that validated and installed its version,
-    recorded as `server.uploads._validate` records it: (upload id, the problem's folder, version)."""
+    recorded as `server.problems.uploads._validate` records it: (upload id, the problem's folder, version)."""
     root = site.services.settings.problems_dir / SLUG
     mark_unpublished(root)
     version = load_problem(root).version

@@ -1,4 +1,4 @@
-"""Hints opened one at a time (server/web/hints.py): table `hint_reveals` with user_id
+"""Hints opened one at a time (server/web/hint_opening.py): table `hint_reveals` with user_id
 ("fk_hint_reveals_user", indexed), problem, hint (from 1), reason ("hint_reveal_reason":
 attempts, request), created_at; (user_id, problem, hint) unique
 ("uq_hint_reveals_user_problem_hint").

@@ -1,4 +1,4 @@
-"""Problem uploads that report (server/uploads.py): table `problem_uploads` with id, slug, version,
+"""Problem uploads that report (server/problems/uploads.py): table `problem_uploads` with id, slug, version,
 state ("upload_state": validating, done, failed), publish, requested_by, done_files, total_files,
 detail, result_json, created_at, updated_at, finished_at.
 

@@ -1,4 +1,4 @@
-"""Inside a real LMS on the defaults (issue 24):
+"""Inside a real LMS on the defaults (an iframe, one-URL registration, grade passback):
 
 - `lti_registration_urls` (new): one-time LTI Dynamic Registration URLs (token SHA-256, who made
   it, expiry, when it was used and for which platform);

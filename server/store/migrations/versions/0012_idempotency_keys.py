@@ -1,4 +1,4 @@
-"""Idempotent submits (issue 25): table `idempotency_keys` (owner, key, request_sha256,
+"""Idempotent submits (a client retries with the same key and gets the same submission): table `idempotency_keys` (owner, key, request_sha256,
 submission_id, created_at), one row per (owner, key) (`uq_idempotency_keys_owner_key`), indexed by
 created_at for the 24-hour expiry.
 

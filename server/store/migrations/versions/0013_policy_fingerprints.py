@@ -1,4 +1,4 @@
-"""Insight for teachers (issue 21): `submissions.policy_fingerprint` (16 hex digits,
+"""Insight for teachers (policy clusters, identical programs): `submissions.policy_fingerprint` (16 hex digits,
 graders/insight.py) and `submissions.program_digest` (64 hex digits, the exported programs blind
 to names), indexed by (problem, policy_fingerprint); `courses.peer_insight` (boolean, default false): whether
 a student's panel may say how many others in the course made the same mistake and fixed it.

@@ -1,4 +1,4 @@
-"""Rosters from the LMS (issue 29, item 5: LTI Names and Role Provisioning Services 2.0):
+"""Rosters from the LMS (LTI Names and Role Provisioning Services 2.0):
 
 - `lti_contexts` (new): an LMS context's NRPS memberships URL (platform CASCADE, deployment,
   context id; unique per context), from the latest launch that offered one;

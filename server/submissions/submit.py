@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from graders.problem_spec import ProblemError
-from server.admission import Rejected
-from server.refusal import Refusal
+from server.platform.text import unstorable_reason
 from server.store.accounts import ApiClientRecord
 from server.store.faults import is_database_fault
 from server.store.submissions import Idempotency, IdempotencyKeyTaken, SubmissionRecord
-from server.text import unstorable_reason
+from server.submissions.admission import Rejected
+from server.submissions.refusal import Refusal
 
 if TYPE_CHECKING:
     from server.services import Services
@@ -225,7 +225,7 @@ def _admit(services: Services, owner_key: str) -> None:
             )
     except Rejected as rejected:
         if rejected.reason == "queue_unavailable":
-            from server import metrics
+            from server.platform import metrics
 
             metrics.REJECTED.labels(reason="queue_unavailable").inc()
         raise SubmitError(rejected.refusal, rejected.message, rejected.retry_after_s) from None
@@ -235,7 +235,7 @@ def _admit(services: Services, owner_key: str) -> None:
         if is_database_fault(exc):  # the queue-depth count: a 503 that names the database (the app's handler)
             raise
         log.warning("admission control failed: %s", exc)
-        from server import metrics
+        from server.platform import metrics
 
         metrics.REJECTED.labels(reason="queue_unavailable").inc()
         raise SubmitError(

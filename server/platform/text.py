@@ -4,7 +4,7 @@ database.
 PostgreSQL's text columns refuse NUL, and a lone surrogate (JSON can spell one as "\\ud800";
 Python keeps it) is not UTF-8 at all, so neither database driver can write it: both would end a
 request in a 500 after work was done. Form fields, paths and query strings
-(`server.http_guards.UnstorableTextGuard`), the submission service's fields (`server.submit`) and
+(`server.platform.http_guards.UnstorableTextGuard`), the submission service's fields (`server.submissions.submit`) and
 LTI claims (`server.lti.launch`) refuse or clean such text first.
 """
 

@@ -1,5 +1,5 @@
 """Why the submission service refused a submission, in its own words: the edges map a `Refusal` to
-their codes (`server.http_refusals.HTTP_STATUS`: the REST API, its batch items and the web
+their codes (`server.platform.http_refusals.HTTP_STATUS`: the REST API, its batch items and the web
 page's JSON answer the same HTTP status for the same refusal)."""
 
 from __future__ import annotations

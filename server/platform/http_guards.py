@@ -73,7 +73,7 @@ class UnstorableTextGuard:
     NUL character (`%00`): no database column can hold it (PostgreSQL's text refuses it) and no
     route has a use for it. The path answers 404 (no page has such a name); the query string and
     an `application/x-www-form-urlencoded` body 422 with a message. JSON bodies are checked field
-    by field (`server.submit`, `server.text`), since JSON can also spell lone surrogates."""
+    by field (`server.submissions.submit`, `server.platform.text`), since JSON can also spell lone surrogates."""
 
     def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]]):
         self.app = app

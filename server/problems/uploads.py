@@ -23,7 +23,7 @@ from typing import Any
 from graders.problem import Problem, check_package, load_problem
 from graders.problem_spec import ProblemError
 from graders.publication import TodosLeft, VersionChanged, publish, published_version, todos
-from server.packages import PackageError, install, staging_root, unpack
+from server.problems.packages import PackageError, install, staging_root, unpack
 from server.store.problems import UploadState, UploadStore, UploadView
 
 log = logging.getLogger(__name__)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from fastapi import HTTPException, status
 
-from server.refusal import Refusal
-from server.submit import SubmitError
+from server.submissions.refusal import Refusal
+from server.submissions.submit import SubmitError
 
 # The HTTP status of each refusal of the submission service.
 HTTP_STATUS: dict[Refusal, int] = {

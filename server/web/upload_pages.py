@@ -1,6 +1,6 @@
 """The admin's upload page: upload a problem package from the browser and watch its validation
 (the same checks, table and outcome as `POST /api/v1/problems` and `remat-judge problems add
---server`; `server/uploads.py`).
+--server`; `server/problems/uploads.py`).
 
 - `GET /instructor/problems/upload`: the form (a .tar.gz of the package folder, publish or not);
 - `POST /instructor/problems/upload`: quick checks at once (the form again with every error), else
@@ -9,7 +9,7 @@
   the validation table and warnings; it refreshes itself every 2 s while validating. Once the
   package is installed unpublished, a Publish button;
 - `POST /instructor/problems/uploads/{id}/publish`: publishes exactly the version that upload
-  validated (`server.uploads.publish_upload`, the same `graders.publication.publish` as
+  validated (`server.problems.uploads.publish_upload`, the same `graders.publication.publish` as
   `problems publish`), then 303 back to the upload's page; refused (409, 422) on that page in red.
 
 A refused upload's form comes back with the error and the publish choice as they were; the file
@@ -26,14 +26,14 @@ from fastapi import APIRouter, File, Form, HTTPException, Request, UploadFile, s
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from server import uploads
 from server.authz import Action
-from server.packages import MAX_ARCHIVE_BYTES
+from server.problems import uploads
+from server.problems.packages import MAX_ARCHIVE_BYTES
 from server.services import Services
 from server.store.accounts import UserRecord
 from server.store.submissions import SUBMISSION_ID
-from server.web.auth import OptionalUser, PrincipalDep, ServicesDep, check_csrf
-from server.web.common import render, require_action
+from server.web.rendering import render, require_action
+from server.web.sessions import OptionalUser, PrincipalDep, ServicesDep, check_csrf
 
 log = logging.getLogger(__name__)
 router = APIRouter(include_in_schema=False)

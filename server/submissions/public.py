@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from graders.verdict import VerdictReport
-from server.schemas import CallbackState, SubmissionPublic
 from server.store.submissions import SubmissionRecord
+from server.submissions.schemas import CallbackState, SubmissionPublic
 
 
 def public_submission(record: SubmissionRecord) -> SubmissionPublic:

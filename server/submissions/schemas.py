@@ -96,7 +96,7 @@ class SubmissionCreate(BaseModel):
         },
     )
 
-    # lengths are checked by the submission service (server/submit.py), so that one bad item of a
+    # lengths are checked by the submission service (server/submissions/submit.py), so that one bad item of a
     # batch is refused on its own, with the same words as a single submission
     problem: str = Field(description="slug of the problem")
     source: str = Field(description="the Python source of the submission (not empty)")

@@ -22,9 +22,9 @@ from server.lti.launch import (
 from server.lti.service import LtiService
 from server.services import Services
 from server.store.courses import Course, CourseRole
-from server.web.auth import csrf_token, principal_of, user_of
-from server.web.common import WEB_DIR
 from server.web.formatting import FILTERS
+from server.web.rendering import WEB_DIR
+from server.web.sessions import csrf_token, principal_of, user_of
 
 HERE = Path(__file__).resolve().parent
 

@@ -36,9 +36,9 @@ from server.deps import ServicesDep
 from server.services import Services
 from server.store.accounts import UserRecord
 from server.store.courses import Course, CourseError, CourseRole
-from server.web.auth import OptionalUser, PrincipalDep, check_csrf, csrf_token
-from server.web.common import WEB_DIR, require_action, require_teacher
 from server.web.formatting import FILTERS
+from server.web.rendering import WEB_DIR, require_action, require_teacher
+from server.web.sessions import OptionalUser, PrincipalDep, check_csrf, csrf_token
 
 HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=[str(HERE / "templates"), str(WEB_DIR / "templates")])
@@ -351,7 +351,7 @@ def course_peers(
 def _insight_page(
     request: Request, services: Services, user: UserRecord, slug: str, version: str | None, course: Course | None
 ) -> HTMLResponse:
-    from server.insight import insight, versions
+    from server.problems.clusters import insight, versions
 
     known = versions(services.engine, slug)
     if version is not None and version not in known:
@@ -377,7 +377,7 @@ def course_insight(
     version: str | None = None,
 ) -> HTMLResponse:
     """For the course's staff: the policies the course's students made on one of its problems,
-    and identical programs among them (`server.insight`)."""
+    and identical programs among them (`server.problems.clusters`)."""
     user = require_teacher(user, principal, request)
     course = _course(services, key, principal)
     if slug not in {a.problem for a in services.courses.assignments(course.id)}:

@@ -20,11 +20,11 @@ from server.authz import ANONYMOUS, Action, Principal, decide
 from server.services import Services
 from server.store.accounts import UserRecord
 from server.store.submissions import SUBMISSION_ID, SubmissionRecord
-from server.web.auth import (
-    csrf_token,
-)
 from server.web.formatting import FILTERS
 from server.web.markdown import render_markdown
+from server.web.sessions import (
+    csrf_token,
+)
 
 HERE = WEB_DIR = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))

@@ -1,6 +1,6 @@
 """The student's pages: the problem list in course order, a problem with its hints and history,
 submitting, live verdicts, a past submission and its source, and the reference solution after a
-first ACCEPTED. Server-rendered (Jinja2, `server.web.common`); the JavaScript bundle (web/) only
+first ACCEPTED. Server-rendered (Jinja2, `server.web.rendering`); the JavaScript bundle (web/) only
 enhances them. Accounts: `server.web.account_pages`; instructors: `server.web.instructor_pages`."""
 
 from __future__ import annotations
@@ -14,20 +14,20 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from graders.problem import Problem
 from server.authz import Action, decide
 from server.deps import ServicesDep
-from server.http_refusals import submit_error
+from server.platform.http_refusals import submit_error
 from server.services import Services
 from server.store.accounts import UserRecord
 from server.store.submissions import SubmissionRecord
-from server.submit import SubmitError
-from server.submit import submit as submit_service
-from server.web.auth import (
+from server.submissions.submit import SubmitError
+from server.submissions.submit import submit as submit_service
+from server.web.markdown import render_markdown, split_section
+from server.web.panel import panel_context
+from server.web.rendering import _problem, _report, _require_user, _visible_submission, render
+from server.web.sessions import (
     OptionalUser,
     PrincipalDep,
     check_csrf,
 )
-from server.web.common import _problem, _report, _require_user, _visible_submission, render
-from server.web.markdown import render_markdown, split_section
-from server.web.panel import panel_context
 
 router = APIRouter(include_in_schema=False)
 
@@ -71,7 +71,7 @@ def problem_page(
         dues = services.courses.due_dates_for(user.id, slug)
     hints = None
     if user is not None:
-        from server.web.hints import hint_view
+        from server.web.hint_opening import hint_view
 
         hints = hint_view(
             services.hints, user_id=user.id, problem=slug, text=problem.read_text("hints.md") or "", everything=solved
@@ -123,7 +123,7 @@ def next_hint(
     user = _require_user(user, request)
     check_csrf(request, csrf_token)
     problem = _problem(services, slug, principal)
-    from server.web.hints import request_next
+    from server.web.hint_opening import request_next
 
     request_next(services.hints, user_id=user.id, problem=slug, text=problem.read_text("hints.md") or "", number=number)
     return RedirectResponse(f"/problems/{slug}#hints", status_code=status.HTTP_303_SEE_OTHER)
@@ -240,7 +240,7 @@ def submission_page(
 
 def _peers_fixed(services: Services, record: SubmissionRecord, viewer: UserRecord | None) -> int:
     """For the submission's own author, how many others in their courses (those with peer
-    insight on) made the same policy mistake and later got ACCEPTED (`server.insight`)."""
+    insight on) made the same policy mistake and later got ACCEPTED (`server.problems.clusters`)."""
     if (
         viewer is None
         or record.user_id != viewer.id
@@ -249,7 +249,7 @@ def _peers_fixed(services: Services, record: SubmissionRecord, viewer: UserRecor
         or services.engine is None
     ):
         return 0
-    from server.insight import peers_who_fixed
+    from server.problems.clusters import peers_who_fixed
 
     courses = services.courses.peer_insight_courses(viewer.id, record.problem)
     return peers_who_fixed(services.engine, record, courses)

@@ -19,8 +19,8 @@ from limits import parse
 from limits.storage import storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 
-from server import metrics
-from server.refusal import Refusal
+from server.platform import metrics
+from server.submissions.refusal import Refusal
 
 QUEUE_FULL_RETRY_AFTER_S = 30
 

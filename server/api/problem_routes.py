@@ -13,9 +13,9 @@ from graders.problem import Problem
 from graders.problem_spec import ArrayArg, ArraySpec, ListArg, ProblemError, TreeArg, TreeNode
 from server.authz import ADMIN_TOKEN, ANONYMOUS, Action, Principal, decide
 from server.deps import ServicesDep
-from server.schemas import ArgumentPublic, CasePublic, ProblemDetail, ProblemSummary
 from server.services import Services
 from server.store.submissions import SUBMISSION_ID
+from server.submissions.schemas import ArgumentPublic, CasePublic, ProblemDetail, ProblemSummary
 
 router = APIRouter(prefix="/problems", tags=["problems"])
 
@@ -179,7 +179,7 @@ async def upload_problem(request: Request, services: ServicesDep, publish: bool 
 
     A new problem arrives unpublished (admins only) unless `?publish=true`; a package that replaces
     a published problem leaves students on the published version until it is published."""
-    from server import uploads
+    from server.problems import uploads
 
     data = await request.body()
     try:

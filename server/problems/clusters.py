@@ -1,4 +1,4 @@
-"""Insight for the people who teach (issue 21): which policies a class got wrong, and which
+"""Insight for the people who teach: which policies a class got wrong, and which
 students handed in the same programs (docs/ARCHITECTURE.md, "Insight").
 
 - **Clusters.** The graded submissions of one problem version, grouped by policy fingerprint
