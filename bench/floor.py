@@ -2,7 +2,7 @@
 
 In one warm process: load a submission, trace and export every case of its problem
 (`jailside.export.export_case`, as the jail does), then verify the bundle against the cached
-expectations (`graders.verifier.verify`, as the verifier process does). The first round warms
+expectations (`graders.verifier.verify.verify`, as the verifier process does). The first round warms
 JAX up and builds the cache; the median of the rest is the floor that the POST-to-verdict latency
 targets are ratios to (bench/latency.py prints them).
 
@@ -38,12 +38,12 @@ def measure(problem_dir: Path, source_path: Path, repeats: int) -> dict[str, flo
     from jax._src import dispatch, monitoring
 
     from graders.artifact_limits import VerifyLimits
-    from graders.expectation import cache_dir
-    from graders.expectation_files import load_expectations
-    from graders.hidden_inputs import case_arg_specs
-    from graders.problem import load_problem
-    from graders.reference import ensure_expectations
-    from graders.verifier import verify
+    from graders.problems.hidden_inputs import case_arg_specs
+    from graders.problems.problem import load_problem
+    from graders.reference.build import ensure_expectations
+    from graders.reference.expectation import cache_dir
+    from graders.reference.expectation_files import load_expectations
+    from graders.verifier.verify import verify
     from jailside.export import export_case
     from sandbox.bundle import BUNDLE_FORMAT, parse_bundle
 

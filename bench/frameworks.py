@@ -85,8 +85,8 @@ def template_memory() -> None:
 def verdict_times(slugs: list[str]) -> None:
     """Grades every file of each problem and prints the verdict seconds per problem."""
     from graders.pipeline import JudgeConfig, grade
-    from graders.problem import ProblemRepository
-    from graders.reference import ensure_expectations
+    from graders.problems.problem import ProblemRepository
+    from graders.reference.build import ensure_expectations
     from graders.verdict import Verdict
 
     repo = ProblemRepository(REPO / "problems")

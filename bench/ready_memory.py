@@ -46,8 +46,8 @@ def main() -> None:
 
     from graders.config import JudgeConfig
     from graders.pipeline import grade, prestart
-    from graders.problem import ProblemRepository
-    from graders.verifier_client import verifier_ready, verifier_templates
+    from graders.problems.problem import ProblemRepository
+    from graders.verifier.client import verifier_ready, verifier_templates
     from sandbox.jail import jail_ready, jail_templates
 
     problem = ProblemRepository(REPO / "problems").get(args.problem)

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from graders.config import JudgeConfig  # noqa: E402
 from graders.pipeline import grade  # noqa: E402
-from graders.problem import load_problem  # noqa: E402
+from graders.problems.problem import load_problem  # noqa: E402
 
 
 def _expect(path: Path) -> str:

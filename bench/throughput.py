@@ -122,7 +122,7 @@ TARGET_CPU_S_PER_VERDICT = 0.6
 TARGET_TEMPLATE_MB_PER_WORKER = 600.0
 
 BOMBS = {"TIME_LIMIT_EXCEEDED", "MEMORY_LIMIT_EXCEEDED", "OUTPUT_LIMIT_EXCEEDED"}
-EXPECT_LINE = re.compile(r"#\s*expect:\s*([A-Z_]+)\s*$")  # as graders/problem.py reads it
+EXPECT_LINE = re.compile(r"#\s*expect:\s*([A-Z_]+)\s*$")  # as graders/problems/problem.py reads it
 SERVER_WAIT_TIMEOUT_S = 600  # the most server/settings.py allows
 SAMPLE_INTERVAL_S = 0.2
 PSS_EVERY = 5  # PSS on every 5th sample (~1 s): smaps_rollup of a JAX process costs ~4 ms of CPU here
@@ -143,7 +143,7 @@ class Program:
 
 def expected_verdict(path: Path, folder: str) -> str | None:
     """The verdict a bank file expects: ACCEPTED for reference.py and for a right/ file without an
-    expect line; a wrong/ file without one gives None (graders/problem.py rejects it)."""
+    expect line; a wrong/ file without one gives None (graders/problems/problem.py rejects it)."""
     first = path.read_text(encoding="utf-8").splitlines()[:1]
     m = EXPECT_LINE.match(first[0]) if first else None
     if m:
@@ -521,7 +521,7 @@ def start_server(
     """`remat-judge serve` on a free loopback port, inside `cgroup` when given; waits for healthz.
 
     With `source_dir` the server imports the project from there instead of the working tree
-    (PYTHONPATH comes before the venv's editable finder; the verifier runs `-m graders.verify_main`
+    (PYTHONPATH comes before the venv's editable finder; the verifier runs `-m graders.verifier.main`
     with its cwd at the project root it was started from, and jails bind their runner from there)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -1,8 +1,8 @@
 """Plain, JAX-free definitions shared by the modules that read artifacts and those that judge them:
 the caps on untrusted artifacts (`VerifyLimits`, `ReadLimits`) and the aval of one array (`Aval`).
 
-This module, like graders/expectation.py, graders/checks/*, graders/verdict.py and
-graders/problem.py, imports nothing that imports jax or jaxlib, not even inside functions (an
+This module, like graders/reference/expectation.py, graders/checks/*, graders/verdict.py and
+graders/problems/problem.py, imports nothing that imports jax or jaxlib, not even inside functions (an
 import-linter contract checks it): the server and the result cache use these types without
 paying for, or trusting, a JAX import.
 """
@@ -35,7 +35,7 @@ class ReadLimits:
 
 @dataclass(frozen=True)
 class VerifyLimits:
-    """Caps on untrusted artifacts, checked before they run (graders/verifier.py).
+    """Caps on untrusted artifacts, checked before they run (graders/verifier/verify.py).
 
     Attributes:
         max_artifact_bytes: serialized size of one artifact, in bytes.

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from graders.artifact_limits import VerifyLimits
-from graders.problem import Problem
+from graders.problems.problem import Problem
 from sandbox.jail_limits import JailLimits
 
 
@@ -24,7 +24,7 @@ class JudgeConfig:
             build the reference's expectations.
         verifier_memory_limit_mib: memory cap of the verifier process.
         retries_on_internal_error: how often a judge fault is retried before INTERNAL_ERROR stands.
-        results_dir: where verifier results are cached by content (`graders.verifier_client.
+        results_dir: where verifier results are cached by content (`graders.verifier.client.
             ResultCache`), or None for no result cache (a library caller's default; the server
             and the CLI use `<data dir>/results`).
         ready_children: jail and verifier children of each kind kept started ahead of their

@@ -3,7 +3,7 @@ submissions making the same mistake in different code share (docs/ARCHITECTURE.m
 
 A fingerprint is read from the verdict report alone (so old verdicts can be fingerprinted from
 their stored JSON), from the residual report of the case it shows, the largest one where the
-submission's residuals differ from the reference's (`graders.verifier.residual_report`):
+submission's residuals differ from the reference's (`graders.verifier.verify.residual_report`):
 
 - the verdict;
 - the reference's residuals the submission does not save, each as its aval and the op that

@@ -2,7 +2,7 @@
 
 The same function serves the server's workers and `remat-judge grade`. It never imports or runs
 submission code, and never imports JAX: the submission runs in a jail child
-(`sandbox/jail.py`), its artifacts in a verifier child (`graders/verifier_client.py`), both forked
+(`sandbox/jail.py`), its artifacts in a verifier child (`graders/verifier/client.py`), both forked
 from templates by `sandbox/supervise.py`. This module turns what they report into a verdict.
 """
 
@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable
 
 from graders.config import JudgeConfig
-from graders.hidden_inputs import case_arg_specs
-from graders.problem import Problem
+from graders.problems.hidden_inputs import case_arg_specs
+from graders.problems.problem import Problem
 from graders.verdict import CheckResult, Verdict, VerdictReport, first_verdict
-from graders.verifier_client import ReferenceCheckFailed, Verifier, VerifierError, verifier_templates
+from graders.verifier.client import ReferenceCheckFailed, Verifier, VerifierError, verifier_templates
 from jailside.protocol import JailRequest
 from sandbox.bundle import Bundle, BundleError, parse_bundle
 from sandbox.jail import JailError, JailOutcome, jail_templates, run_in_jail
@@ -180,7 +180,7 @@ def failed_reference_check(report: VerdictReport) -> str | None:
 
 def check_reference(problem: Problem, config: JudgeConfig) -> ReferenceCheckFailed | None:
     """Builds (or loads) `problem`'s expectations in a verifier child, which runs the reference's
-    self-checks (`graders.reference`), and waits for them.
+    self-checks (`graders.reference.build`), and waits for them.
 
     Returns:
         None when the reference passed (its expectations are cached for grading), else the failure.

@@ -184,7 +184,7 @@ class VerdictReport(BaseModel):
     jax_version: str | None = None
     created_at: str | None = None
     finished_at: str | None = None
-    # the bundle's programs, blind to names (graders/verifier.py `program_digest`): kept for
+    # the bundle's programs, blind to names (graders/verifier/verify.py `program_digest`): kept for
     # course staff (identical programs), never shown to students or API callers
     program_digest: str | None = Field(default=None, exclude=True)
 

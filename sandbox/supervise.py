@@ -2,7 +2,7 @@
 
 Both sides of grading run untrusted input in children of a template (zygote) process that has
 already imported JAX: the jail (`sandbox/jail.py`, template `jailside/jail_template.py`) and the
-verifier (`graders/verifier_client.py`, template `graders/verify_main.py`). This module is the only
+verifier (`graders/verifier/client.py`, template `graders/verifier/main.py`). This module is the only
 code that starts, feeds, watches and kills them:
 
 - `Template`: one template process under its own cgroup and RLIMITs, reached through a control

@@ -119,6 +119,20 @@ class UidPool:
             os.close(fd)
 
 
+    def left_clean(self, uid: int) -> bool:
+        """Whether the last holder of `uid` gave it back saying no process of it was alive (or it
+        was never used). A uid left otherwise (its judge was killed mid-job) may still have
+        processes, which `take` kills before handing it out again (for leak checks)."""
+        try:
+            fd = os.open(self._lock_path(uid), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return True
+        try:
+            return os.pread(fd, 16, 0) == CLEAN
+        finally:
+            os.close(fd)
+
+
 def _processes_of(uid: int) -> list[tuple[int, str]]:
     """(pid, state letter) of every process whose real uid is `uid`, from /proc."""
     found = []

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from sqlalchemy.engine import Engine
 
-from graders.problem import ProblemRepository
+from graders.problems.problem import ProblemRepository
 from server.delivery.callback_sender import CallbackSender
 from server.grading.grader import Grader, new_worker_id
 from server.grading.queue import InProcessQueue, JobQueue, WorkerPool

@@ -17,7 +17,7 @@ from server.settings import Settings
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-    from graders.problem import ProblemRepository
+    from graders.problems.problem import ProblemRepository
     from server.authz import Access
     from server.grading.queue import JobQueue, WorkerPool
     from server.grading.redis_jobs import RedisJobs

@@ -13,7 +13,7 @@ import logging
 import signal
 import threading
 
-from graders.problem import ProblemRepository
+from graders.problems.problem import ProblemRepository
 from sandbox.jail_limits import JailCgroup
 from server.grading.grader import Sweeper
 from server.grading.queue import start_templates_in_background

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from graders.pipeline import JudgeConfig
-from graders.problem import Problem, ProblemRepository, load_problem
+from graders.problems.problem import Problem, ProblemRepository, load_problem
 from tests.services import *  # noqa: F403  (postgres_server, postgres_url, redis_server, redis_url, redis_factory)
 from tests.support import PROBLEMS, jail_available
 
@@ -19,6 +19,9 @@ every other module's tests run on one worker, so its module-scoped servers start
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{SPREAD}: the module's tests may run on different xdist workers")
+    # The CLI's tables (Rich) are as wide as the terminal, or COLUMNS; an xdist worker has no
+    # terminal, so without this they shrink to 80 columns and cut the text tests look for.
+    os.environ.setdefault("COLUMNS", "200")
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         # A fresh clone has no snapshots of its published problems (git keeps none) and a server
         # makes them when it starts. Made here, before any worker runs, they never appear in the

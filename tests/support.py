@@ -21,8 +21,10 @@ def jail_available() -> str | None:
 
 
 def jail_processes() -> list[str]:
-    """`ps` lines of processes running as a jail uid that no judge process holds: leftovers of a
-    finished jail (there must be none). Jails of other judge processes running now are not counted.
+    """`ps` lines of processes running as a jail uid that no judge process holds and whose last
+    holder gave it back as clean: leftovers of a finished jail (there must be none). Jails of other
+    judge processes running now are not counted, nor uids of a judge another test killed mid-job
+    (`UidPool.left_clean`: the next `take` of such a uid kills what is left, by design).
 
     A uid counts only if it was free both before and after the `ps` snapshot. A child's teardown
     runs in the background (`Child.close(wait=False)`): a killed process can still be in the
@@ -31,9 +33,9 @@ def jail_processes() -> list[str]:
     """
     from sandbox.jail import JAIL_UIDS
 
-    free_before = {uid for uid in JAIL_UIDS.uids if JAIL_UIDS.is_free(uid)}
+    free_before = {uid for uid in JAIL_UIDS.uids if JAIL_UIDS.is_free(uid) and JAIL_UIDS.left_clean(uid)}
     out = subprocess.run(["ps", "-eo", "uid=,pid=,stat=,args="], capture_output=True, text=True, check=True).stdout
-    free = {uid for uid in free_before if JAIL_UIDS.is_free(uid)}
+    free = {uid for uid in free_before if JAIL_UIDS.is_free(uid) and JAIL_UIDS.left_clean(uid)}
     return [line for line in out.splitlines() if line.split() and int(line.split()[0]) in free]
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from graders.checks.comparison import CaseRun
-from graders.problem_spec import ProblemSpec
+from graders.problems.spec import ProblemSpec
 from graders.verdict import CheckResult
 
 ScorePart = Literal["value", "gradient", "policy"]

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from graders.expectation import CaseExpectation
-from graders.problem_spec import Tolerance
+from graders.problems.spec import Tolerance
+from graders.reference.expectation import CaseExpectation
 from graders.verdict import ResidualFact
 
 
@@ -22,7 +22,7 @@ class CaseRun:
         outputs: per hidden input k, the primal output leaves of the submission's fwd.
         gradients: per k, the gradient leaves its bwd returned for the k-th cotangent.
         fd: per k, (central-difference estimate, analytic value, rounding noise of the estimate) of
-            the directional derivative (`graders.evaluate.fd_opinion`).
+            the directional derivative (`graders.verifier.evaluate.fd_opinion`).
         residuals: the residual facts read from the fwd artifact (provenance, notes where they agree).
         residual_values: per k, the values its fwd returned for each residual.
         fwd_peak_bytes, bwd_peak_bytes: peak live bytes of its artifacts.

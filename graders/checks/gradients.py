@@ -1,13 +1,13 @@
 """The gradient check: the backward artifact against the reference's VJP (whose own gradients are
-checked against finite differences in float64 once per problem version, `graders.reference`)."""
+checked against finite differences in float64 once per problem version, `graders.reference.build`)."""
 
 from __future__ import annotations
 
 from graders.artifact_limits import is_differentiable
 from graders.checks.check import Advice, CheckContext, Evidence, ScorePart
 from graders.checks.comparison import CaseRun, compare_calibrated
-from graders.expectation import error_of
-from graders.problem_spec import ProblemSpec
+from graders.problems.spec import ProblemSpec
+from graders.reference.expectation import error_of
 from graders.verdict import CheckResult, Verdict
 
 

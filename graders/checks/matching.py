@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from graders.checks.comparison import CaseRun, compare_calibrated
-from graders.expectation import error_of
-from graders.problem_spec import ProblemSpec, Tolerance
+from graders.problems.spec import ProblemSpec, Tolerance
+from graders.reference.expectation import error_of
 from graders.verdict import ResidualFact
 
 MASK_MISMATCH_FRACTION = 0.005  # bool/int residuals: share of elements that may differ (float noise at 0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from graders.checks.check import Advice, CheckContext, Evidence, ScorePart
 from graders.checks.comparison import CaseRun, human_bytes
-from graders.problem_spec import MemoryRule
+from graders.problems.spec import MemoryRule
 from graders.verdict import CheckResult, Verdict
 
 SAME_VALUES = "since you save the same values"  # the calibrated slack's reason, read back by `explain`

@@ -7,7 +7,7 @@ from typing import Any
 
 from graders.checks.check import Advice, CheckContext, Evidence, ScorePart
 from graders.checks.comparison import CaseRun
-from graders.problem_spec import MemoryRule
+from graders.problems.spec import MemoryRule
 from graders.verdict import CheckResult, Verdict
 
 WRITING_PASSES = 2  # elementwise passes over the largest backward value a correct rewrite may add

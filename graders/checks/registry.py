@@ -15,7 +15,7 @@ from graders.checks.peak_memory import PeakMemoryCheck
 from graders.checks.recompute import RecomputeCheck
 from graders.checks.residuals import ResidualsCheck
 from graders.checks.values import ValueCheck
-from graders.problem_spec import Scoring
+from graders.problems.spec import Scoring
 from graders.verdict import CheckResult
 
 CHECKS: tuple[Check, ...] = (ValueCheck(), GradientCheck(), ResidualsCheck(), PeakMemoryCheck(), RecomputeCheck())
@@ -29,7 +29,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("finite_difference", "Your gradients are wrong"),
 )
 """The checks made before any run: the jail's (`graders.pipeline`), and the exported module's and
-its avals' (`graders.verifier`)."""
+its avals' (`graders.verifier.verify`)."""
 
 PARTS: tuple[ScorePart, ...] = ("value", "gradient", "policy")
 """The parts of a score in the order they build on each other."""

@@ -15,7 +15,7 @@ from graders.artifact_limits import Aval
 from graders.checks.check import Advice, CheckContext, Evidence, ScorePart
 from graders.checks.comparison import CaseRun
 from graders.checks.matching import match_values, with_matches
-from graders.problem_spec import MemoryRule, ProblemSpec
+from graders.problems.spec import MemoryRule, ProblemSpec
 from graders.verdict import CheckResult, ResidualFact, Verdict
 
 ANY_KIND = "any"  # the memory kind in a signature that does not compare kinds

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from graders.checks.check import Advice, CheckContext, Evidence, ScorePart
 from graders.checks.comparison import CaseRun, compare_calibrated
-from graders.expectation import error_of
-from graders.problem_spec import ProblemSpec
+from graders.problems.spec import ProblemSpec
+from graders.reference.expectation import error_of
 from graders.verdict import CheckResult, Verdict
 
 

@@ -9,8 +9,8 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Request, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from graders.problem import Problem
-from graders.problem_spec import ArrayArg, ArraySpec, ListArg, ProblemError, TreeArg, TreeNode
+from graders.problems.problem import Problem
+from graders.problems.spec import ArrayArg, ArraySpec, ListArg, ProblemError, TreeArg, TreeNode
 from server.authz import ADMIN_TOKEN, ANONYMOUS, Action, Principal, decide
 from server.deps import ServicesDep
 from server.services import Services

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from graders.problem import ProblemRepository
+from graders.problems.problem import ProblemRepository
 from server.cli.common import EXIT_USAGE, console, engine_for, err, settings_for, user_store
 
 users_app = typer.Typer(help="Accounts of the web judge.", no_args_is_help=True)

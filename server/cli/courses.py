@@ -42,7 +42,7 @@ def _course(engine, key: str) -> Course:
 
 
 def _problems(problems_dir: Path | None):
-    from graders.problem import ProblemRepository
+    from graders.problems.problem import ProblemRepository
 
     return ProblemRepository(settings_for(problems_dir=problems_dir).problems_dir)
 

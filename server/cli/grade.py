@@ -14,8 +14,8 @@ from rich.table import Table
 from rich.text import Text
 
 from graders.checks.residuals import format_residuals
-from graders.problem import ProblemRepository
-from graders.problem_spec import ProblemError
+from graders.problems.problem import ProblemRepository
+from graders.problems.spec import ProblemError
 from graders.verdict import VERDICT_EXPLANATIONS, Verdict, VerdictReport
 from server.cli.common import EXIT_ACCEPTED, EXIT_REJECTED, EXIT_USAGE, console, err, quietly, settings_for
 

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from graders.problem_spec import ProblemError
+from graders.problems.spec import ProblemError
 from server.cli.common import EXIT_REJECTED, EXIT_USAGE, console, err, settings_for
 from server.cli.problems import _rows_table, _validate_packages
 
@@ -35,7 +35,7 @@ def problems_add(
     A new problem arrives unpublished (admins only) unless --publish; one that replaces a
     published problem stays published, flagged by `problems list` until it is published again.
     """
-    from graders.publication import publication, todos
+    from graders.problems.publication import publication, todos
     from server.problems.packages import PackageError, install, pack, staged_package
 
     if not (path / "problem.toml").is_file():

@@ -10,8 +10,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from graders.problem import Problem, ProblemRepository
-from graders.problem_spec import ProblemError
+from graders.problems.problem import Problem, ProblemRepository
+from graders.problems.spec import ProblemError
 from server.cli.common import EXIT_REJECTED, EXIT_USAGE, console, engine_for, err, settings_for
 from server.settings import Settings
 
@@ -155,9 +155,9 @@ def problems_new(
     residual block over a parameter pytree in Flax linen, Flax NNX or Equinox)."""
     import re
 
-    from graders.problem_spec import SLUG_RE
-    from graders.scaffold import scaffold
-    from graders.scaffold_frameworks import FRAMEWORKS
+    from graders.problems.scaffold import scaffold
+    from graders.problems.scaffold_frameworks import FRAMEWORKS
+    from graders.problems.spec import SLUG_RE
 
     if not re.match(SLUG_RE, slug):
         err.print(f"{slug!r} is not a valid slug: lowercase letters, digits and underscores, starting with a letter")
@@ -200,7 +200,7 @@ def problems_tree_spec(
         err.print(f"no problem.toml and reference.py in {folder}")
         raise typer.Exit(EXIT_USAGE)
     # in its own process: it imports the reference and JAX, which this process never does
-    command = [sys.executable, "-m", "graders.tree_spec", str(folder), "--name", name]
+    command = [sys.executable, "-m", "graders.problems.tree_spec", str(folder), "--name", name]
     done = subprocess.run(command + (["--case", case] if case else []), capture_output=True, text=True)
     if done.returncode != 0:
         err.print(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "tree-spec failed", markup=False)
@@ -224,7 +224,7 @@ def _validate_packages(problems: list[Problem], settings: Settings, jobs: int) -
     """Validates packages with a progress bar and one table per package; True when all pass."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from graders.validate import validate_problem
+    from graders.problems.validate import validate_problem
 
     config = settings.judge_config()
     total = sum(
@@ -320,7 +320,7 @@ def problems_publish(
     validated version into an immutable snapshot (what students get from now on, whatever happens
     to the folder) and records it in the package's `.published` file.
     """
-    from graders.publication import TodosLeft, VersionChanged, publish, todos
+    from graders.problems.publication import TodosLeft, VersionChanged, publish, todos
 
     settings = settings_for(data_dir, problems_dir)
     try:
@@ -368,7 +368,7 @@ def problems_unpublish(
 ) -> None:
     """Hide a problem from students, API clients and LMS deep linking (instructors still see and
     grade it; past submissions are kept). `problems publish` shows it again."""
-    from graders.publication import mark_unpublished
+    from graders.problems.publication import mark_unpublished
 
     settings = settings_for(problems_dir=problems_dir)
     if slug not in ProblemRepository(settings.problems_dir).slugs():

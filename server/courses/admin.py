@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from graders.problem import ProblemRepository
-from graders.problem_spec import ProblemError
+from graders.problems.problem import ProblemRepository
+from graders.problems.spec import ProblemError
 from server.courses.lms import LmsGrades
 from server.courses.rules import Policy
 from server.store.accounts import UserStore

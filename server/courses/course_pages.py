@@ -27,7 +27,7 @@ from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from graders.problem_spec import ProblemError
+from graders.problems.spec import ProblemError
 from server.authz import ANONYMOUS, Action, CourseTarget, Principal, decide
 from server.courses import admin
 from server.courses.gradebook import gradebook

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING
 from graders.config import JudgeConfig
 from graders.insight import fingerprint
 from graders.pipeline import grade, internal_error_report
-from graders.problem import ProblemRepository
-from graders.problem_spec import ProblemError
+from graders.problems.problem import ProblemRepository
+from graders.problems.spec import ProblemError
 from graders.verdict import Verdict, VerdictReport
 from server.platform import metrics
 

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
-from graders.problem_spec import ProblemError
+from graders.problems.spec import ProblemError
 from server.deps import LtiDep, ServicesDep
 from server.lti import deep_linking
 from server.lti.launch import (

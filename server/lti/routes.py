@@ -52,7 +52,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from graders.problem_spec import ProblemError
+from graders.problems.spec import ProblemError
 from server.authz import Action, decide
 from server.deps import LtiDep, ServicesDep
 from server.lti.ags import SCOPE_SCORE

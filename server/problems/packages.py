@@ -1,5 +1,5 @@
 """Problem packages as archives: packing a folder, unpacking an upload safely, installing it
-(installed is not published: `graders.publication` decides what students see).
+(installed is not published: `graders.problems.publication` decides what students see).
 
 An uploaded archive is untrusted bytes until validated: it is unpacked with strict rules (regular
 files and folders only, no links, no absolute or `..` paths, caps on size and count) into a
@@ -19,9 +19,9 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-from graders.problem import Problem, check_package
-from graders.problem_spec import SLUG_RE
-from graders.publication import MARKER, mark_published, mark_unpublished, publish, published_version
+from graders.problems.problem import Problem, check_package
+from graders.problems.publication import MARKER, mark_published, mark_unpublished, publish, published_version
+from graders.problems.spec import SLUG_RE
 
 MAX_ARCHIVE_BYTES = 4 * 1024 * 1024  # compressed upload
 MAX_ARCHIVE_FILES = 200
@@ -141,7 +141,7 @@ def install(staged: Path, problems_dir: Path, history_dir: Path, *, publish_vers
         problems_dir: the problems folder.
         history_dir: where the package it replaces goes.
         publish_version: publish it, recording this version (the caller validated it and found no
-            TODO: `graders.publication`). None: a new problem arrives unpublished, and a
+            TODO: `graders.problems.publication`). None: a new problem arrives unpublished, and a
             replaced one keeps its published state and marker (students keep it mid-course;
             `problems list` flags the change until it is published again).
     """

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from graders.problem import Problem, check_package, load_problem
-from graders.problem_spec import ProblemError
-from graders.publication import TodosLeft, VersionChanged, publish, published_version, todos
+from graders.problems.problem import Problem, check_package, load_problem
+from graders.problems.publication import TodosLeft, VersionChanged, publish, published_version, todos
+from graders.problems.spec import ProblemError
 from server.problems.packages import PackageError, install, staging_root, unpack
 from server.store.problems import UploadState, UploadStore, UploadView
 
@@ -116,7 +116,7 @@ def start(services: Any, data: bytes, *, publish: bool, requested_by: str) -> st
 
 def _validate(services: Any, store: UploadStore, upload_id: str, problem: Problem, publish: bool) -> None:
     """The background part: validates, installs when it passed, and records the report."""
-    from graders.validate import validate_problem
+    from graders.problems.validate import validate_problem
 
     settings = services.settings
     paths = [str(problem.root.parent), str(settings.problems_dir.resolve()), str(settings.data_dir.resolve())]
@@ -223,7 +223,7 @@ def publishing(problems_dir: Path, view: UploadView) -> Publishing:
 
 
 def publish_upload(services: Any, view: UploadView) -> None:
-    """Publishes exactly the version `view` validated and installed, with `graders.publication.publish`
+    """Publishes exactly the version `view` validated and installed, with `graders.problems.publication.publish`
     (as `problems publish` and an upload with publish do), then records it on the upload.
 
     Raises:

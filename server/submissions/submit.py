@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from graders.problem_spec import ProblemError
+from graders.problems.spec import ProblemError
 from server.platform.text import unstorable_reason
 from server.store.accounts import ApiClientRecord
 from server.store.faults import is_database_fault

@@ -13,8 +13,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
-from graders.problem import Problem
-from graders.problem_spec import ProblemError
+from graders.problems.problem import Problem
+from graders.problems.spec import ProblemError
 from graders.verdict import VerdictReport
 from server.authz import ANONYMOUS, Action, Principal, decide
 from server.services import Services

@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Form, Request, status
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from graders.problem import Problem
+from graders.problems.problem import Problem
 from server.authz import Action, decide
 from server.deps import ServicesDep
 from server.platform.http_refusals import submit_error

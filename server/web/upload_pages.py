@@ -9,7 +9,7 @@
   the validation table and warnings; it refreshes itself every 2 s while validating. Once the
   package is installed unpublished, a Publish button;
 - `POST /instructor/problems/uploads/{id}/publish`: publishes exactly the version that upload
-  validated (`server.problems.uploads.publish_upload`, the same `graders.publication.publish` as
+  validated (`server.problems.uploads.publish_upload`, the same `graders.problems.publication.publish` as
   `problems publish`), then 303 back to the upload's page; refused (409, 422) on that page in red.
 
 A refused upload's form comes back with the error and the publish choice as they were; the file

@@ -23,7 +23,7 @@ import pytest
 
 from graders.insight import fingerprint
 from graders.pipeline import JudgeConfig
-from graders.publication import TODO_FILES
+from graders.problems.publication import TODO_FILES
 from server.problems.packages import pack
 from tests.browser.test_web import CANNED, PASSWORD, SHOTS, _csrf, _sign_in, chromium  # noqa: F401 (a fixture)
 from tests.support import PROBLEMS, Server

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from graders.pipeline import JudgeConfig
-from graders.publication import TODO_FILES
+from graders.problems.publication import TODO_FILES
 from server.problems.packages import pack
 from tests.support import PROBLEMS, Server
 

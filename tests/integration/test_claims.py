@@ -127,7 +127,7 @@ def test_a_submission_that_kills_its_worker_every_time_ends_failed(store: Submis
     "failed" with INTERNAL_ERROR instead of being retried on every restart."""
     import json
 
-    from graders.problem import ProblemRepository
+    from graders.problems.problem import ProblemRepository
     from server.grading.grader import Grader
     from tests.support import PROBLEMS
 

@@ -18,7 +18,7 @@ import pytest
 
 from graders.insight import fingerprint
 from graders.pipeline import JudgeConfig, grade
-from graders.problem import Problem
+from graders.problems.problem import Problem
 from graders.verdict import VerdictReport
 from tests.support import PROBLEMS
 

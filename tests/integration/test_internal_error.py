@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from graders.pipeline import JudgeConfig, grade
-from graders.problem import Problem
+from graders.problems.problem import Problem
 from graders.verdict import Verdict
 from tests.support import jail_processes
 

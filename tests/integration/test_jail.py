@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -246,3 +249,22 @@ def test_the_runtime_stays_importable_under_a_private_tmp() -> None:
         found["prefix"] = os.path.isdir(sys.prefix) and os.path.isdir(sys.base_prefix)
         """)
     assert found == {"wave": "ok", "jax.scipy.special": "ok", "numpy.polynomial": "ok", "prefix": True}, found
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starting a process as a jail uid needs root")
+def test_the_leak_check_finds_a_process_left_on_a_free_jail_uid() -> None:
+    """The positive control of `jail_processes`: a process running as a jail uid that no judge holds
+    and whose last holder left clean is reported, and is gone from the report once killed."""
+    from sandbox.jail import JAIL_UIDS
+
+    uid = next(u for u in reversed(JAIL_UIDS.uids) if JAIL_UIDS.is_free(u) and JAIL_UIDS.left_clean(u))
+    leftover = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sleep", "60"])
+    try:
+        deadline = time.monotonic() + 10
+        while not any(line.split()[1] == str(leftover.pid) for line in jail_processes()):
+            assert time.monotonic() < deadline, "the leftover was not reported"
+            time.sleep(0.05)
+    finally:
+        leftover.kill()
+        leftover.wait()
+    assert all(line.split()[1] != str(leftover.pid) for line in jail_processes())

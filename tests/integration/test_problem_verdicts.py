@@ -8,7 +8,7 @@ import pytest
 
 from graders.checks.residuals import is_bookkeeping
 from graders.pipeline import JudgeConfig, grade
-from graders.problem import ProblemRepository
+from graders.problems.problem import ProblemRepository
 from graders.verdict import Verdict
 from tests.support import PROBLEMS, jail_processes
 
@@ -101,7 +101,7 @@ def test_an_author_who_accepts_either_memory_kind_gets_both(tmp_path: Path, judg
     program, offloading it to unpinned_host) is ACCEPTED; other values are still WRONG_POLICY."""
     import shutil
 
-    from graders.problem import load_problem
+    from graders.problems.problem import load_problem
 
     root = tmp_path / "offload_either_place"
     shutil.copytree(PROBLEMS / "offload_named_activation", root, ignore=shutil.ignore_patterns(".published"))

@@ -11,9 +11,9 @@ import pytest
 
 from graders.config import JudgeConfig
 from graders.pipeline import grade
-from graders.problem import Problem, load_problem
+from graders.problems.problem import Problem, load_problem
 from graders.verdict import Verdict
-from graders.verifier_client import verifier_ready
+from graders.verifier.client import verifier_ready
 from sandbox.jail import jail_ready
 from tests.support import PROBLEMS, jail_processes
 
@@ -58,7 +58,7 @@ def test_the_grader_starts_no_child_ahead_while_submissions_are_queued(
 ) -> None:
     """A burst gains nothing from children started ahead (the next job is already queued) and a
     replacement might be for another problem: the grader asks for none while the queue is not empty."""
-    from graders.problem import ProblemRepository
+    from graders.problems.problem import ProblemRepository
     from server.grading.grader import Grader
     from server.store import migrate
     from server.store.db import make_engine

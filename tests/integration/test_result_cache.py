@@ -10,7 +10,7 @@ import pytest
 
 from graders.config import JudgeConfig
 from graders.pipeline import grade
-from graders.problem import Problem
+from graders.problems.problem import Problem
 from graders.verdict import Verdict
 from tests.support import PROBLEMS
 

@@ -16,9 +16,9 @@ import pytest
 
 from graders.config import JudgeConfig
 from graders.pipeline import grade
-from graders.problem import Problem
+from graders.problems.problem import Problem
 from graders.verdict import Verdict
-from graders.verifier_client import Verifier, verifier_templates
+from graders.verifier.client import Verifier, verifier_templates
 from sandbox.jail import JailRequest, jail_templates, run_in_jail, template_spec
 from sandbox.jail_limits import JailLimits
 from sandbox.templates import Template, Templates

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from graders.pipeline import JudgeConfig, grade
-from graders.problem import Problem
+from graders.problems.problem import Problem
 from graders.verdict import Verdict
 from sandbox.jail_limits import JailLimits
 from tests.security.conftest import Bait, snapshot
@@ -556,8 +556,8 @@ def config(judge_config: JudgeConfig) -> JudgeConfig:
 def problem(config: JudgeConfig) -> Problem:
     """The problem attacks are aimed at, with its reference expectations cached before any
     snapshot is taken (building them writes to the cache, which is watched)."""
-    from graders.problem import load_problem
-    from graders.reference import ensure_expectations
+    from graders.problems.problem import load_problem
+    from graders.reference.build import ensure_expectations
 
     loaded = load_problem(PROBLEMS / "checkpoint_dot_policy")
     ensure_expectations(loaded, seed=config.seed, cache_root=config.cache_dir)

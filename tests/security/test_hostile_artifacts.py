@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from graders.pipeline import JudgeConfig, grade, judge_bundle
-from graders.problem import Problem
+from graders.problems.problem import Problem
 from graders.verdict import Verdict, VerdictReport
 from tests.security import forge
 from tests.security.forge import CaseSig

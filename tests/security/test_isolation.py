@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 import pytest
 
 from graders.pipeline import JudgeConfig, grade
-from graders.problem import Problem
+from graders.problems.problem import Problem
 from graders.verdict import Verdict, VerdictReport
 from tests.support import jail_processes
 
@@ -713,7 +713,7 @@ def config(judge_config: JudgeConfig) -> JudgeConfig:
 def pair(dot_problem: Problem, config: JudgeConfig) -> PairRun:
     """A and B graded at the same time. Run again once if, on a loaded host, no round of B's probes
     happened to fall inside A's lifetime (that run proves nothing either way)."""
-    from graders.reference import ensure_expectations
+    from graders.reference.build import ensure_expectations
 
     ensure_expectations(dot_problem, seed=config.seed, cache_root=config.cache_dir)  # not built twice at once
     run = _run_pair(dot_problem, config)

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from graders.hidden_inputs import case_arg_specs
-from graders.problem import Problem
+from graders.problems.hidden_inputs import case_arg_specs
+from graders.problems.problem import Problem
 from jailside.runner import run_request
 from sandbox.bundle import Bundle, parse_bundle
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from graders.problem import ProblemRepository
+from graders.problems.problem import ProblemRepository
 from server.app import create_app
 from server.deps import get_services
 from server.grading.queue import InProcessQueue

@@ -99,7 +99,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         signin_failures_per_account="",
     )
     services = make_services(settings, f"sqlite:///{root / 'judge.db'}")
-    from graders.problem import ProblemRepository
+    from graders.problems.problem import ProblemRepository
 
     services.problems = ProblemRepository(problems)
     engine = services.engine

@@ -7,7 +7,7 @@ import pytest
 
 from graders.checks.check import Advice, Check, Evidence, Stage
 from graders.checks.registry import CHECKS, PARTS, STAGES, explainer, score_of
-from graders.problem_spec import Scoring
+from graders.problems.spec import Scoring
 from graders.verdict import CheckResult, Verdict
 from server.web.diagnosis import diagnose
 from server.web.views import check_views

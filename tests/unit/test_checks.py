@@ -16,10 +16,10 @@ from graders.checks.peak_memory import check_peak_memory
 from graders.checks.recompute import check_recompute
 from graders.checks.residuals import check_residuals
 from graders.checks.values import check_values
-from graders.evaluate import directional_derivatives
-from graders.expectation import CaseExpectation
-from graders.problem_spec import MemoryRule, ProblemSpec, Tolerance
+from graders.problems.spec import MemoryRule, ProblemSpec, Tolerance
+from graders.reference.expectation import CaseExpectation
 from graders.verdict import ResidualFact, Verdict
+from graders.verifier.evaluate import directional_derivatives
 
 TOL = Tolerance(rtol=1e-4, atol=1e-5)
 
@@ -474,7 +474,7 @@ def test_checks_do_not_crash_on_a_dimension_of_size_zero(spec: ProblemSpec) -> N
 
 
 def test_the_float64_finite_difference_disagreement_is_relative_to_the_larger_rate() -> None:
-    from graders.reference_checks import FD_TOLERANCE, fd_disagreement
+    from graders.reference.self_checks import FD_TOLERANCE, fd_disagreement
 
     assert fd_disagreement(1.0, 1.0 + 1e-9) < FD_TOLERANCE  # float64 rounding
     assert fd_disagreement(1.0, 2.0) == 0.5  # gradients twice too large
@@ -487,7 +487,7 @@ def test_rounding_in_a_central_difference_along_a_nearly_flat_direction_is_not_a
     """A direction nearly orthogonal to the gradient: the derivative along it is tiny, and the
     float64 rounding of <u, f(x ± h v)> (about 1e-7 at h = 1e-9) is most of the central difference.
     Without the noise term a correct reference failed its self-check on one seed in the bank."""
-    from graders.reference_checks import FD_TOLERANCE, fd_disagreement
+    from graders.reference.self_checks import FD_TOLERANCE, fd_disagreement
 
     rng = np.random.default_rng(7)
     x, u, v = rng.normal(size=64), rng.normal(size=64), rng.normal(size=64)

@@ -209,8 +209,8 @@ def test_the_regrade_button_requeues_keeps_old_verdicts_and_lists_changes(site: 
 def test_an_unpublished_assignment_is_flagged_on_the_course_page(site: Site, tmp_path: Path) -> None:
     import shutil
 
-    from graders.problem import ProblemRepository
-    from graders.publication import mark_published
+    from graders.problems.problem import ProblemRepository
+    from graders.problems.publication import mark_published
     from tests.support import PROBLEMS
 
     problems = tmp_path / "problems"

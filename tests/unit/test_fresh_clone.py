@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from graders.problem import ProblemRepository, ProblemUnavailable
-from graders.publication import VERSIONS, published_version, snapshot_dir
+from graders.problems.problem import ProblemRepository, ProblemUnavailable
+from graders.problems.publication import VERSIONS, published_version, snapshot_dir
 from tests.support import REPO
 
 CLI = str(Path(sys.executable).parent / "remat-judge")
@@ -76,7 +76,7 @@ def test_a_clone_edited_before_it_is_first_served_is_refused_not_served(
     version = published_version(clone / SLUG)
     assert version is not None
 
-    with caplog.at_level(logging.INFO, logger="graders.problem"):
+    with caplog.at_level(logging.INFO, logger="graders.problems.problem"):
         repo = ProblemRepository(clone)
         repo.get("checkpoint_dot_policy")  # the others are served from their new snapshots
         with pytest.raises(ProblemUnavailable, match=f"`remat-judge problems publish {SLUG}`"):

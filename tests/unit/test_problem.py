@@ -1,4 +1,4 @@
-"""graders/problem.py: loading and validating packages, versions, hidden inputs, wrong submissions."""
+"""graders/problems/problem.py: loading and validating packages, versions, hidden inputs, wrong submissions."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graders.hidden_inputs import case_arg_specs, hidden_inputs, leaf_names
-from graders.input_generators import UniformGenerator
-from graders.problem import Problem, check_package, load_problem
-from graders.problem_spec import ArrayArg, ProblemError
+from graders.problems.generators import UniformGenerator
+from graders.problems.hidden_inputs import case_arg_specs, hidden_inputs, leaf_names
+from graders.problems.problem import Problem, check_package, load_problem
+from graders.problems.spec import ArrayArg, ProblemError
 from graders.verdict import Verdict
 
 DOT_POLICY_DIR = Path(__file__).resolve().parents[2] / "problems" / "checkpoint_dot_policy"

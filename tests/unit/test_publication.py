@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from graders.problem import ProblemRepository, load_problem
-from graders.publication import (
+from graders.problems.problem import ProblemRepository, load_problem
+from graders.problems.publication import (
     MARKER,
     TODO_FILES,
     TodosLeft,
@@ -22,7 +22,7 @@ from graders.publication import (
     published_version,
     todos,
 )
-from graders.scaffold import scaffold
+from graders.problems.scaffold import scaffold
 from server.platform.folders import folder, source_of
 from server.problems.packages import install, pack, staged_package
 from server.store.accounts import SiteRole
@@ -232,7 +232,7 @@ def test_students_keep_the_published_version_while_the_folder_is_edited(tmp_path
     version is published; the working folder is the author's."""
     from fastapi.testclient import TestClient
 
-    from graders.publication import snapshot_dir, take_snapshot
+    from graders.problems.publication import snapshot_dir, take_snapshot
     from tests.unit.test_course_pages import Site
 
     problems = tmp_path / "problems"

@@ -1,4 +1,4 @@
-"""The reference checks itself once per version (graders/reference.py): a reference with an author's
+"""The reference checks itself once per version (graders/reference/build.py): a reference with an author's
 mistake is caught while its expectations are built, in process (no jail), with a message that names
 the self-check and tells the author what to change. Each mistake is a copy of remat_sin_sin whose
 reference.py was edited the way an instructor might get it wrong."""
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from graders.artifact_limits import VerifyLimits
-from graders.expectation import cache_dir
-from graders.problem import load_problem
-from graders.reference import build_expectations, ensure_expectations
-from graders.reference_failures import ReferenceCheckError, failure_path, recorded_failure
+from graders.problems.problem import load_problem
+from graders.reference.build import build_expectations, ensure_expectations
+from graders.reference.expectation import cache_dir
+from graders.reference.failures import ReferenceCheckError, failure_path, recorded_failure
 from tests.support import PROBLEMS
 
 SEED = b"reference-checks"

@@ -15,11 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from graders.evaluate import shifted_inputs
-from graders.hidden_inputs import case_arg_specs, hidden_inputs, leaf_names
-from graders.problem_spec import LEAF_KEYS, MAX_TREE_DEPTH, ProblemSpec
-from graders.scaffold_frameworks import tree_spec_toml
+from graders.problems.hidden_inputs import case_arg_specs, hidden_inputs, leaf_names
+from graders.problems.scaffold_frameworks import tree_spec_toml
+from graders.problems.spec import LEAF_KEYS, MAX_TREE_DEPTH, ProblemSpec
 from graders.untrusted.parse import deserialize, exported_avals
+from graders.verifier.evaluate import shifted_inputs
 from jailside.export import _abstract_arg, export_case
 
 # a table with a key "shape" is an array spec, so "shape", "dtype" and "generator" are no subtree's keys

@@ -1,4 +1,4 @@
-"""graders/verifier.py: verdicts, scores and residual reports for the real checkpoint_dot_policy problem,
+"""graders/verifier/verify.py: verdicts, scores and residual reports for the real checkpoint_dot_policy problem,
 with bundles built in-process by the runner (no jail) and the reference's expectations built once."""
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ import pytest
 
 from graders.artifact_limits import VerifyLimits
 from graders.checks.registry import CHECKS, score_of
-from graders.expectation import ARRAY_FIELDS, Expectations, cache_dir
-from graders.expectation_files import load_expectations, save_expectations
-from graders.problem import Problem
-from graders.reference import build_expectations, ensure_expectations
-from graders.residual_report import residual_report
+from graders.problems.problem import Problem
+from graders.reference.build import build_expectations, ensure_expectations
+from graders.reference.expectation import ARRAY_FIELDS, Expectations, cache_dir
+from graders.reference.expectation_files import load_expectations, save_expectations
 from graders.verdict import Verdict
-from graders.verifier import VerifyResult, VersionMismatch, verify
+from graders.verifier.report import residual_report
+from graders.verifier.verify import VerifyResult, VersionMismatch, verify
 from jailside.export import export_case
 from sandbox.bundle import Bundle, parse_bundle
 
@@ -370,8 +370,8 @@ def test_submission_values_equal_the_references_own_exactly(
     dot_problem: Problem, expectations: Expectations, bundles: dict[str, Bundle]
 ) -> None:
     """The reference's bundle is judged the way its expectations were computed: the same bits."""
-    from graders.reference_checks import FD_TOLERANCE
-    from graders.verifier import _execute, _load_case
+    from graders.reference.self_checks import FD_TOLERANCE
+    from graders.verifier.verify import _execute, _load_case
 
     loaded = [
         _load_case(e, c, dot_problem, VerifyLimits(), expectations.leaf_names)
@@ -425,7 +425,7 @@ def test_an_artifact_failing_to_lower_is_a_runtime_error_naming_its_case(
 def test_an_artifact_failing_while_traced_names_its_case() -> None:
     import jax
 
-    from graders.evaluate import ArtifactRunError, CaseData, evaluate_cases
+    from graders.verifier.evaluate import ArtifactRunError, CaseData, evaluate_cases
 
     class Artifact:
         """Stands for an Exported: `call` is what tracing the artifact runs."""
@@ -582,7 +582,7 @@ def test_damaged_cache_entries_are_refused(expectations: Expectations, tmp_path:
 def test_a_damaged_cache_entry_is_rebuilt(
     dot_problem: Problem, expectations: Expectations, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import graders.reference
+    import graders.reference.build
 
     entry = cache_dir(tmp_path, dot_problem, SEED)
     save_expectations(expectations, entry)
@@ -593,7 +593,7 @@ def test_a_damaged_cache_entry_is_rebuilt(
         built.append(1)
         return expectations
 
-    monkeypatch.setattr(graders.reference, "build_expectations", build)
+    monkeypatch.setattr(graders.reference.build, "build_expectations", build)
     assert ensure_expectations(dot_problem, seed=SEED, cache_root=tmp_path) is expectations
     assert built == [1]
     assert load_expectations(entry) is not None  # rewritten whole
@@ -608,7 +608,7 @@ def test_cases_past_the_memory_budget_get_programs_of_their_own(
     no more than one artifact may hold, and splitting them changes no value."""
     from jax._src import dispatch, monitoring
 
-    from graders.evaluate import CaseData, _groups
+    from graders.verifier.evaluate import CaseData, _groups
 
     def case(peak: int, n_inputs: int = 3) -> CaseData:
         return CaseData(
@@ -643,7 +643,7 @@ def test_cases_past_the_memory_budget_get_programs_of_their_own(
         monitoring.unregister_event_duration_listener(listener)
     assert len(compiles) == 4
     assert result.verdict is Verdict.ACCEPTED and result.score == 1.0
-    from graders.verifier import _execute, _load_case
+    from graders.verifier.verify import _execute, _load_case
 
     loaded = [
         _load_case(e, c, dot_problem, VerifyLimits(), expectations.leaf_names)

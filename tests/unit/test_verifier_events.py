@@ -9,7 +9,7 @@ import json
 import pytest
 
 from graders.verdict import CheckResult, Verdict, VerdictReport
-from graders.verifier_events import EventError, ReportedCheck, Result, encode_event, parse_event
+from graders.verifier.events import EventError, ReportedCheck, Result, encode_event, parse_event
 
 
 def _result(*checks: ReportedCheck, verdict: str = "WRONG_GRADIENT") -> bytes:
@@ -26,7 +26,7 @@ def _result(*checks: ReportedCheck, verdict: str = "WRONG_GRADIENT") -> bytes:
 
 
 def test_internal_details_cross_inside_their_check_and_stay_out_of_public_json() -> None:
-    secret = {"traceback": "Traceback (most recent call last): /srv/judge/graders/verifier.py"}
+    secret = {"traceback": "Traceback (most recent call last): /srv/judge/graders/verifier/verify.py"}
     line = _result(
         ReportedCheck(name="values", passed=True, message="ok"),
         ReportedCheck(name="gradients", passed=False, message="wrong", verdict=Verdict.WRONG_GRADIENT, internal=secret),

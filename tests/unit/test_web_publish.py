@@ -1,6 +1,6 @@
 """The upload page's Publish button, fast (TestClient, real SQLite, no jail: the upload is recorded
 as validation records it): admins only, CSRF-checked, publishing exactly the version the upload
-validated with `graders.publication.publish`; and the judge's `code` spans rendered as code,
+validated with `graders.problems.publication.publish`; and the judge's `code` spans rendered as code,
 escaped, in the verdict panel and the insight page's policy sentences."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import re
 import shutil
 from pathlib import Path
 
-from graders.problem import load_problem
-from graders.publication import mark_unpublished, published_version, snapshot_dir
+from graders.problems.problem import load_problem
+from graders.problems.publication import mark_unpublished, published_version, snapshot_dir
 from server.store.accounts import SiteRole
 from server.store.problems import UploadState, UploadStore
 from server.store.submissions import SubmissionStore

@@ -99,7 +99,7 @@ class SubmissionRecord(Base):
     callback_last_error: Mapped[str | None] = mapped_column(String(300), nullable=True)
     callback_next_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     # what teachers group by (server/problems/clusters.py): the policy's fingerprint (graders/insight.py)
-    # and the exported programs' digest blind to names (graders/verifier.py `program_digest`)
+    # and the exported programs' digest blind to names (graders/verifier/verify.py `program_digest`)
     policy_fingerprint: Mapped[str | None] = mapped_column(String(16), nullable=True)
     program_digest: Mapped[str | None] = mapped_column(String(64), nullable=True)
 

@@ -1,9 +1,9 @@
 """The trusted side of verification: a verifier child per submission, and the result cache.
 
-`Verifier.start(problem, config)` forks a child of the verifier template (`graders/verify_main.py`)
+`Verifier.start(problem, config)` forks a child of the verifier template (`graders/verifier/main.py`)
 through `sandbox/supervise.py`: its own cgroup (memory cap, CPU accounting), an unprivileged uid,
 no network, RLIMITs and a time-out. The child loads the expectations while the jail runs; then
-`verify(bundle)` sends the bundle and reads its events (`graders/verifier_events.py`).
+`verify(bundle)` sends the bundle and reads its events (`graders/verifier/events.py`).
 
 Results are cached by content (`ResultCache`): the child reports a digest of the bundle's
 normalized artifacts (debug locations stripped) before it runs anything; when a result for the
@@ -25,9 +25,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from graders.config import JudgeConfig
-from graders.expectation import META_FILE, cache_dir
-from graders.problem import Problem
-from graders.verifier_events import (
+from graders.problems.problem import Problem
+from graders.reference.expectation import META_FILE, cache_dir
+from graders.verifier.events import (
     Digest,
     Error,
     EventError,
@@ -66,7 +66,7 @@ class VerifierError(Exception):
 
 
 class ReferenceCheckFailed(VerifierError):
-    """The problem's reference failed self-checks (`graders.reference_failures.SELF_CHECKS`): the author's
+    """The problem's reference failed self-checks (`graders.reference.failures.SELF_CHECKS`): the author's
     fault. No submission is judged against that version.
 
     Attributes:
@@ -94,11 +94,11 @@ def reference_budget_s(problem: Problem, config: JudgeConfig) -> tuple[float, fl
 
 
 def template_spec() -> TemplateSpec:
-    """How the supervisor starts the verifier template: this interpreter, `-m graders.verify_main`,
+    """How the supervisor starts the verifier template: this interpreter, `-m graders.verifier.main`,
     an environment of five variables (no secret of the judge's), cwd the repository."""
     return TemplateSpec(
         name="verifier",
-        argv=lambda: [sys.executable, "-B", "-m", "graders.verify_main", "{control_fd}", "{seccomp_fd}"],
+        argv=lambda: [sys.executable, "-B", "-m", "graders.verifier.main", "{control_fd}", "{seccomp_fd}"],
         cwd=str(REPO),
         memory_limit_bytes=2 << 30,
         startup_time_limit_s=120.0,

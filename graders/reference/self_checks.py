@@ -1,4 +1,4 @@
-"""The reference's self-checks, run while its expectations are built (`graders.reference`): its
+"""The reference's self-checks, run while its expectations are built (`graders.reference.build`): its
 programs fit the verifier's memory cap (`memory_limit`), exporting every case fits the time a
 submission gets for the same work (`time_limit`), it exports and runs (`runtime_error`), a second
 export gives the same results (`deterministic`), and in float64 its gradients are the derivatives
@@ -6,7 +6,7 @@ of its own function along random directions (`finite_difference`). The float64 r
 calibrates tolerances: the float32 reference's own largest error per output, gradient and
 residual (docs/ARCHITECTURE.md, "Tolerances").
 
-Each check raises `graders.reference_failures.ReferenceCheckError` naming the check.
+Each check raises `graders.reference.failures.ReferenceCheckError` naming the check.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from typing import Any
 import numpy as np
 
 from graders.artifact_limits import VerifyLimits, is_differentiable
-from graders.evaluate import ArtifactRunError, CaseData, evaluate_cases
-from graders.expectation import CaseExpectation
-from graders.hidden_inputs import case_arg_specs
-from graders.problem import Problem
-from graders.reference_failures import ReferenceCheckError
+from graders.problems.hidden_inputs import case_arg_specs
+from graders.problems.problem import Problem
+from graders.reference.expectation import CaseExpectation
+from graders.reference.failures import ReferenceCheckError
 from graders.untrusted.parse import deserialize, exported_avals
 from graders.untrusted.reader import inspect_module
 from graders.untrusted.result import ModuleInfo
+from graders.verifier.evaluate import ArtifactRunError, CaseData, evaluate_cases
 from jailside.export import export_case
 
 # the float64 finite-difference step (scaled by max(1, max|x|) per leaf): small, so few relu kinks
@@ -126,7 +126,7 @@ def _float64_truth(
 
 def fd_disagreement(fd: float, analytic: float, noise: float = 0.0) -> float:
     """How far a central difference and an analytic directional derivative disagree beyond the
-    central difference's rounding `noise` (`graders.evaluate.fd_opinion`), relative to the larger of
+    central difference's rounding `noise` (`graders.verifier.evaluate.fd_opinion`), relative to the larger of
     the two (0.0 when both are below 1e-12: no slope to speak of)."""
     scale = max(abs(fd), abs(analytic))
     if not math.isfinite(fd) or not math.isfinite(analytic):

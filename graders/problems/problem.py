@@ -4,9 +4,9 @@ A package holds `problem.toml` (this module's `ProblemSpec`), `statement.md`, `s
 `reference.py` (never served, never mounted into a jail), optional `hints.md`, and `wrong/*.py`,
 known-wrong submissions whose first line is `# expect: VERDICT`.
 
-The models of `problem.toml` are in `graders.problem_spec`, what a package's folder must and may
-hold in `graders.package_files`, and a case's arguments and hidden inputs in
-`graders.hidden_inputs`; this module loads packages and serves published versions
+The models of `problem.toml` are in `graders.problems.spec`, what a package's folder must and may
+hold in `graders.problems.package_files`, and a case's arguments and hidden inputs in
+`graders.problems.hidden_inputs`; this module loads packages and serves published versions
 (`ProblemRepository`).
 """
 
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from graders.package_files import SUBMISSION_FOLDERS, expected_verdicts, extra_files, load_spec, missing_files
-from graders.problem_spec import SLUG_RE, ProblemError, ProblemSpec
-from graders.publication import content_version, published_version, snapshot_dir, take_snapshot
+from graders.problems.package_files import SUBMISSION_FOLDERS, expected_verdicts, extra_files, load_spec, missing_files
+from graders.problems.publication import content_version, published_version, snapshot_dir, take_snapshot
+from graders.problems.spec import SLUG_RE, ProblemError, ProblemSpec
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +32,9 @@ class Problem:
     Attributes:
         spec: the parsed problem.toml.
         root: the package folder: the working folder an author edits, or a published snapshot
-            (`graders.publication`).
+            (`graders.problems.publication`).
         version: a content hash (12 hex digits) of the files students get and grading uses
-            (`graders.publication.content_version`): any edit of them is a new version, and
+            (`graders.problems.publication.content_version`): any edit of them is a new version, and
             cached expectations are per version.
     """
 
@@ -193,7 +193,7 @@ class Serving:
 
 class ProblemRepository:
     """The problems folder: every `<slug>/problem.toml` under it (the working folders authors
-    edit), and the published snapshots under `.versions/` (`graders.publication`); reloaded when
+    edit), and the published snapshots under `.versions/` (`graders.problems.publication`); reloaded when
     files change.
 
     `serving` says which version students get (or none, and why); `get` serves it to students,
@@ -341,7 +341,7 @@ class ProblemRepository:
             return False
 
     def is_published(self, slug: str) -> bool:
-        """Whether students see `slug`: its folder holds the `.published` marker (`graders.publication`)."""
+        """Whether students see `slug`: its folder holds the `.published` marker (`graders.problems.publication`)."""
         return bool(re.match(SLUG_RE, slug)) and published_version(self.root / slug) is not None
 
     def all(self, *, published_only: bool = False) -> list[Problem]:

@@ -3,7 +3,7 @@
 with "did you mean"), the `# expect: VERDICT` line of every `right/` and `wrong/` submission, and
 the files the judge would never read where a package file was meant.
 
-Every message names a file within the package, never a path of the server. `graders.problem`
+Every message names a file within the package, never a path of the server. `graders.problems.problem`
 loads packages with these.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from graders.problem_spec import ProblemError, ProblemSpec
+from graders.problems.spec import ProblemError, ProblemSpec
 from graders.verdict import Verdict
 
 REQUIRED_FILES = ("problem.toml", "statement.md", "starter.py", "reference.py")

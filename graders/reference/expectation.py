@@ -1,6 +1,6 @@
 """What the reference does on each test case: the facts every check compares a submission with.
 
-Built and cached by graders/reference.py; read by graders/checks/* and graders/verifier.py (kept
+Built and cached by graders/reference/build.py; read by graders/checks/* and graders/verifier/verify.py (kept
 apart from reference.py so the checks never import the module that imports `reference.py`).
 """
 
@@ -17,9 +17,9 @@ from graders.artifact_limits import Aval
 from graders.verdict import ResidualFact
 
 if TYPE_CHECKING:
-    from graders.problem import Problem
+    from graders.problems.problem import Problem
 
-DATA_FILE, META_FILE = "arrays.bin", "meta.json"  # a cache entry's files (graders/reference.py)
+DATA_FILE, META_FILE = "arrays.bin", "meta.json"  # a cache entry's files (graders/reference/build.py)
 
 
 def seed_id(seed: bytes) -> str:

@@ -2,8 +2,8 @@
 `SELF_CHECKS` failed), and the record of a failed self-check kept beside a version's cache entry
 (`<entry>.failed.json`), so a version whose reference fails is not rebuilt for every submission.
 
-The self-checks themselves are in `graders.reference_checks`; the build that runs them is
-`graders.reference`.
+The self-checks themselves are in `graders.reference.self_checks`; the build that runs them is
+`graders.reference.build`.
 """
 
 from __future__ import annotations

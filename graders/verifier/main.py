@@ -1,9 +1,9 @@
 """The verifier's template process (zygote): imports JAX and our verifier once, then forks one
-child per submission. `python -m graders.verify_main CONTROL_FD SECCOMP_FD`, started by
-`graders/verifier_client.py` through `sandbox/supervise.py`.
+child per submission. `python -m graders.verifier.main CONTROL_FD SECCOMP_FD`, started by
+`graders/verifier/client.py` through `sandbox/supervise.py`.
 
 The template holds no problem, expectation, seed or submission: each child receives its
-parameters (`graders.verifier_events.VerifierParams`) after the fork, in its `JobSetup`. A child:
+parameters (`graders.verifier.events.VerifierParams`) after the fork, in its `JobSetup`. A child:
 
 1. (`prepare`, still root, already inside its own cgroup, before any untrusted byte) loads the
    problem and the reference's cached expectations, building them on a cache miss; a package on
@@ -12,7 +12,7 @@ parameters (`graders.verifier_events.VerifierParams`) after the fork, in its `Jo
    private /tmp, RLIMITs, an unprivileged uid without capabilities, no_new_privs, seccomp;
 3. (`run`) starts the CPU backend, says `ready`, reads the bundle from stdin, and reports
    `digest`, `running` and `result` (or `error`, `memory_error`) as JSON lines on its result pipe
-   (`graders/verifier_events.py`).
+   (`graders/verifier/events.py`).
 
 An exception in our code is the judge's fault (INTERNAL_ERROR, an `error` event); a time-out or
 memory kill once the bundle has been sent belongs to the submission's artifacts, which the child
@@ -28,7 +28,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from graders.verifier_events import (
+from graders.verifier.events import (
     Digest,
     Error,
     OutOfMemory,
@@ -61,9 +61,9 @@ class VerifierJob:
             Whatever loading or building the expectations raises (judge faults).
         """
         from graders.artifact_limits import VerifyLimits
-        from graders.problem import load_problem
-        from graders.reference import ensure_expectations
-        from graders.reference_failures import ReferenceCheckError
+        from graders.problems.problem import load_problem
+        from graders.reference.build import ensure_expectations
+        from graders.reference.failures import ReferenceCheckError
 
         t0 = time.monotonic()
         self.params = VerifierParams.model_validate(params)
@@ -96,7 +96,7 @@ class VerifierJob:
         import jax
 
         from graders.artifact_limits import VerifyLimits
-        from graders.verifier import verify
+        from graders.verifier.verify import verify
         from sandbox.bundle import BundleError, parse_bundle
 
         out = os.fdopen(result_fd, "wb", buffering=0)
@@ -157,8 +157,8 @@ def main(argv: list[str]) -> int:
     import jax  # noqa: F401 - imported once per template; the backend starts in each child
     from jax import export  # noqa: F401
 
-    import graders.reference
-    import graders.verifier  # noqa: F401
+    import graders.reference.build
+    import graders.verifier.verify  # noqa: F401
     from jailside import forkserver
     from jailside.frameworks import import_frameworks
     from jailside.warmup import warm_up

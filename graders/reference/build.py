@@ -17,9 +17,9 @@ random directions (`finite_difference`). Submissions are then judged against the
 gradients alone: a version whose reference fails is never used to grade anyone, and the failure
 is cached beside its entry (`<entry>.failed.json`) so it is not rebuilt for every submission.
 
-The self-checks are in `graders.reference_checks`, the errors they raise and the record of a
-failed one in `graders.reference_failures`; the cache's files are written and read by
-`graders.expectation_files`.
+The self-checks are in `graders.reference.self_checks`, the errors they raise and the record of a
+failed one in `graders.reference.failures`; the cache's files are written and read by
+`graders.reference.expectation_files`.
 """
 
 from __future__ import annotations
@@ -37,18 +37,24 @@ import numpy as np
 
 from graders.artifact_limits import Aval, VerifyLimits
 from graders.checks.residuals import describe_residuals
-from graders.evaluate import CaseData
-from graders.expectation import (
+from graders.problems.hidden_inputs import case_arg_specs, hidden_inputs, leaf_names, random_cotangents
+from graders.problems.problem import Problem
+from graders.problems.spec import CaseSpec
+from graders.reference.expectation import (
     CaseExpectation,
     Expectations,
     cache_dir,
     named_sources,
 )
-from graders.expectation_files import load_expectations, save_expectations
-from graders.hidden_inputs import case_arg_specs, hidden_inputs, leaf_names, random_cotangents
-from graders.problem import Problem
-from graders.problem_spec import CaseSpec
-from graders.reference_checks import (
+from graders.reference.expectation_files import load_expectations, save_expectations
+from graders.reference.failures import (
+    CACHED_FAILURES,
+    ReferenceCheckError,
+    ReferenceSolutionError,
+    record_failure,
+    recorded_failure,
+)
+from graders.reference.self_checks import (
     FD_STEP,
     check_deterministic,
     check_peak_memory,
@@ -56,17 +62,11 @@ from graders.reference_checks import (
     finite_difference_pass,
     run_reference,
 )
-from graders.reference_failures import (
-    CACHED_FAILURES,
-    ReferenceCheckError,
-    ReferenceSolutionError,
-    record_failure,
-    recorded_failure,
-)
 from graders.untrusted.parse import deserialize, exported_avals
 from graders.untrusted.reader import inspect_module
 from graders.untrusted.result import ModuleInfo
 from graders.verdict import ResidualFact
+from graders.verifier.evaluate import CaseData
 from jailside.export import export_case, residual_notes
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ log = logging.getLogger(__name__)
 def import_file(path: Path, module_name: str) -> Any:
     """Imports the Python file `path` as the module `module_name` (registered in sys.modules, so
     pickling and dataclasses inside it work): a reference.py, trusted, in a verifier child or an
-    author's own process (`graders.tree_spec`).
+    author's own process (`graders.problems.tree_spec`).
 
     Raises:
         ReferenceSolutionError: no loader for the file. Whatever running it raises.

@@ -1,6 +1,6 @@
 """How `problem.toml` says hidden inputs are drawn: the generator models (`normal`, `uniform`,
 `random_bits`) and `Generator`, the tagged union an array spec takes (`normal` when `kind` is left
-out); and `StrictModel`, the base of every `problem.toml` model (`graders.problem_spec`).
+out); and `StrictModel`, the base of every `problem.toml` model (`graders.problems.spec`).
 """
 
 from __future__ import annotations

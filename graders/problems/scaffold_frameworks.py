@@ -6,7 +6,7 @@ Each framework's package validates as it is: a residual block `x + W2 tanh(W1 x 
 reference checkpoints the whole block (so it saves the parameters and x), a plain-JAX right/ file
 that saves the same values, and a wrong/ file without the checkpoint. The reference defines
 `init(N, d, h)`, the parameter pytree at a case's dimensions: `problems tree-spec` evaluates its
-shapes with `jax.eval_shape` (nothing is computed; `graders/tree_spec.py`, in its own process)
+shapes with `jax.eval_shape` (nothing is computed; `graders/problems/tree_spec.py`, in its own process)
 and writes them as problem.toml's tree. No JAX here: the CLI imports this module.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from graders.problem_spec import INTEGER_DTYPES
+from graders.problems.spec import INTEGER_DTYPES
 
 FRAMEWORKS = ("flax", "nnx", "equinox")
 

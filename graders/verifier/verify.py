@@ -4,7 +4,7 @@ Steps (docs/ARCHITECTURE.md): 1. module checks before anything runs (op allowlis
 platform, effects); 2. aval checks against the case and the reference; 3. the residual signature
 read from the fwd artifact; 4. values and gradients on the hidden inputs with random cotangents,
 against the reference's (whose own gradients were checked against finite differences in float64
-once per version, `graders.reference`); 5. the checks of `graders.checks.registry.CHECKS` on
+once per version, `graders.reference.build`); 5. the checks of `graders.checks.registry.CHECKS` on
 the runs (values, gradients, residuals, peak live bytes, recompute), which also make the score.
 """
 
@@ -22,14 +22,14 @@ from graders.checks.check import CheckContext
 from graders.checks.comparison import CaseRun
 from graders.checks.registry import run_checks, score_of
 from graders.checks.residuals import describe_residuals
-from graders.evaluate import ArtifactRunError, CaseData, evaluate_cases
-from graders.expectation import CaseExpectation, Expectations, named_sources
-from graders.problem import Problem
-from graders.residual_report import residual_report
+from graders.problems.problem import Problem
+from graders.reference.expectation import CaseExpectation, Expectations, named_sources
 from graders.untrusted.parse import deserialize, exported_avals, shared_ir_context
 from graders.untrusted.reader import inspect_module
 from graders.untrusted.result import ArtifactError, ModuleInfo
 from graders.verdict import CheckResult, ResidualFact, ResidualReport, Verdict, first_verdict
+from graders.verifier.evaluate import ArtifactRunError, CaseData, evaluate_cases
+from graders.verifier.report import residual_report
 from sandbox.bundle import Bundle, BundleCase
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from graders.scaffold_frameworks import framework_files
+from graders.problems.scaffold_frameworks import framework_files
 
 PROBLEM_TOML = """# {slug}: one problem package. Every field is checked when the package loads; a bad one is an
 # error naming this file and the field.
@@ -154,7 +154,7 @@ TODO
 def scaffold(root: Path, slug: str, framework: str | None = None) -> Path:
     """Creates `root/slug/` with problem.toml, statement.md, starter.py, reference.py, hints.md,
     a right/ file and wrong/no_checkpoint.py. The scaffold validates as it is: without a framework
-    its reference checkpoints sin(sin(x)); with one (`graders.scaffold_frameworks.FRAMEWORKS`) it
+    its reference checkpoints sin(sin(x)); with one (`graders.problems.scaffold_frameworks.FRAMEWORKS`) it
     checkpoints a residual block over a parameter pytree, written in that library.
 
     Raises:

@@ -1,4 +1,4 @@
-"""`remat-judge problems tree-spec SLUG`, run by the CLI as `python -m graders.tree_spec FOLDER
+"""`remat-judge problems tree-spec SLUG`, run by the CLI as `python -m graders.problems.tree_spec FOLDER
 [--name NAME] [--case CASE]` in its own process: it imports the author's reference.py and JAX,
 which the CLI's process never does (the server imports no JAX). Prints the `[[args]]` table on
 stdout; exits 1 with `ErrorName: message` on stderr when the reference cannot give one.
@@ -10,8 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from graders.reference import import_file
-from graders.scaffold_frameworks import tree_spec_toml
+from graders.problems.scaffold_frameworks import tree_spec_toml
+from graders.reference.build import import_file
 
 
 def reference_tree_spec(folder: Path, *, name: str = "params", case: str | None = None) -> str:
@@ -58,7 +58,7 @@ def reference_tree_spec(folder: Path, *, name: str = "params", case: str | None 
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m graders.tree_spec")
+    parser = argparse.ArgumentParser(prog="python -m graders.problems.tree_spec")
     parser.add_argument("folder", type=Path)
     parser.add_argument("--name", default="params")
     parser.add_argument("--case", default=None)

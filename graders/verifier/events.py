@@ -1,4 +1,4 @@
-"""Typed messages between the trusted side and a verifier child (`graders/verify_main.py`).
+"""Typed messages between the trusted side and a verifier child (`graders/verifier/main.py`).
 
 Both ends import this module (no JAX here). The job's parameters travel in the child's
 `JobSetup.job` (`VerifierParams`); the child's events come back as JSON lines on its result
@@ -106,7 +106,7 @@ SelfCheck = Literal["finite_difference", "deterministic", "time_limit", "memory_
 
 
 class SelfCheckFailure(BaseModel):
-    """One failed self-check of a reference (`graders.reference_failures.SELF_CHECKS`)."""
+    """One failed self-check of a reference (`graders.reference.failures.SELF_CHECKS`)."""
 
     model_config = ConfigDict(extra="forbid")
     check: SelfCheck

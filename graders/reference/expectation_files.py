@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from graders.artifact_limits import Aval, np_dtype
-from graders.expectation import (
+from graders.reference.expectation import (
     ARRAY_FIELDS,
     DATA_FILE,
     META_FILE,

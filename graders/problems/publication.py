@@ -5,7 +5,7 @@ A package is published when its folder holds `.published`, whose one line is the
 (`Problem.version`, a content hash of the files students get and grading uses: `VERSIONED_FILES`)
 that `remat-judge problems publish` validated. Publishing also copies those files into a snapshot,
 `<problems>/.versions/<slug>/<version>/`, written once and never changed. Students, API clients,
-LTI and grading get that snapshot (`graders.problem.ProblemRepository.get`) until the next
+LTI and grading get that snapshot (`graders.problems.problem.ProblemRepository.get`) until the next
 `problems publish` validates and publishes another version: the working folder can be edited
 freely meanwhile (`problems list` flags it as changed since publish). Admins see and grade
 unpublished problems (their working folder).

@@ -1,5 +1,5 @@
 """Validating a problem package through the real sandbox: first the reference checks itself
-(`graders.reference`: it runs, in time and memory, deterministically, with gradients that are the
+(`graders.reference.build`: it runs, in time and memory, deterministically, with gradients that are the
 derivatives of its function); then the reference and every `right/` submission must be ACCEPTED,
 and every `wrong/` submission must get the verdict its first line promises."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from graders.checks.residuals import signature
 from graders.config import JudgeConfig
 from graders.pipeline import check_reference, grade
-from graders.problem import Problem
+from graders.problems.problem import Problem
 from graders.verdict import Verdict, VerdictReport
 
 

@@ -1,7 +1,7 @@
 """`problem.toml`, as typed models validated strictly (`ProblemSpec`: entry point, arguments with
 their generators, test cases, tolerances, the memory rule, scoring, limits, what the verifier
 allows), and `ProblemError` for a package that is not right. The generators and the models' base
-are in `graders.input_generators`."""
+are in `graders.problems.generators`."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pydantic import (
     model_validator,
 )
 
-from graders.input_generators import Generator, NormalGenerator, RandomBitsGenerator, StrictModel, kind_or
+from graders.problems.generators import Generator, NormalGenerator, RandomBitsGenerator, StrictModel, kind_or
 
 SLUG_RE = r"^[a-z][a-z0-9_]{1,63}$"
 

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from graders.artifact_limits import is_differentiable, np_dtype
-from graders.input_generators import RandomBitsGenerator, UniformGenerator
-from graders.problem_spec import (
+from graders.problems.generators import RandomBitsGenerator, UniformGenerator
+from graders.problems.spec import (
     ArrayArg,
     ArraySpec,
     CaseSpec,
