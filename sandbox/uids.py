@@ -118,7 +118,6 @@ class UidPool:
         finally:
             os.close(fd)
 
-
     def left_clean(self, uid: int) -> bool:
         """Whether the last holder of `uid` gave it back saying no process of it was alive (or it
         was never used). A uid left otherwise (its judge was killed mid-job) may still have

@@ -13,8 +13,9 @@ from tests.support import PROBLEMS, jail_available
 
 SPREAD = "spread"
 """A module that sets `pytestmark = pytest.mark.spread` has its tests shared out among the
-pytest-xdist workers one by one (the bank's verdicts, the attacks: many independent gradings);
-every other module's tests run on one worker, so its module-scoped servers start once."""
+pytest-xdist workers one by one (the bank's verdicts: many independent gradings), and so has the
+fast layer (tests/unit: no servers); every other module's tests run on one worker, so its
+module-scoped servers start once."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -32,7 +33,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Each test of a module that does not spread joins its module's xdist group (`--dist=loadgroup`)."""
     for item in items:
-        if item.get_closest_marker(SPREAD) is None and item.get_closest_marker("xdist_group") is None:
+        spread = item.get_closest_marker(SPREAD) is not None or item.nodeid.startswith("tests/unit/")
+        if not spread and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 

@@ -19,18 +19,39 @@ from server.deps import ServicesDep
 from server.services import Services
 from server.store.accounts import SessionStore, UserRecord
 
-_HASHER = PasswordHash.recommended()  # argon2id with pwdlib's recommended parameters
 EMAIL_RE = re.compile(r"^[^@\s]{1,64}@[^@\s]{1,190}\.[^@\s]{2,}$")
 MIN_PASSWORD_CHARS = 10
 
 
+class _Passwords:
+    """The password hasher in use and a hash of a random password made with it, to verify against
+    when an email is unknown, so a sign-in does the same work (about 0.1 s with pwdlib's
+    recommended argon2id) whether or not the account exists."""
+
+    def __init__(self, hasher: PasswordHash):
+        self.hasher = hasher
+        self.dummy_hash = hasher.hash(secrets.token_urlsafe(16))
+
+
+_PASSWORDS = _Passwords(PasswordHash.recommended())  # argon2id with pwdlib's recommended parameters
+
+
+def use_password_hasher(hasher: PasswordHash) -> None:
+    """Hashes and verifies passwords with `hasher` from now on, in this process (the fast test
+    layer uses a cheap argon2id, as Django's testing docs advise for a slow hasher). Hashes made
+    with other parameters still verify and are re-hashed at the next sign-in."""
+    global _PASSWORDS
+    _PASSWORDS = _Passwords(hasher)
+
+
 def hash_password(password: str) -> str:
-    return _HASHER.hash(password)
+    """An argon2id hash of `password` (pwdlib's PHC string)."""
+    return _PASSWORDS.hasher.hash(password)
 
 
 def verify_password(password: str, password_hash: str) -> tuple[bool, str | None]:
     """(matches, a new hash when the stored one uses outdated parameters, else None)."""
-    return _HASHER.verify_and_update(password, password_hash)
+    return _PASSWORDS.hasher.verify_and_update(password, password_hash)
 
 
 def signup_errors(email: str, display_name: str, password: str) -> list[str]:
@@ -47,17 +68,12 @@ def signup_errors(email: str, display_name: str, password: str) -> list[str]:
     return errors
 
 
-# A fixed argon2 hash to verify against when an email is unknown, so a sign-in does the same work
-# (about 0.1 s) whether or not the account exists.
-_DUMMY_HASH = _HASHER.hash(secrets.token_urlsafe(16))
-
-
 def check_password(user: UserRecord | None, password: str) -> tuple[bool, str | None]:
     """`verify_password` against `user`'s hash, or against a dummy hash when `user` is None or
     has no password (`NO_PASSWORD`; always False then): the same work for known and unknown
     emails (no timing oracle)."""
     if user is None or user.password_hash.startswith("!"):
-        verify_password(password, _DUMMY_HASH)
+        verify_password(password, _PASSWORDS.dummy_hash)
         return False, None
     return verify_password(password, user.password_hash)
 
