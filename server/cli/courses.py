@@ -34,7 +34,7 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(EXIT_USAGE)
 
 
-def _course(engine, key: str) -> Course:
+def find_course(engine, key: str) -> Course:
     course = CourseStore(engine).get(key)
     if course is None:
         raise _fail(f"no course {key!r} (see `remat-judge courses list`)")
@@ -102,7 +102,7 @@ def assign(
     from server.courses import admin
 
     engine = engine_for(data_dir)
-    course = _course(engine, key)
+    course = find_course(engine, key)
     try:
         policy = Policy(
             opens_at=admin.parse_time(opens, "--opens"),
@@ -144,7 +144,7 @@ def enroll(
     from server.courses import admin
 
     engine = engine_for(data_dir)
-    course = _course(engine, key)
+    course = find_course(engine, key)
     for email in emails:
         try:
             admin.enroll(CourseStore(engine), UserStore(engine), course, email, role)
@@ -171,7 +171,7 @@ def solutions(
     if after_deadline not in ("on", "off"):
         raise _fail("say on or off")
     engine = engine_for(data_dir)
-    course = _course(engine, key)
+    course = find_course(engine, key)
     CourseStore(engine).set_solutions_after_deadline(course.id, after_deadline == "on")
     console.print(
         f"{escape(course.key)}: reference solutions open "
@@ -196,7 +196,7 @@ def peers(
     if show not in ("on", "off"):
         raise _fail("say on or off")
     engine = engine_for(data_dir)
-    course = _course(engine, key)
+    course = find_course(engine, key)
     CourseStore(engine).set_peer_insight(course.id, show == "on")
     console.print(
         f"{escape(course.key)}: students {'see' if show == 'on' else 'do not see'} how many others made "
@@ -216,7 +216,7 @@ def extend(
     from server.courses import admin
 
     engine = engine_for(data_dir)
-    course = _course(engine, key)
+    course = find_course(engine, key)
     try:
         due_at = admin.parse_time(due, "--due")
         if due_at is None:
@@ -242,7 +242,7 @@ def sync(
 
     settings = settings_for(data_dir=data_dir)
     engine = engine_for(data_dir)
-    course = _course(engine, key)
+    course = find_course(engine, key)
     try:
         report = sync_course(
             course,
@@ -269,7 +269,7 @@ def gradebook(
     from server.courses.gradebook import gradebook as gradebook_of
 
     engine = engine_for(data_dir)
-    book = gradebook_of(CourseStore(engine), _course(engine, key))
+    book = gradebook_of(CourseStore(engine), find_course(engine, key))
     if csv_path is not None:
         text = book.csv()
         if str(csv_path) == "-":

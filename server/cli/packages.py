@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from graders.problems.spec import ProblemError
 from server.cli.common import EXIT_REJECTED, EXIT_USAGE, console, err, settings_for
-from server.cli.problems import _rows_table, _validate_packages
+from server.cli.problems import rows_table, validate_packages
 
 
 def problems_add(
@@ -55,7 +55,7 @@ def problems_add(
     settings = settings_for(data_dir, problems_dir)
     try:
         with staged_package(pack(path), settings.problems_dir) as problem:
-            if not _validate_packages([problem], settings, jobs):
+            if not validate_packages([problem], settings, jobs):
                 err.print("[red]not installed: the package does not validate[/]")
                 raise typer.Exit(EXIT_REJECTED)
             target = install(
@@ -119,7 +119,7 @@ def _upload(path: Path, server: str, token: str, *, publish: bool) -> None:
         print(f"reference.py: {failure['check']}: {failure['message']}")
     if body.get("rows"):
         console.print(
-            _rows_table(
+            rows_table(
                 f"validated by {server}",
                 [
                     (

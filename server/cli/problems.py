@@ -86,11 +86,11 @@ def problems_insight(
     submissions of different students whose exported programs are identical up to names."""
     import json as json_module
 
-    from server.cli.courses import _course
+    from server.cli.courses import find_course
     from server.problems.clusters import insight, versions
 
     engine = engine_for(data_dir)
-    chosen_course = _course(engine, course) if course else None
+    chosen_course = find_course(engine, course) if course else None
     if version is None:
         known = versions(engine, slug)
         try:
@@ -208,7 +208,7 @@ def problems_tree_spec(
     print(done.stdout, end="")
 
 
-def _rows_table(title: str, rows: list[tuple]) -> Table:
+def rows_table(title: str, rows: list[tuple]) -> Table:
     """The expected-against-got table of `problems validate` and `problems add`; each row is
     (file, expected, got, ok, then the remaining columns as text)."""
     table = Table(title=title, title_justify="left")
@@ -220,7 +220,7 @@ def _rows_table(title: str, rows: list[tuple]) -> Table:
     return table
 
 
-def _validate_packages(problems: list[Problem], settings: Settings, jobs: int) -> bool:
+def validate_packages(problems: list[Problem], settings: Settings, jobs: int) -> bool:
     """Validates packages with a progress bar and one table per package; True when all pass."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -251,7 +251,7 @@ def _validate_packages(problems: list[Problem], settings: Settings, jobs: int) -
             all_ok = False
             continue
         console.print(
-            _rows_table(
+            rows_table(
                 f"{report.slug} (version {report.version})",
                 [
                     (
@@ -302,7 +302,7 @@ def problems_validate(
             err.print(f"[red]invalid package {escape(slug)}:[/]\n{escape(str(exc))}", soft_wrap=True, highlight=False)
             ok = False
     if loaded:
-        ok = _validate_packages(loaded, settings, jobs) and ok
+        ok = validate_packages(loaded, settings, jobs) and ok
     raise typer.Exit(0 if ok else 1)
 
 
@@ -342,7 +342,7 @@ def problems_publish(
         for line in left:
             err.print(f"  {escape(line)}", soft_wrap=True, highlight=False)
         raise typer.Exit(EXIT_REJECTED)
-    if not _validate_packages([problem], settings, jobs):
+    if not validate_packages([problem], settings, jobs):
         err.print(
             f"[red]not published: {slug} does not validate (the table above says which file got which verdict)[/]"
         )

@@ -10,7 +10,7 @@ form carries the session's CSRF token. The same operations as `remat-judge cours
   extensions and enrollment forms; `GET .../gradebook.csv` exports it;
 - `POST /instructor/courses/{key}/settings`: whether solutions open after deadlines (admins);
 - the roster sync button of an LMS course posts to `server.lti.roster_pages` (LTI uses courses,
-  never the reverse), which answers with this page (`_course_page`);
+  never the reverse), which answers with this page (`render_course_page`);
 - `POST /instructor/problems/{slug}/regrade`: starts a regrade and opens its page,
   `GET /instructor/regrades/{id}`: progress and changed verdicts (refreshes while unfinished).
   Regrades are for admins: they follow a new problem version, which only an admin publishes, and
@@ -63,7 +63,7 @@ def _render(request: Request, name: str, user: UserRecord, status_code: int = 20
     return response
 
 
-def _course(services: Services, key: str, principal: Principal, action: Action = Action.COURSE_VIEW) -> Course:
+def staffed_course(services: Services, key: str, principal: Principal, action: Action = Action.COURSE_VIEW) -> Course:
     """The course `key`, when `principal` may do `action` to it: 404 when there is none or they
     may not even view it (course keys are not announced), 403 when they may view it only."""
     course = services.courses.get(key)
@@ -79,7 +79,7 @@ def _course(services: Services, key: str, principal: Principal, action: Action =
     return course
 
 
-def _course_page(
+def render_course_page(
     request: Request,
     services: Services,
     user: UserRecord,
@@ -166,7 +166,7 @@ def course_page(
     key: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep
 ) -> HTMLResponse:
     user = require_teacher(user, principal, request)
-    return _course_page(request, services, user, principal, _course(services, key, principal))
+    return render_course_page(request, services, user, principal, staffed_course(services, key, principal))
 
 
 @router.get("/instructor/courses/{key}/gradebook.csv")
@@ -174,7 +174,7 @@ def gradebook_csv(
     key: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep
 ) -> Response:
     require_teacher(user, principal, request)
-    course = _course(services, key, principal)
+    course = staffed_course(services, key, principal)
     text = gradebook(services.courses, course).csv()
     return Response(
         text,
@@ -207,7 +207,7 @@ def set_assignment(
     grace period in whole minutes."""
     user = require_teacher(user, principal, request)
     check_csrf(request, csrf_token)
-    course = _course(services, key, principal, Action.COURSE_EDIT)
+    course = staffed_course(services, key, principal, Action.COURSE_EDIT)
     try:
         if not decide(principal, Action.PROBLEMS_MANAGE) and not services.problems.is_published(problem):
             raise CourseError(f"the judge has no published problem {problem!r}")
@@ -234,7 +234,7 @@ def set_assignment(
         )
         admin.change_assignment(services.courses, course, problem, policy, services.problems, services.lms_grades)
     except (CourseError, ValueError) as exc:
-        return _course_page(
+        return render_course_page(
             request,
             services,
             user,
@@ -260,14 +260,14 @@ def add_extension(
 ) -> Response:
     user = require_teacher(user, principal, request)
     check_csrf(request, csrf_token)
-    course = _course(services, key, principal, Action.COURSE_EDIT)
+    course = staffed_course(services, key, principal, Action.COURSE_EDIT)
     try:
         when = admin.parse_time(due_at, "extension")
         if when is None:
             raise CourseError("give the student's deadline")
         admin.extend(services.courses, course, problem, email.strip(), when, services.lms_grades)
     except CourseError as exc:
-        return _course_page(
+        return render_course_page(
             request,
             services,
             user,
@@ -294,11 +294,11 @@ def add_enrollment(
     course's roster comes from its launches)."""
     user = require_teacher(user, principal, request)
     check_csrf(request, csrf_token)
-    course = _course(services, key, principal, Action.COURSE_ENROLL)
+    course = staffed_course(services, key, principal, Action.COURSE_ENROLL)
     try:
         admin.enroll(services.courses, services.users, course, email.strip(), role)
     except CourseError as exc:
-        return _course_page(
+        return render_course_page(
             request,
             services,
             user,
@@ -324,7 +324,7 @@ def course_settings(
     (admins only: see `Course.solutions_after_deadline`)."""
     require_teacher(user, principal, request)
     check_csrf(request, csrf_token)
-    course = _course(services, key, principal, Action.COURSE_SETTINGS)
+    course = staffed_course(services, key, principal, Action.COURSE_SETTINGS)
     services.courses.set_solutions_after_deadline(course.id, solutions_after_deadline == "on")
     return RedirectResponse(f"/instructor/courses/{course.key}", status_code=status.HTTP_303_SEE_OTHER)
 
@@ -343,7 +343,7 @@ def course_peers(
     (the course's staff decide: `Course.peer_insight`)."""
     require_teacher(user, principal, request)
     check_csrf(request, csrf_token)
-    course = _course(services, key, principal, Action.COURSE_EDIT)
+    course = staffed_course(services, key, principal, Action.COURSE_EDIT)
     services.courses.set_peer_insight(course.id, peer_insight == "on")
     return RedirectResponse(f"/instructor/courses/{course.key}", status_code=status.HTTP_303_SEE_OTHER)
 
@@ -379,7 +379,7 @@ def course_insight(
     """For the course's staff: the policies the course's students made on one of its problems,
     and identical programs among them (`server.problems.clusters`)."""
     user = require_teacher(user, principal, request)
-    course = _course(services, key, principal)
+    course = staffed_course(services, key, principal)
     if slug not in {a.problem for a in services.courses.assignments(course.id)}:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "the course has no such assignment")
     return _insight_page(request, services, user, slug, version, course)

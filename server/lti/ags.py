@@ -125,7 +125,7 @@ class _Answer:
     truncated: bool = False
 
 
-def _message(raw: bytes) -> str:
+def error_message(raw: bytes) -> str:
     """The platform's message in an error answer: a JSON `message`/`error_description`/`error`/
     `reason`, else an excerpt of the body."""
     try:
@@ -303,7 +303,7 @@ class AgsClient:
         if not 200 <= code < 300:
             retry = code >= 500 or code in (408, 429)
             raise TokenError(
-                f"the token endpoint answered {code}: {_message(answer.body)}", retry=retry, status_code=code
+                f"the token endpoint answered {code}: {error_message(answer.body)}", retry=retry, status_code=code
             )
         try:
             data = json.loads(answer.body)
@@ -352,7 +352,7 @@ class AgsClient:
         code = answer.status_code
         if 200 <= code < 300:
             return Delivery(code, True, False, None)
-        said = _message(answer.body)
+        said = error_message(answer.body)
         said = f": {said}" if said else ""
         if code == 401:
             return Delivery(code, False, False, f"the platform refused the token (401){said}", token_refused=True)

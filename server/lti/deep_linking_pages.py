@@ -1,5 +1,5 @@
 """Deep Linking 2.0 routes: a verified `LtiDeepLinkingRequest` from an instructor shows the
-problems (`_deep_linking_request`, reached from `/lti/launch`); `POST /lti/deep-linking` answers
+problems (`deep_linking_request`, reached from `/lti/launch`); `POST /lti/deep-linking` answers
 the platform with the signed `LtiDeepLinkingResponse` (`server.lti.deep_linking` builds it)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from server.lti.launch import (
     person_name,
     role_for,
 )
-from server.lti.lti_pages import _count_launch, _page, _refused, _same_origin, enter_context
+from server.lti.lti_pages import count_launch, enter_context, from_same_origin, lti_page, refusal_page
 from server.lti.service import LtiService
 from server.services import Services
 from server.store.courses import CourseRole
@@ -31,7 +31,7 @@ from server.web.sessions import sign_in
 router = APIRouter(prefix="/lti", include_in_schema=False)
 
 
-def _deep_linking_request(
+def deep_linking_request(
     request: Request, services: Services, service: LtiService, platform: PlatformView, claims: dict[str, Any]
 ) -> Response:
     """A verified `LtiDeepLinkingRequest`: an LMS instructor (staff of the LMS context: this
@@ -74,7 +74,7 @@ def _deep_linking_request(
         csrf=form_csrf,
     )
     problems = sorted(services.problems.all(published_only=True), key=lambda p: (p.spec.title, p.spec.slug))
-    response = _page(request, "lti_deep_linking.html", problems=problems, context=context, form_csrf=form_csrf)
+    response = lti_page(request, "lti_deep_linking.html", problems=problems, context=context, form_csrf=form_csrf)
     response.headers["Referrer-Policy"] = "same-origin"  # the pick's POST then carries the judge's Origin
     response.set_cookie(
         deep_linking.cookie_name(form_csrf),
@@ -100,7 +100,7 @@ def deep_linking_pick(
     """The instructor's pick: answers the platform with an auto-submitting form POST of the
     `LtiDeepLinkingResponse` JWT to its deep_link_return_url. 403 for a wrong CSRF token, a
     context of another session or user, expired or used already; 404 for an unknown problem."""
-    _count_launch(request, service)
+    count_launch(request, service)
     try:
         if not csrf:
             raise LaunchError(
@@ -113,10 +113,10 @@ def deep_linking_pick(
             context,
             csrf=csrf,
             cookie=request.cookies.get(deep_linking.cookie_name(csrf)),
-            same_origin=_same_origin(request, service),
+            same_origin=from_same_origin(request, service),
         )
         # the context is signed by the judge and made only for a verified launch of an LMS
-        # instructor (`_deep_linking_request`): that launch's role, not a site role, allows the pick
+        # instructor (`deep_linking_request`): that launch's role, not a site role, allows the pick
         user = service.store.users.get(int(claims["uid"]))
         if user is None:
             raise LaunchError(403, "Only instructors can add the judge's problems to a course.")
@@ -138,7 +138,7 @@ def deep_linking_pick(
                 403, "This problem list was used already; open the deep linking dialog again from the course."
             )
     except LaunchError as error:
-        return _refused(request, error)
+        return refusal_page(request, error)
     token = deep_linking.response_jwt(
         service.key,
         client_id=platform.client_id,
@@ -149,7 +149,7 @@ def deep_linking_pick(
         slug=found.spec.slug,
         base_url=service.base_url(request),
     )
-    response = _page(
+    response = lti_page(
         request, "lti_deep_linking.html", return_url=claims["return_url"], jwt=token, title=found.spec.title
     )
     response.delete_cookie(deep_linking.cookie_name(csrf), path=deep_linking.COOKIE_PATH)

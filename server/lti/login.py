@@ -15,7 +15,7 @@ from server.deps import LtiDep
 from server.lti.launch import (
     LaunchError,
 )
-from server.lti.lti_pages import NO_STORE, _count_launch, _origin, _page, _refused
+from server.lti.lti_pages import NO_STORE, count_launch, lti_page, origin_of, refusal_page
 from server.lti.service import LtiService
 from server.store.lti import LOGIN_TTL_S, PlatformView, sha256_hex
 
@@ -80,7 +80,7 @@ def _checked_platform(
     if refusal is not None:
         raise refusal
     platform = _platform_for(service, iss, client_id)
-    _count_launch(request, service, platform.issuer)
+    count_launch(request, service, platform.issuer)
     if not login_hint:
         raise LaunchError(400, "The login initiation names no user (login_hint).")
     if not target_link_uri:
@@ -156,9 +156,9 @@ def _login(
             lti_deployment_id=lti_deployment_id,
         )
     except LaunchError as error:
-        return _refused(request, error)
+        return refusal_page(request, error)
     target = lti_storage_target if STORAGE_TARGET.fullmatch(lti_storage_target) else None
-    platform_origin = _origin(platform.auth_login_url)
+    platform_origin = origin_of(platform.auth_login_url)
     relaunch = {
         name: value
         for name, value in (
@@ -179,7 +179,7 @@ def _login(
     )
     auth_url = _with_query(platform.auth_login_url, params)
     if binding is not None:  # the platform keeps the binding for us (postMessage storage), then we go on
-        response: Response = _page(
+        response: Response = lti_page(
             request,
             "lti_storage.html",
             mode="put",

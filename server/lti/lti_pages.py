@@ -1,6 +1,6 @@
-"""What the LTI pages share: their templates (the tool's own, then the web judge's), `_page` (an
+"""What the LTI pages share: their templates (the tool's own, then the web judge's), `lti_page` (an
 LTI page for whoever the route signed in), refusals, the admins-only guard, the launch limits
-(`_count_launch`, `server.lti.service.LtiRateLimit`), and what every launch from a context does to
+(`count_launch`, `server.lti.service.LtiRateLimit`), and what every launch from a context does to
 its course (`enter_context`)."""
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def enter_context(
     return course
 
 
-def _page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+def lti_page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
     """An LTI page; it shows the user this request has signed in (if any: looked up by the route)."""
     response = templates.TemplateResponse(
         request,
@@ -92,20 +92,22 @@ def _page(request: Request, template: str, status_code: int = 200, **context: An
     return response
 
 
-def _refused(request: Request, error: LaunchError) -> HTMLResponse:
-    return _page(request, "lti_error.html", status_code=error.status_code, code=error.status_code, detail=error.message)
+def refusal_page(request: Request, error: LaunchError) -> HTMLResponse:
+    return lti_page(
+        request, "lti_error.html", status_code=error.status_code, code=error.status_code, detail=error.message
+    )
 
 
-def _admin_only(request: Request, services: Services, path: str) -> Response | None:
+def admins_only(request: Request, services: Services, path: str) -> Response | None:
     """None for an admin (`lti.manage`); else a 303 to sign in, or a 403 page."""
     if user_of(request, services) is None:
         return RedirectResponse(f"/signin?{urlencode({'next': path})}", status_code=303)
     if not decide(principal_of(request, services), Action.LTI_MANAGE):
-        return _page(request, "error.html", status_code=403, code=403, detail="for admins only")
+        return lti_page(request, "error.html", status_code=403, code=403, detail="for admins only")
     return None
 
 
-def _count_launch(request: Request, service: LtiService, platform: str | None = None) -> None:
+def count_launch(request: Request, service: LtiService, platform: str | None = None) -> None:
     """Counts one launch (or deep linking pick) against the limits (`LtiRateLimit`). The address is
     the request's client, which uvicorn takes from a trusted proxy's X-Forwarded-For
     (`remat-judge serve --forwarded-allow-ips`).
@@ -124,17 +126,17 @@ def _count_launch(request: Request, service: LtiService, platform: str | None = 
         )
 
 
-def _same_origin(request: Request, service: LtiService) -> bool:
+def from_same_origin(request: Request, service: LtiService) -> bool:
     """Whether a POST came from a page of the judge itself: its Origin is the judge's (browsers
     send Origin with every POST and a site cannot forge it) and Sec-Fetch-Site, when sent, says
     same-origin."""
     return (
-        request.headers.get("origin") == _origin(service.base_url(request))
+        request.headers.get("origin") == origin_of(service.base_url(request))
         and request.headers.get("sec-fetch-site", "same-origin") == "same-origin"
     )
 
 
-def _origin(url: str) -> str | None:
+def origin_of(url: str) -> str | None:
     """`scheme://host[:port]` of an absolute http(s) URL, else None."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:

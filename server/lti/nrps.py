@@ -38,7 +38,7 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from server.delivery.callbacks import describe_error
-from server.lti.ags import AgsClient, AgsRefused, TokenError, _message
+from server.lti.ags import AgsClient, AgsRefused, TokenError, error_message
 from server.lti.keys import ToolKey
 from server.lti.launch import LaunchError, identifier, person_email, person_name, role_for
 from server.platform.text import storable
@@ -142,7 +142,7 @@ def parse_container(body: bytes) -> list[Member]:
     try:
         data: Any = json.loads(body)
     except ValueError:  # UnicodeDecodeError included
-        raise RosterError(f"The LMS's roster is not JSON (it begins {_message(body)[:80]!r}).") from None
+        raise RosterError(f"The LMS's roster is not JSON (it begins {error_message(body)[:80]!r}).") from None
     if not isinstance(data, dict) or not isinstance(data.get("members"), list):
         raise RosterError('The LMS\'s roster has no list of members (its "members" field is missing).')
     members = []
@@ -223,7 +223,7 @@ def _get_page(client: AgsClient, platform: PlatformView, key: ToolKey, url: str,
         if code == 401 and attempt == 0:  # the platform may have dropped a cached token early
             client.forget_token(platform, scopes, token)
             continue
-        said = _message(answer.body)
+        said = error_message(answer.body)
         said = f": {said}" if said else ""
         if code == 401:
             raise RosterError(f"The LMS refused the judge's access token for its roster (401){said}.")

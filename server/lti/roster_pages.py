@@ -15,7 +15,7 @@ from fastapi import APIRouter, Form, Request, status
 from fastapi.responses import HTMLResponse
 
 from server.authz import Action
-from server.courses.course_pages import _course, _course_page
+from server.courses.course_pages import render_course_page, staffed_course
 from server.deps import LtiDep, ServicesDep
 from server.lti.nrps import NoRosterService, RosterError, sync_course
 from server.web.rendering import require_teacher
@@ -41,13 +41,13 @@ def sync_roster(
     the roster stored before is kept."""
     user = require_teacher(user, principal, request)
     check_csrf(request, csrf_token)
-    course = _course(services, key, principal, Action.COURSE_ROSTER)
+    course = staffed_course(services, key, principal, Action.COURSE_ROSTER)
     try:
         report = sync_course(
             course, store=service.store, courses=service.courses, client=service.client, key=service.key
         )
     except NoRosterService as exc:
-        return _course_page(
+        return render_course_page(
             request,
             services,
             user,
@@ -57,7 +57,7 @@ def sync_roster(
             status_code=status.HTTP_422_UNPROCESSABLE_CONTENT,
         )
     except RosterError as exc:
-        return _course_page(
+        return render_course_page(
             request, services, user, principal, course, error=str(exc), status_code=status.HTTP_502_BAD_GATEWAY
         )
-    return _course_page(request, services, user, principal, course, notice=report.message)
+    return render_course_page(request, services, user, principal, course, notice=report.message)

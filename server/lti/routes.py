@@ -56,7 +56,7 @@ from graders.problems.spec import ProblemError
 from server.authz import Action, decide
 from server.deps import LtiDep, ServicesDep
 from server.lti.ags import SCOPE_SCORE
-from server.lti.deep_linking_pages import _deep_linking_request
+from server.lti.deep_linking_pages import deep_linking_request
 from server.lti.launch import (
     CLAIM_MESSAGE_TYPE,
     DEEP_LINKING_REQUEST,
@@ -67,7 +67,7 @@ from server.lti.launch import (
     verify_id_token,
 )
 from server.lti.login import STATE_COOKIE_PREFIX, state_cookie_name, storage_key
-from server.lti.lti_pages import NO_STORE, _origin, _page, _refused, _same_origin, enter_context
+from server.lti.lti_pages import NO_STORE, enter_context, from_same_origin, lti_page, origin_of, refusal_page
 from server.lti.service import LtiService
 from server.services import Services
 from server.store.courses import CourseRole
@@ -121,9 +121,9 @@ def launch(
             pending = service.store.peek_login(state)
             if pending is not None and pending.storage_target:
                 platform = service.store.platform_by_id(pending.platform_id)
-                origin = _origin(platform.auth_login_url) if platform is not None else None
+                origin = origin_of(platform.auth_login_url) if platform is not None else None
                 if origin is not None:  # read the binding back from the platform's storage, then go on
-                    page = _page(
+                    page = lti_page(
                         request,
                         "lti_storage.html",
                         mode="get",
@@ -156,7 +156,7 @@ def launch(
         # and forged launches but not login CSRF; over HTTPS it is never enough (above).
         return _verified_launch(request, services, service, state, id_token, login)
     except LaunchError as error:
-        response = _refused(request, error)
+        response = refusal_page(request, error)
         if state:
             response.delete_cookie(state_cookie_name(state), path="/lti/launch")
         return response
@@ -179,7 +179,7 @@ def launch_from_storage(
     try:
         if not state or not id_token:
             raise LaunchError(400, "The launch carries no state or no id_token.")
-        if not _same_origin(request, service):
+        if not from_same_origin(request, service):
             raise LaunchError(403, "This form is posted by the judge's own launch page only.")
         login = service.store.consume_login(state)
         if login is None:
@@ -195,7 +195,7 @@ def launch_from_storage(
             )
         return _verified_launch(request, services, service, state, id_token, login)
     except LaunchError as error:
-        return _refused(request, error)
+        return refusal_page(request, error)
 
 
 def _relaunch(request: Request, login: PendingLogin, why: str) -> HTMLResponse:
@@ -206,7 +206,7 @@ def _relaunch(request: Request, login: PendingLogin, why: str) -> HTMLResponse:
         if login.relaunch.get("iss") and login.relaunch.get("login_hint")
         else None
     )
-    return _page(request, "lti_relaunch.html", status_code=403, code=403, detail=why, relaunch_url=url)
+    return lti_page(request, "lti_relaunch.html", status_code=403, code=403, detail=why, relaunch_url=url)
 
 
 def _verified_launch(
@@ -234,7 +234,7 @@ def _verified_launch(
     if not service.store.use_nonce(platform.issuer, claims["nonce"], until=until):
         raise LaunchError(403, "This launch was used already (its nonce was seen before).")
     if claims[CLAIM_MESSAGE_TYPE] == DEEP_LINKING_REQUEST:
-        response = _deep_linking_request(request, services, service, platform, claims)
+        response = deep_linking_request(request, services, service, platform, claims)
         response.delete_cookie(state_cookie_name(state), path="/lti/launch")
         return response
     verified = launch_of(claims)
@@ -296,7 +296,7 @@ def landing(request: Request, service: LtiDep, services: ServicesDep, token: str
     to open it in a new window with the one-time token (third-party cookies blocked)."""
     found = service.store.peek_launch_token(token) if token else None
     if found is None:
-        return _refused(
+        return refusal_page(
             request,
             LaunchError(
                 400, "This launch link has expired or was used already; open the activity again from the course."
@@ -307,7 +307,7 @@ def landing(request: Request, service: LtiDep, services: ServicesDep, token: str
     if me is not None and me.id == user_id and service.store.use_launch_token(token) is not None:
         return RedirectResponse(target, status_code=303, headers=NO_STORE)
     user = service.store.users.get(user_id)
-    return _page(
+    return lti_page(
         request,
         "lti_landing.html",
         open_url=f"/lti/open?{urlencode({'token': token})}",
@@ -323,7 +323,7 @@ def open_in_window(request: Request, service: LtiDep, services: ServicesDep, tok
     found = service.store.use_launch_token(token) if token else None
     user = service.store.users.get(found[0]) if found else None
     if found is None or user is None:
-        return _refused(
+        return refusal_page(
             request,
             LaunchError(
                 400, "This launch link has expired or was used already; open the activity again from the course."

@@ -25,7 +25,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from server.deps import LtiDep, ServicesDep
 from server.lti.ags import SCOPE_SCORE, AgsClient, TokenError
-from server.lti.lti_pages import _admin_only, _page
+from server.lti.lti_pages import admins_only, lti_page
 from server.lti.registration import (
     CLOSE_MESSAGE,
     RegistrationError,
@@ -48,7 +48,7 @@ def platform_advice(service: LtiService, platform: PlatformView) -> str | None:
 
 def _setup_page(request: Request, service: LtiService, **context: Any) -> HTMLResponse:
     platforms = service.store.platforms()
-    return _page(
+    return lti_page(
         request,
         "lti_setup.html",
         base=service.base_url(request),
@@ -65,7 +65,7 @@ def _setup_page(request: Request, service: LtiService, **context: Any) -> HTMLRe
 def setup(request: Request, service: LtiDep, services: ServicesDep) -> Response:
     """Admins only: the URLs and the public key to paste into an LMS, one-URL registration, and
     the registered platforms with what would stop their grades. Others: 303 to sign in, or 403."""
-    refused = _admin_only(request, services, "/lti/setup")
+    refused = admins_only(request, services, "/lti/setup")
     if refused is not None:
         return refused
     return _setup_page(request, service)
@@ -80,7 +80,7 @@ def make_registration_url(
     expires_minutes: Annotated[int, Form(ge=1, le=7 * 24 * 60)] = 60,
 ) -> Response:
     """Admins only: a new one-time dynamic registration URL, shown once on the set-up page."""
-    refused = _admin_only(request, services, "/lti/setup")
+    refused = admins_only(request, services, "/lti/setup")
     if refused is not None:
         return refused
     check_csrf(request, csrf_token)
@@ -105,7 +105,7 @@ def test_connection(
 ) -> Response:
     """Admins only: fetches the platform's keyset (as a launch does) and an access token for
     scores (as grade passback does), and shows each outcome on the set-up page."""
-    refused = _admin_only(request, services, "/lti/setup")
+    refused = admins_only(request, services, "/lti/setup")
     if refused is not None:
         return refused
     check_csrf(request, csrf_token)
@@ -135,10 +135,10 @@ def test_connection(
 def grades(request: Request, service: LtiDep, services: ServicesDep) -> Response:
     """Admins only: grade passback to the LMS, one row per student and resource link, with its
     status (idle, pending, delivered, failed, refused) and the platform's last error."""
-    refused = _admin_only(request, services, "/lti/grades")
+    refused = admins_only(request, services, "/lti/grades")
     if refused is not None:
         return refused
-    return _page(request, "lti_grades.html", rows=service.passbacks.rows())
+    return lti_page(request, "lti_grades.html", rows=service.passbacks.rows())
 
 
 @router.post("/grades/resend", response_class=HTMLResponse)
@@ -146,12 +146,12 @@ def resend(
     request: Request, service: LtiDep, services: ServicesDep, csrf_token: Annotated[str, Form()] = ""
 ) -> Response:
     """Admins only: every failed or refused grade is sent again (after its cause was fixed)."""
-    refused = _admin_only(request, services, "/lti/grades")
+    refused = admins_only(request, services, "/lti/grades")
     if refused is not None:
         return refused
     check_csrf(request, csrf_token)
     count = service.passbacks.send_undelivered_again()
-    return _page(
+    return lti_page(
         request,
         "lti_grades.html",
         rows=service.passbacks.rows(),
@@ -178,7 +178,7 @@ def dynamic_registration(
     store = service.registrations
     assert store is not None
     if len(token) > 100 or not store.usable(token):
-        return _page(
+        return lti_page(
             request,
             "lti_registered.html",
             status_code=410,
@@ -187,7 +187,7 @@ def dynamic_registration(
             "for a new one (remat-judge lti registration-url, or /lti/setup).",
         )
     if not openid_configuration:
-        return _page(
+        return lti_page(
             request,
             "lti_registered.html",
             status_code=400,
@@ -195,7 +195,7 @@ def dynamic_registration(
             detail="Open this URL from the LMS's tool registration (it adds openid_configuration).",
         )
     if not store.spend(token):  # used once: a second platform racing with the same URL registers nothing
-        return _page(
+        return lti_page(
             request, "lti_registered.html", status_code=410, ok=False, detail="This registration URL was used already."
         )
     base = service.base_url(request)
@@ -204,7 +204,7 @@ def dynamic_registration(
         client_id, deployment_id = register_with(service.client, configuration, base, registration_token or None)
     except RegistrationError as exc:
         store.unspend(token)  # nothing was registered: the administrator may fix the cause and retry
-        return _page(request, "lti_registered.html", status_code=502, ok=False, detail=str(exc))
+        return lti_page(request, "lti_registered.html", status_code=502, ok=False, detail=str(exc))
     platform = service.store.register(
         issuer=configuration.issuer,
         client_id=client_id,
@@ -214,7 +214,7 @@ def dynamic_registration(
         keyset_url=configuration.jwks_uri,
     )
     store.record_platform(token, platform.id)
-    return _page(
+    return lti_page(
         request,
         "lti_registered.html",
         ok=True,

@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from server.deps import ServicesDep
 from server.store.accounts import token_hash
-from server.web.rendering import _require_user, render
+from server.web.rendering import render, require_user
 from server.web.sessions import (
     OptionalUser,
     check_csrf,
@@ -150,7 +150,7 @@ def signin(
 @router.get("/account/sessions", response_class=HTMLResponse)
 def account_sessions(request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
     """The signed-in user's sessions (browsers), with buttons to end the others."""
-    user = _require_user(user, request)
+    user = require_user(user, request)
     store = session_store(services)
     assert store is not None
     current = token_hash(request.session.get("sid", ""))
@@ -166,7 +166,7 @@ def end_session(
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
     """Ends one other session (`key`), or every other one (`key` "others")."""
-    user = _require_user(user, request)
+    user = require_user(user, request)
     check_csrf(request, csrf_token)
     store = session_store(services)
     assert store is not None

@@ -15,7 +15,7 @@ from server.deps import ServicesDep
 from server.services import Services
 from server.store.accounts import UserRecord
 from server.web.markdown import highlight_python
-from server.web.rendering import _problem, _visible_submission, render, require_action, require_teacher
+from server.web.rendering import render, require_action, require_teacher, visible_problem, visible_submission
 from server.web.sessions import (
     OptionalUser,
     PrincipalDep,
@@ -53,7 +53,7 @@ def instructor_problem(
 ) -> HTMLResponse:
     """One problem's verdicts and students (scoped as on `/instructor`); admins also regrade it."""
     user = require_teacher(user, principal, request)
-    problem = _problem(services, slug, principal)
+    problem = visible_problem(services, slug, principal)
     scope = Access.submission_scope(principal)
     counts = services.reports.verdict_counts(scope).get(slug, {})
 
@@ -168,7 +168,7 @@ def instructor_source(
     """A submission's code, highlighted with line numbers (Pygments, never Markdown), with who
     made it, when and its verdict. For whoever teaches and may read the submission (404 otherwise)."""
     user = require_teacher(user, principal, request)
-    record = _visible_submission(services, submission_id, principal)
+    record = visible_submission(services, submission_id, principal)
     author = services.users.get(record.user_id) if record.user_id is not None else None
     return render(
         request,

@@ -54,7 +54,7 @@ def render(
     )
 
 
-def _problem(services: Services, slug: str, principal: Principal) -> Problem:
+def visible_problem(services: Services, slug: str, principal: Principal) -> Problem:
     """The problem `slug`; 404 when there is none, or it is unpublished and `principal` may not
     manage problems."""
     try:
@@ -73,13 +73,13 @@ def sign_in_redirect(request: Request) -> HTTPException:
     )
 
 
-def _require_user(user: UserRecord | None, request: Request) -> UserRecord:
+def require_user(user: UserRecord | None, request: Request) -> UserRecord:
     if user is None:
         raise sign_in_redirect(request)
     return user
 
 
-def _visible_submission(services: Services, submission_id: str, principal: Principal) -> SubmissionRecord:
+def visible_submission(services: Services, submission_id: str, principal: Principal) -> SubmissionRecord:
     """A submission `principal` may read (`submission.read`: its author, the staff of a course
     where it is an assignment of the author's, admins); 404 for anyone else, as for an unknown id."""
     record = services.submissions.get(submission_id) if SUBMISSION_ID.match(submission_id) else None
@@ -93,14 +93,14 @@ def _visible_submission(services: Services, submission_id: str, principal: Princ
     return record
 
 
-def _report(record: SubmissionRecord) -> VerdictReport | None:
+def report_of(record: SubmissionRecord) -> VerdictReport | None:
     return VerdictReport.model_validate_json(record.result_json) if record.result_json else None
 
 
 def require_teacher(user: UserRecord | None, principal: Principal, request: Request) -> UserRecord:
     """The signed-in user, when the instructor pages have anything for them (an admin, or staff of
     a course); else 303 to sign in, or 403."""
-    user = _require_user(user, request)
+    user = require_user(user, request)
     if not principal.teaches:
         raise HTTPException(status.HTTP_403_FORBIDDEN, "for course staff and admins only")
     return user
@@ -108,7 +108,7 @@ def require_teacher(user: UserRecord | None, principal: Principal, request: Requ
 
 def require_action(user: UserRecord | None, principal: Principal, request: Request, action: Action) -> UserRecord:
     """The signed-in user, when `principal` may do the site-wide `action`; else 303 to sign in, or 403."""
-    user = _require_user(user, request)
+    user = require_user(user, request)
     if not decide(principal, action):
         raise HTTPException(status.HTTP_403_FORBIDDEN, "for admins only")
     return user

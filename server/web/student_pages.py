@@ -22,7 +22,7 @@ from server.submissions.submit import SubmitError
 from server.submissions.submit import submit as submit_service
 from server.web.markdown import render_markdown, split_section
 from server.web.panel import panel_context
-from server.web.rendering import _problem, _report, _require_user, _visible_submission, render
+from server.web.rendering import render, report_of, require_user, visible_problem, visible_submission
 from server.web.sessions import (
     OptionalUser,
     PrincipalDep,
@@ -61,7 +61,7 @@ def course_order(problem: Problem) -> tuple[int, int, str]:
 def problem_page(
     slug: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep
 ) -> HTMLResponse:
-    problem = _problem(services, slug, principal)
+    problem = visible_problem(services, slug, principal)
     mine = services.reports.for_user(user.id, problem=slug, limit=20) if user else []
     solved = user is not None and (
         decide(principal, Action.PROBLEMS_MANAGE) or slug in services.reports.solved(user.id)
@@ -120,9 +120,9 @@ def next_hint(
     csrf_token: Annotated[str, Form()] = "",
 ) -> Response:
     """Opens the next hint on request (recorded for instructors), then back to the problem's hints."""
-    user = _require_user(user, request)
+    user = require_user(user, request)
     check_csrf(request, csrf_token)
-    problem = _problem(services, slug, principal)
+    problem = visible_problem(services, slug, principal)
     from server.web.hint_opening import request_next
 
     request_next(services.hints, user_id=user.id, problem=slug, text=problem.read_text("hints.md") or "", number=number)
@@ -149,7 +149,7 @@ def submit(
             "/signin?" + urlencode({"next": f"/problems/{slug}"}), status_code=status.HTTP_303_SEE_OTHER
         )
     check_csrf(request, csrf_token)
-    problem = _problem(services, slug, principal)
+    problem = visible_problem(services, slug, principal)
     source = source.replace("\r\n", "\n")  # forms send textareas with CRLF line endings
     try:
         record = submit_service(
@@ -187,8 +187,8 @@ def solution(
     their assignments of the problem has passed in a course that opens solutions then (admins
     always; course staff like anyone else, since whoever can make an LMS course is staff of it).
     Hints are on the problem page."""
-    user = _require_user(user, request)
-    problem = _problem(services, slug, principal)
+    user = require_user(user, request)
+    problem = visible_problem(services, slug, principal)
     if not decide(principal, Action.PROBLEMS_MANAGE) and slug not in services.reports.solved(user.id):
         dues = services.courses.due_dates_for(user.id, slug)
         if not _past_deadline(dues):
@@ -223,9 +223,9 @@ def without_module_docstring(source: str) -> str:
 def submission_page(
     submission_id: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep
 ) -> HTMLResponse:
-    user = _require_user(user, request)
-    record = _visible_submission(services, submission_id, principal)
-    report = _report(record)
+    user = require_user(user, request)
+    record = visible_submission(services, submission_id, principal)
+    report = report_of(record)
     context = panel_context(report) if report else {}
     return render(
         request,
@@ -259,7 +259,7 @@ def _peers_fixed(services: Services, record: SubmissionRecord, viewer: UserRecor
 def submission_source(submission_id: str, services: ServicesDep, principal: PrincipalDep) -> Response:
     """The submitted source as plain text, for whoever may read the submission (404 for anyone
     else): what "load into editor" fetches."""
-    record = _visible_submission(services, submission_id, principal)
+    record = visible_submission(services, submission_id, principal)
     return Response(
         record.source,
         media_type="text/plain; charset=utf-8",
@@ -269,7 +269,7 @@ def submission_source(submission_id: str, services: ServicesDep, principal: Prin
 
 @router.get("/submissions/{submission_id}/status")
 def submission_status(submission_id: str, services: ServicesDep, principal: PrincipalDep) -> JSONResponse:
-    record = _visible_submission(services, submission_id, principal)
+    record = visible_submission(services, submission_id, principal)
     return JSONResponse({"id": record.id, "status": str(record.status), "verdict": record.verdict})
 
 
@@ -277,8 +277,8 @@ def submission_status(submission_id: str, services: ServicesDep, principal: Prin
 def submission_panel(
     submission_id: str, request: Request, services: ServicesDep, user: OptionalUser, principal: PrincipalDep
 ) -> HTMLResponse:
-    record = _visible_submission(services, submission_id, principal)
-    report = _report(record)
+    record = visible_submission(services, submission_id, principal)
+    report = report_of(record)
     if report is None:
         return HTMLResponse('<p class="pending">Not graded yet.</p>', status_code=status.HTTP_202_ACCEPTED)
     return render(
@@ -293,7 +293,7 @@ def submission_panel(
 
 @router.get("/me", response_class=HTMLResponse)
 def my_submissions(request: Request, services: ServicesDep, user: OptionalUser) -> HTMLResponse:
-    user = _require_user(user, request)
+    user = require_user(user, request)
     return render(
         request,
         "me.html",

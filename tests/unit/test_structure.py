@@ -1,0 +1,146 @@
+"""The shape of the code, checked on its syntax trees (docs/ARCHITECTURE.md, "The map"): no
+import cycle, counting imports inside functions; no private name imported across modules; no
+module over 400 lines or function over 60 (migrations aside); no two modules of one name (the
+CLI's command groups aside); comments that say what and why, not which issue."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from tests.support import REPO
+
+PACKAGES = ("server", "graders", "sandbox", "jailside")
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+
+
+def _modules() -> Iterator[tuple[str, Path]]:
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            if "migrations" in path.parts and "versions" in path.parts:
+                continue
+            parts = path.relative_to(REPO).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            yield name, path
+
+
+MODULES = dict(_modules())
+
+
+def _imports(name: str, tree: ast.Module) -> Iterator[tuple[str, list[str], int]]:
+    """(imported module, names, line) of every first-party import, at any depth, type-checking
+    imports left out (annotations only)."""
+    type_checking: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            type_checking |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    package = name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if id(node) in type_checking:
+            continue
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] in PACKAGES:
+                    yield alias.name, [], node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
+            if base.split(".")[0] in PACKAGES:
+                yield base, [a.name for a in node.names], node.lineno
+
+
+TREES = {name: ast.parse(path.read_text(encoding="utf-8")) for name, path in MODULES.items()}
+
+
+def _target(module: str, names: list[str]) -> list[str]:
+    """The modules an import statement depends on: `from pkg import mod` names a module too."""
+    found = [f"{module}.{n}" for n in names if f"{module}.{n}" in MODULES]
+    return found or ([module] if module in MODULES else [])
+
+
+def test_no_import_cycle_even_through_imports_inside_functions() -> None:
+    graph = {
+        name: {t for module, names, _ in _imports(name, tree) for t in _target(module, names) if t != name}
+        for name, tree in TREES.items()
+    }
+    # a package's __init__ that imports its own modules is not a cycle with them
+    for name in graph:
+        graph[name] = {t for t in graph[name] if not name.startswith(t + ".") or MODULES[t].name != "__init__.py"}
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+    for root in graph:
+        if state.get(root):
+            continue
+        stack: list[tuple[str, Iterator[str]]] = [(root, iter(sorted(graph[root])))]
+        path = [root]
+        state[root] = 1
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                stack.pop()
+                path.pop()
+                state[node] = 2
+            elif state.get(child) == 1:
+                cycles.append(path[path.index(child) :] + [child])
+            elif not state.get(child):
+                state[child] = 1
+                path.append(child)
+                stack.append((child, iter(sorted(graph.get(child, ())))))
+    assert cycles == []
+
+
+def test_no_private_name_is_imported_from_another_module() -> None:
+    found = [
+        f"{name}:{line} imports {n} from {module}"
+        for name, tree in TREES.items()
+        for module, names, line in _imports(name, tree)
+        for n in names
+        if n.startswith("_") and not n.startswith("__")
+    ]
+    assert found == []
+
+
+def test_modules_and_functions_stay_small() -> None:
+    long_modules = [
+        f"{name}: {n} lines"
+        for name, path in MODULES.items()
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    ]
+    long_functions = [
+        f"{name}.{node.name}: {node.end_lineno - node.lineno + 1} lines"
+        for name, tree in TREES.items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno is not None
+        and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+    ]
+    assert long_modules == [] and long_functions == []
+
+
+def test_no_two_modules_share_a_name() -> None:
+    seen: dict[str, list[str]] = {}
+    for name, path in MODULES.items():
+        if path.name != "__init__.py" and not name.startswith("server.cli.") and "migrations" not in path.parts:
+            seen.setdefault(path.name, []).append(name)
+    assert {k: v for k, v in seen.items() if len(v) > 1} == {}
+
+
+def test_comments_say_what_not_which_issue() -> None:
+    issue = re.compile(r"\b[Ii]ssues? ?#?\d+")
+    roots = [REPO / p for p in (*PACKAGES, "tests", "bench")]
+    found = [
+        f"{path.relative_to(REPO)}:{i}"
+        for root in roots
+        for path in sorted(root.rglob("*.py"))
+        if path != Path(__file__)
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if issue.search(line)
+    ]
+    assert found == []
