@@ -13,7 +13,7 @@ from tests.support import PROBLEMS, jail_available
 
 SPREAD = "spread"
 """A module that sets `pytestmark = pytest.mark.spread` has its tests shared out among the
-pytest-xdist workers one by one (the bank's verdicts: many independent gradings), and so has the
+pytest-xdist workers one by one (the bank's verdicts, the attacks: many independent gradings), and so has the
 fast layer (tests/unit: no servers); every other module's tests run on one worker, so its
 module-scoped servers start once."""
 

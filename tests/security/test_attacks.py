@@ -24,7 +24,7 @@ from sandbox.jail_limits import JailLimits
 from tests.security.conftest import Bait, snapshot
 from tests.support import PROBLEMS, REPO, jail_processes
 
-pytestmark = pytest.mark.jail
+pytestmark = [pytest.mark.jail, pytest.mark.spread]  # independent attacks: shared out among the xdist workers
 
 V = Verdict
 PRELUDE = """
