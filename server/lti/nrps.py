@@ -38,9 +38,10 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from server.delivery.callbacks import describe_error
-from server.lti.ags import AgsClient, AgsRefused, TokenError, error_message
+from server.lti.ags import AgsClient, TokenError, error_message
 from server.lti.keys import ToolKey
 from server.lti.launch import LaunchError, identifier, person_email, person_name, role_for
+from server.lti.lms_http import AgsRefused
 from server.platform.text import storable
 from server.store.course_store import CourseStore
 from server.store.courses import Course, CourseRole, Listed
