@@ -12,7 +12,7 @@ Flow (IMS Security Framework 5.1.1, LTI 1.3 Core 4):
    exactly as registered: the problem is never appended to it (it travels in the
    target_link_uri claim or the custom claim).
 2. `POST /lti/launch` (SF 5.1.1.3, the authentication response): consumes the state once,
-   checks the browser binding, verifies the id_token (`server.lti.launch.verify_id_token`),
+   checks the browser binding, verifies the id_token (`server.lti.id_token.verify_id_token`),
    remembers its nonce, finds or makes the account of (iss, sub), stores the resource link with
    its AGS endpoint claim, signs the user in, and redirects to `/lti/landing` with a one-time
    launch token.
@@ -57,14 +57,13 @@ from server.authz import Action, decide
 from server.deps import LtiDep, ServicesDep
 from server.lti.ags import SCOPE_SCORE
 from server.lti.deep_linking_pages import deep_linking_request
+from server.lti.id_token import LEEWAY_S, verify_id_token
 from server.lti.launch import (
     CLAIM_MESSAGE_TYPE,
     DEEP_LINKING_REQUEST,
-    LEEWAY_S,
     RESOURCE_LINK_REQUEST,
     LaunchError,
     launch_of,
-    verify_id_token,
 )
 from server.lti.login import STATE_COOKIE_PREFIX, state_cookie_name, storage_key
 from server.lti.lti_pages import NO_STORE, enter_context, from_same_origin, lti_page, origin_of, refusal_page
