@@ -19,15 +19,9 @@ Used by `server.lti.grade_sender` (grade passback after verdicts). Pieces:
   is sent (best or last attempt, after the late rule) is the course's rule:
   `server.courses.rules.standing`.
 
-Host safety (compare `server.delivery.callbacks`): platform URLs (token URL) are registered by an
-administrator with `remat-judge lti register`, and line item URLs come from the platform-signed
-id_token, so no allow-list of prefixes is asked for. What is kept: http(s) only, no userinfo, the
-host looked up once and the request pinned to the checked address (no DNS rebinding), environment
-proxies ignored, redirects never followed (a bearer token is never re-sent elsewhere), answers read
-up to `MAX_RESPONSE_BYTES`, timeouts on every operation. Special addresses (loopback, private,
-link-local such as 169.254.169.254, ...; `server.delivery.targets.special_address`) are refused unless
-they fall in `allow_networks`: a campus Moodle on a private network is legitimate, so an operator
-lists its network (e.g. "10.0.0.0/8"); cloud metadata stays unreachable unless named.
+Host safety (http(s) only, the host looked up once and the request pinned to the checked address,
+no redirects, special addresses only within `allow_networks`) is `server.lti.lms_http`'s
+`PinnedClient`, which `AgsClient` extends.
 
 The score's body, URL, timestamps and delivery classes are in `server.lti.scores`.
 """
@@ -42,15 +36,15 @@ import ssl
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlencode
 
 import httpx
 
-from server.delivery.callbacks import default_ssl_context, describe_error, excerpt
+from server.delivery.callbacks import describe_error, excerpt
 from server.delivery.targets import CallbackRefused, lookup, parse_url, special_address
 from server.lti.keys import ToolKey
+from server.lti.lms_http import AgsRefused, PinnedClient, network_refusal
 from server.lti.scores import SCORE_CONTENT_TYPE, Delivery, Score, score_body, scores_url
 
 SCOPE_SCORE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
@@ -68,12 +62,6 @@ CLIENT_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 ASSERTION_TTL_S = 300
 
 
-USER_AGENT = "remat-judge-lti/1"
-
-
-MAX_RESPONSE_BYTES = 64 * 1024
-
-
 class Platform(Protocol):
     """What is used of a registered platform (`PlatformView` or `LtiPlatform`)."""
 
@@ -85,11 +73,6 @@ class Platform(Protocol):
     def auth_token_url(self) -> str: ...
     @property
     def token_audience(self) -> str | None: ...
-
-
-class AgsRefused(Exception):
-    """A URL that is not called (scheme, userinfo, special address outside `allow_networks`, no
-    such host). Never worth retrying."""
 
 
 class TokenError(Exception):
@@ -115,16 +98,6 @@ def client_assertion(platform: Platform, key: ToolKey, *, now: float | None = No
     )
 
 
-@dataclass
-class _Answer:
-    """An answer, its body cut at the request's `max_bytes` (`truncated`: there was more)."""
-
-    status_code: int
-    body: bytes
-    headers: httpx.Headers
-    truncated: bool = False
-
-
 def error_message(raw: bytes) -> str:
     """The platform's message in an error answer: a JSON `message`/`error_description`/`error`/
     `reason`, else an excerpt of the body."""
@@ -139,14 +112,11 @@ def error_message(raw: bytes) -> str:
     return excerpt(raw)
 
 
-class AgsClient:
-    """Token cache and HTTP for AGS. Thread-safe.
+class AgsClient(PinnedClient):
+    """Token cache and HTTP for AGS (its requests: `PinnedClient.request`). Thread-safe.
 
     Args:
-        timeout_s: per connect/read/write, and for reading a whole answer.
-        allow_networks: special-address networks that may be called (e.g. ["10.0.0.0/8"] for a
-            campus Moodle; tests: ["127.0.0.0/8"]).
-        ssl_context: trusted CAs for https (default httpx's).
+        timeout_s, allow_networks, ssl_context: as `PinnedClient`'s.
         token_margin_s: a cached token is used until this long before it expires (at most half
             its lifetime).
     """
@@ -159,94 +129,11 @@ class AgsClient:
         ssl_context: ssl.SSLContext | None = None,
         token_margin_s: float = 60.0,
     ):
-        self.timeout_s = timeout_s
-        self.allow_networks = [ipaddress.ip_network(n, strict=False) for n in allow_networks]
-        self.ssl_context = ssl_context
+        super().__init__(timeout_s=timeout_s, allow_networks=allow_networks, ssl_context=ssl_context)
         self.token_margin_s = token_margin_s
         self._tokens: dict[tuple, tuple[str, float]] = {}
         self._lock = threading.Lock()
         self.token_fetches = 0  # how many tokens were fetched (for tests and metrics)
-
-    # -- host checks and the pinned request --
-
-    def _addresses(self, host: str, port: int) -> list[str]:
-        try:
-            addresses = lookup(host, port)
-        except CallbackRefused as exc:
-            raise AgsRefused(str(exc)) from None
-        for address in addresses:
-            ip = ipaddress.ip_address(address.partition("%")[0])
-            kind = special_address(ip)
-            if kind is not None and not any(ip in network for network in self.allow_networks):
-                raise AgsRefused(_network_refusal(host, ip, kind))
-        return addresses
-
-    def _request(
-        self, method: str, url: str, *, headers: dict[str, str], content: bytes, max_bytes: int = MAX_RESPONSE_BYTES
-    ) -> _Answer:
-        """One request pinned to a checked address, no redirects, the answer read up to
-        `max_bytes` (`_Answer.truncated` says when there was more).
-
-        Raises:
-            AgsRefused: see the class. httpx.TransportError (incl. time-outs), socket.gaierror
-            (EAI_AGAIN): worth retrying.
-        """
-        try:
-            parsed = parse_url(url)
-        except CallbackRefused as exc:
-            raise AgsRefused(str(exc)) from None
-        addresses = self._addresses(parsed.host, parsed.port)
-        headers = {
-            "Host": parsed.url.netloc.decode("ascii"),
-            "User-Agent": USER_AGENT,
-            "Accept-Encoding": "identity",
-            **headers,
-        }
-        extensions = {"sni_hostname": parsed.host} if parsed.scheme == "https" else {}
-        verify = self.ssl_context if self.ssl_context is not None else default_ssl_context()
-        started = time.monotonic()
-        last: Exception | None = None
-        with httpx.Client(
-            trust_env=False, follow_redirects=False, timeout=httpx.Timeout(self.timeout_s), verify=verify
-        ) as client:
-            for address in addresses:
-                request = client.build_request(
-                    method, parsed.url.copy_with(host=address), content=content, headers=headers, extensions=extensions
-                )
-                try:
-                    response = client.send(request, stream=True)
-                except httpx.ConnectError as exc:
-                    last = exc
-                    continue
-                try:
-                    received = bytearray()
-                    for chunk in response.iter_raw():
-                        received += chunk
-                        if len(received) > max_bytes or time.monotonic() > started + self.timeout_s:
-                            break
-                except httpx.HTTPError:
-                    pass
-                finally:
-                    response.close()
-                return _Answer(
-                    response.status_code, bytes(received[:max_bytes]), response.headers, len(received) > max_bytes
-                )
-        assert last is not None
-        raise last
-
-    def request(
-        self,
-        method: str,
-        url: str,
-        *,
-        headers: dict[str, str],
-        content: bytes = b"",
-        max_bytes: int = MAX_RESPONSE_BYTES,
-    ) -> _Answer:
-        """One request with the same safety as the AGS calls (pinned, checked address; no
-        redirects; answer read up to `max_bytes`): for dynamic registration, the set-up page's
-        connection test and the NRPS roster (`server.lti.nrps`). Raises as `_request`."""
-        return self._request(method, url, headers=headers, content=content, max_bytes=max_bytes)
 
     def advice(self, url: str) -> str | None:
         """`network_advice` for `url` with this client's allowed networks."""
@@ -284,7 +171,7 @@ class AgsClient:
         }
         content = urlencode(form).encode("ascii")
         try:
-            answer = self._request(
+            answer = self.request(
                 "POST",
                 platform.auth_token_url,
                 content=content,
@@ -335,7 +222,7 @@ class AgsClient:
         platform does (see `Delivery`)."""
         body = json.dumps(score_body(score)).encode("utf-8")
         try:
-            answer = self._request(
+            answer = self.request(
                 "POST",
                 scores_url(lineitem_url),
                 content=body,
@@ -387,22 +274,6 @@ class AgsClient:
         return delivery
 
 
-# Where a special address usually sits, so advice names a network an operator recognises.
-_SUGGESTED_NETWORKS = [
-    ipaddress.ip_network(n)
-    for n in (
-        "10.0.0.0/8",
-        "172.16.0.0/12",
-        "192.168.0.0/16",
-        "100.64.0.0/10",
-        "127.0.0.0/8",
-        "169.254.0.0/16",
-        "fc00::/7",
-        "fe80::/10",
-    )
-]
-
-
 def network_advice(url: str, allow_networks: Iterable[str]) -> str | None:
     """Why the judge would refuse to call `url` (a platform's token URL, its registration
     endpoint) and what to set, or None when it may. Said at registration, on /lti/setup and by
@@ -434,16 +305,8 @@ def network_advice(url: str, allow_networks: Iterable[str]) -> str | None:
         kind = special_address(ip)
         if kind is None or any(ip in network for network in allowed):
             continue
-        return _network_refusal(parsed.host, ip, kind) + " (until then the judge sends it no request)"
+        return network_refusal(parsed.host, ip, kind) + " (until then the judge sends it no request)"
     return None
-
-
-def _network_refusal(host: str, ip: ipaddress.IPv4Address | ipaddress.IPv6Address, kind: str) -> str:
-    """ "10.0.0.5 is a private address: add 10.0.0.0/8 to REMAT_JUDGE_LTI_ALLOW_NETWORKS" (the
-    usual block of a special address, or the address alone)."""
-    network = next((n for n in _SUGGESTED_NETWORKS if ip in n), ipaddress.ip_network(ip))
-    what = f"{ip} is a {kind} address" if host == str(ip) else f"{host} resolves to {ip}, a {kind} address"
-    return f"{what}: add {network} to REMAT_JUDGE_LTI_ALLOW_NETWORKS"
 
 
 _default = AgsClient()

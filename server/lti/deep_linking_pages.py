@@ -88,6 +88,27 @@ def deep_linking_request(
     return response
 
 
+def _pick_context(request: Request, service: LtiService, context: str, csrf: str) -> dict[str, Any]:
+    """The claims of the pick's signed context (`deep_linking.read_context`: its CSRF token, the
+    matching cookie, the same origin).
+
+    Raises:
+        LaunchError(403): no CSRF token, or the context does not check out.
+    """
+    if not csrf:
+        raise LaunchError(
+            403,
+            "The form did not come from the judge's problem list; open the deep linking dialog again from the course.",
+        )
+    return deep_linking.read_context(
+        service.key,
+        context,
+        csrf=csrf,
+        cookie=request.cookies.get(deep_linking.cookie_name(csrf)),
+        same_origin=from_same_origin(request, service),
+    )
+
+
 @router.post("/deep-linking")
 def deep_linking_pick(
     request: Request,
@@ -102,19 +123,7 @@ def deep_linking_pick(
     context of another session or user, expired or used already; 404 for an unknown problem."""
     count_launch(request, service)
     try:
-        if not csrf:
-            raise LaunchError(
-                403,
-                "The form did not come from the judge's problem list; open the deep linking "
-                "dialog again from the course.",
-            )
-        claims = deep_linking.read_context(
-            service.key,
-            context,
-            csrf=csrf,
-            cookie=request.cookies.get(deep_linking.cookie_name(csrf)),
-            same_origin=from_same_origin(request, service),
-        )
+        claims = _pick_context(request, service, context, csrf)
         # the context is signed by the judge and made only for a verified launch of an LMS
         # instructor (`deep_linking_request`): that launch's role, not a site role, allows the pick
         user = service.store.users.get(int(claims["uid"]))

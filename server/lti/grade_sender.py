@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from server.courses.gradebook import standing_of
 from server.courses.rules import Standing
@@ -33,7 +33,7 @@ from server.delivery.callbacks import backoff_s
 from server.delivery.senders import DueSender
 from server.lti.ags import AgsClient
 from server.lti.keys import ToolKey
-from server.lti.scores import Score, next_timestamp
+from server.lti.scores import Delivery, Score, next_timestamp
 from server.settings import Settings
 from server.store.course_store import CourseStore
 from server.store.db import utcnow
@@ -147,28 +147,9 @@ class LtiGradeSender(DueSender):
                 submission_id=submission_id,
                 submitted_at=submitted_at,
             )
-        floor = max((t for t in (due.last_sent_timestamp, due.reserved_timestamp) if t is not None), default=None)
-        timestamp = next_timestamp(due.verdict_at, floor)
-        self.store.reserve(due.id, timestamp)
-        score = Score(
-            user_id=due.sub,
-            score_given=standing.score * SCORE_MAXIMUM,
-            score_maximum=SCORE_MAXIMUM,
-            timestamp=timestamp,
-            submitted_at=submitted_at,
-        )
-        delivery = self.client.send_score(due.platform, self.key(), due.lineitem, score)
+        timestamp, delivery = self._post(due, standing.score, submitted_at)
         number = due.attempts + 1
-        if delivery.delivered:
-            outcome, next_at = PassbackStatus.DELIVERED, None
-        elif delivery.status_code == 409 and due.last_code != 409:
-            outcome, next_at = PassbackStatus.PENDING, utcnow()  # once more, with the next second
-        elif delivery.retry and number < self.max_attempts:
-            outcome, next_at = PassbackStatus.PENDING, utcnow() + timedelta(seconds=backoff_s(number))
-        elif delivery.status_code is None and not delivery.retry:
-            outcome, next_at = PassbackStatus.REFUSED, None
-        else:
-            outcome, next_at = PassbackStatus.FAILED, None
+        outcome, next_at = self._outcome(delivery, number, due.last_code)
         log.info(
             "LTI score %.3f for %s on %s (attempt %d): %s (%s)",
             standing.score,
@@ -190,6 +171,38 @@ class LtiGradeSender(DueSender):
             submission_id=submission_id,
             submitted_at=submitted_at,
         )
+
+    def _post(self, due: DueScore, given: float, submitted_at: datetime | None) -> tuple[datetime, Delivery]:
+        """Reserves the score's timestamp (strictly newer than the last reserved or sent), then
+        sends the score `given` of `due` (its platform, line item and sub present). Returns the
+        timestamp and the delivery."""
+        assert due.platform is not None and due.lineitem is not None and due.sub is not None
+        assert due.verdict_at is not None
+        floor = max((t for t in (due.last_sent_timestamp, due.reserved_timestamp) if t is not None), default=None)
+        timestamp = next_timestamp(due.verdict_at, floor)
+        self.store.reserve(due.id, timestamp)
+        score = Score(
+            user_id=due.sub,
+            score_given=given * SCORE_MAXIMUM,
+            score_maximum=SCORE_MAXIMUM,
+            timestamp=timestamp,
+            submitted_at=submitted_at,
+        )
+        return timestamp, self.client.send_score(due.platform, self.key(), due.lineitem, score)
+
+    def _outcome(
+        self, delivery: Delivery, number: int, last_code: int | None
+    ) -> tuple[PassbackStatus, datetime | None]:
+        """The row's status after attempt `number` ended in `delivery`, and when to try again."""
+        if delivery.delivered:
+            return PassbackStatus.DELIVERED, None
+        if delivery.status_code == 409 and last_code != 409:
+            return PassbackStatus.PENDING, utcnow()  # once more, with the next second
+        if delivery.retry and number < self.max_attempts:
+            return PassbackStatus.PENDING, utcnow() + timedelta(seconds=backoff_s(number))
+        if delivery.status_code is None and not delivery.retry:
+            return PassbackStatus.REFUSED, None
+        return PassbackStatus.FAILED, None
 
 
 def grade_sender(settings: Settings, passbacks: PassbackStore, courses: CourseStore) -> LtiGradeSender:

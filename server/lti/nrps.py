@@ -38,9 +38,10 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from server.delivery.callbacks import describe_error
-from server.lti.ags import AgsClient, AgsRefused, TokenError, error_message
+from server.lti.ags import AgsClient, TokenError, error_message
 from server.lti.keys import ToolKey
 from server.lti.launch import LaunchError, identifier, person_email, person_name, role_for
+from server.lti.lms_http import AgsRefused
 from server.platform.text import storable
 from server.store.course_store import CourseStore
 from server.store.courses import Course, CourseRole, Listed
@@ -279,6 +280,29 @@ def fetch_members(
     return list(found.values()), len(seen)
 
 
+def _roster_service(course: Course, store: LtiStore) -> tuple[PlatformView, str]:
+    """The platform and memberships URL of an LMS course's roster service.
+
+    Raises:
+        NoRosterService: see `sync_course`.
+    """
+    if course.platform_id is None or course.deployment_id is None or course.context_id is None:
+        raise NoRosterService("This course was made on the judge, not by an LMS launch: it has no LMS roster to sync.")
+    platform = store.platform_by_id(course.platform_id)
+    if platform is None:
+        raise NoRosterService("This course's LMS is no longer registered with the judge.")
+    url = store.memberships_url(
+        platform_id=course.platform_id, deployment_id=course.deployment_id, context_id=course.context_id
+    )
+    if url is None:
+        raise NoRosterService(
+            "The LMS has not offered this course's roster: no launch from the course carried the Names "
+            "and Role Provisioning Services (2.0) claim. Turn the service on for the tool in the LMS, "
+            "open one of the course's activities from the LMS, then sync again."
+        )
+    return platform, url
+
+
 def sync_course(
     course: Course,
     *,
@@ -296,20 +320,7 @@ def sync_course(
             registered, or no launch from it offered the service (2.0).
         RosterError: the fetch failed (`fetch_members`); the stored roster is then unchanged.
     """
-    if course.platform_id is None or course.deployment_id is None or course.context_id is None:
-        raise NoRosterService("This course was made on the judge, not by an LMS launch: it has no LMS roster to sync.")
-    platform = store.platform_by_id(course.platform_id)
-    if platform is None:
-        raise NoRosterService("This course's LMS is no longer registered with the judge.")
-    url = store.memberships_url(
-        platform_id=course.platform_id, deployment_id=course.deployment_id, context_id=course.context_id
-    )
-    if url is None:
-        raise NoRosterService(
-            "The LMS has not offered this course's roster: no launch from the course carried the Names "
-            "and Role Provisioning Services (2.0) claim. Turn the service on for the tool in the LMS, "
-            "open one of the course's activities from the LMS, then sync again."
-        )
+    platform, url = _roster_service(course, store)
     try:
         members, pages = fetch_members(client, platform, key, url, limits)
     except RosterError as exc:

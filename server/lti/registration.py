@@ -6,7 +6,7 @@
 2. The platform's administrator pastes it into the LMS (Moodle: "Register tool" with the tool URL),
    which opens it in a frame or window with `openid_configuration` (its OpenID configuration URL)
    and usually `registration_token`.
-3. The judge fetches that configuration (within the allowed networks: `server.lti.ags`'s pinned,
+3. The judge fetches that configuration (within the allowed networks: `server.lti.lms_http`'s pinned,
    no-redirect client), checks that its `issuer` is the origin the configuration came from and
    that it has the endpoints LTI needs, then POSTs its tool configuration to the platform's
    `registration_endpoint` with the token as bearer: redirect URI `<base>/lti/launch`, login
@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from server.lti.ags import SCOPE_LINEITEM, SCOPE_RESULT_READONLY, SCOPE_SCORE, AgsClient, AgsRefused
+from server.lti.ags import SCOPE_LINEITEM, SCOPE_RESULT_READONLY, SCOPE_SCORE, AgsClient
+from server.lti.lms_http import AgsRefused
 from server.lti.nrps import SCOPE_MEMBERSHIPS
 
 TOOL_CONFIGURATION = "https://purl.imsglobal.org/spec/lti-tool-configuration"

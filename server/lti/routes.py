@@ -12,7 +12,7 @@ Flow (IMS Security Framework 5.1.1, LTI 1.3 Core 4):
    exactly as registered: the problem is never appended to it (it travels in the
    target_link_uri claim or the custom claim).
 2. `POST /lti/launch` (SF 5.1.1.3, the authentication response): consumes the state once,
-   checks the browser binding, verifies the id_token (`server.lti.launch.verify_id_token`),
+   checks the browser binding, verifies the id_token (`server.lti.id_token.verify_id_token`),
    remembers its nonce, finds or makes the account of (iss, sub), stores the resource link with
    its AGS endpoint claim, signs the user in, and redirects to `/lti/landing` with a one-time
    launch token.
@@ -57,21 +57,21 @@ from server.authz import Action, decide
 from server.deps import LtiDep, ServicesDep
 from server.lti.ags import SCOPE_SCORE
 from server.lti.deep_linking_pages import deep_linking_request
+from server.lti.id_token import LEEWAY_S, verify_id_token
 from server.lti.launch import (
     CLAIM_MESSAGE_TYPE,
     DEEP_LINKING_REQUEST,
-    LEEWAY_S,
     RESOURCE_LINK_REQUEST,
+    Launch,
     LaunchError,
     launch_of,
-    verify_id_token,
 )
 from server.lti.login import STATE_COOKIE_PREFIX, state_cookie_name, storage_key
 from server.lti.lti_pages import NO_STORE, enter_context, from_same_origin, lti_page, origin_of, refusal_page
 from server.lti.service import LtiService
 from server.services import Services
 from server.store.courses import CourseRole
-from server.store.lti import LAUNCH_TOKEN_TTL_S, PendingLogin, sha256_hex
+from server.store.lti import LAUNCH_TOKEN_TTL_S, PendingLogin, PlatformView, sha256_hex
 from server.web.sessions import sign_in, user_of
 
 router = APIRouter(prefix="/lti", include_in_schema=False)
@@ -106,37 +106,11 @@ def launch(
     offer to open the activity again in a new, first-party window.
     """
     try:
-        if not state:
-            raise LaunchError(400, "The launch carries no state: it did not start at this judge's login.")
-        if not id_token:
-            raise LaunchError(400, "The launch carries no id_token.")
-        cookie = request.cookies.get(state_cookie_name(state))
-        if cookie is not None and not secrets.compare_digest(cookie, sha256_hex(state)):
-            raise LaunchError(403, "The launch's state belongs to another browser.")
-        if cookie is None and any(name.startswith(STATE_COOKIE_PREFIX) for name in request.cookies):
-            # this browser keeps our state cookies, yet has none for this state: another browser
-            # started this login (login CSRF)
-            raise LaunchError(403, "The launch's state belongs to another browser.")
+        cookie = _state_cookie(request, state, id_token)
         if cookie is None:
-            pending = service.store.peek_login(state)
-            if pending is not None and pending.storage_target:
-                platform = service.store.platform_by_id(pending.platform_id)
-                origin = origin_of(platform.auth_login_url) if platform is not None else None
-                if origin is not None:  # read the binding back from the platform's storage, then go on
-                    page = lti_page(
-                        request,
-                        "lti_storage.html",
-                        mode="get",
-                        target=pending.storage_target,
-                        origin=origin,
-                        key=storage_key(state),
-                        id_token=id_token,
-                        state=state,
-                    )
-                    # a browser sends "Origin: null" with a POST from a no-referrer page, and
-                    # `launch_from_storage` needs the judge's own origin there
-                    page.headers["Referrer-Policy"] = "same-origin"
-                    return page
+            page = _storage_read_back(request, service, state, id_token)
+            if page is not None:
+                return page
         login = service.store.consume_login(state)  # used once, whatever follows
         if login is None:
             raise LaunchError(
@@ -160,6 +134,53 @@ def launch(
         if state:
             response.delete_cookie(state_cookie_name(state), path="/lti/launch")
         return response
+
+
+def _state_cookie(request: Request, state: str, id_token: str) -> str | None:
+    """The launch's state cookie when this browser sent it, checked against the state, else None.
+
+    Raises:
+        LaunchError(400): no state or no id_token; LaunchError(403): the cookie is another
+            login's, or the browser keeps state cookies but none for this state (login CSRF).
+    """
+    if not state:
+        raise LaunchError(400, "The launch carries no state: it did not start at this judge's login.")
+    if not id_token:
+        raise LaunchError(400, "The launch carries no id_token.")
+    cookie = request.cookies.get(state_cookie_name(state))
+    if cookie is not None and not secrets.compare_digest(cookie, sha256_hex(state)):
+        raise LaunchError(403, "The launch's state belongs to another browser.")
+    if cookie is None and any(name.startswith(STATE_COOKIE_PREFIX) for name in request.cookies):
+        # this browser keeps our state cookies, yet has none for this state: another browser
+        # started this login (login CSRF)
+        raise LaunchError(403, "The launch's state belongs to another browser.")
+    return cookie
+
+
+def _storage_read_back(request: Request, service: LtiService, state: str, id_token: str) -> Response | None:
+    """For a launch without its cookie whose login used the platform's postMessage storage: the
+    page that reads the binding back from that storage and posts it to `/lti/launch/storage`
+    (the login is not consumed). None when the login used no storage or its platform is gone."""
+    pending = service.store.peek_login(state)
+    if pending is not None and pending.storage_target:
+        platform = service.store.platform_by_id(pending.platform_id)
+        origin = origin_of(platform.auth_login_url) if platform is not None else None
+        if origin is not None:  # read the binding back from the platform's storage, then go on
+            page = lti_page(
+                request,
+                "lti_storage.html",
+                mode="get",
+                target=pending.storage_target,
+                origin=origin,
+                key=storage_key(state),
+                id_token=id_token,
+                state=state,
+            )
+            # a browser sends "Origin: null" with a POST from a no-referrer page, and
+            # `launch_from_storage` needs the judge's own origin there
+            page.headers["Referrer-Policy"] = "same-origin"
+            return page
+    return None
 
 
 @router.post("/launch/storage")
@@ -217,10 +238,35 @@ def _verified_launch(
     Raises:
         LaunchError: see `launch`.
     """
-    platform_id, nonce = login.platform_id, login.nonce
-    platform = service.store.platform_by_id(platform_id)
+    platform = service.store.platform_by_id(login.platform_id)
     if platform is None:
         raise LaunchError(403, "This platform's registration was removed.")
+    claims = _verified_claims(service, platform, id_token, login.nonce)
+    if claims[CLAIM_MESSAGE_TYPE] == DEEP_LINKING_REQUEST:
+        response = deep_linking_request(request, services, service, platform, claims)
+        response.delete_cookie(state_cookie_name(state), path="/lti/launch")
+        return response
+    verified = launch_of(claims)
+    _check_problem(services, service, verified)
+    user = service.store.account_for(
+        issuer=verified.issuer, sub=verified.sub, name=verified.name, email=verified.email, role=verified.role
+    )  # never a site role
+    _record_launch(service, platform, verified, user.id)
+    sign_in(request, services, user)
+    token = service.store.make_launch_token(user.id, f"/problems/{verified.problem}")
+    response = RedirectResponse(f"/lti/landing?{urlencode({'token': token})}", status_code=303, headers=NO_STORE)
+    response.delete_cookie(state_cookie_name(state), path="/lti/launch")
+    return response
+
+
+def _verified_claims(service: LtiService, platform: PlatformView, id_token: str, nonce: str) -> dict[str, Any]:
+    """The id_token's claims once it verifies against `platform` and this login's nonce
+    (`verify_id_token`: a resource link or deep linking launch), its nonce remembered so the
+    launch is used once.
+
+    Raises:
+        LaunchError: a failed check, or a nonce seen before.
+    """
     claims = verify_id_token(
         id_token,
         issuer=platform.issuer,
@@ -233,11 +279,12 @@ def _verified_launch(
     until = datetime.fromtimestamp(int(claims["exp"]), UTC) + timedelta(seconds=LEEWAY_S)
     if not service.store.use_nonce(platform.issuer, claims["nonce"], until=until):
         raise LaunchError(403, "This launch was used already (its nonce was seen before).")
-    if claims[CLAIM_MESSAGE_TYPE] == DEEP_LINKING_REQUEST:
-        response = deep_linking_request(request, services, service, platform, claims)
-        response.delete_cookie(state_cookie_name(state), path="/lti/launch")
-        return response
-    verified = launch_of(claims)
+    return claims
+
+
+def _check_problem(services: Services, service: LtiService, verified: Launch) -> None:
+    """Raises `LaunchError(404)` when the launch's problem is unknown, or unpublished and the
+    platform user is not a site admin."""
     try:
         services.problems.get(verified.problem)
     except (KeyError, ProblemError):
@@ -247,9 +294,12 @@ def _verified_launch(
     if not services.problems.is_published(verified.problem) and not _launches_an_admin(services, service, verified):
         who = "an admin of the judge publishes it" if verified.role == CourseRole.STAFF else "ask your instructor"
         raise LaunchError(404, f"The problem {verified.problem!r} is not published yet; {who}.")
-    user = service.store.account_for(
-        issuer=verified.issuer, sub=verified.sub, name=verified.name, email=verified.email, role=verified.role
-    )  # never a site role
+
+
+def _record_launch(service: LtiService, platform: PlatformView, verified: Launch, user_id: int) -> None:
+    """What a verified launch of `user_id` leaves behind: its resource link (with the AGS
+    endpoint), the LMS course's enrollment and assignment, and, for a student whose link takes
+    scores, the grade passback."""
     link = service.store.save_resource_link(
         platform_id=platform.id,
         deployment_id=verified.deployment_id,
@@ -263,8 +313,8 @@ def _verified_launch(
         service,
         platform_id=platform.id,
         deployment_id=verified.deployment_id,
-        claims=claims,
-        user_id=user.id,
+        claims=verified.claims,
+        user_id=user_id,
         role=verified.role,
     )
     if course is not None:  # and the link's problem as an assignment
@@ -272,13 +322,8 @@ def _verified_launch(
     if verified.role == CourseRole.STUDENT and link.ags_lineitem and SCOPE_SCORE in json.loads(link.ags_scope or "[]"):
         # grade passback: this student's verdicts on the problem go to the link's line item, those
         # made before this launch too (the sender computes the standing; nothing is sent without one)
-        service.passbacks.launched(resource_link_id=link.id, issuer=verified.issuer, sub=verified.sub, user_id=user.id)
-        service.passbacks.verdict_stored(user_id=user.id, problem=verified.problem)  # senders poll each second
-    sign_in(request, services, user)
-    token = service.store.make_launch_token(user.id, f"/problems/{verified.problem}")
-    response = RedirectResponse(f"/lti/landing?{urlencode({'token': token})}", status_code=303, headers=NO_STORE)
-    response.delete_cookie(state_cookie_name(state), path="/lti/launch")
-    return response
+        service.passbacks.launched(resource_link_id=link.id, issuer=verified.issuer, sub=verified.sub, user_id=user_id)
+        service.passbacks.verdict_stored(user_id=user_id, problem=verified.problem)  # senders poll each second
 
 
 def _launches_an_admin(services: Services, service: LtiService, verified: Any) -> bool:

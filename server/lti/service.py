@@ -20,8 +20,9 @@ from limits.storage import storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 
 from server.lti.ags import AgsClient
+from server.lti.id_token import JwksCache
 from server.lti.keys import ToolKey, load_or_create
-from server.lti.launch import JwksCache, LaunchError
+from server.lti.launch import LaunchError
 from server.settings import Settings
 from server.store.course_store import CourseStore
 from server.store.lti_passback import PassbackStore

@@ -15,6 +15,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
+from server.lti.id_token import verify_id_token
 from server.lti.keys import KEY_FILE, load_or_create, thumbprint
 from server.lti.launch import (
     CLAIM_CUSTOM,
@@ -23,7 +24,6 @@ from server.lti.launch import (
     launch_of,
     problem_of,
     role_for,
-    verify_id_token,
 )
 from server.store.courses import CourseRole
 from tests.lti_platform import INSTRUCTOR, LIS, STUDENT, TEACHING_ASSISTANT, LaunchSpec, Platform
