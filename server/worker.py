@@ -15,9 +15,9 @@ import threading
 
 from graders.problems.problem import ProblemRepository
 from sandbox.jail_limits import JailCgroup
-from server.grading.grader import Sweeper
 from server.grading.queue import start_templates_in_background
 from server.grading.redis_jobs import RedisJobs
+from server.grading.sweeper import Sweeper
 from server.platform import metrics
 from server.runtime import build_grader, open_database
 from server.settings import Settings
