@@ -15,9 +15,9 @@ import threading
 
 from graders.problems.problem import ProblemRepository
 from sandbox.jail_limits import JailCgroup
-from server.grading.grader import Sweeper
 from server.grading.queue import start_templates_in_background
 from server.grading.redis_jobs import RedisJobs
+from server.grading.sweeper import Sweeper
 from server.platform import metrics
 from server.runtime import build_grader, open_database
 from server.settings import Settings
@@ -51,9 +51,7 @@ def run(
         raise ValueError("a worker needs REMAT_JUDGE_REDIS_URL (the distributed mode)")
     settings = settings.model_copy(update={"workers": concurrency})  # ready children: one per thread
     stop = stop or threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda signum, frame: stop.set())
+    _stop_on_signals(stop)
     try:
         engine = open_database(settings, stop=stop)  # PostgreSQL down or restarting: wait, said once
     except InterruptedError:
@@ -64,20 +62,8 @@ def run(
     grader = build_grader(settings, engine, store, problems, kind="worker", on_finished=jobs.announce)
     worker_id = grader.worker_id
     jobs.run = grader.grade  # this process runs the jobs it is given
-    sweeper = Sweeper(
-        store,
-        jobs.put,
-        interval_s=settings.sweep_interval_s,
-        queue_restarted=jobs.restarted,
-        held=jobs.held,
-        put_again=lambda submission_id: jobs.put(submission_id, again=True),
-    )
-    removed = JailCgroup.remove_stale()
-    if removed:
-        log.info("removed %d stale jail cgroups", removed)
-    start_templates_in_background()
-    if metrics_port is not None:
-        metrics.serve(metrics_port, metrics_host)
+    sweeper = _sweeper(settings, store, jobs)
+    _prepare_host(metrics_port, metrics_host)
     worker = jobs.worker(concurrency)
     grader.start()
     try:
@@ -98,3 +84,34 @@ def run(
         metrics.IDLE_WORKERS.dec(concurrency)
         jobs.close()
         engine.dispose()
+
+
+def _stop_on_signals(stop: threading.Event) -> None:
+    """Sets `stop` on SIGTERM and SIGINT (only the main thread may handle signals)."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda signum, frame: stop.set())
+
+
+def _sweeper(settings: Settings, store: SubmissionStore, jobs: RedisJobs) -> Sweeper:
+    """The sweeper of a worker: it re-enqueues on Redis only what Redis does not hold, an expired
+    claim ahead of the backlog."""
+    return Sweeper(
+        store,
+        jobs.put,
+        interval_s=settings.sweep_interval_s,
+        queue_restarted=jobs.restarted,
+        held=jobs.held,
+        put_again=lambda submission_id: jobs.put(submission_id, again=True),
+    )
+
+
+def _prepare_host(metrics_port: int | None, metrics_host: str) -> None:
+    """Before taking jobs: removes the jail cgroups a dead worker left, starts the jail and
+    verifier templates (fork servers) in the background, and serves the metrics when asked."""
+    removed = JailCgroup.remove_stale()
+    if removed:
+        log.info("removed %d stale jail cgroups", removed)
+    start_templates_in_background()
+    if metrics_port is not None:
+        metrics.serve(metrics_port, metrics_host)

@@ -4,7 +4,7 @@ or uploaded to a running judge (`--server`) whose validation is followed to the 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -12,6 +12,9 @@ from rich.markup import escape
 from graders.problems.spec import ProblemError
 from server.cli.common import EXIT_REJECTED, EXIT_USAGE, console, err, settings_for
 from server.cli.problems import rows_table, validate_packages
+
+if TYPE_CHECKING:
+    from graders.problems.publication import Publication
 
 
 def problems_add(
@@ -67,15 +70,19 @@ def problems_add(
     except (PackageError, ProblemError) as exc:
         err.print(f"[red]invalid package:[/] {exc}")
         raise typer.Exit(EXIT_USAGE) from None
-    now = publication(target, problem.version)
-    state = (
+    state = _publication_state(publication(target, problem.version), problem.slug)
+    console.print(f"installed {problem.slug} version {problem.version} at {target}: {state}", soft_wrap=True)
+
+
+def _publication_state(now: Publication, slug: str) -> str:
+    """What `problems add` says of an installed problem's publication."""
+    return (
         "published"
         if now.published and not now.changed
-        else f"still published, changed since publish: run `remat-judge problems publish {problem.slug}`"
+        else f"still published, changed since publish: run `remat-judge problems publish {slug}`"
         if now.published
-        else f"unpublished (admins only) until `remat-judge problems publish {problem.slug}`"
+        else f"unpublished (admins only) until `remat-judge problems publish {slug}`"
     )
-    console.print(f"installed {problem.slug} version {problem.version} at {target}: {state}", soft_wrap=True)
 
 
 def _upload(path: Path, server: str, token: str, *, publish: bool) -> None:
@@ -115,6 +122,21 @@ def _upload(path: Path, server: str, token: str, *, publish: bool) -> None:
     except httpx.HTTPError as exc:
         err.print(f"cannot reach {server}: {exc}")
         raise typer.Exit(EXIT_REJECTED) from None
+    _print_validation(server, body)
+    if body.get("state") == "done":
+        console.print(
+            f"installed {body['slug']} version {body['version']}"
+            + (f" (replaces {body['previous_version']})" if body.get("previous_version") else "")
+            + (", published" if body.get("published") else ", unpublished (admins only)")
+        )
+        raise typer.Exit(0)
+    err.print(f"[red]not installed:[/] {escape(str(body.get('detail', '')))}")
+    raise typer.Exit(EXIT_REJECTED)
+
+
+def _print_validation(server: str, body: dict[str, Any]) -> None:
+    """Prints an upload's validation as `server` reports it: the reference's failed self-checks,
+    the validation table and the warnings."""
     for failure in body.get("reference_failures", []):
         print(f"reference.py: {failure['check']}: {failure['message']}")
     if body.get("rows"):
@@ -139,12 +161,3 @@ def _upload(path: Path, server: str, token: str, *, publish: bool) -> None:
         )
     for warning in body.get("warnings", []):
         console.print(f"[yellow]warning: {escape(warning)}[/]")
-    if body.get("state") == "done":
-        console.print(
-            f"installed {body['slug']} version {body['version']}"
-            + (f" (replaces {body['previous_version']})" if body.get("previous_version") else "")
-            + (", published" if body.get("published") else ", unpublished (admins only)")
-        )
-        raise typer.Exit(0)
-    err.print(f"[red]not installed:[/] {escape(str(body.get('detail', '')))}")
-    raise typer.Exit(EXIT_REJECTED)

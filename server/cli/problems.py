@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -14,6 +14,9 @@ from graders.problems.problem import Problem, ProblemRepository
 from graders.problems.spec import ProblemError
 from server.cli.common import EXIT_REJECTED, EXIT_USAGE, console, engine_for, err, settings_for
 from server.settings import Settings
+
+if TYPE_CHECKING:
+    from server.problems.clusters import Insight
 
 problems_app = typer.Typer(help="Work with problem packages.", no_args_is_help=True)
 
@@ -106,6 +109,12 @@ def problems_insight(
     if not found.clusters:
         console.print(f"no graded submissions of {escape(slug)}{where}" + (f" (version {version})" if version else ""))
         return
+    _print_insight(found, slug, where)
+
+
+def _print_insight(found: Insight, slug: str, where: str) -> None:
+    """Prints `problems insight`'s tables: the clusters, then the identical programs, then how
+    many submissions have no program digest."""
     table = Table(title=f"{escape(slug)} version {found.version}{where}: {found.graded} graded submissions")
     for column in (
         "students",

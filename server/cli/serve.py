@@ -3,6 +3,8 @@ scaled out)."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 from typing import Annotated
 
@@ -52,17 +54,35 @@ def serve(
     REMAT_JUDGE_DATABASE_URL): only stores and enqueues; `remat-judge worker` processes grade.
     Metrics: on --metrics-port, or at /metrics for a scraper holding REMAT_JUDGE_METRICS_TOKEN.
     """
-    import os
-    import shutil
-
-    import uvicorn
-
     from server.platform import logs
 
     settings = settings_for(data_dir, problems_dir)
     if workers is not None:
         settings = settings.model_copy(update={"workers": workers})
     logs.configure(settings.log_format)
+    _prepare_processes(settings, processes)
+    if settings.scaled:
+        _check_schema(settings)
+    if (ssl_certfile is None) != (ssl_keyfile is None):
+        err.print("[red]--ssl-certfile and --ssl-keyfile go together[/]")
+        raise typer.Exit(EXIT_USAGE)
+    certfile, keyfile = (str(ssl_certfile), str(ssl_keyfile)) if ssl_certfile else (None, None)
+    if metrics_port is not None:
+        _serve_metrics(settings, metrics_port, metrics_host)
+    _run_server(
+        settings,
+        processes,
+        host=host,
+        port=port,
+        forwarded_allow_ips=forwarded_allow_ips,
+        certfile=certfile,
+        keyfile=keyfile,
+    )
+
+
+def _prepare_processes(settings: Settings, processes: int) -> None:
+    """Refuses more than one server process in embedded mode (exits 2); for several, gives
+    their metrics one fresh folder to add up in."""
     if processes > 1 and not settings.scaled:
         err.print(
             "[red]--processes above 1 needs the distributed mode (REMAT_JUDGE_REDIS_URL): each embedded "
@@ -74,14 +94,22 @@ def serve(
         shutil.rmtree(multiproc, ignore_errors=True)
         multiproc.mkdir(parents=True)
         os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(multiproc))
-    if settings.scaled:
-        _check_schema(settings)
-    if (ssl_certfile is None) != (ssl_keyfile is None):
-        err.print("[red]--ssl-certfile and --ssl-keyfile go together[/]")
-        raise typer.Exit(EXIT_USAGE)
-    certfile, keyfile = (str(ssl_certfile), str(ssl_keyfile)) if ssl_certfile else (None, None)
-    if metrics_port is not None:
-        _serve_metrics(settings, metrics_port, metrics_host)
+
+
+def _run_server(
+    settings: Settings,
+    processes: int,
+    *,
+    host: str,
+    port: int,
+    forwarded_allow_ips: str | None,
+    certfile: str | None,
+    keyfile: str | None,
+) -> None:
+    """Runs uvicorn until it stops: the app built here for one process, else `processes` worker
+    processes that build theirs from the environment (set here from `settings`)."""
+    import uvicorn
+
     if processes > 1:  # the server processes read their settings from the environment
         os.environ["REMAT_JUDGE_DATA_DIR"] = str(settings.data_dir.resolve())
         os.environ["REMAT_JUDGE_PROBLEMS_DIR"] = str(settings.problems_dir.resolve())

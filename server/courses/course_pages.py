@@ -11,7 +11,8 @@ form carries the session's CSRF token. The same operations as `remat-judge cours
 - `POST /instructor/courses/{key}/settings`: whether solutions open after deadlines (admins);
 - the roster sync button of an LMS course posts to `server.lti.roster_pages` (LTI uses courses,
   never the reverse), which answers with this page (`render_course_page`);
-- `POST /instructor/problems/{slug}/regrade`: starts a regrade and opens its page,
+- the regrade pages (`server.courses.regrade_pages`, whose router this one includes):
+  `POST /instructor/problems/{slug}/regrade`: starts a regrade and opens its page,
   `GET /instructor/regrades/{id}`: progress and changed verdicts (refreshes while unfinished).
   Regrades are for admins: they follow a new problem version, which only an admin publishes, and
   re-grade every course's submissions of the problem.
@@ -19,48 +20,25 @@ form carries the session's CSRF token. The same operations as `remat-judge cours
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Form, HTTPException, Request, status
-from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from fastapi.templating import Jinja2Templates
 
 from graders.problems.spec import ProblemError
-from server.authz import ANONYMOUS, Action, CourseTarget, Principal, decide
-from server.courses import admin
+from server.authz import Action, CourseTarget, Principal, decide
+from server.courses import admin, regrade_pages
 from server.courses.gradebook import gradebook
+from server.courses.page_rendering import render_staff_page
 from server.courses.rules import GradeRule, LateRule, Policy
 from server.deps import ServicesDep
 from server.services import Services
 from server.store.accounts import UserRecord
 from server.store.courses import Course, CourseError, CourseRole
-from server.web.formatting import FILTERS
-from server.web.rendering import WEB_DIR, require_action, require_teacher
-from server.web.sessions import OptionalUser, PrincipalDep, check_csrf, csrf_token
+from server.web.rendering import require_action, require_teacher
+from server.web.sessions import OptionalUser, PrincipalDep, check_csrf
 
-HERE = Path(__file__).resolve().parent
-templates = Jinja2Templates(directory=[str(HERE / "templates"), str(WEB_DIR / "templates")])
-templates.env.filters.update(FILTERS)
 router = APIRouter(include_in_schema=False)
-
-
-def _render(request: Request, name: str, user: UserRecord, status_code: int = 200, **context: Any) -> HTMLResponse:
-    response = templates.TemplateResponse(
-        request,
-        name,
-        {
-            "user": user,
-            "principal": request.scope.get("remat_principal", ANONYMOUS),
-            "csrf": csrf_token(request),
-            "bundle": (WEB_DIR / "static" / "dist" / "app.js").exists(),
-            **context,
-        },
-        status_code=status_code,
-    )
-    response.headers["Cache-Control"] = "no-store"
-    return response
 
 
 def staffed_course(services: Services, key: str, principal: Principal, action: Action = Action.COURSE_VIEW) -> Course:
@@ -96,7 +74,7 @@ def render_course_page(
     undelivered = services.lms_grades.undelivered(course)
     target = CourseTarget.of(course)
     published_only = not decide(principal, Action.PROBLEMS_MANAGE)
-    return _render(
+    return render_staff_page(
         request,
         "course.html",
         user,
@@ -124,7 +102,7 @@ def courses(request: Request, services: ServicesDep, user: OptionalUser, princip
     """The courses this user teaches (every course, for an admin)."""
     user = require_teacher(user, principal, request)
     store = services.courses
-    return _render(
+    return render_staff_page(
         request,
         "courses.html",
         user,
@@ -149,7 +127,7 @@ def create_course(
     try:
         course = store.create(key.strip(), title)
     except CourseError as exc:
-        return _render(
+        return render_staff_page(
             request,
             "courses.html",
             user,
@@ -363,7 +341,7 @@ def _insight_page(
             published = None
         version = published if published in known else next(iter(known), None)
     found = insight(services.engine, slug, version=version, course=course)
-    return _render(request, "insight.html", user, slug=slug, found=found, versions=known, course=course)
+    return render_staff_page(request, "insight.html", user, slug=slug, found=found, versions=known, course=course)
 
 
 @router.get("/instructor/courses/{key}/insight/{slug}", response_class=HTMLResponse)
@@ -399,36 +377,4 @@ def problem_insight(
     return _insight_page(request, services, user, slug, version, None)
 
 
-@router.post("/instructor/problems/{slug}/regrade")
-def start_regrade(
-    slug: str,
-    request: Request,
-    services: ServicesDep,
-    user: OptionalUser,
-    principal: PrincipalDep,
-    csrf_token: Annotated[str, Form()] = "",
-) -> Response:
-    user = require_action(user, principal, request, Action.PROBLEMS_REGRADE)
-    check_csrf(request, csrf_token)
-    try:
-        regrade = admin.start_regrade(services.regrades, services.problems, slug, requested_by=user.email)
-    except CourseError as exc:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
-    if services.pool is not None:  # embedded mode: enqueue now rather than at the next sweep
-        services.pool.sweeper.sweep(everything=False)
-    return RedirectResponse(f"/instructor/regrades/{regrade.id}", status_code=status.HTTP_303_SEE_OTHER)
-
-
-@router.get("/instructor/regrades/{regrade_id}", response_class=HTMLResponse)
-def regrade_page(
-    request: Request,
-    services: ServicesDep,
-    user: OptionalUser,
-    principal: PrincipalDep,
-    regrade_id: Annotated[int, PathParam(ge=1, le=2**31 - 1)],
-) -> HTMLResponse:
-    user = require_action(user, principal, request, Action.PROBLEMS_REGRADE)
-    progress = services.regrades.progress(regrade_id)
-    if progress is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no regrade #{regrade_id}")
-    return _render(request, "regrade.html", user, progress=progress)
+router.include_router(regrade_pages.router)  # after the course pages, as before

@@ -154,41 +154,10 @@ def send(
             )
             try:
                 attempt = _exchange(client, request, started, timeout_s)
-            except httpx.ConnectError as exc:
-                attempt = Attempt(
-                    None,
-                    f"could not connect to {_where(target, address)}: {describe_error(exc)}",
-                    retry=True,
-                    delivered=False,
-                    elapsed_ms=0.0,
-                )
-                continue
-            except httpx.TimeoutException as exc:
-                phase = {
-                    httpx.ConnectTimeout: "connecting",
-                    httpx.ReadTimeout: "waiting for the answer",
-                    httpx.WriteTimeout: "sending",
-                    httpx.PoolTimeout: "waiting for a connection",
-                }
-                attempt = Attempt(
-                    None,
-                    f"timed out after {timeout_s:g} s {phase.get(type(exc), 'in transit')} ({_where(target, address)})",
-                    retry=True,
-                    delivered=False,
-                    elapsed_ms=0.0,
-                )
-            except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
-                attempt = Attempt(
-                    None,
-                    f"the connection to {_where(target, address)} failed: {describe_error(exc)}",
-                    retry=True,
-                    delivered=False,
-                    elapsed_ms=0.0,
-                )
             except httpx.HTTPError as exc:
-                attempt = Attempt(
-                    None, f"the request failed: {describe_error(exc)}", retry=False, delivered=False, elapsed_ms=0.0
-                )
+                attempt = _failed_attempt(exc, target, address, timeout_s)
+                if isinstance(exc, httpx.ConnectError):  # connecting failed outright: the next address
+                    continue
             break
     attempt.elapsed_ms = _ms_since(started)
     return attempt
@@ -228,6 +197,43 @@ def _exchange(client: httpx.Client, request: httpx.Request, started: float, time
     if code >= 500:
         return Attempt(code, f"the receiver answered {code}{said}", retry=True, delivered=False, elapsed_ms=0.0)
     return Attempt(code, f"the receiver answered {code}{said}", retry=False, delivered=False, elapsed_ms=0.0)
+
+
+def _failed_attempt(exc: httpx.HTTPError, target: Target, address: str, timeout_s: float) -> Attempt:
+    """The `Attempt` of a request to `address` that failed with `exc`: a connection error, a
+    time-out (saying in which phase) or a broken connection are worth retrying; another failure
+    of the request is not."""
+    if isinstance(exc, httpx.ConnectError):
+        return Attempt(
+            None,
+            f"could not connect to {_where(target, address)}: {describe_error(exc)}",
+            retry=True,
+            delivered=False,
+            elapsed_ms=0.0,
+        )
+    if isinstance(exc, httpx.TimeoutException):
+        phase = {
+            httpx.ConnectTimeout: "connecting",
+            httpx.ReadTimeout: "waiting for the answer",
+            httpx.WriteTimeout: "sending",
+            httpx.PoolTimeout: "waiting for a connection",
+        }
+        return Attempt(
+            None,
+            f"timed out after {timeout_s:g} s {phase.get(type(exc), 'in transit')} ({_where(target, address)})",
+            retry=True,
+            delivered=False,
+            elapsed_ms=0.0,
+        )
+    if isinstance(exc, (httpx.NetworkError, httpx.RemoteProtocolError)):
+        return Attempt(
+            None,
+            f"the connection to {_where(target, address)} failed: {describe_error(exc)}",
+            retry=True,
+            delivered=False,
+            elapsed_ms=0.0,
+        )
+    return Attempt(None, f"the request failed: {describe_error(exc)}", retry=False, delivered=False, elapsed_ms=0.0)
 
 
 @functools.cache

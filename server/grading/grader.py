@@ -15,8 +15,9 @@ database, which is the source of truth (`server/store/submissions/`):
 4. After `max_attempts` claims the submission ends "failed" with an INTERNAL_ERROR verdict that
    instructors see, instead of being graded (and crashing a worker) forever.
 
-`Sweeper` re-enqueues what no queue holds any more: jobs never accepted by the queue, expired
-claims, and (for Redis) everything queued when the Redis server restarted and lost its data.
+`server.grading.sweeper.Sweeper` re-enqueues what no queue holds any more: jobs never accepted by
+the queue, expired claims, and (for Redis) everything queued when the Redis server restarted and
+lost its data.
 """
 
 from __future__ import annotations
@@ -49,9 +50,6 @@ from server.store.submissions import SubmissionRecord, SubmissionStatus, Submiss
 
 log = logging.getLogger(__name__)
 STORE_RETRY_S = 900.0  # how long a computed verdict waits for the database before its job is given back
-STALE_AFTER_S = 600.0  # a queued submission enqueued this long ago is checked against what the queue holds
-STALE_CHECK_S = 60.0  # how often (reading every message the queue holds is not free)
-SWEEP_FAULTS = Outage("the sweeper's queue or database", log)
 ANNOUNCE_FAULTS = Outage("announcing verdicts (waiting requests poll the database meanwhile)", log)
 
 
@@ -174,43 +172,15 @@ class Grader:
                 metrics.REDELIVERIES.inc()
                 log.warning("grading %s again (attempt %d of %d)", submission_id, record.attempts, self.max_attempts)
             self.leases.hold(submission_id)
-            metrics.BUSY_WORKERS.inc()
-            metrics.IDLE_WORKERS.dec()
+            report = self._grade_busy(submission_id, record)
             try:
-                report = self._grade(record.problem, record.source)
-            except Exception as exc:  # a fault of the judge: the submission gets INTERNAL_ERROR
-                log.exception("grading %s failed", submission_id)
-                report = internal_error_report(record.problem, f"{type(exc).__name__}: {exc}")
-            finally:
-                metrics.BUSY_WORKERS.dec()
-                metrics.IDLE_WORKERS.inc()
-            try:
-                queue_ms = (record.started_at - record.created_at).total_seconds() * 1000 if record.started_at else 0.0
-                report.id = record.id
-                report.status = SubmissionStatus.DONE.value
-                report.timing_ms = {"queue": round(queue_ms, 1), **report.timing_ms}
-                report.created_at = record.created_at.isoformat()
-                report.finished_at = utcnow().isoformat()
-                assert report.verdict is not None
-                verdict, result_json = report.verdict.value, report.stored_json()
-                policy = policy_fingerprint(report)
-                stored = self._store_when_possible(
-                    lambda: self.store.finish(
-                        submission_id,
-                        verdict=verdict,
-                        score=report.score,
-                        problem_version=report.problem_version,
-                        result_json=result_json,
-                        worker_id=self.worker_id,
-                        policy_fingerprint=policy,
-                        program_digest=report.program_digest,
-                    )
-                )
+                stored = self._store_verdict(submission_id, record, report)
             finally:
                 self.leases.release(submission_id)
             if not stored:
                 log.warning("the claim on %s was taken over before its verdict was stored", submission_id)
                 return "lost"
+            assert report.verdict is not None  # checked before storing
             metrics.observe_verdict(self._metric_label(record.problem), report.verdict.value, report.timing_ms)
             log.info(
                 "graded %s (%s): %s in %.0f ms",
@@ -221,6 +191,45 @@ class Grader:
             )
             self._announce(submission_id, record=record, verdict=report.verdict.value, score=report.score)
             return "graded"
+
+    def _grade_busy(self, submission_id: str, record: SubmissionRecord) -> VerdictReport:
+        """Grades a claimed submission, counted as a busy worker meanwhile; a fault of the judge
+        gives the submission INTERNAL_ERROR."""
+        metrics.BUSY_WORKERS.inc()
+        metrics.IDLE_WORKERS.dec()
+        try:
+            return self._grade(record.problem, record.source)
+        except Exception as exc:  # a fault of the judge: the submission gets INTERNAL_ERROR
+            log.exception("grading %s failed", submission_id)
+            return internal_error_report(record.problem, f"{type(exc).__name__}: {exc}")
+        finally:
+            metrics.BUSY_WORKERS.dec()
+            metrics.IDLE_WORKERS.inc()
+
+    def _store_verdict(self, submission_id: str, record: SubmissionRecord, report: VerdictReport) -> bool:
+        """Completes the report (id, status, queue time, timestamps) and stores its verdict while
+        this worker holds the claim; False when the claim was taken over."""
+        queue_ms = (record.started_at - record.created_at).total_seconds() * 1000 if record.started_at else 0.0
+        report.id = record.id
+        report.status = SubmissionStatus.DONE.value
+        report.timing_ms = {"queue": round(queue_ms, 1), **report.timing_ms}
+        report.created_at = record.created_at.isoformat()
+        report.finished_at = utcnow().isoformat()
+        assert report.verdict is not None
+        verdict, result_json = report.verdict.value, report.stored_json()
+        policy = policy_fingerprint(report)
+        return self._store_when_possible(
+            lambda: self.store.finish(
+                submission_id,
+                verdict=verdict,
+                score=report.score,
+                problem_version=report.problem_version,
+                result_json=result_json,
+                worker_id=self.worker_id,
+                policy_fingerprint=policy,
+                program_digest=report.program_digest,
+            )
+        )
 
     def _store_when_possible(self, store: Callable[[], bool]) -> bool:
         """Runs `store` (a verdict's one UPDATE) until the database takes it: a verdict computed
@@ -362,78 +371,3 @@ def policy_fingerprint(report: VerdictReport) -> str | None:
         log.exception("fingerprinting the policy of %s failed", report.id)
         return None
     return found.key if found is not None else None
-
-
-class Sweeper:
-    """Every `interval_s`, re-enqueues the submissions no queue holds any more: those the queue
-    never accepted or whose lease expired (`SubmissionStore.to_enqueue`); after
-    `queue_restarted()` says the queue lost its contents (a Redis server restarted without
-    persistence), every queued one the queue does not hold; and, once every `STALE_CHECK_S`,
-    queued ones enqueued more than `stale_after_s` ago that the queue does not hold (a message
-    lost another way). `held()` gives the ids of the messages the queue holds (Redis: waiting,
-    delayed or being graded), so a restart that kept them, or a second worker's sweeper,
-    re-enqueues nothing twice.
-
-    Re-enqueueing is safe because a job is graded once whatever its number of deliveries.
-    """
-
-    def __init__(
-        self,
-        store: SubmissionStore,
-        put: Callable[[str], None],
-        *,
-        interval_s: float,
-        queue_restarted: Callable[[], bool] = lambda: False,
-        held: Callable[[], set[str]] | None = None,
-        stale_after_s: float = STALE_AFTER_S,
-        put_again: Callable[[str], None] | None = None,
-    ):
-        self.store, self.put, self.interval_s, self.queue_restarted = store, put, interval_s, queue_restarted
-        self.put_again = put_again or put  # an expired claim: ahead of the backlog where the queue can
-        self.held, self.stale_after_s = held, stale_after_s
-        self._last_stale_check = time.monotonic()
-        self._stop = threading.Event()
-
-    def start(self) -> None:
-        threading.Thread(target=self._loop, name="remat-sweeper", daemon=True).start()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def sweep(self, *, everything: bool | None = None) -> int:
-        """One pass; returns how many jobs it enqueued. Raises what the queue or database raise.
-
-        Args:
-            everything: enqueue every "queued" submission too (the queue lost its contents);
-                None: when `queue_restarted()` says so.
-        """
-        if everything is None:
-            everything = self.queue_restarted()
-        ids = self.store.unfinished() if everything else []
-        if self.held is not None and time.monotonic() - self._last_stale_check >= STALE_CHECK_S:
-            self._last_stale_check = time.monotonic()
-            ids += self.store.stale_queued(older_than_s=self.stale_after_s)
-        if ids and self.held is not None:  # only what the queue lost
-            still = self.held()
-            ids = [i for i in dict.fromkeys(ids) if i not in still]
-        seen = set(ids)
-        jobs = [(i, False) for i in ids] + [
-            (i, again)
-            for i, again in self.store.to_enqueue_kinds(older_than_s=0 if everything else self.interval_s)
-            if i not in seen
-        ]
-        ids = [i for i, _ in jobs]
-        for submission_id, again in jobs:
-            (self.put_again if again else self.put)(submission_id)
-            self.store.mark_enqueued(submission_id)
-        if ids:
-            log.info("re-enqueued %d submissions%s", len(ids), " (the queue restarted)" if everything else "")
-        return len(ids)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
-                self.sweep()
-                SWEEP_FAULTS.recovered()
-            except Exception as exc:  # noqa: BLE001 - the queue or database is away; try again next time (said once)
-                SWEEP_FAULTS.failed(exc)

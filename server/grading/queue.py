@@ -13,7 +13,8 @@ from typing import Protocol
 
 from graders.pipeline import prestart
 from sandbox.jail_limits import JailCgroup
-from server.grading.grader import Grader, Sweeper
+from server.grading.grader import Grader
+from server.grading.sweeper import Sweeper
 from server.platform import metrics
 from server.store.faults import DATABASE, is_database_fault
 from server.store.submissions import SubmissionStore

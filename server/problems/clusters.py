@@ -139,34 +139,43 @@ def insight(engine: Engine, problem: str, *, version: str | None = None, course:
         examples = {key: members[0].id for key, members in groups.items()}
         stored = dict(session.execute(select(t.id, t.result_json).where(t.id.in_(examples.values()))).all())
     for key, members in groups.items():
-        first_by_owner: dict[str, datetime] = {}
-        for row in members:
-            first_by_owner.setdefault(owner_of(row), row.created_at)
-        verdict = members[0].verdict
-        later = (
-            0
-            if verdict == "ACCEPTED"
-            else sum(
-                1 for owner, first in first_by_owner.items() if owner in accepted_at and accepted_at[owner] > first
-            )
-        )
-        try:
-            summary = fingerprint(json.loads(stored.get(examples[key]) or "{}"))
-        except Exception:  # noqa: BLE001 - an unreadable report: the cluster is still counted
-            summary = None
-        found.clusters.append(
-            Cluster(
-                fingerprint=key,
-                students=len(first_by_owner),
-                submissions=len(members),
-                verdict=verdict,
-                summary=summary.summary if summary else "",
-                example=members[0].id,
-                latest=members[-1].id,
-                later_accepted=later,
-            )
-        )
+        found.clusters.append(_cluster(key, members, accepted_at, stored.get(examples[key])))
     found.clusters.sort(key=lambda c: (-c.students, -c.submissions, c.verdict, c.fingerprint))
+    _add_identical_groups(found, rows)
+    return found
+
+
+def _cluster(key: str, members: list[Any], accepted_at: dict[str, datetime], example_json: str | None) -> Cluster:
+    """The cluster of one policy fingerprint's `members` (oldest first), given when each owner
+    last got ACCEPTED and the stored report of the first member (for the policy's sentence)."""
+    first_by_owner: dict[str, datetime] = {}
+    for row in members:
+        first_by_owner.setdefault(owner_of(row), row.created_at)
+    verdict = members[0].verdict
+    later = (
+        0
+        if verdict == "ACCEPTED"
+        else sum(1 for owner, first in first_by_owner.items() if owner in accepted_at and accepted_at[owner] > first)
+    )
+    try:
+        summary = fingerprint(json.loads(example_json or "{}"))
+    except Exception:  # noqa: BLE001 - an unreadable report: the cluster is still counted
+        summary = None
+    return Cluster(
+        fingerprint=key,
+        students=len(first_by_owner),
+        submissions=len(members),
+        verdict=verdict,
+        summary=summary.summary if summary else "",
+        example=members[0].id,
+        latest=members[-1].id,
+        later_accepted=later,
+    )
+
+
+def _add_identical_groups(found: Insight, rows: list[Any]) -> None:
+    """Adds to `found` the groups of `rows` by different owners with the same program digest,
+    and counts the rows graded before digests were kept."""
     programs: dict[str, list[Any]] = defaultdict(list)
     for row in rows:
         if row.program_digest:
@@ -178,7 +187,6 @@ def insight(engine: Engine, problem: str, *, version: str | None = None, course:
         if len(owners) >= 2:
             found.identical_groups.append(IdenticalGroup(submissions=[r.id for r in members], students=len(owners)))
     found.identical_groups.sort(key=lambda g: (-g.students, -len(g.submissions), g.submissions[0]))
-    return found
 
 
 def peers_who_fixed(engine: Engine, record: SubmissionRecord, course_ids: list[int]) -> int:

@@ -56,18 +56,9 @@ def _member_path(name: str) -> PurePosixPath:
     return path
 
 
-def unpack(data: bytes, staging_root: Path) -> Path:
-    """Unpacks a package archive into a fresh `staging_root/<id>/<slug>/` and returns that folder.
-
-    The slug is read from the archive's problem.toml; the archive may hold the files at its top
-    or inside one folder.
-
-    Raises:
-        PackageError: not a tar archive, unsafe members (links, devices, absolute or `..` paths,
-            odd file types), a member twice or a path that is both a file and a folder, too many
-            files or bytes, or no problem.toml with a valid slug. Nothing is left in
-            `staging_root` then.
-    """
+def _read_members(data: bytes) -> dict[PurePosixPath, bytes]:
+    """The regular files of a package archive by their safe paths, read in memory with
+    `unpack`'s rules (see there; the raises are its `PackageError`s about the members)."""
     try:
         tar = tarfile.open(fileobj=io.BytesIO(data), mode="r:*")
     except (tarfile.TarError, EOFError, OSError) as exc:
@@ -100,6 +91,22 @@ def unpack(data: bytes, staging_root: Path) -> Path:
             if extracted is None:
                 raise PackageError(f"cannot read {member.name!r}")
             files[path] = extracted.read(MAX_UNPACKED_BYTES + 1)
+    return files
+
+
+def unpack(data: bytes, staging_root: Path) -> Path:
+    """Unpacks a package archive into a fresh `staging_root/<id>/<slug>/` and returns that folder.
+
+    The slug is read from the archive's problem.toml; the archive may hold the files at its top
+    or inside one folder.
+
+    Raises:
+        PackageError: not a tar archive, unsafe members (links, devices, absolute or `..` paths,
+            odd file types), a member twice or a path that is both a file and a folder, too many
+            files or bytes, or no problem.toml with a valid slug. Nothing is left in
+            `staging_root` then.
+    """
+    files = _read_members(data)
     tops = {p.parts[0] for p in files if len(p.parts) > 1}
     if PurePosixPath("problem.toml") not in files and len(tops) == 1:  # files inside one folder
         top = tops.pop()

@@ -18,13 +18,16 @@ import shutil
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graders.problems.problem import Problem, check_package, load_problem
 from graders.problems.publication import TodosLeft, VersionChanged, publish, published_version, todos
 from graders.problems.spec import ProblemError
 from server.problems.packages import PackageError, install, staging_root, unpack
 from server.store.problems import UploadState, UploadStore, UploadView
+
+if TYPE_CHECKING:
+    from graders.problems.validate import ValidationReport
 
 log = logging.getLogger(__name__)
 _install_lock = threading.Lock()
@@ -129,26 +132,7 @@ def _validate(services: Any, store: UploadStore, upload_id: str, problem: Proble
 
     try:
         report = validate_problem(problem, settings.judge_config(), on_row=on_row)
-        body: dict[str, Any] = {
-            "rows": [
-                {
-                    "file": r.file,
-                    "expected": r.expected.value,
-                    "got": r.got.value if r.got else None,
-                    "ok": r.ok,
-                    "note": r.note,
-                    "seconds": round(r.seconds, 2),
-                    "residual_bytes": r.residual_bytes,
-                    "bwd_peak_bytes": r.bwd_peak_bytes,
-                    "recompute_flops": r.recompute_flops,
-                }
-                for r in report.rows
-            ],
-            "reference_failures": [{"check": c, "message": m} for c, m in report.reference_failures],
-            "warnings": report.warnings,
-            "published": False,
-            "previous_version": None,
-        }
+        body = _report_body(report)
         if report.reference_failures:
             state, detail = UploadState.FAILED, "the reference failed its self-checks; no file was graded"
         elif not report.ok:
@@ -161,22 +145,7 @@ def _validate(services: Any, store: UploadStore, upload_id: str, problem: Proble
                 ),
             )
         else:
-            with _install_lock:
-                try:
-                    body["previous_version"] = services.problems.working(problem.slug).version
-                except (KeyError, ProblemError):
-                    pass
-                target = install(
-                    problem.root,
-                    settings.problems_dir,
-                    settings.data_dir / "problem-history",
-                    publish_version=problem.version if publish else None,
-                )
-            body["published"] = published_version(target) is not None
-            state = UploadState.DONE
-            detail = f"installed version {problem.version}" + (
-                ", published" if body["published"] else ", unpublished (admins only)"
-            )
+            state, detail = UploadState.DONE, _install_validated(services, problem, publish, body)
         store.finish(upload_id, state=state, detail=_scrub(detail, paths), report=_scrub(body, paths))
     except Exception as exc:  # a fault of the judge: said without a path or a traceback
         log.exception("validating upload %s failed", upload_id)
@@ -188,6 +157,52 @@ def _validate(services: Any, store: UploadStore, upload_id: str, problem: Proble
         )
     finally:
         shutil.rmtree(problem.root.parent, ignore_errors=True)
+
+
+def _report_body(report: ValidationReport) -> dict[str, Any]:
+    """The stored report of a validation: its table, the reference's failed self-checks and the
+    warnings; not published and no previous version until an install says otherwise."""
+    return {
+        "rows": [
+            {
+                "file": r.file,
+                "expected": r.expected.value,
+                "got": r.got.value if r.got else None,
+                "ok": r.ok,
+                "note": r.note,
+                "seconds": round(r.seconds, 2),
+                "residual_bytes": r.residual_bytes,
+                "bwd_peak_bytes": r.bwd_peak_bytes,
+                "recompute_flops": r.recompute_flops,
+            }
+            for r in report.rows
+        ],
+        "reference_failures": [{"check": c, "message": m} for c, m in report.reference_failures],
+        "warnings": report.warnings,
+        "published": False,
+        "previous_version": None,
+    }
+
+
+def _install_validated(services: Any, problem: Problem, publish: bool, body: dict[str, Any]) -> str:
+    """Installs a package that validated (published with `publish`), noting in `body` the version
+    it replaces and whether it is published; returns the upload's detail line."""
+    settings = services.settings
+    with _install_lock:
+        try:
+            body["previous_version"] = services.problems.working(problem.slug).version
+        except (KeyError, ProblemError):
+            pass
+        target = install(
+            problem.root,
+            settings.problems_dir,
+            settings.data_dir / "problem-history",
+            publish_version=problem.version if publish else None,
+        )
+    body["published"] = published_version(target) is not None
+    return f"installed version {problem.version}" + (
+        ", published" if body["published"] else ", unpublished (admins only)"
+    )
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,16 @@
 """One submission service for every door (REST API, web pages): the same checks, the same
-admission control, the same storing and enqueueing."""
+admission control, the same storing and enqueueing (`submit`).
+
+With an idempotency key (IETF httpapi "The Idempotency-Key HTTP Header Field" draft), a repeat of
+a request within 24 hours, from the same owner with the same key and the same problem, source,
+external_id and callback_url, answers the submission stored first (nothing new is stored or
+counted against the rate limit); the same key with another request is a 422. The key is stored in
+the same transaction as the submission, so concurrent repeats store one.
+
+The row is committed before its job is enqueued. When the queue refuses the job after the row is
+stored (Redis went away in between), the submission is still accepted: the sweeper of the
+workers enqueues it once Redis is back.
+"""
 
 from __future__ import annotations
 
@@ -79,17 +90,8 @@ def submit(
     unpublished_too: bool = False,
     idempotency_key: str | None = None,
 ) -> SubmissionRecord:
-    """Checks, admits, stores and enqueues one submission.
-
-    With an `idempotency_key` (IETF httpapi "The Idempotency-Key HTTP Header Field" draft), a
-    repeat of a request within 24 hours, from the same owner with the same key and the same
-    problem, source, external_id and callback_url, answers the submission stored first (nothing
-    new is stored or counted against the rate limit); the same key with another request is a 422.
-    The key is stored in the same transaction as the submission, so concurrent repeats store one.
-
-    The row is committed before its job is enqueued. When the queue refuses the job after the
-    row is stored (Redis went away in between), the submission is still accepted: the sweeper
-    of the workers enqueues it once Redis is back.
+    """Checks, admits, stores and enqueues one submission; a repeat of a request with the same
+    `idempotency_key` answers the submission stored first (see the module docstring).
 
     Args:
         services: the app's services.
@@ -113,15 +115,10 @@ def submit(
         A database fault (`server.store.faults.is_database_fault`) propagates: the app answers 503.
     """
     _check_text(problem=problem, source=source, external_id=external_id, callback_url=callback_url)
-    idempotency = None
-    if idempotency_key is not None:
-        idempotency = Idempotency(
-            owner=owner_key[:160],
-            key=idempotency_key,
-            request_sha256=request_fingerprint(
-                problem=problem, source=source, external_id=external_id, callback_url=callback_url
-            ),
-        )
+    idempotency = _idempotency_of(
+        owner_key, idempotency_key, problem=problem, source=source, external_id=external_id, callback_url=callback_url
+    )
+    if idempotency is not None:
         stored = _replay(services, idempotency)
         if stored is not None:
             return stored
@@ -137,6 +134,28 @@ def submit(
         external_id=external_id,
         callback_url=callback_url,
         idempotency=idempotency,
+    )
+
+
+def _idempotency_of(
+    owner_key: str,
+    idempotency_key: str | None,
+    *,
+    problem: str,
+    source: str,
+    external_id: str | None,
+    callback_url: str | None,
+) -> Idempotency | None:
+    """What is stored with a submission made with `idempotency_key` (None without one): the
+    owner, the key and the request's fingerprint."""
+    if idempotency_key is None:
+        return None
+    return Idempotency(
+        owner=owner_key[:160],
+        key=idempotency_key,
+        request_sha256=request_fingerprint(
+            problem=problem, source=source, external_id=external_id, callback_url=callback_url
+        ),
     )
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from server.grading.grader import Sweeper
 from server.grading.redis_jobs import RedisJobs
+from server.grading.sweeper import Sweeper
 from server.store import migrate
 from server.store.db import make_engine
 from server.store.faults import wait_for_database
