@@ -120,6 +120,7 @@ def np_dtype(name: str) -> np.dtype[Any]:
         TypeError: numpy knows no dtype of that name.
     """
     if name == "bfloat16":
+        # ml_dtypes (JAX's bfloat16) only when a bfloat16 is read: the server imports this module
         import ml_dtypes
 
         return cast("np.dtype[Any]", np.dtype(ml_dtypes.bfloat16))  # Any: ml_dtypes is untyped

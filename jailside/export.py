@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 def _abstract_arg(spec: dict[str, Any]) -> Any:
     """Turns a dynamic ArgSpec into the pytree of `jax.ShapeDtypeStruct` that `jax.export` traces."""
+    # JAX only inside the jail's child (and the reference's): the runner's protocol stays light
     import jax
     import jax.numpy as jnp
 
@@ -36,6 +37,7 @@ def _abstract_arg(spec: dict[str, Any]) -> Any:
 
 def _key_impl(x: Any) -> Any:
     """The PRNG implementation of a typed key array, or None for any other value."""
+    # JAX only inside the jail's child (and the reference's): the runner's protocol stays light
     import jax
 
     dtype = getattr(x, "dtype", None)
@@ -46,6 +48,7 @@ def _key_impl(x: Any) -> Any:
 
 def _key_data(x: Any) -> Any:
     """A typed key array's data (uint32); any other value as it is."""
+    # JAX only inside the jail's child (and the reference's): the runner's protocol stays light
     import jax
 
     return x if _key_impl(x) is None else jax.random.key_data(x)
@@ -66,6 +69,7 @@ def _backward(captured: dict[str, Any], n_res: int) -> Callable[..., list[Any]]:
     """The bwd program of `export_case`: its first `n_res` leaves are the residuals (key data
     wrapped back into the key each was, `captured["key_impls"]`), the rest the cotangent of the
     output; the VJP rebuilt from `captured` (the trees the fwd program recorded)."""
+    # JAX only inside the jail's child (and the reference's): the runner's protocol stays light
     import jax
 
     def bwd(*leaves: Any) -> list[Any]:
@@ -103,6 +107,7 @@ def export_case(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> tuple[by
     Raises:
         Whatever tracing or exporting `fn` raises (TypeError, jax errors, MemoryError, ...).
     """
+    # JAX only inside the jail's child (and the reference's): the runner's protocol stays light
     import jax
     from jax import export
 
@@ -143,6 +148,7 @@ def residual_notes(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> list[
     the order the VJP stores residuals, or None when the description fails.
     """
     try:
+        # JAX only inside the jail's child (and the reference's): the runner's protocol stays light
         from jax._src import ad_checkpoint
 
         dynamic = [_abstract_arg(s) for s in specs if s["kind"] != "static"]

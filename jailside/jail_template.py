@@ -22,6 +22,7 @@ def main(argv: list[str]) -> int:
     with os.fdopen(seccomp_fd, "rb") as f:
         seccomp_bpf = f.read(1 << 20)
     t0 = time.monotonic()
+    # the template imports JAX once, timed, before it forks: every child starts warm
     import jax
     import jax.numpy  # noqa: F401
     from jax import export  # noqa: F401

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import array
 import json
+import os
 import socket
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
@@ -279,8 +280,6 @@ def recv_credentials(sock: socket.socket) -> tuple[bytes, tuple[int, int, int] |
 
 
 def _close_quietly(fd: int) -> None:
-    import os
-
     try:
         os.close(fd)
     except OSError:

@@ -177,6 +177,7 @@ class JailJob:
 
     def run(self, result_fd: int) -> int:
         """Initialises the backend, says READY, reads the request from stdin, writes the bundle."""
+        # JAX only inside the jail's child, after its lock-down
         import jax
         import jax.numpy as jnp
 

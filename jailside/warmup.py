@@ -26,6 +26,7 @@ def warm_up(*, calls_exported: bool = False) -> None:
     Raises:
         WarmupError: a JAX backend is running afterwards (a JAX upgrade changed what tracing does).
     """
+    # the warm-up runs in the template only, after the template imported JAX
     import jax
     import jax.numpy as jnp
     from jax._src import xla_bridge
@@ -38,6 +39,7 @@ def warm_up(*, calls_exported: bool = False) -> None:
     aval = jax.ShapeDtypeStruct((4, 4), jnp.float32)
     jax.make_jaxpr(lambda w, x: jax.vjp(f, w, x)[1](jnp.float32(1.0)))(aval, aval)
     if calls_exported:
+        # LAPACK's registration only when exported calls are warmed up
         from jax._src.lax import linalg
         from jaxlib.mlir.dialects import builtin  # noqa: F401
 

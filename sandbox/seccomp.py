@@ -86,6 +86,7 @@ def jail_filter_bpf() -> bytes:
     Raises:
         OSError: libseccomp is not installed (Debian: libseccomp2).
     """
+    # libseccomp only in the child that installs the filter
     import pyseccomp as sc
 
     f = sc.SyscallFilter(defaction=sc.ALLOW)

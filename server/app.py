@@ -52,6 +52,7 @@ def _validation_message(exc: RequestValidationError) -> tuple[int, str]:
 def _offline_docs(app: FastAPI) -> None:
     """`/docs` (Swagger UI) from assets shipped in the swagger-ui-bundle package, served here:
     the page works without internet access (FastAPI's default loads them from a CDN)."""
+    # imported on the first /docs request: the Swagger UI bundle stays out of start-up
     import swagger_ui_bundle
     from fastapi.openapi.docs import get_swagger_ui_html
 

@@ -87,6 +87,7 @@ class Services:
     @cached_property
     def access(self) -> Access:
         """Who may do what (`server.authz.Access`) on this database."""
+        # a part is imported when first used: an edge that names Services pulls in nothing else
         from server.authz import Access
 
         return Access(self.engine)
@@ -99,6 +100,7 @@ class Services:
         (`functools.cached_property` has no lock from Python 3.12 on)."""
         with self._throttle_lock:
             if self._throttle is None:
+                # a part is imported when first used: an edge that names Services pulls in nothing else
                 from server.web.throttle import SignInThrottle
 
                 self._throttle = SignInThrottle(

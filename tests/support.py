@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import httpx
@@ -20,7 +21,7 @@ def jail_available() -> str | None:
     return None
 
 
-def jail_processes() -> list[str]:
+def jail_processes(zombie_grace_s: float = 30.0) -> list[str]:
     """`ps` lines of processes running as a jail uid that no judge process holds and whose last
     holder gave it back as clean: leftovers of a finished jail (there must be none). Jails of other
     judge processes running now are not counted, nor uids of a judge another test killed mid-job
@@ -30,13 +31,25 @@ def jail_processes() -> list[str]:
     runs in the background (`Child.close(wait=False)`): a killed process can still be in the
     snapshot as a zombie, and its uid given back (once /proc holds nothing of it) before the check
     that follows; that uid was not free before the snapshot. (Seen in CI: one `<defunct>` line.)
+
+    A live leftover is reported at once. A zombie (dead, holding only its pid) is reported only if
+    its parent has not reaped it within `zombie_grace_s`: a uid goes back once its cgroup is empty,
+    which a zombie no longer populates, and with pytest-xdist another worker's judge may be busy
+    for seconds before it reaps (seen under load: one zombie for about 8 s).
     """
     from sandbox.jail import JAIL_UIDS
 
-    free_before = {uid for uid in JAIL_UIDS.uids if JAIL_UIDS.is_free(uid) and JAIL_UIDS.left_clean(uid)}
-    out = subprocess.run(["ps", "-eo", "uid=,pid=,stat=,args="], capture_output=True, text=True, check=True).stdout
-    free = {uid for uid in free_before if JAIL_UIDS.is_free(uid) and JAIL_UIDS.left_clean(uid)}
-    return [line for line in out.splitlines() if line.split() and int(line.split()[0]) in free]
+    deadline = time.monotonic() + zombie_grace_s
+    while True:
+        free_before = {uid for uid in JAIL_UIDS.uids if JAIL_UIDS.is_free(uid) and JAIL_UIDS.left_clean(uid)}
+        out = subprocess.run(["ps", "-eo", "uid=,pid=,stat=,args="], capture_output=True, text=True, check=True).stdout
+        free = {uid for uid in free_before if JAIL_UIDS.is_free(uid) and JAIL_UIDS.left_clean(uid)}
+        found = [line for line in out.splitlines() if line.split() and int(line.split()[0]) in free]
+        if not found or any(not line.split()[2].startswith("Z") for line in found):
+            return found
+        if time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
 
 
 def descendants(pid: int) -> list[int]:

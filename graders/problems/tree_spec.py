@@ -7,7 +7,9 @@ stdout; exits 1 with `ErrorName: message` on stderr when the reference cannot gi
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
+import tomllib
 from pathlib import Path
 
 from graders.problems.scaffold_frameworks import tree_spec_toml
@@ -33,9 +35,7 @@ def reference_tree_spec(folder: Path, *, name: str = "params", case: str | None 
         ReferenceSolutionError: reference.py cannot be imported. Whatever running reference.py or
             calling `init` raises.
     """
-    import inspect
-    import tomllib
-
+    # JAX only in the tree-spec process: the CLI that starts it never imports JAX
     import jax
 
     cases = tomllib.loads((folder / "problem.toml").read_text(encoding="utf-8")).get("cases", [])

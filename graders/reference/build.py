@@ -93,6 +93,7 @@ def import_file(path: Path, module_name: str) -> Any:
 def checkpoint_disabled() -> Iterator[None]:
     """Makes `jax.checkpoint` (and its aliases) the identity while a module is imported and traced,
     to see what the same function saves without any checkpoint."""
+    # JAX only in the child that builds expectations: the server imports this package
     import jax
     import jax.ad_checkpoint
 
@@ -126,6 +127,7 @@ def _variant_facts(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> tuple
 
 def _everything_recomputed(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> Callable[..., Any]:
     """`fn` under one plain `jax.checkpoint`: saves the inputs and recomputes everything."""
+    # JAX only in the child that builds expectations: the server imports this package
     import jax
 
     static = tuple(i for i, s in enumerate(specs) if s["kind"] == "static")
@@ -324,6 +326,7 @@ def build_expectations(
     Raises:
         ReferenceCheckError: a self-check failed (the message is for the package's author).
     """
+    # JAX only in the child that builds expectations: the server imports this package
     import jax
 
     limits = limits or VerifyLimits()

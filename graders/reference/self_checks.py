@@ -89,6 +89,7 @@ def _float64_truth(
         reference's finite-difference self-check; None when the reference cannot run in float64
         with every input and output in float64 (the check is then skipped).
     """
+    # JAX only in the child that builds expectations: the server imports this package
     import jax
 
     try:

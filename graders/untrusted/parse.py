@@ -18,6 +18,7 @@ def deserialize(blob: bytes) -> Any:
     Raises:
         ArtifactError: not a serialized `jax.export.Exported`.
     """
+    # JAX's MLIR only in the verifier child: the server imports graders.untrusted's types
     from jax import export
 
     try:
@@ -47,6 +48,7 @@ def exported_avals(avals: Any) -> list[Aval]:
 
 def mlir_ir() -> Any:
     """The MLIR Python bindings' `ir` module (JAX's), imported when first needed."""
+    # JAX's MLIR only in the verifier child: the server imports graders.untrusted's types
     from jax._src.lib.mlir import ir
 
     return ir
@@ -61,6 +63,7 @@ def shared_ir_context() -> Iterator[None]:
     in one MLIR context instead of one each (making a context costs about 5 ms of CPU). The context,
     and everything parsed in it, is dropped when the block ends: use it around the artifacts of
     one submission, not for a process's lifetime."""
+    # JAX's MLIR only in the verifier child: the server imports graders.untrusted's types
     from jax._src.interpreters import mlir as jax_mlir
 
     previous = getattr(_shared, "context", None)
@@ -73,6 +76,7 @@ def shared_ir_context() -> Iterator[None]:
 
 def ir_context() -> Any:
     """The thread's shared context (`shared_ir_context`), else a new one."""
+    # JAX's MLIR only in the verifier child: the server imports graders.untrusted's types
     from jax._src.interpreters import mlir as jax_mlir
 
     context = getattr(_shared, "context", None)
@@ -85,6 +89,7 @@ def parse_module(exported: Any) -> Any:
     Raises:
         ArtifactError: the bytes are not a module the bindings can read.
     """
+    # JAX's MLIR only in the verifier child: the server imports graders.untrusted's types
     from jax._src.lib import _jax
 
     try:

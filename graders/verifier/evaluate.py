@@ -213,6 +213,7 @@ def _describe(exc: BaseException) -> str:
 def _flat_apply(exported: Any, leaves: Sequence[Any]) -> list[Any]:
     """`exported.call` on one array per input leaf, whatever pytrees its exporter used (the runner
     exports flat lists; a forged artifact might not), returning its output leaves."""
+    # JAX only in the verifier child, imported after its lock-down
     import jax
 
     args, kwargs = jax.tree_util.tree_unflatten(exported.in_tree, list(leaves))
@@ -227,6 +228,7 @@ def _compile(args: Sequence[Sequence[Any]], cases: Sequence[CaseData], indices: 
         ArtifactRunError: naming `indices[i]` when case i's artifact failed while traced, or
             `indices[0]` when the program failed while lowered or compiled.
     """
+    # JAX only in the verifier child, imported after its lock-down
     import jax
 
     def program(per_case: Sequence[Sequence[Any]]) -> list[list[Any]]:
@@ -255,6 +257,7 @@ def _run(compiled: Any, args: Any, index: int) -> list[list[Any]]:
     Raises:
         ArtifactRunError: naming `index`.
     """
+    # JAX only in the verifier child, imported after its lock-down
     import jax
 
     try:

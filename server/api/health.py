@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from importlib.metadata import version
 from typing import Annotated
 
 from fastapi import APIRouter, Header, HTTPException, Response, status
@@ -20,8 +21,6 @@ router = APIRouter(tags=["health"])
 async def healthz(services: ServicesDep) -> Health:
     """Liveness: the process answers (no database or Redis call, so it stays fast under load),
     with the grading threads of this process and the requests waiting for verdicts."""
-    from importlib.metadata import version
-
     return Health(
         status="ok",
         jax_version=version("jax"),

@@ -13,6 +13,7 @@ from graders.problems.problem import Problem
 from graders.problems.spec import ArrayArg, ArraySpec, ListArg, ProblemError, TreeArg, TreeNode
 from server.authz import ADMIN_TOKEN, ANONYMOUS, Action, Principal, decide
 from server.deps import ServicesDep
+from server.problems import uploads
 from server.services import Services
 from server.store.submissions import SUBMISSION_ID
 from server.submissions.schemas import ArgumentPublic, CasePublic, ProblemDetail, ProblemSummary
@@ -179,8 +180,6 @@ async def upload_problem(request: Request, services: ServicesDep, publish: bool 
 
     A new problem arrives unpublished (admins only) unless `?publish=true`; a package that replaces
     a published problem leaves students on the published version until it is published."""
-    from server.problems import uploads
-
     data = await request.body()
     try:
         upload_id = await run_in_threadpool(uploads.start, services, data, publish=publish, requested_by="admin token")

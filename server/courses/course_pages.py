@@ -32,6 +32,7 @@ from server.courses.gradebook import gradebook
 from server.courses.page_rendering import render_staff_page
 from server.courses.rules import GradeRule, LateRule, Policy
 from server.deps import ServicesDep
+from server.problems.clusters import insight, versions
 from server.services import Services
 from server.store.accounts import UserRecord
 from server.store.courses import Course, CourseError, CourseRole
@@ -329,8 +330,6 @@ def course_peers(
 def _insight_page(
     request: Request, services: Services, user: UserRecord, slug: str, version: str | None, course: Course | None
 ) -> HTMLResponse:
-    from server.problems.clusters import insight, versions
-
     known = versions(services.engine, slug)
     if version is not None and version not in known:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "no graded submissions of that version")

@@ -107,6 +107,7 @@ class CompletionHub:
                 self.notify(submission_id)
 
     async def _listen(self, url: str) -> None:
+        # Redis only when scaled out: the embedded judge runs without it
         import redis.asyncio as aioredis
 
         from server.grading.redis_jobs import FINISHED_CHANNEL

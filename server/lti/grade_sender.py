@@ -32,7 +32,7 @@ from server.courses.rules import Standing
 from server.delivery.callbacks import backoff_s
 from server.delivery.senders import DueSender
 from server.lti.ags import AgsClient
-from server.lti.keys import ToolKey
+from server.lti.keys import ToolKey, load_or_create
 from server.lti.scores import Delivery, Score, next_timestamp
 from server.settings import Settings
 from server.store.course_store import CourseStore
@@ -209,8 +209,6 @@ def grade_sender(settings: Settings, passbacks: PassbackStore, courses: CourseSt
     """The sender of a grading process on its stores: the tool key from `<data_dir>` (loaded at the first send),
     `REMAT_JUDGE_LTI_ALLOW_NETWORKS`, and the callbacks' attempts and time-out settings
     (`REMAT_JUDGE_CALLBACK_MAX_ATTEMPTS`, `REMAT_JUDGE_CALLBACK_TIMEOUT_S`)."""
-    from server.lti.keys import load_or_create
-
     return LtiGradeSender(
         passbacks,
         Scorer(courses),

@@ -70,6 +70,7 @@ def configure(log_format: str = "text", level: int = logging.INFO) -> None:
     handler.addFilter(_SubmissionFilter())
     handler.addFilter(RepeatFilter())
     if log_format == "json":
+        # the JSON formatter only when JSON logs are asked for
         from pythonjsonlogger.json import JsonFormatter
 
         handler.setFormatter(

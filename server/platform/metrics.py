@@ -83,6 +83,7 @@ def render(queue_depth: Callable[[], int] | None = None) -> bytes:
     """The exposition text of every metric of this process (or, in multiprocess mode, of every
     process writing to `PROMETHEUS_MULTIPROC_DIR`), plus the queue depth when given."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # prometheus_client's multiprocess parts only in a multi-process deployment
         from prometheus_client import multiprocess
 
         registry = CollectorRegistry()
@@ -105,6 +106,7 @@ class _Everything(Collector):
 
     def collect(self) -> Iterator[Any]:
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            # prometheus_client's multiprocess parts only in a multi-process deployment
             from prometheus_client import multiprocess
 
             registry = CollectorRegistry()
@@ -123,6 +125,7 @@ def serve(port: int, host: str = "127.0.0.1", queue_depth: Callable[[], int] | N
     Raises:
         OSError: the port is taken.
     """
+    # the metrics HTTP server only in a process that serves /metrics (a worker)
     from prometheus_client import start_http_server
 
     registry = CollectorRegistry(auto_describe=False)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from graders.problems.problem import Problem, check_package, load_problem
 from graders.problems.publication import TodosLeft, VersionChanged, publish, published_version, todos
 from graders.problems.spec import ProblemError
+from graders.problems.validate import validate_problem
 from server.problems.packages import PackageError, install, staging_root, unpack
 from server.store.problems import UploadState, UploadStore, UploadView
 
@@ -119,8 +120,6 @@ def start(services: Any, data: bytes, *, publish: bool, requested_by: str) -> st
 
 def _validate(services: Any, store: UploadStore, upload_id: str, problem: Problem, publish: bool) -> None:
     """The background part: validates, installs when it passed, and records the report."""
-    from graders.problems.validate import validate_problem
-
     settings = services.settings
     paths = [str(problem.root.parent), str(settings.problems_dir.resolve()), str(settings.data_dir.resolve())]
     done = 0

@@ -29,6 +29,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
 from server.store.db import Base, UTCDateTime, enum_column, rowcount, utcnow
@@ -127,8 +128,6 @@ class ClientStore:
         Raises:
             ValueError: the name is taken.
         """
-        from sqlalchemy.exc import IntegrityError
-
         api_key = self.KEY_PREFIX + secrets.token_urlsafe(32)
         record = ApiClientRecord(
             name=name,
@@ -195,8 +194,6 @@ class UserStore:
         Raises:
             ValueError: the email is taken.
         """
-        from sqlalchemy.exc import IntegrityError
-
         record = UserRecord(
             email=email.lower(),
             display_name=display_name,

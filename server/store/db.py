@@ -30,6 +30,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import CursorResult, Engine, Result
 from sqlalchemy.orm import DeclarativeBase
 
+from server.store.faults import DATABASE
+
 
 class Base(DeclarativeBase):
     """The declarative base of every table of the judge (`Base.metadata`: the schema the
@@ -109,8 +111,6 @@ def make_engine(url: str) -> Engine:
 
 def _database_back(*_: object) -> None:
     """A new connection was made: an outage the process was in is over (logged once)."""
-    from server.store.faults import DATABASE
-
     DATABASE.recovered()
 
 

@@ -15,8 +15,11 @@ import logging
 import threading
 import time
 
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.pool import NullPool
 
 RETRY_AFTER_S = 5
 MESSAGE = "the judge's database is unavailable right now; nothing was changed, try again in a few seconds"
@@ -30,6 +33,7 @@ PAGE = (
 def _fault_types() -> tuple[type[Exception], ...]:
     types: list[type[Exception]] = [OperationalError, InterfaceError, PoolTimeout, DBAPIError]
     try:
+        # the PostgreSQL driver only where PostgreSQL is used: SQLite deployments never load it
         import psycopg
 
         types += [psycopg.OperationalError, psycopg.InterfaceError]
@@ -48,6 +52,7 @@ def is_database_fault(exc: BaseException) -> bool:
     if isinstance(exc, DBAPIError) and exc.connection_invalidated:
         return True
     try:
+        # the PostgreSQL driver only where PostgreSQL is used: SQLite deployments never load it
         import psycopg
     except ImportError:  # pragma: no cover - psycopg is a dependency
         return False
@@ -123,8 +128,6 @@ DATABASE = Outage("database", _log)  # this process's view of the database
 
 def _where(url: str) -> str:
     """host:port/name of a database URL, without its user or password."""
-    from sqlalchemy.engine import make_url
-
     try:
         parsed = make_url(url)
     except Exception:  # noqa: BLE001 - only for a log line
@@ -147,9 +150,6 @@ def wait_for_database(url: str, *, max_delay_s: float = 10.0, stop: threading.Ev
         What connecting raises that is not a database fault (a wrong driver, a bad URL), and
         InterruptedError when `stop` is set while waiting.
     """
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.pool import NullPool
-
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
     connect_args = {"connect_timeout": 5} if url.startswith("postgresql") else {}

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from graders.problems.spec import ProblemError
+from server.delivery.targets import allowed_prefix
+from server.platform import metrics
 from server.platform.text import unstorable_reason
 from server.store.accounts import ApiClientRecord
 from server.store.faults import is_database_fault
@@ -216,8 +218,6 @@ def _check_target(
             f"{', '.join(client.problem_scope) or 'none'})",
         )
     if callback_url is not None:
-        from server.delivery.targets import allowed_prefix
-
         if client is None:
             raise SubmitError(
                 Refusal.INVALID, "callback_url needs an API client (its callback secret signs the callback)"
@@ -244,8 +244,6 @@ def _admit(services: Services, owner_key: str) -> None:
             )
     except Rejected as rejected:
         if rejected.reason == "queue_unavailable":
-            from server.platform import metrics
-
             metrics.REJECTED.labels(reason="queue_unavailable").inc()
         raise SubmitError(rejected.refusal, rejected.message, rejected.retry_after_s) from None
     except SubmitError:
@@ -254,7 +252,6 @@ def _admit(services: Services, owner_key: str) -> None:
         if is_database_fault(exc):  # the queue-depth count: a 503 that names the database (the app's handler)
             raise
         log.warning("admission control failed: %s", exc)
-        from server.platform import metrics
 
         metrics.REJECTED.labels(reason="queue_unavailable").inc()
         raise SubmitError(

@@ -4,6 +4,7 @@ submission's highlighted source."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Annotated, Any
 
@@ -11,6 +12,7 @@ from fastapi import APIRouter, Form, HTTPException, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from server.authz import Access, Action, decide
+from server.delivery.targets import check_prefix
 from server.deps import ServicesDep
 from server.services import Services
 from server.store.accounts import UserRecord
@@ -104,10 +106,6 @@ def instructor_create_client(
     callback_allow: Annotated[str, Form()] = "",
     csrf_token: Annotated[str, Form()] = "",
 ) -> HTMLResponse:
-    import json
-
-    from server.delivery.targets import check_prefix
-
     user = require_action(user, principal, request, Action.CLIENTS_MANAGE)
     check_csrf(request, csrf_token)
     name = name.strip()

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import jinja2
@@ -192,8 +193,6 @@ def panel_environment() -> jinja2.Environment:
 
 def render_panel(report: VerdictReport | Mapping[str, Any], record_id: str) -> str:
     """The panel's HTML for a report, as `/submissions/<id>/panel` serves it."""
-    from types import SimpleNamespace
-
     return (
         panel_environment()
         .get_template("_panel.html")

@@ -5,6 +5,7 @@ enhances them. Accounts: `server.web.account_pages`; instructors: `server.web.in
 
 from __future__ import annotations
 
+import ast
 from typing import Annotated
 from urllib.parse import urlencode
 
@@ -15,11 +16,14 @@ from graders.problems.problem import Problem
 from server.authz import Action, decide
 from server.deps import ServicesDep
 from server.platform.http_refusals import submit_error
+from server.problems.clusters import peers_who_fixed
 from server.services import Services
 from server.store.accounts import UserRecord
+from server.store.db import utcnow
 from server.store.submissions import SubmissionRecord
 from server.submissions.submit import SubmitError
 from server.submissions.submit import submit as submit_service
+from server.web.hint_opening import hint_view, request_next
 from server.web.markdown import render_markdown, split_section
 from server.web.panel import panel_context
 from server.web.rendering import render, report_of, require_user, visible_problem, visible_submission
@@ -71,8 +75,6 @@ def problem_page(
         dues = services.courses.due_dates_for(user.id, slug)
     hints = None
     if user is not None:
-        from server.web.hint_opening import hint_view
-
         hints = hint_view(
             services.hints, user_id=user.id, problem=slug, text=problem.read_text("hints.md") or "", everything=solved
         )
@@ -98,8 +100,6 @@ def _past_deadline(dues: list) -> bool:
     """Whether a deadline of the user's assignments of this problem (their extension, when they
     have one) has passed in a course that opens solutions after deadlines (an admin's choice:
     `Course.solutions_after_deadline`): the reference solution opens then, as after an ACCEPTED."""
-    from server.store.db import utcnow
-
     now = utcnow()
     return any(
         course.solutions_after_deadline
@@ -123,7 +123,6 @@ def next_hint(
     user = require_user(user, request)
     check_csrf(request, csrf_token)
     problem = visible_problem(services, slug, principal)
-    from server.web.hint_opening import request_next
 
     request_next(services.hints, user_id=user.id, problem=slug, text=problem.read_text("hints.md") or "", number=number)
     return RedirectResponse(f"/problems/{slug}#hints", status_code=status.HTTP_303_SEE_OTHER)
@@ -202,8 +201,6 @@ def solution(
 def without_module_docstring(source: str) -> str:
     """`source` without its module docstring (a reference's note to instructors, such as "never
     served"), or unchanged when it has none or does not parse."""
-    import ast
-
     try:
         body = ast.parse(source).body
     except SyntaxError:
@@ -249,7 +246,6 @@ def _peers_fixed(services: Services, record: SubmissionRecord, viewer: UserRecor
         or services.engine is None
     ):
         return 0
-    from server.problems.clusters import peers_who_fixed
 
     courses = services.courses.peer_insight_courses(viewer.id, record.problem)
     return peers_who_fixed(services.engine, record, courses)

@@ -7,6 +7,7 @@ import uuid
 from datetime import datetime
 
 from sqlalchemy import delete, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from server.store.db import utcnow
@@ -43,8 +44,6 @@ class SubmissionIntake(Sessions):
             IdempotencyKeyTaken: the owner's key is held by another submission (stored meanwhile);
                 nothing was stored.
         """
-        from sqlalchemy.exc import IntegrityError
-
         now = utcnow()
         record = SubmissionRecord(
             id=uuid.uuid4().hex,

@@ -1,5 +1,5 @@
 """Workers' claims on submissions: claiming with a lease, renewing it, storing the verdict
-while the claim holds, and what the sweeper must enqueue again (`server.grading.grader`)."""
+while the claim holds, and what the sweeper must enqueue again (`server.grading.grader`, `server.grading.sweeper`)."""
 
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ class LeaseStore(Sessions):
     def stale_queued(self, *, older_than_s: float, limit: int = 500) -> list[str]:
         """Ids "queued" whose job was enqueued more than `older_than_s` ago and that still wait,
         oldest first: their message may be gone (a queue that lost it), and only the queue can
-        say whether it holds them (`server.grading.grader.Sweeper`)."""
+        say whether it holds them (`server.grading.sweeper.Sweeper`)."""
         with self._sessions() as session:
             return list(
                 session.execute(
