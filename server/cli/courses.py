@@ -15,10 +15,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from server.cli.common import EXIT_USAGE, console, engine_for, err, settings_for
-from server.courses.rules import GradeRule, LateRule, Policy
 from server.store.accounts import UserStore
 from server.store.course_store import CourseStore
-from server.store.courses import Course, CourseError
+from server.store.courses import Course, CourseError, GradeRule, LateRule, Policy
 from server.store.lti_passback import LtiCourseGrades, PassbackStore
 
 courses_app = typer.Typer(

@@ -14,10 +14,9 @@ from datetime import UTC, datetime
 from graders.problems.problem import ProblemRepository
 from graders.problems.spec import ProblemError
 from server.courses.lms import LmsGrades
-from server.courses.rules import Policy
 from server.store.accounts import UserStore
 from server.store.course_store import CourseStore
-from server.store.courses import Assignment, Course, CourseError, CourseRole
+from server.store.courses import Assignment, Course, CourseError, CourseRole, Policy
 from server.store.regrades import Regrade, RegradeStore
 
 

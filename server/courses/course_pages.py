@@ -30,12 +30,11 @@ from server.authz import Action, CourseTarget, Principal, decide
 from server.courses import admin, regrade_pages
 from server.courses.gradebook import gradebook
 from server.courses.page_rendering import render_staff_page
-from server.courses.rules import GradeRule, LateRule, Policy
 from server.deps import ServicesDep
 from server.problems.clusters import insight, versions
 from server.services import Services
 from server.store.accounts import UserRecord
-from server.store.courses import Course, CourseError, CourseRole
+from server.store.courses import Course, CourseError, CourseRole, GradeRule, LateRule, Policy
 from server.web.rendering import require_action, require_teacher
 from server.web.sessions import OptionalUser, PrincipalDep, check_csrf
 

@@ -9,10 +9,10 @@ import io
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from server.courses.rules import Policy, Standing, standing
+from server.courses.rules import Standing, standing
 from server.store.accounts import UserRecord
 from server.store.course_store import CourseStore
-from server.store.courses import Assignment, Course, CourseRole, RosterMember
+from server.store.courses import Assignment, Course, CourseRole, Policy, RosterMember
 
 NEVER_LAUNCHED = "never launched"
 NO_SUBMISSION = "no submission"

@@ -25,15 +25,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from server.store.courses import MAX_GRACE_MINUTES, Attempt, GradeRule, LateRule, Policy
+from server.store.courses import Attempt, GradeRule, LateRule, Policy
 
 __all__ = [
     "DAY_S",
-    "MAX_GRACE_MINUTES",
-    "Attempt",
-    "GradeRule",
-    "LateRule",
-    "Policy",
     "Standing",
     "credit",
     "days_late",

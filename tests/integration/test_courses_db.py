@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 
 from server.courses.gradebook import gradebook
-from server.courses.rules import LateRule, Policy
 from server.store import migrate
 from server.store.accounts import UserStore
 from server.store.course_store import CourseStore
-from server.store.courses import CourseRole
+from server.store.courses import CourseRole, LateRule, Policy
 from server.store.db import make_engine, utcnow
 from server.store.hints import HintStore, RevealReason
 from server.store.lti_store import LtiStore

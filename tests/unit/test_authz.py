@@ -33,13 +33,12 @@ from server.authz import (
     decide,
     markdown_table,
 )
-from server.courses.rules import Policy
 from server.deps import get_services
 from server.runtime import build_lti
 from server.settings import Settings
 from server.store.accounts import SiteRole, UserStore
 from server.store.course_store import CourseStore
-from server.store.courses import Course, CourseRole
+from server.store.courses import Course, CourseRole, Policy
 from server.store.lti_store import LtiStore
 from server.web.sessions import hash_password
 from tests.support import PROBLEMS, REPO

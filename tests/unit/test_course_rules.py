@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from server.courses.rules import Attempt, GradeRule, LateRule, Policy, credit, days_late, standing
+from server.courses.rules import credit, days_late, standing
+from server.store.courses import Attempt, GradeRule, LateRule, Policy
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from server.courses.rules import Policy
 from server.store.accounts import SiteRole
 from server.store.course_store import CourseStore
-from server.store.courses import CourseRole
+from server.store.courses import CourseRole, Policy
 from server.store.db import utcnow
 from server.store.hints import HintStore
 from server.web.hint_opening import open_by_attempts, split_hints
