@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import httpx
@@ -39,11 +40,14 @@ def jail_processes(zombie_grace_s: float = 30.0) -> list[str]:
     """
     from sandbox.jail import JAIL_UIDS
 
+    def unheld_and_clean(uids: Iterable[int]) -> set[int]:
+        return {uid for uid in uids if JAIL_UIDS.is_free(uid) and JAIL_UIDS.left_clean(uid)}
+
     deadline = time.monotonic() + zombie_grace_s
     while True:
-        free_before = {uid for uid in JAIL_UIDS.uids if JAIL_UIDS.is_free(uid) and JAIL_UIDS.left_clean(uid)}
+        free_before = unheld_and_clean(JAIL_UIDS.uids)
         out = subprocess.run(["ps", "-eo", "uid=,pid=,stat=,args="], capture_output=True, text=True, check=True).stdout
-        free = {uid for uid in free_before if JAIL_UIDS.is_free(uid) and JAIL_UIDS.left_clean(uid)}
+        free = unheld_and_clean(free_before)
         found = [line for line in out.splitlines() if line.split() and int(line.split()[0]) in free]
         if not found or any(not line.split()[2].startswith("Z") for line in found):
             return found

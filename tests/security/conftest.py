@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import secrets
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from graders.pipeline import JudgeConfig
-from tests.support import REPO, jail_available
+from tests.support import REPO
 
 
 class Bait:
@@ -89,15 +90,11 @@ def snapshot(paths: list[Path]) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def judge_config(tmp_path_factory: pytest.TempPathFactory) -> JudgeConfig:
-    """The attacks' judge configuration, with a reference cache of their own: the cache is watched
-    (`watched`), so no other xdist worker may write into it while an attack runs."""
-    reason = jail_available()
-    if reason and os.environ.get("CI"):
-        pytest.fail(reason)
-    if reason:
-        pytest.skip(reason)
-    return JudgeConfig(cache_dir=tmp_path_factory.mktemp("cache"), seed=b"integration-test-seed")
+def judge_config(judge_config: JudgeConfig, tmp_path_factory: pytest.TempPathFactory) -> JudgeConfig:
+    """The suite's judge configuration (tests/conftest.py) with a reference cache of the attacks'
+    own: the cache is watched (`watched`), so no other xdist worker may write into it while an
+    attack runs."""
+    return dataclasses.replace(judge_config, cache_dir=tmp_path_factory.mktemp("cache"))
 
 
 @pytest.fixture(scope="session")
