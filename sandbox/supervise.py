@@ -237,14 +237,14 @@ class Child:
 
     def exit_status(self, timeout_s: float = 2.0) -> JobExit | None:
         """The child's `JobExit` (its worker's exit status, or a lock-down error), waiting up to
-        `timeout_s`; None when the child's first process died without one (killed)."""
+        `timeout_s`; None when the child's first process died without one (killed), or never got
+        its setup (its start failed: nothing on its job socket is a report then)."""
         deadline = time.monotonic() + timeout_s
-        while self._exit is None and self.job_sock is not None:
+        while self._exit is None and self.job_sock is not None and self._job_reader is not None:
             ready, _, _ = select.select([self.job_sock], [], [], max(0.0, deadline - time.monotonic()))
             if not ready:
                 return None
             try:
-                assert self._job_reader is not None
                 line = self._job_reader.read_line()
             except (BlockingIOError, InterruptedError):
                 continue

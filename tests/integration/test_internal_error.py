@@ -2,38 +2,65 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
+import graders.verifier.client
 from graders.pipeline import JudgeConfig, grade
 from graders.problems.problem import Problem
+from graders.reference.expectation import META_FILE, cache_dir
 from graders.verdict import Verdict
+from sandbox.ready import ReadyChildren
+from sandbox.templates import Templates, TemplateSpec
 from tests.support import jail_processes
 
 pytestmark = pytest.mark.jail
 
+NO_VERIFIER = "no verifier program here"
+
+
+def unstartable_verifier(starts: Path) -> Templates:
+    """A verifier template set whose program exits at once, before it says it is ready: every start
+    fails, whatever ran before on this worker (each start appends a line to `starts`)."""
+    exits_at_once = f"import sys; open(sys.argv[1], 'a').write('start\\n'); sys.exit({NO_VERIFIER!r})"
+    spec = TemplateSpec(name="verifier", argv=lambda: [sys.executable, "-I", "-c", exits_at_once, str(starts)])
+    return Templates(spec, max_forks=1)
+
 
 def test_a_verifier_that_cannot_start_is_internal_error_retried_once(
-    judge_config: JudgeConfig, dot_problem: Problem
+    judge_config: JudgeConfig, dot_problem: Problem, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    broken = replace(judge_config, verify_startup_time_limit_s=0.001)  # the verifier never gets ready in time
+    # The fault is the template's program itself, not a deadline: no template started earlier and no
+    # child waiting on this worker can make it succeed. Everything above the program is the
+    # production path: Verifier.start, its ready children, Child.start, the template set's own retry.
+    starts = tmp_path / "starts"
+    templates = unstartable_verifier(starts)
+    broken = ReadyChildren(lambda: templates)
+    monkeypatch.setattr(graders.verifier.client, "verifier_ready", lambda: broken)
     attempts: list[int] = []
-    report = grade(dot_problem.reference_path.read_text(), dot_problem, broken, on_attempt=attempts.append)
+    report = grade(dot_problem.reference_path.read_text(), dot_problem, judge_config, on_attempt=attempts.append)
     assert report.verdict == Verdict.INTERNAL_ERROR
     assert attempts == [0, 1]
+    assert starts.read_text().count("start") >= 2  # each attempt really tried to start a verifier
     assert report.score == 0.0
     assert report.checks[0].message == "the judge failed; this is not your fault"
-    assert "did not start" in report.checks[0].internal["error"]
+    internal = report.checks[0].internal["error"]
+    assert "did not start" in internal and NO_VERIFIER in internal
     public = report.model_dump_json()  # what students and API callers get
-    assert "did not start" not in public and "internal" not in public and "Traceback" not in public
+    for secret in ("did not start", NO_VERIFIER, "internal", "Traceback"):
+        assert secret not in public
     assert "did not start" in report.stored_json()  # kept for instructors
     assert jail_processes() == []
 
 
 def test_a_missing_cache_directory_is_rebuilt_not_blamed(
-    judge_config: JudgeConfig, dot_problem: Problem, tmp_path: pytest.TempPathFactory
+    judge_config: JudgeConfig, dot_problem: Problem, tmp_path: Path
 ) -> None:
-    fresh = replace(judge_config, cache_dir=tmp_path / "new-cache")  # type: ignore[operator]
+    fresh = replace(judge_config, cache_dir=tmp_path / "new-cache")
     report = grade(dot_problem.reference_path.read_text(), dot_problem, fresh)
     assert report.verdict == Verdict.ACCEPTED
+    # built in this test, not found: the directory did not exist, and no child prepared for it waits
+    assert (cache_dir(fresh.cache_dir, dot_problem, fresh.seed) / META_FILE).is_file()
