@@ -14,6 +14,9 @@ database, which is the source of truth (`server/store/submissions/`):
    unacknowledged, and the queue delivers it again.
 4. After `max_attempts` claims the submission ends "failed" with an INTERNAL_ERROR verdict that
    instructors see, instead of being graded (and crashing a worker) forever.
+5. A submission whose problem is refused when it is graded (published, its snapshot gone and its
+   folder changed: `ProblemUnavailable`) ends "failed" with no verdict and a message that says so
+   (`not_served_report`): not graded, not retried, counted nowhere; a regrade grades it again.
 
 `server.grading.sweeper.Sweeper` re-enqueues what no queue holds any more: jobs never accepted by
 the queue, expired claims, and (for Redis) everything queued when the Redis server restarted and
@@ -35,9 +38,9 @@ from typing import TYPE_CHECKING
 from graders.config import JudgeConfig
 from graders.insight import fingerprint
 from graders.pipeline import grade, internal_error_report
-from graders.problems.problem import ProblemRepository
+from graders.problems.problem import ProblemRepository, ProblemUnavailable
 from graders.problems.spec import ProblemError
-from graders.verdict import Verdict, VerdictReport
+from graders.verdict import CheckResult, Verdict, VerdictReport
 from server.platform import metrics
 
 if TYPE_CHECKING:
@@ -152,9 +155,10 @@ class Grader:
         does; a database failure propagates (the job is then retried or delivered again).
 
         Returns:
-            What happened: "graded", "failed" (attempts exhausted), "lost" (the claim was taken
-            over before the verdict was stored; the other worker stores its own), or the claim's
-            refusal: "unknown", "finished", "held".
+            What happened: "graded", "refused" (its problem is not served: stored "failed" without
+            a verdict), "failed" (attempts exhausted), "lost" (the claim was taken over before the
+            verdict was stored; the other worker stores its own), or the claim's refusal:
+            "unknown", "finished", "held".
         """
         with submission_context(submission_id):
             claim = self.store.claim(
@@ -180,7 +184,10 @@ class Grader:
             if not stored:
                 log.warning("the claim on %s was taken over before its verdict was stored", submission_id)
                 return "lost"
-            assert report.verdict is not None  # checked before storing
+            if report.verdict is None:  # its problem is refused: nothing was graded, nothing counts
+                log.warning("not grading %s: %s is not served", submission_id, record.problem)
+                self._announce(submission_id)
+                return "refused"
             metrics.observe_verdict(self._metric_label(record.problem), report.verdict.value, report.timing_ms)
             log.info(
                 "graded %s (%s): %s in %.0f ms",
@@ -208,24 +215,27 @@ class Grader:
 
     def _store_verdict(self, submission_id: str, record: SubmissionRecord, report: VerdictReport) -> bool:
         """Completes the report (id, status, queue time, timestamps) and stores its verdict while
-        this worker holds the claim; False when the claim was taken over."""
+        this worker holds the claim; False when the claim was taken over. A report without a
+        verdict (`not_served_report`) is stored "failed", with no verdict and no score."""
         queue_ms = (record.started_at - record.created_at).total_seconds() * 1000 if record.started_at else 0.0
+        status = SubmissionStatus.DONE if report.verdict is not None else SubmissionStatus.FAILED
         report.id = record.id
-        report.status = SubmissionStatus.DONE.value
+        report.status = status.value
         report.timing_ms = {"queue": round(queue_ms, 1), **report.timing_ms}
         report.created_at = record.created_at.isoformat()
         report.finished_at = utcnow().isoformat()
-        assert report.verdict is not None
-        verdict, result_json = report.verdict.value, report.stored_json()
+        verdict = report.verdict.value if report.verdict is not None else None
+        score, result_json = (report.score if verdict is not None else None), report.stored_json()
         policy = policy_fingerprint(report)
         return self._store_when_possible(
             lambda: self.store.finish(
                 submission_id,
                 verdict=verdict,
-                score=report.score,
+                score=score,
                 problem_version=report.problem_version,
                 result_json=result_json,
                 worker_id=self.worker_id,
+                status=status,
                 policy_fingerprint=policy,
                 program_digest=report.program_digest,
             )
@@ -339,6 +349,8 @@ class Grader:
     def _grade(self, slug: str, source: str) -> VerdictReport:
         try:
             problem = self.problems.get(slug)
+        except ProblemUnavailable as exc:  # refused, not broken: not graded, and grading again changes nothing
+            return not_served_report(slug, str(exc))
         except (KeyError, ProblemError) as exc:
             return internal_error_report(slug, f"the problem cannot be loaded: {exc}")
         config = self.config_factory()
@@ -357,6 +369,14 @@ class Grader:
             else:
                 log.warning("cannot read the queue depth: %s", exc)
             return False
+
+
+def not_served_report(slug: str, reason: str) -> VerdictReport:
+    """The report of a submission whose problem is refused when it is graded
+    (`ProblemUnavailable`: `reason`): no verdict, and one failed check that tells the student it
+    was not graded and does not count (course rules and hints count verdicts only)."""
+    message = f"this problem is not being served right now: {reason}; your submission was not graded and does not count"
+    return VerdictReport(problem=slug, checks=[CheckResult(name="problem", passed=False, message=message)])
 
 
 def policy_fingerprint(report: VerdictReport) -> str | None:

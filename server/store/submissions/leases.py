@@ -90,8 +90,8 @@ class LeaseStore(Sessions):
         self,
         submission_id: str,
         *,
-        verdict: str,
-        score: float,
+        verdict: str | None,
+        score: float | None,
         problem_version: str | None,
         result_json: str,
         worker_id: str | None = None,
@@ -99,9 +99,10 @@ class LeaseStore(Sessions):
         policy_fingerprint: str | None = None,
         program_digest: str | None = None,
     ) -> bool:
-        """Stores the verdict and sets `status` ("done", or "failed" after the last attempt), only
-        while the submission is "running" and, when `worker_id` is given, claimed by that worker
-        (a worker whose claim was taken over stores nothing). Returns whether it was stored."""
+        """Stores the verdict and sets `status` ("done", or "failed" after the last attempt, or
+        without a verdict or score when its problem was refused), only while the submission is
+        "running" and, when `worker_id` is given, claimed by that worker (a worker whose claim was
+        taken over stores nothing). Returns whether it was stored."""
         conditions = [SubmissionRecord.id == submission_id, SubmissionRecord.status == SubmissionStatus.RUNNING]
         if worker_id is not None:
             conditions.append(SubmissionRecord.worker_id == worker_id)

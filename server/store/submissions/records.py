@@ -31,8 +31,9 @@ from server.store.db import Base, UTCDateTime, enum_column, utcnow
 
 class SubmissionStatus(enum.StrEnum):
     """Where a submission is: queued (stored, waiting for a worker), running (claimed by a
-    worker), done (verdict stored), failed (grading failed `max_attempts` times: an INTERNAL_ERROR
-    verdict is stored, and it is not graded again by itself)."""
+    worker), done (verdict stored), failed (not graded, and not graded again by itself: grading
+    failed `max_attempts` times and an INTERNAL_ERROR verdict is stored, or its problem was refused
+    when it was graded and no verdict is stored, `server.grading.grader.not_served_report`)."""
 
     QUEUED = "queued"
     RUNNING = "running"
