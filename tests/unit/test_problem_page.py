@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import html
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 
+from graders.problems.problem import ProblemRepository
+from graders.problems.publication import VERSIONS, content_version, mark_published, mark_unpublished
 from server.store.accounts import SiteRole
 from server.web.markdown import split_section
 from tests.support import PROBLEMS
@@ -63,9 +66,31 @@ def test_the_list_is_ordered_as_a_course_with_progress(site: Site) -> None:
         < page.index("/problems/remat_constant")
         < page.index("/problems/sin_chain_recursive")
     )
-    # out of the problems students see: published ones (an author's unpublished folder is not counted)
-    published = [p for p in PROBLEMS.glob("*/problem.toml") if (p.parent / ".published").is_file()]
-    assert f"<strong>1 of {len(published)}</strong> solved" in page
+    # out of the problems students are served (`ProblemRepository.serving`: published and not refused),
+    # as the list shows them, not the folders on disk (an author's unpublished or refused one is no problem)
+    served = {p.slug for p in site.services.problems.all(published_only=True)}
+    listed = set(re.findall(r'<a href="/problems/([a-z0-9_]+)">', page))
+    assert served and listed == served and "remat_constant" in served
+    assert f"<strong>1 of {len(served)}</strong> solved" in page
+
+
+def test_the_progress_counts_the_served_problems_not_the_folders(tmp_path: Path) -> None:
+    root = tmp_path / "problems"
+    for slug in ("remat_sin_sin", "remat_constant", "sin_chain_recursive"):
+        shutil.copytree(PROBLEMS / slug, root / slug, ignore=shutil.ignore_patterns("__pycache__"))
+        mark_published(root / slug, content_version(root / slug))  # as they are now, whatever the tree holds
+    mark_unpublished(root / "remat_constant")  # an author's draft
+    repo = ProblemRepository(root)  # the snapshots of the published ones
+    shutil.rmtree(root / VERSIONS / "sin_chain_recursive")  # refused: snapshot gone, folder edited
+    statement = root / "sin_chain_recursive" / "statement.md"
+    statement.write_text(statement.read_text() + "\n\nA DRAFT PARAGRAPH\n")
+    site = Site(tmp_path)
+    site.services.problems = repo
+    site.account("ada@uni.example", "Ada")
+    site.sign_in("ada@uni.example")
+    page = site.client.get("/").text
+    assert set(re.findall(r'<a href="/problems/([a-z0-9_]+)">', page)) == {"remat_sin_sin"}
+    assert "<strong>0 of 1</strong> solved" in page
 
 
 def test_a_favicon_is_linked_and_served(site: Site) -> None:
