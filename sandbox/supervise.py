@@ -320,16 +320,6 @@ class Child:
                 except (ProcessLookupError, PermissionError):
                     pass
 
-    @staticmethod
-    def _wait_reaped(pids: list[int], timeout_s: float = 2.0) -> bool:
-        """True once none of `pids` exists any more (not even as a zombie), within `timeout_s`."""
-        deadline = time.monotonic() + timeout_s
-        while any(os.path.exists(f"/proc/{pid}") for pid in pids):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.002)
-        return True
-
     def _close_pipes(self) -> None:
         for fd in self._open:
             os.close(fd)
@@ -348,7 +338,7 @@ class Child:
         if self._closed:
             return
         self._closed = True
-        self.exit_status(timeout_s=0.0)  # learn the worker's pid if it was reported
+        self.exit_status(timeout_s=0.0)  # read what it reported (its worker's pid, its exit) while we can
         self.kill()
         self._close_pipes()
         if self.stdin_w is not None:
@@ -358,22 +348,19 @@ class Child:
             self.job_sock.close()
             self.job_sock = None
         if wait:
-            self._tear_down(thorough=False)
+            self._tear_down()
         else:
-            threading.Thread(target=self._tear_down, args=(True,), name="child-teardown", daemon=True).start()
+            threading.Thread(target=self._tear_down, name="child-teardown", daemon=True).start()
 
-    def _tear_down(self, thorough: bool) -> None:
-        """Removes the cgroup and gives the uid back. `thorough` (in the background, where a few
-        milliseconds cost no verdict anything): the uid goes back only once /proc holds no process
-        of it, zombies included (`JAIL_UIDS.release` without `known_empty`), so a caller that
-        looks right after `close(wait=False)` never finds a free jail uid with a process."""
-        emptied = False
+    def _tear_down(self) -> None:
+        """Removes the cgroup and gives the uid back once /proc holds no process of it, zombies
+        included (`JAIL_UIDS.release`, bounded): a killed process leaves its cgroup before its
+        parent (the template, a subreaper) has reaped it, and until then it still counts against
+        its uid's RLIMIT_NPROC. So a caller that looks right after `close` never finds a jail uid
+        given back clean with a process of it left."""
         if self.cgroup is not None:
-            emptied = self.cgroup.remove()
+            self.cgroup.remove()
             self.cgroup = None
-        # A killed process is gone from its cgroup before its parent (the template, a subreaper)
-        # has reaped it; until then it still counts against its uid's RLIMIT_NPROC.
-        emptied = emptied and self._wait_reaped([p for p in (self.pid, self.worker_pid) if p is not None])
         if self.uid is not None:
-            JAIL_UIDS.release(self.uid, known_empty=emptied and not thorough)
+            JAIL_UIDS.release(self.uid)
             self.uid = None

@@ -18,6 +18,11 @@ log = logging.getLogger(__name__)
 
 
 CLEAN = b"clean"
+RELEASE_TIMEOUT_S = 5.0
+"""Seconds `UidPool.release` waits for a uid's processes, zombies included, to leave /proc."""
+TAKE_TIMEOUT_S = 1.0
+"""Seconds `UidPool.take` waits for what is left of a uid not given back clean before it tries the
+next uid (what it killed is gone by the next time round; it holds the pool's lock meanwhile)."""
 
 
 class UidPoolError(Exception):
@@ -30,14 +35,31 @@ class UidPool:
 
     A uid is held through an exclusive `flock` on `<lock_dir>/uid-<uid>.lock`, which the kernel
     releases if the holder dies, so several judge processes (a server and a CLI `grade`) share the
-    range safely. A uid is only taken when no process of it is alive: the lock file says "clean"
-    when its last holder saw every process of it gone (its cgroup removed empty); otherwise (a
-    judge killed mid-job) /proc is searched and leftovers killed before the uid is handed out.
+    range safely. A uid is only taken when no process of it is left, zombies included: the lock
+    file says "clean" when its last holder saw /proc hold nothing of it (`release`); otherwise (a
+    judge killed mid-job, a zombie not reaped in time) /proc is searched and leftovers killed before
+    the uid is handed out, and a uid with anything of it still left is skipped.
+
+    Args:
+        base, count: the range of host uids, `base` to `base + count - 1`.
+        lock_dir: where the lock files are (shared by every judge process on the host).
+        release_timeout_s: seconds `release` waits for a uid's processes to leave /proc.
+        take_timeout_s: seconds `take` waits for what is left of a uid not given back clean.
     """
 
-    def __init__(self, base: int, count: int, lock_dir: Path = Path("/run/remat-judge")):
+    def __init__(
+        self,
+        base: int,
+        count: int,
+        lock_dir: Path = Path("/run/remat-judge"),
+        *,
+        release_timeout_s: float = RELEASE_TIMEOUT_S,
+        take_timeout_s: float = TAKE_TIMEOUT_S,
+    ):
         self.uids = range(base, base + count)
         self.lock_dir = lock_dir
+        self.release_timeout_s = release_timeout_s
+        self.take_timeout_s = take_timeout_s
         self._held: dict[int, int] = {}
         self._next = 0  # index in `uids` where the next search starts
         self._lock = threading.Lock()
@@ -49,7 +71,7 @@ class UidPool:
         """Locks and returns a free uid.
 
         Raises:
-            UidPoolError: every uid of the range is held or has live processes.
+            UidPoolError: every uid of the range is held or has processes left (zombies included).
         """
         self.lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         with self._lock:
@@ -69,8 +91,8 @@ class UidPool:
                     os.close(fd)
                     continue
                 clean = os.pread(fd, 16, 0) == CLEAN
-                if not clean and _processes_of(uid) and not _kill_uid(uid):
-                    os.close(fd)  # a leftover that will not die: skip this uid
+                if not clean and _wait_uid_gone(uid, self.take_timeout_s):
+                    os.close(fd)  # a leftover not gone yet (alive, or a zombie not reaped): skip this uid
                     continue
                 os.ftruncate(fd, 0)  # taken: not known clean until released
                 self._held[uid] = fd
@@ -87,20 +109,37 @@ class UidPool:
                 os.pwrite(fd, CLEAN, 0)
             os.close(fd)  # closing releases the flock
 
-    def release(self, uid: int, *, known_empty: bool = False) -> None:
-        """Gives `uid` back once no process of it is alive.
+    def release(self, uid: int) -> None:
+        """Gives `uid` back once /proc holds no process of it, zombies included: a zombie still
+        counts against the uid's RLIMIT_NPROC, so a uid handed out with one could make the next
+        child's threads fail to start.
+
+        Polls /proc for up to `release_timeout_s` seconds: SIGKILLs what is alive of the uid and
+        reaps its zombies that are children of this process (its other zombies are reaped by their
+        own parents: a template, a PID namespace's init). A child's cgroup removed empty does
+        not spare the search: a process leaves its cgroup when it exits, before it is reaped.
 
         Args:
             uid: a uid this pool handed out.
-            known_empty: the caller saw every process of it gone (the child's cgroup, which held
-                all of them, was removed empty: rmdir refuses a cgroup with processes). Otherwise
-                /proc is searched and leftovers are killed; a uid whose processes survive SIGKILL
-                is retired (never handed out again by this process) and logged.
+
+        Outcome: clean, the uid goes back marked clean (`left_clean`); only zombies left at the
+        bound, it goes back not clean, so the next `take` of it searches /proc first and skips it
+        while anything of it is left; a live process that survives SIGKILL, the uid is retired
+        (never handed out again by this process) and logged.
         """
-        if known_empty or _kill_uid(uid):
+        left = _wait_uid_gone(uid, self.release_timeout_s)
+        if not left:
             self.give_back(uid, clean=True)
-        else:
+        elif any(state != "Z" for _, state, _ in left):
             log.error("processes of jail uid %d survive SIGKILL; the uid is retired", uid)
+        else:
+            log.warning(
+                "zombies of jail uid %d were not reaped within %g s (pids %s); it goes back not clean",
+                uid,
+                self.release_timeout_s,
+                [pid for pid, _, _ in left],
+            )
+            self.give_back(uid, clean=False)
 
     def is_free(self, uid: int) -> bool:
         """True when no judge process on the host holds `uid` (for leak checks)."""
@@ -119,8 +158,8 @@ class UidPool:
             os.close(fd)
 
     def left_clean(self, uid: int) -> bool:
-        """Whether the last holder of `uid` gave it back saying no process of it was alive (or it
-        was never used). A uid left otherwise (its judge was killed mid-job) may still have
+        """Whether the last holder of `uid` gave it back saying /proc held no process of it, zombies
+        included (or it was never used). A uid left otherwise (its judge was killed mid-job) may still have
         processes, which `take` kills before handing it out again (for leak checks)."""
         try:
             fd = os.open(self._lock_path(uid), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -132,8 +171,9 @@ class UidPool:
             os.close(fd)
 
 
-def _processes_of(uid: int) -> list[tuple[int, str]]:
-    """(pid, state letter) of every process whose real uid is `uid`, from /proc."""
+def _processes_of(uid: int) -> list[tuple[int, str, int]]:
+    """(pid, state letter, parent pid) of every process whose real uid is `uid`, zombies included
+    (State: Z), from the Uid: lines of /proc/<pid>/status."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -144,26 +184,31 @@ def _processes_of(uid: int) -> list[tuple[int, str]]:
         except OSError:
             continue  # it exited while we looked
         if int(fields.get("Uid", "-1").split()[0]) == uid:
-            found.append((int(entry), fields.get("State", "?").strip()[:1]))
+            found.append((int(entry), fields.get("State", "?").strip()[:1], int(fields.get("PPid", "0"))))
     return found
 
 
-def _kill_uid(uid: int, timeout_s: float = 5.0) -> bool:
-    """SIGKILLs every process of a jail uid and waits until none is left (zombies included, which
-    the dying PID namespace reaps). Returns False if some survive the timeout."""
+def _wait_uid_gone(uid: int, timeout_s: float) -> list[tuple[int, str, int]]:
+    """Polls /proc until no process of `uid` is left, zombies included, for up to `timeout_s`
+    seconds: SIGKILLs the live ones and reaps the zombies whose parent is this process.
+
+    Returns:
+        What is left at the bound (`_processes_of`), or [] when nothing is. Never raises.
+    """
     deadline = time.monotonic() + timeout_s
+    me = os.getpid()
     while True:
         left = _processes_of(uid)
-        if not left:
-            return True
-        if time.monotonic() > deadline:
-            return False
-        for pid, state in left:
-            if state != "Z":
-                try:
+        if not left or time.monotonic() > deadline:
+            return left
+        for pid, state, ppid in left:
+            try:
+                if state != "Z":
                     os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                elif ppid == me:
+                    os.waitpid(pid, os.WNOHANG)
+            except (ProcessLookupError, ChildProcessError):
+                pass  # gone, or reaped by another thread of ours
         time.sleep(0.01)
 
 

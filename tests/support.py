@@ -34,9 +34,11 @@ def jail_processes(zombie_grace_s: float = 30.0) -> list[str]:
     that follows; that uid was not free before the snapshot. (Seen in CI: one `<defunct>` line.)
 
     A live leftover is reported at once. A zombie (dead, holding only its pid) is reported only if
-    its parent has not reaped it within `zombie_grace_s`: a uid goes back once its cgroup is empty,
-    which a zombie no longer populates, and with pytest-xdist another worker's judge may be busy
-    for seconds before it reaps (seen under load: one zombie for about 8 s).
+    its parent has not reaped it within `zombie_grace_s`. A uid goes back clean only once /proc
+    holds nothing of it, zombies included (`UidPool.release`; one not reaped in time makes it go
+    back not clean, which this check leaves out), so a zombie here is a bug; the grace stays for a
+    judge process of older code sharing the host's uids, whose uids went back once their cgroup
+    was empty (seen under load: one zombie for about 8 s).
     """
     from sandbox.jail import JAIL_UIDS
 
