@@ -16,6 +16,7 @@ a second export gives the same programs, or programs with bit-identical results
 random directions (`finite_difference`). Submissions are then judged against the reference's
 gradients alone: a version whose reference fails is never used to grade anyone, and the failure
 is cached beside its entry (`<entry>.failed.json`) so it is not rebuilt for every submission.
+One process builds a version at a time (`graders.reference.cache_builds`: the others wait and read).
 
 The self-checks are in `graders.reference.self_checks`, the errors they raise and the record of a
 failed one in `graders.reference.failures`; the cache's files are written and read by
@@ -26,8 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import logging
-import shutil
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -40,20 +39,14 @@ from graders.checks.residuals import describe_residuals
 from graders.problems.hidden_inputs import case_arg_specs, hidden_inputs, leaf_names, random_cotangents
 from graders.problems.problem import Problem
 from graders.problems.spec import CaseSpec
+from graders.reference.cache_builds import cached_or_built
 from graders.reference.expectation import (
     CaseExpectation,
     Expectations,
     cache_dir,
     named_sources,
 )
-from graders.reference.expectation_files import load_expectations, save_expectations
-from graders.reference.failures import (
-    CACHED_FAILURES,
-    ReferenceCheckError,
-    ReferenceSolutionError,
-    record_failure,
-    recorded_failure,
-)
+from graders.reference.failures import ReferenceCheckError, ReferenceSolutionError
 from graders.reference.self_checks import (
     FD_STEP,
     check_deterministic,
@@ -68,8 +61,6 @@ from graders.untrusted.result import ModuleInfo
 from graders.verdict import ResidualFact
 from graders.verifier.evaluate import CaseData
 from jailside.export import export_case, residual_notes
-
-log = logging.getLogger(__name__)
 
 
 def import_file(path: Path, module_name: str) -> Any:
@@ -369,28 +360,15 @@ def ensure_expectations(
     export_budget_s: float | None = None,
     limits: VerifyLimits | None = None,
 ) -> Expectations:
-    """The cached expectations of `problem`, built (and self-checked) and stored first when missing.
+    """The cached expectations of `problem`, built (and self-checked) and stored first when missing,
+    one builder at a time (`graders.reference.cache_builds.cached_or_built`: a build of the same
+    version in another process is waited for and read, not repeated).
 
     Raises:
         ReferenceCheckError: the reference failed a self-check, now or when this version was
             built before (`recorded_failure`: not rebuilt).
     """
-    directory = cache_dir(cache_root, problem, seed)
-    found = load_expectations(directory)
-    if found is not None:
-        return found
-    failed = recorded_failure(directory)
-    if failed is not None:
-        raise failed
-    shutil.rmtree(directory, ignore_errors=True)  # stale (another format or JAX version) or unreadable
-    try:
-        built = build_expectations(problem, seed=seed, export_budget_s=export_budget_s, limits=limits)
-    except ReferenceCheckError as failure:
-        if all(check in CACHED_FAILURES for check, _ in failure.failures):
-            record_failure(directory, failure)
-        raise
-    try:
-        save_expectations(built, directory)
-    except OSError as exc:  # a cache we cannot write costs time, not correctness
-        log.warning("cannot cache the expectations of %s in %s: %s", problem.slug, directory, exc)
-    return built
+    return cached_or_built(
+        cache_dir(cache_root, problem, seed),
+        lambda: build_expectations(problem, seed=seed, export_budget_s=export_budget_s, limits=limits),
+    )

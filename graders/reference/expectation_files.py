@@ -204,6 +204,28 @@ def _case_from_meta(d: dict[str, Any], data: mmap.mmap) -> CaseExpectation:
     )
 
 
+def _of_this_install(meta: object) -> bool:
+    """Whether a parsed `meta.json` is of this cache format, JAX version, byte order and model
+    libraries' versions (a framework reference saves what its version does)."""
+    return (
+        isinstance(meta, dict)
+        and meta.get("format") == CACHE_FORMAT
+        and meta.get("jax_version") == _jax_version()
+        and meta.get("byteorder") == sys.byteorder
+        and meta.get("frameworks") == framework_versions()
+    )
+
+
+def is_current(directory: Path) -> bool:
+    """Whether the cache entry at `directory` is there for this install (its `meta.json` reads and
+    is of this format, JAX, byte order and model libraries), from `meta.json` alone: a quick look
+    that maps and checksums nothing (`load_expectations` still checks the arrays when it reads)."""
+    try:
+        return _of_this_install(json.loads((directory / META_FILE).read_bytes()))
+    except (OSError, ValueError):
+        return False
+
+
 def load_expectations(directory: Path) -> Expectations | None:
     """Reads a cache entry, without importing JAX.
 
@@ -221,11 +243,7 @@ def load_expectations(directory: Path) -> Expectations | None:
         return None
     try:
         meta = json.loads(meta_bytes)
-        if not isinstance(meta, dict) or meta.get("format") != CACHE_FORMAT:
-            return None
-        if meta.get("jax_version") != _jax_version() or meta.get("byteorder") != sys.byteorder:
-            return None
-        if meta.get("frameworks") != framework_versions():  # a framework reference saves what its version does
+        if not _of_this_install(meta):
             return None
         data = _map_data(directory / DATA_FILE, meta_bytes)
         cases = [_case_from_meta(d, data) for d in meta["cases"]]
