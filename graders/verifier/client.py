@@ -47,7 +47,16 @@ from sandbox.supervise import Child
 from sandbox.templates import SupervisorError, Templates, TemplateSpec, shared_templates
 
 log = logging.getLogger(__name__)
-REPO = Path(__file__).resolve().parents[1]
+CHECKOUT = Path(__file__).resolve().parents[2]
+"""The checkout this module was imported from (the folder holding `graders/`): the verifier children
+import its code, first on their `sys.path`, never another checkout's through the virtualenv's
+editable install."""
+CODE_PACKAGES = ("graders", "jailside", "sandbox")
+"""The checkout's packages a verifier child may import from, after lock-down too (`ChildLimits.expose`)."""
+# `-I`: no PYTHONPATH, user site or working directory on sys.path; the checkout goes first by hand.
+BOOTSTRAP = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); from graders.verifier.main import main; sys.exit(main(sys.argv))"
+)
 KEPT_STDERR_BYTES = 64 * 1024
 # 2: programs compiled with evaluate.COMPILER_OPTIONS; 3: the reference self-checks (no per-submission
 # finite differences), memory kinds, calibrated peak slack, the recompute check; 4: program digests;
@@ -94,12 +103,14 @@ def reference_budget_s(problem: Problem, config: JudgeConfig) -> tuple[float, fl
 
 
 def template_spec() -> TemplateSpec:
-    """How the supervisor starts the verifier template: this interpreter, `-m graders.verifier.main`,
-    an environment of five variables (no secret of the judge's), cwd the repository."""
+    """How the supervisor starts the verifier template: this interpreter, isolated (`-I`), running
+    `graders.verifier.main` from this module's own checkout (`CHECKOUT`, first on its sys.path), an
+    environment of five variables (no secret of the judge's), cwd that checkout."""
+    checkout = str(CHECKOUT).replace("{", "{{").replace("}", "}}")  # the supervisor fills in {control_fd}
     return TemplateSpec(
         name="verifier",
-        argv=lambda: [sys.executable, "-B", "-m", "graders.verifier.main", "{control_fd}", "{seccomp_fd}"],
-        cwd=str(REPO),
+        argv=lambda: [sys.executable, "-I", "-B", "-c", BOOTSTRAP, checkout, "{control_fd}", "{seccomp_fd}"],
+        cwd=str(CHECKOUT),
         memory_limit_bytes=2 << 30,
         startup_time_limit_s=120.0,
         env={
@@ -130,7 +141,7 @@ def child_limits(config: JudgeConfig) -> ChildLimits:
         unshare=("mount", "ipc", "uts", "net"),
         tmpfs_bytes=64 * MIB,
         seccomp=True,
-        expose=tuple(dict.fromkeys([sys.base_prefix, sys.prefix, str(REPO)])),
+        expose=tuple(dict.fromkeys([sys.base_prefix, sys.prefix, *(str(CHECKOUT / p) for p in CODE_PACKAGES)])),
         output_caps={"result": 64 * MIB},
         kept_bytes={"stdout": 4096, "stderr": KEPT_STDERR_BYTES},
         startup_time_limit_s=config.verify_startup_time_limit_s,
