@@ -25,7 +25,7 @@ from server.lti.setup import router as lti_setup_router  # LTI set-up, one-URL r
 from server.platform import metrics
 from server.platform.http_guards import BodySizeLimit, UnstorableTextGuard
 from server.problems.packages import MAX_ARCHIVE_BYTES
-from server.runtime import build_services, open_database
+from server.runtime import build_services, open_database, start_warmup
 from server.settings import Settings, get_settings
 from server.store import faults as dbfaults
 from server.store.faults import DATABASE, is_database_fault
@@ -73,7 +73,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """Builds the app. Its lifespan:
 
     - embedded mode (no Redis URL): applies the database migrations, then starts the grading
-      threads, which enqueue every submission a previous run left unfinished;
+      threads, which enqueue every submission a previous run left unfinished, and the warm-up of
+      the published versions' expectations (`server.runtime.start_warmup`: in the background);
     - distributed mode (`REMAT_JUDGE_REDIS_URL`): refuses to start on a database that is not
       migrated to the latest revision (`remat-judge db upgrade`), and only stores and enqueues:
       `remat-judge worker` processes grade.
@@ -92,6 +93,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         hub.start(settings.redis_url)
         if pool is not None:
             pool.start()
+        warmup = app.state.warmup = start_warmup(settings, services.problems) if pool is not None else None
         log.info(
             "remat-judge: %s, problems from %s, data in %s",
             "distributed mode (workers grade)" if settings.scaled else f"{settings.workers} grading threads",
@@ -101,6 +103,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
+            if warmup is not None:
+                warmup.stop()
             await hub.stop()
             if pool is not None:
                 pool.stop()

@@ -20,6 +20,7 @@ from server.grading.grader import Grader, new_worker_id
 from server.grading.queue import InProcessQueue, JobQueue, WorkerPool
 from server.grading.redis_jobs import RedisJobs
 from server.grading.waits import CompletionHub
+from server.grading.warm_expectations import ExpectationWarmup
 from server.lti.grade_sender import grade_sender
 from server.lti.service import LtiService
 from server.services import Services
@@ -96,6 +97,17 @@ def build_grader(
         callbacks=callbacks,
         grades=grade_sender(settings, PassbackStore(engine), CourseStore(engine)),
     )
+
+
+def start_warmup(settings: Settings, problems: ProblemRepository) -> ExpectationWarmup | None:
+    """Starts building, in the background, the expectations of every published problem version
+    not yet cached (`server.grading.warm_expectations`), with the judge configuration grading uses;
+    returns at once. None when `settings.warm_expectations` is off. The caller stops it."""
+    if not settings.warm_expectations:
+        return None
+    warmup = ExpectationWarmup(problems, settings.judge_config())
+    warmup.start()
+    return warmup
 
 
 def build_lti(settings: Settings, engine: Engine, courses: CourseStore | None = None) -> LtiService:

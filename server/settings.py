@@ -34,6 +34,10 @@ class Settings(BaseSettings):
         ready_children: jail and verifier children of each kind started ahead and kept waiting
             for the next submission (`sandbox.ready`); default one per grading thread (`workers`,
             or a worker's `--concurrency`); 0 turns them off (less memory, slower verdicts).
+        warm_expectations: at start, a grading process (the embedded server, a worker) builds in
+            the background, one at a time, the reference's expectations of every published
+            problem version not yet cached (`server.grading.warm_expectations`), so no first
+            submission waits for them; False builds each on demand, at its first submission.
         max_source_bytes: largest submission accepted (HTTP 413 above it).
         wait_timeout_s: how long `POST /submissions?wait=true` waits before answering 202.
         wall_time_limit_s, cpu_time_limit_s, memory_limit_mib: default jail limits (a problem
@@ -102,6 +106,7 @@ class Settings(BaseSettings):
     hidden_seed: str | None = Field(default=None, repr=False)
     workers: int = Field(default=2, ge=1, le=64)
     ready_children: int | None = Field(default=None, ge=0, le=64)
+    warm_expectations: bool = True
     max_source_bytes: int = 64 * 1024
     wait_timeout_s: float = Field(default=60.0, ge=0, le=600)
     wall_time_limit_s: float = 10.0

@@ -19,7 +19,7 @@ from server.grading.queue import start_templates_in_background
 from server.grading.redis_jobs import RedisJobs
 from server.grading.sweeper import Sweeper
 from server.platform import metrics
-from server.runtime import build_grader, open_database
+from server.runtime import build_grader, open_database, start_warmup
 from server.settings import Settings
 from server.store.submissions import SubmissionStore
 
@@ -66,6 +66,7 @@ def run(
     _prepare_host(metrics_port, metrics_host)
     worker = jobs.worker(concurrency)
     grader.start()
+    warmup = start_warmup(settings, problems)  # in the background: jobs are taken meanwhile
     try:
         jobs.restarted()  # remember the Redis server's identity
     except Exception:  # noqa: BLE001 - Redis is away; the sweeper retries
@@ -78,6 +79,8 @@ def run(
         stop.wait()
     finally:
         log.info("worker %s stopping", worker_id)
+        if warmup is not None:
+            warmup.stop()
         sweeper.stop()
         worker.stop(timeout=STOP_TIMEOUT_S * 1000)
         grader.stop()
