@@ -15,16 +15,10 @@ fractions of the spread: a worker SIGKILLed (twice), Redis stopped for 15 s, the
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import sys
-import tempfile
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from common import scratch_dir
 
-from tests.chaos import ChaosDeployment, run  # noqa: E402
+from tests.chaos import ChaosDeployment, run
 
 
 def main() -> None:
@@ -38,39 +32,36 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (logs)")
     args = parser.parse_args()
 
-    root = Path(tempfile.mkdtemp(prefix="remat-chaos-"))
-    os.chmod(root, 0o755)
-    dep = ChaosDeployment(root)
-    s = args.spread_s
-    faults = [
-        (0.45 * s, "pg_ctl restart -m fast", dep.postgres_restart),
-        (0.6 * s, "PostgreSQL down 8 s", lambda: dep.postgres_down(8)),
-    ]
-    if args.only == "all":
-        faults += [
-            (0.1 * s, "worker 0 SIGKILL", lambda: dep.kill_worker(0)),
-            (0.2 * s, "Redis down 15 s", lambda: dep.redis_down(15)),
-            (0.35 * s, "API SIGKILL", dep.kill_api),
-            (0.75 * s, "worker 1 SIGKILL", lambda: dep.kill_worker(1)),
+    with scratch_dir("remat-chaos-", keep=args.keep) as root:
+        dep = ChaosDeployment(root)
+        s = args.spread_s
+        faults = [
+            (0.45 * s, "pg_ctl restart -m fast", dep.postgres_restart),
+            (0.6 * s, "PostgreSQL down 8 s", lambda: dep.postgres_down(8)),
         ]
-    try:
-        dep.start()
-        print(f"deployment: PostgreSQL, Redis, 1 API, 2 workers; data in {root}", flush=True)
-        report = run(
-            dep,
-            submissions=args.submissions,
-            clients=args.clients,
-            spread_s=s,
-            faults=faults,
-            timeout_s=max(900.0, 4 * s),
-        )
-        for event in report.events:
-            print("fault:", event)
-        print(report.line())
-    finally:
-        dep.stop()
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
+        if args.only == "all":
+            faults += [
+                (0.1 * s, "worker 0 SIGKILL", lambda: dep.kill_worker(0)),
+                (0.2 * s, "Redis down 15 s", lambda: dep.redis_down(15)),
+                (0.35 * s, "API SIGKILL", dep.kill_api),
+                (0.75 * s, "worker 1 SIGKILL", lambda: dep.kill_worker(1)),
+            ]
+        try:
+            dep.start()
+            print(f"deployment: PostgreSQL, Redis, 1 API, 2 workers; data in {root}", flush=True)
+            report = run(
+                dep,
+                submissions=args.submissions,
+                clients=args.clients,
+                spread_s=s,
+                faults=faults,
+                timeout_s=max(900.0, 4 * s),
+            )
+            for event in report.events:
+                print("fault:", event)
+            print(report.line())
+        finally:
+            dep.stop()
 
 
 if __name__ == "__main__":

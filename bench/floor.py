@@ -22,13 +22,11 @@ import base64
 import importlib.util
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from common import REPO
 
 
 def measure(problem_dir: Path, source_path: Path, repeats: int) -> dict[str, float]:

@@ -24,8 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from common import REPO, smaps_rollup_kb
 
 FRAMEWORK_PROBLEMS = (
     "mlp_params_tree",
@@ -55,11 +54,8 @@ sys.stdin.read()
 
 def _rollup(pid: int) -> tuple[float, float]:
     """(PSS, RSS) of a process in MB."""
-    values = {}
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
-        key, _, rest = line.partition(":")
-        values[key] = int(rest.split()[0]) / 1024
-    return values.get("Pss", 0.0), values.get("Rss", 0.0)
+    kb = smaps_rollup_kb(pid)
+    return kb.get("Pss", 0) / 1024, kb.get("Rss", 0) / 1024
 
 
 def template_memory() -> None:

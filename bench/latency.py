@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,14 +25,13 @@ import time
 from pathlib import Path
 
 import httpx
+from common import REPO
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.support import free_port
 
 
 def start_server(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen(
         [str(Path(sys.executable).parent / "remat-judge"), "serve", "--port", str(port), "--data-dir", str(data_dir)],
         stdout=subprocess.DEVNULL,

@@ -32,36 +32,17 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
 from pathlib import Path
 
 import httpx
+from common import bank, scratch_dir
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from tests.support import PROBLEMS, Server, Worker, remat_judge  # noqa: E402
-
-DOT = PROBLEMS / "checkpoint_dot_policy"
-EXPECT = re.compile(r"^# expect:\s*([A-Z_]+)", re.MULTILINE)
-BOMBS = ("TIME_LIMIT_EXCEEDED", "MEMORY_LIMIT_EXCEEDED", "OUTPUT_LIMIT_EXCEEDED")
-
-
-def bank() -> list[str]:
-    out = []
-    for path in [DOT / "reference.py", *sorted((DOT / "right").glob("*.py")), *sorted((DOT / "wrong").glob("*.py"))]:
-        source = path.read_text()
-        found = EXPECT.search(source)
-        if (found and found.group(1) in BOMBS) or path.name == "forged_bundle.py":
-            continue
-        out.append(source)
-    return out
+from tests.support import Server, Worker, remat_judge
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -135,112 +116,111 @@ def main() -> None:
     parser.add_argument("--timeout-s", type=float, default=3600)
     args = parser.parse_args()
 
-    root = Path(tempfile.mkdtemp(prefix="remat-load-"))
-    os.chmod(root, 0o755)
-    dep = Deployment(root, scaled=args.scaled, workers=args.workers)
-    sources = bank()
-    try:
-        dep.start()
-        assert dep.api is not None
-        shape = (
-            f"scaled (PostgreSQL, Redis, 1 API, {args.workers} workers)"
-            if args.scaled
-            else f"embedded ({args.workers} grading threads)"
-        )
-        print(f"deployment: {shape}; data in {root}")
-        with httpx.Client(base_url=dep.api.url, timeout=600) as client:  # warm the reference cache
-            client.post(
-                "/api/v1/submissions",
-                params={"wait": "true"},
-                json={"problem": "checkpoint_dot_policy", "source": sources[0]},
+    with scratch_dir("remat-load-") as root:
+        dep = Deployment(root, scaled=args.scaled, workers=args.workers)
+        sources = [source for _, source in bank("checkpoint_dot_policy")]
+        try:
+            dep.start()
+            assert dep.api is not None
+            shape = (
+                f"scaled (PostgreSQL, Redis, 1 API, {args.workers} workers)"
+                if args.scaled
+                else f"embedded ({args.workers} grading threads)"
             )
-        posted: dict[str, float] = {}  # id -> POST time
-        finished: dict[str, float] = {}  # id -> when its verdict was seen
-        errors: Counter[str] = Counter()
-        lock = threading.Lock()
-        counter = iter(range(args.submissions))
-        t_start = time.monotonic()
+            print(f"deployment: {shape}; data in {root}")
+            with httpx.Client(base_url=dep.api.url, timeout=600) as client:  # warm the reference cache
+                client.post(
+                    "/api/v1/submissions",
+                    params={"wait": "true"},
+                    json={"problem": "checkpoint_dot_policy", "source": sources[0]},
+                )
+            posted: dict[str, float] = {}  # id -> POST time
+            finished: dict[str, float] = {}  # id -> when its verdict was seen
+            errors: Counter[str] = Counter()
+            lock = threading.Lock()
+            counter = iter(range(args.submissions))
+            t_start = time.monotonic()
 
-        def client_loop() -> None:
-            with httpx.Client(base_url=dep.api.url, timeout=900) as client:  # type: ignore[union-attr]
-                done = False
-                while not done:
-                    for _ in range(args.burst):
-                        try:
-                            i = next(counter)
-                        except StopIteration:
-                            done = True
-                            break
-                        source = "\n" * (1 + i // len(sources)) + sources[i % len(sources)]
-                        wait = args.wait_every > 0 and i % args.wait_every == 0
-                        t = time.monotonic()
-                        try:
-                            r = client.post(
-                                "/api/v1/submissions",
-                                params={"wait": str(wait).lower()},
-                                json={"problem": "checkpoint_dot_policy", "source": source},
-                            )
-                        except httpx.HTTPError as exc:
+            def client_loop() -> None:
+                with httpx.Client(base_url=dep.api.url, timeout=900) as client:  # type: ignore[union-attr]
+                    done = False
+                    while not done:
+                        for _ in range(args.burst):
+                            try:
+                                i = next(counter)
+                            except StopIteration:
+                                done = True
+                                break
+                            source = "\n" * (1 + i // len(sources)) + sources[i % len(sources)]
+                            wait = args.wait_every > 0 and i % args.wait_every == 0
+                            t = time.monotonic()
+                            try:
+                                r = client.post(
+                                    "/api/v1/submissions",
+                                    params={"wait": str(wait).lower()},
+                                    json={"problem": "checkpoint_dot_policy", "source": source},
+                                )
+                            except httpx.HTTPError as exc:
+                                with lock:
+                                    errors[f"connection: {type(exc).__name__}"] += 1
+                                continue
+                            if r.status_code >= 500:
+                                with lock:
+                                    errors[f"HTTP {r.status_code}"] += 1
+                                continue
+                            if r.status_code not in (200, 202):
+                                with lock:
+                                    errors[f"HTTP {r.status_code} (refused)"] += 1
+                                continue
+                            body = r.json()
                             with lock:
-                                errors[f"connection: {type(exc).__name__}"] += 1
-                            continue
-                        if r.status_code >= 500:
-                            with lock:
-                                errors[f"HTTP {r.status_code}"] += 1
-                            continue
-                        if r.status_code not in (200, 202):
-                            with lock:
-                                errors[f"HTTP {r.status_code} (refused)"] += 1
-                            continue
-                        body = r.json()
-                        with lock:
-                            posted[body["id"]] = t
-                            if body["status"] in ("done", "failed"):
-                                finished[body["id"]] = time.monotonic()
-                    time.sleep(args.pause_s)
+                                posted[body["id"]] = t
+                                if body["status"] in ("done", "failed"):
+                                    finished[body["id"]] = time.monotonic()
+                        time.sleep(args.pause_s)
 
-        threads = [threading.Thread(target=client_loop) for _ in range(args.clients)]
-        for thread in threads:
-            thread.start()
-        deadline = time.monotonic() + args.timeout_s
-        with httpx.Client(base_url=dep.api.url, timeout=60) as poller:
-            while time.monotonic() < deadline:
-                with lock:
-                    pending = [i for i in posted if i not in finished]
-                    all_posted = not any(t.is_alive() for t in threads)
-                for submission_id in pending:
-                    try:
-                        status = poller.get(f"/api/v1/submissions/{submission_id}").json()["status"]
-                    except (httpx.HTTPError, KeyError, ValueError):
-                        errors["poll failure"] += 1
-                        continue
-                    if status in ("done", "failed"):
-                        with lock:
-                            finished.setdefault(submission_id, time.monotonic())
-                if all_posted and len(finished) == len(posted):
-                    break
-                time.sleep(0.5)
-        for thread in threads:
-            thread.join()
-        wall = max(finished.values(), default=t_start) - t_start
-        graded_lines: Counter[str] = Counter()
-        for log in dep.logs():
-            for match in re.finditer(r'"message": "graded ([0-9a-f]{32})', log.read_text(errors="replace")):
-                graded_lines[match.group(1)] += 1
-        latencies = [finished[i] - posted[i] for i in finished]
-        n, g = len(posted), len(finished)
-        duplicated = sum(1 for i in posted if graded_lines[i] > 1)
-        server_errors = sum(v for k, v in errors.items() if "refused" not in k)
-        if errors:
-            print("errors:", dict(errors))
-        print(
-            f"load: {n} submitted, {g} graded, {n - g} lost, {duplicated} duplicated, {server_errors} server errors, "
-            f"{g / wall if wall > 0 else float('nan'):.2f} verdicts/s, p50 {percentile(latencies, 0.5):.1f} s, "
-            f"p95 {percentile(latencies, 0.95):.1f} s, p99 {percentile(latencies, 0.99):.1f} s"
-        )
-    finally:
-        dep.stop()
-        shutil.rmtree(root, ignore_errors=True)
+            threads = [threading.Thread(target=client_loop) for _ in range(args.clients)]
+            for thread in threads:
+                thread.start()
+            deadline = time.monotonic() + args.timeout_s
+            with httpx.Client(base_url=dep.api.url, timeout=60) as poller:
+                while time.monotonic() < deadline:
+                    with lock:
+                        pending = [i for i in posted if i not in finished]
+                        all_posted = not any(t.is_alive() for t in threads)
+                    for submission_id in pending:
+                        try:
+                            status = poller.get(f"/api/v1/submissions/{submission_id}").json()["status"]
+                        except (httpx.HTTPError, KeyError, ValueError):
+                            errors["poll failure"] += 1
+                            continue
+                        if status in ("done", "failed"):
+                            with lock:
+                                finished.setdefault(submission_id, time.monotonic())
+                    if all_posted and len(finished) == len(posted):
+                        break
+                    time.sleep(0.5)
+            for thread in threads:
+                thread.join()
+            wall = max(finished.values(), default=t_start) - t_start
+            graded_lines: Counter[str] = Counter()
+            for log in dep.logs():
+                for match in re.finditer(r'"message": "graded ([0-9a-f]{32})', log.read_text(errors="replace")):
+                    graded_lines[match.group(1)] += 1
+            latencies = [finished[i] - posted[i] for i in finished]
+            n, g = len(posted), len(finished)
+            duplicated = sum(1 for i in posted if graded_lines[i] > 1)
+            server_errors = sum(v for k, v in errors.items() if "refused" not in k)
+            if errors:
+                print("errors:", dict(errors))
+            print(
+                f"load: {n} submitted, {g} graded, {n - g} lost, {duplicated} duplicated, "
+                f"{server_errors} server errors, "
+                f"{g / wall if wall > 0 else float('nan'):.2f} verdicts/s, p50 {percentile(latencies, 0.5):.1f} s, "
+                f"p95 {percentile(latencies, 0.95):.1f} s, p99 {percentile(latencies, 0.99):.1f} s"
+            )
+        finally:
+            dep.stop()
 
 
 if __name__ == "__main__":

@@ -14,28 +14,23 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from common import REPO, smaps_rollup_kb
 
-from tests.support import descendants  # noqa: E402
+from tests.support import descendants
 
 
 def _rollup(pid: int) -> tuple[int, int]:
     """(PSS, RSS) of one process in bytes, or (0, 0) when it is gone or unreadable."""
-    values = {}
     try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
-            key, _, rest = line.partition(":")
-            values[key] = int(rest.split()[0]) * 1024
+        kb = smaps_rollup_kb(pid)
     except (OSError, ValueError, IndexError):
         return 0, 0
-    return values.get("Pss", 0), values.get("Rss", 0)
+    return kb.get("Pss", 0) * 1024, kb.get("Rss", 0) * 1024
 
 
 def main() -> None:

@@ -13,18 +13,16 @@ Each row: the file, the verdict it expects (its `# expect:` line), the verdict i
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from common import PROBLEMS
 
-from graders.config import JudgeConfig  # noqa: E402
-from graders.pipeline import grade  # noqa: E402
-from graders.problems.problem import load_problem  # noqa: E402
+from graders.config import JudgeConfig
+from graders.pipeline import grade
+from graders.problems.problem import load_problem
 
 
 def _expect(path: Path) -> str:
@@ -67,7 +65,7 @@ def main() -> None:
     parser.add_argument("--seed", default="recompute-styles", help="the hidden-input seed")
     parser.add_argument("files", nargs="*", type=Path)
     args = parser.parse_args()
-    problems_dir = ROOT / "problems"
+    problems_dir = PROBLEMS
     jobs: list[tuple[Path, Path]] = []  # (problem root, file)
     if args.problem:
         jobs += [(problems_dir / args.problem, f) for f in args.files]

@@ -95,7 +95,6 @@ import math
 import os
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -109,19 +108,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import httpx
+from common import BOMBS, PROBLEMS, REPO
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sandbox.jail_limits import own_cgroup_v1
+from tests.support import free_port
 
-REPO = Path(__file__).resolve().parents[1]
-PROBLEMS = REPO / "problems"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 TARGET_VERDICTS_PER_S = 3.0
 TARGET_CPU_S_PER_VERDICT = 0.6
 TARGET_TEMPLATE_MB_PER_WORKER = 600.0
 
-BOMBS = {"TIME_LIMIT_EXCEEDED", "MEMORY_LIMIT_EXCEEDED", "OUTPUT_LIMIT_EXCEEDED"}
 EXPECT_LINE = re.compile(r"#\s*expect:\s*([A-Z_]+)\s*$")  # as graders/problems/problem.py reads it
 SERVER_WAIT_TIMEOUT_S = 600  # the most server/settings.py allows
 SAMPLE_INTERVAL_S = 0.2
@@ -523,9 +520,7 @@ def start_server(
     With `source_dir` the server imports the project from there instead of the working tree
     (PYTHONPATH comes before the venv's editable finder; the verifier runs `-m graders.verifier.main`
     with its cwd at the project root it was started from, and jails bind their runner from there)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     # the whole bank from one client: no rate limit, no API key (the classroom demo mode)
     env = {
         **os.environ,
