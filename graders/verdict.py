@@ -94,6 +94,9 @@ class ResidualFact(BaseModel):
         memory_kind: where the forward program leaves it until the backward pass: "device", or
             "pinned_host" when a checkpoint policy offloads it to host memory
             (`save_and_offload_only_these_names`), read from the artifact's result attributes.
+        layout: for a submitted residual that holds a reference residual's values with its axes
+            split, permuted or merged (`graders.checks.layout`), the words that say so; None
+            otherwise.
     """
 
     shape: list[int]
@@ -102,6 +105,7 @@ class ResidualFact(BaseModel):
     source: str | None = None
     matched: bool | None = None
     memory_kind: str = "device"
+    layout: str | None = None
 
     @property
     def on_device(self) -> bool:
@@ -136,8 +140,9 @@ class ResidualReport(BaseModel):
     are measured). `no_checkpoint_*` describe the reference with every `jax.checkpoint` removed;
     `full_remat_*` the reference under one plain `jax.checkpoint` (saves the inputs, recomputes
     everything). All sizes in bytes. `*_bwd_flops`: FLOPs of one run of the backward program
-    (graders/untrusted/, `ModuleInfo.flops`); `*_recompute_flops`: those minus the backward FLOPs
-    without any checkpoint (never below 0): the forward work the backward pass redoes.
+    (graders/untrusted/, `ModuleInfo.flops`); `*_recompute_flops`: of those, the forward work the
+    backward pass does again (`ModuleInfo.recompute_flops`: ops that depend on no cotangent and
+    repeat an operation of the forward program), not the derivative's own arithmetic.
     `*_host_bytes`: the part of the residual bytes a policy offloads to host memory (the rest
     stays on the device). `flops_exact`: False when a loop's trip count could not be read in
     either backward program (the FLOPs then count such a loop once: a lower bound)."""

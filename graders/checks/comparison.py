@@ -4,13 +4,81 @@ and bytes written for people (`human_bytes`)."""
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from graders.problems.spec import Tolerance
 from graders.reference.expectation import CaseExpectation
 from graders.verdict import ResidualFact
+
+if TYPE_CHECKING:
+    from graders.untrusted.result import ModuleInfo
+
+_PLACEHOLDER = re.compile(r"\{residual (\d+)\}")
+
+
+def residual_name(residual: ResidualFact) -> str:
+    """How a message names a saved value: `saved f32[8,64] (argument x)`."""
+    return f"saved {residual.short()}" + (f" ({residual.source})" if residual.source else "")
+
+
+BOOKKEEPING_ELEMENTS = 256  # an integer residual this small is a loop counter or a branch index
+
+
+def is_bookkeeping(fact: ResidualFact) -> bool:
+    """Whether a residual is loop or branch bookkeeping, not part of a policy: an integer (not
+    boolean) value of at most `BOOKKEEPING_ELEMENTS` elements. Measured: a `fori_loop` over 8 layers
+    saves its counter as i32[] and i32[8]; a `lax.cond` on data saves its branch index as i32[]. A
+    policy's integer values (a relu's mask is bool, a gather's indices are as large as the data) are
+    larger or boolean, and the float residuals must still match one to one. Left out of every
+    comparison of residuals, on both sides."""
+    return np.dtype(fact.dtype).kind in "iu" and math.prod(fact.shape) <= BOOKKEEPING_ELEMENTS
+
+
+@dataclass(frozen=True)
+class RecomputeFigures:
+    """The forward work one backward program does again (`graders.untrusted.signature`).
+
+    Attributes:
+        flops, flops_low: FLOPs of its ops that depend on no cotangent and repeat an operation
+            of the forward program (`ModuleInfo.recompute_flops`; low: the cheapest branch where
+            only the run picks one).
+        heavy, heavy_low: FLOPs of its ops that repeat a forward dot, convolution or
+            transcendental function, cotangent or not (`ModuleInfo.heavy_flops`).
+        named: the costliest recomputed operations' labels by op signature, residuals named
+            (`dot_general(saved f32[8,64] (tanh), saved f32[64,64] (argument w1)) -> f32[8,64]`).
+        by_signature: their FLOPs by op signature, to compare with the reference's.
+    """
+
+    flops: int = 0
+    flops_low: int = 0
+    heavy: int = 0
+    heavy_low: int = 0
+    named: dict[str, str] = field(default_factory=dict)
+    by_signature: dict[str, int] = field(default_factory=dict)
+
+    @staticmethod
+    def of(info: ModuleInfo, residuals: list[ResidualFact]) -> RecomputeFigures:
+        """The figures of a backward program's `ModuleInfo`, inspected with its forward program's
+        signatures; `residuals` name its residual arguments in order."""
+        names = [residual_name(r) for r in residuals]
+
+        def name(m: re.Match[str]) -> str:
+            k = int(m.group(1))
+            return names[k] if k < len(names) else f"residual {k}"
+
+        return RecomputeFigures(
+            flops=info.recompute_flops,
+            flops_low=info.recompute_flops_low,
+            heavy=info.heavy_flops,
+            heavy_low=info.heavy_flops_low,
+            named={k: _PLACEHOLDER.sub(name, label) for k, label in info.recomputed.items()},
+            by_signature=dict(info.recomputed_signatures),
+        )
 
 
 @dataclass
@@ -32,6 +100,7 @@ class CaseRun:
             and derivative factors computed from the residuals (`ModuleInfo.residual_flops`).
         bwd_flops_low, bwd_residual_flops_low: both with the cheapest branch where a branch index
             is known only at run time (`ModuleInfo.flops_low`).
+        bwd_recompute: the forward work its backward program does again (None when unknown).
         expected_matched: per reference residual, whether the submission saves it as a value
             (filled in by the residuals check).
     """
@@ -49,6 +118,7 @@ class CaseRun:
     bwd_residual_flops: int | None = None
     bwd_flops_low: int | None = None
     bwd_residual_flops_low: int | None = None
+    bwd_recompute: RecomputeFigures | None = None
     expected_matched: list[bool] | None = None
 
     @property

@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-from graders.checks.comparison import CaseRun, compare_calibrated
+from graders.checks.comparison import CaseRun, compare_calibrated, is_bookkeeping
+from graders.checks.layout import Layout, find_layout
 from graders.problems.spec import ProblemSpec, Tolerance
 from graders.reference.expectation import error_of
 from graders.verdict import ResidualFact
@@ -28,39 +31,72 @@ def residuals_equal(got: np.ndarray, reference: np.ndarray, reference_error: flo
     return compare_calibrated(got, reference, reference_error, tol).passed
 
 
+def _candidates(run: CaseRun, spec: ProblemSpec) -> list[list[int]]:
+    """Per submitted residual, the reference residuals it may be: same dtype and size (so the same
+    bytes), same memory kind unless the problem does not compare kinds, neither one bookkeeping;
+    the same shape first, then the same position."""
+    exp = run.expected
+    found: list[list[int]] = []
+    for i, fact in enumerate(run.residuals):
+        same_size = [
+            j
+            for j, ref in enumerate(exp.residuals)
+            if ref.dtype == fact.dtype
+            and ref.aval.nbytes == fact.aval.nbytes
+            and (ref.memory_kind == fact.memory_kind or not spec.memory.compare_kinds)
+            and not is_bookkeeping(ref)
+            and not is_bookkeeping(fact)
+        ]
+        found.append(sorted(same_size, key=lambda j: (exp.residuals[j].shape != fact.shape, j != i, j)))
+    return found
+
+
+def _same_values(run: CaseRun, spec: ProblemSpec, i: int, j: int) -> Layout | None:
+    """The layout in which reference residual j holds submitted residual i's values on every
+    hidden input (`graders.checks.layout`: the identity when the shapes agree and so do the
+    values), or None."""
+    exp = run.expected
+    sub_values, ref_values = run.residual_values, exp.residual_values
+    inputs = range(min(len(sub_values), len(ref_values)))
+    if not inputs:
+        return None
+    tol = spec.tolerance_for(run.residuals[i].dtype)
+    error = [error_of(exp.residual_errors, k, j) for k in inputs]
+
+    def equal_on(k: int) -> Callable[[np.ndarray, np.ndarray], bool]:
+        return lambda got, ref: residuals_equal(got, ref, error[k], tol)
+
+    layout = find_layout(sub_values[0][i], ref_values[0][j], equal_on(0))
+    if layout is None:
+        return None
+    for k in inputs[1:]:
+        if not equal_on(k)(sub_values[k][i], layout.apply(ref_values[k][j])):
+            return None
+    return layout
+
+
 def match_residuals(run: CaseRun, *, spec: ProblemSpec) -> list[int | None]:
     """A one-to-one matching of the submission's residuals to the reference's, by value.
 
-    A submitted residual i may match reference residual j when both have the same aval and
-    `residuals_equal` holds on every hidden input. The matching is maximum (augmenting paths,
-    Kuhn's algorithm), so two residuals of one aval saved in swapped order still match.
+    A submitted residual i may match reference residual j when both have the same dtype, size and
+    memory kind and i holds j's values on every hidden input, in j's layout or another one (its
+    axes split, permuted or merged: `graders.checks.layout`); bookkeeping residuals
+    (`is_bookkeeping`) match nothing. The matching is maximum (augmenting paths, Kuhn's
+    algorithm), so two residuals of one aval saved in swapped order still match. Sets
+    `ResidualFact.layout` on a submitted residual matched in another layout.
 
     Returns:
         Per submitted residual, the index of its reference residual, or None.
     """
     exp = run.expected
-    sub_values, ref_values = run.residual_values, exp.residual_values
-    n_sub, n_ref = len(run.residuals), len(exp.residuals)
-    candidates: list[list[int]] = []
-    for i, fact in enumerate(run.residuals):
-        same_aval = [
-            j
-            for j in range(n_ref)
-            if exp.residuals[j].shape == fact.shape
-            and exp.residuals[j].dtype == fact.dtype
-            and (exp.residuals[j].memory_kind == fact.memory_kind or not spec.memory.compare_kinds)
-        ]
-        candidates.append(sorted(same_aval, key=lambda j: (j != i, j)))  # try the same position first
-    cache: dict[tuple[int, int], bool] = {}
+    n_sub = len(run.residuals)
+    candidates = _candidates(run, spec)
+    cache: dict[tuple[int, int], Layout | None] = {}
 
     def equal(i: int, j: int) -> bool:
         if (i, j) not in cache:
-            tol = spec.tolerance_for(run.residuals[i].dtype)
-            cache[(i, j)] = all(
-                residuals_equal(sub_values[k][i], ref_values[k][j], error_of(exp.residual_errors, k, j), tol)
-                for k in range(min(len(sub_values), len(ref_values)))
-            )
-        return cache[(i, j)]
+            cache[(i, j)] = _same_values(run, spec, i, j)
+        return cache[(i, j)] is not None
 
     owner: dict[int, int] = {}  # reference index -> submitted index
     for start in range(n_sub):
@@ -86,6 +122,11 @@ def match_residuals(run: CaseRun, *, spec: ProblemSpec) -> list[int | None]:
             owner[j_cur] = i
             j_cur = previous
     by_sub = {i: j for j, i in owner.items()}
+    for i, j in by_sub.items():
+        layout = cache.get((i, j))
+        ref = exp.residuals[j]
+        if layout is not None and not layout.is_identity(ref.shape, run.residuals[i].shape):
+            run.residuals[i].layout = f"the same values as the policy's {ref.short()} in another layout"
     return [by_sub.get(i) for i in range(n_sub)]
 
 

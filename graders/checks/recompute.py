@@ -41,55 +41,85 @@ def judged_recompute_cases(runs: list[CaseRun]) -> set[str]:
     }
 
 
-def _recompute_failure(run: CaseRun, rule: MemoryRule, flops: int, residual: int | None, *, at_least: bool) -> str:
-    """Why one judged case recomputes too much, or "" (the bounds of `check_recompute`). `flops` and
-    `residual` are the submission's backward FLOPs and its work on the residuals alone, exact or,
-    with `at_least`, lower bounds (the cheapest branch where only the run picks one)."""
+def _excess_named(run: CaseRun) -> str:
+    """The recomputed operations the submission does more of than the reference, costliest first
+    (at most three): "`dot_general(...) -> f32[32,256]` (268,435,456 FLOPs, which the policy
+    saves)"; "" when none is named."""
+    figures = run.bwd_recompute
+    if figures is None:
+        return ""
+    theirs = run.expected.bwd_recomputed
+    extra = sorted(
+        (
+            (flops - theirs.get(sig, 0), sig)
+            for sig, flops in figures.by_signature.items()
+            if flops > theirs.get(sig, 0)
+        ),
+        reverse=True,
+    )[:3]
+    parts = []
+    for flops, sig in extra:
+        why = "which the policy saves" if sig not in theirs else "more often than the policy does"
+        parts.append(f"`{figures.named.get(sig, 'an operation')}` ({flops:,} FLOPs, {why})")
+    return "; ".join(parts)
+
+
+def _recompute_failure(run: CaseRun, rule: MemoryRule, figures: tuple[int, int | None, int], *, at_least: bool) -> str:
+    """Why one judged case recomputes too much, or "" (the bounds of `check_recompute`). `figures`
+    are the submission's (forward work redone, work on the residuals alone, forward dots and
+    transcendentals repeated), exact or, with `at_least`, lower bounds (the cheapest branch where
+    only the run picks one)."""
     exp = run.expected
+    recompute, residual, heavy = figures
     slack = rule.recompute_slack or 0.0
-    allowed = exp.bwd_flops * (1 + slack) + WRITING_PASSES * exp.bwd_largest_value_elements
+    passes = WRITING_PASSES * exp.bwd_largest_value_elements
     some = "at least " if at_least else ""
-    if exp.bwd_residual_flops is not None and residual is not None and flops <= allowed:
-        residual_allowed = (
-            exp.bwd_residual_flops * (1 + slack)
-            + WRITING_PASSES * exp.bwd_largest_value_elements
-            + RESIDUAL_SHARE * exp.bwd_flops
-        )
-        if residual > residual_allowed:
+    if exp.bwd_recompute_flops is not None:
+        allowed = exp.bwd_recompute_flops * (1 + slack) + passes
+        if recompute > allowed:
+            named = _excess_named(run)
+            return (
+                f"{run.label}: your backward pass recomputes {some}{recompute:,} FLOPs of forward work "
+                f"where the required policy recomputes {exp.bwd_recompute_flops:,} (at most {allowed:,.0f} "
+                f"allowed)." + (f" It recomputes {named}." if named else "") + " Save the values the policy "
+                "saves and use them in the backward pass instead of computing them again."
+            )
+    share = RESIDUAL_SHARE * exp.bwd_flops
+    if exp.bwd_residual_flops is not None and residual is not None:
+        allowed = exp.bwd_residual_flops * (1 + slack) + passes + share
+        if residual > allowed:
             return (
                 f"{run.label}: your backward pass spends {some}{residual:,} FLOPs on work that does not "
                 f"depend on the cotangent (computing forward values again from what was saved) where the "
-                f"required policy spends {exp.bwd_residual_flops:,} (at most {residual_allowed:,.0f} allowed). "
+                f"required policy spends {exp.bwd_residual_flops:,} (at most {allowed:,.0f} allowed). "
                 f"Use the values the policy saves instead of recomputing them."
             )
-    if flops <= allowed:
-        return ""
-    theirs, yours = exp.recompute_flops(exp.bwd_flops), exp.recompute_flops(flops)
-    redo = (
-        f" It recomputes {some}{yours:,} FLOPs of forward work where the required policy recomputes {theirs:,}."
-        if yours is not None and theirs is not None
-        else ""
-    )
-    return (
-        f"{run.label}: your backward pass spends {some}{flops:,} FLOPs, "
-        f"{flops / max(1, exp.bwd_flops):.1f} times the required policy's {exp.bwd_flops:,} "
-        f"(at most {allowed:,.0f} allowed).{redo} Save the values the policy saves and use them, "
-        f"instead of recomputing what they hold."
-    )
+    if exp.bwd_heavy_flops is not None:
+        allowed = exp.bwd_heavy_flops * (1 + slack) + passes + share
+        if heavy > allowed:
+            return (
+                f"{run.label}: your backward pass repeats {some}{heavy:,} FLOPs of the forward program's "
+                f"products and functions where the required policy repeats {exp.bwd_heavy_flops:,} (at most "
+                f"{allowed:,.0f} allowed). Use the values the policy saves instead of recomputing them."
+            )
+    return ""
 
 
 def _case_details(run: CaseRun, *, exact: bool, judged: bool) -> dict[str, Any]:
-    """The numbers of one case behind the check (FLOPs of both backward passes, their recompute and
-    residual-only parts), as stored in the verdict."""
+    """The numbers of one case behind the check (FLOPs of both backward passes, the forward work
+    each redoes, their residual-only parts, the costliest operations recomputed beyond the
+    reference's), as stored in the verdict."""
     exp = run.expected
     assert run.bwd_flops is not None
+    figures = run.bwd_recompute
     return {
         "expected_bwd_flops": exp.bwd_flops,
         "submitted_bwd_flops": run.bwd_flops,
-        "expected_recompute_flops": exp.recompute_flops(exp.bwd_flops),
-        "submitted_recompute_flops": exp.recompute_flops(run.bwd_flops),
+        "expected_recompute_flops": exp.bwd_recompute_flops,
+        "submitted_recompute_flops": figures.flops if figures is not None else None,
         "expected_residual_flops": exp.bwd_residual_flops,
         "submitted_residual_flops": run.bwd_residual_flops,
+        "recomputed_beyond_policy": _excess_named(run),
         "exact": exact,
         "judged": judged,
     }
@@ -98,12 +128,14 @@ def _case_details(run: CaseRun, *, exact: bool, judged: bool) -> dict[str, Any]:
 def _judged_case_failure(run: CaseRun, rule: MemoryRule) -> str | None:
     """Why a judged case recomputes too much, from its exact figures or, where only the run picks a
     branch, from their lower bounds (the cheapest branch is still too much); None if it does not."""
+    figures = run.bwd_recompute
+    if figures is None:
+        return None
     if run.bwd_flops_exact:
-        assert run.bwd_flops is not None
-        return _recompute_failure(run, rule, run.bwd_flops, run.bwd_residual_flops, at_least=False) or None
-    if run.bwd_flops_low is not None:
-        return _recompute_failure(run, rule, run.bwd_flops_low, run.bwd_residual_flops_low, at_least=True) or None
-    return None
+        high = (figures.flops, run.bwd_residual_flops, figures.heavy)
+        return _recompute_failure(run, rule, high, at_least=False) or None
+    low = (figures.flops_low, run.bwd_residual_flops_low, figures.heavy_low)
+    return _recompute_failure(run, rule, low, at_least=True) or None
 
 
 def check_recompute(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:

@@ -3,17 +3,14 @@ problem asks for (the memory rule), and the residual signatures and listings mes
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from graders.artifact_limits import Aval
 from graders.checks.check import Advice, CheckContext, Evidence, ScorePart
-from graders.checks.comparison import CaseRun
+from graders.checks.comparison import CaseRun, is_bookkeeping
 from graders.checks.matching import match_values, with_matches
 from graders.problems.spec import MemoryRule, ProblemSpec
 from graders.verdict import CheckResult, ResidualFact, Verdict
@@ -27,6 +24,12 @@ def signature(residuals: list[ResidualFact], *, kinds: bool = True) -> Counter[t
     host memory; `ANY_KIND` for every residual when `kinds` is False, as `MemoryRule.compare_kinds`
     asks), order-free: two correct programs may save the same values in a different order."""
     return Counter((r.aval, r.memory_kind if kinds else ANY_KIND) for r in residuals)
+
+
+def size_signature(residuals: list[ResidualFact], *, kinds: bool = True) -> Counter[tuple[str, int, str]]:
+    """The residual signature up to layout: the multiset of (dtype, elements, memory kind), what
+    stays the same when a value's axes are split, permuted or merged (`graders.checks.layout`)."""
+    return Counter((r.dtype, r.aval.nbytes, r.memory_kind if kinds else ANY_KIND) for r in residuals)
 
 
 def aval_signature(residuals: list[ResidualFact]) -> Counter[Aval]:
@@ -186,27 +189,17 @@ UNPINNED_HOST_NOTE = (
 )
 
 
-BOOKKEEPING_ELEMENTS = 256  # an integer residual this small is a loop counter or a branch index
-
-
-def is_bookkeeping(fact: ResidualFact) -> bool:
-    """Whether a residual is loop or branch bookkeeping, not part of a policy: an integer (not
-    boolean) value of at most `BOOKKEEPING_ELEMENTS` elements. Measured: a `fori_loop` over 8 layers
-    saves its counter as i32[] and i32[8]; a `lax.cond` on data saves its branch index as i32[]. A
-    policy's integer values (a relu's mask is bool, a gather's indices are as large as the data) are
-    larger or boolean, and the float residuals must still match one to one."""
-    return np.dtype(fact.dtype).kind in "iu" and math.prod(fact.shape) <= BOOKKEEPING_ELEMENTS
-
-
 def _exact_mismatch(run: CaseRun, rule: MemoryRule) -> str:
     """Returns why the residuals break the `exact` rule (signature, then values), or "" if they keep
     it. Bookkeeping residuals (`is_bookkeeping`) on either side are left out of both comparisons."""
     expected = [f for f in run.expected.residuals if not is_bookkeeping(f)]
     submitted = [f for f in run.residuals if not is_bookkeeping(f)]
     kinds = rule.compare_kinds
-    if signature(expected, kinds=kinds) != signature(submitted, kinds=kinds):
+    # with values compared, a value in another layout is the same residual: only sizes must agree
+    same = size_signature if rule.match == "values" else signature
+    if same(expected, kinds=kinds) != same(submitted, kinds=kinds):
         diff = _difference(expected, submitted, kinds=kinds)
-        if signature(expected, kinds=False) == signature(submitted, kinds=False):
+        if same(expected, kinds=False) == same(submitted, kinds=False):
             return (
                 f"saves residuals of the right shapes but {OTHER_MEMORY} than the required policy"
                 + (f" ({diff})" if diff else "")

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from graders.checks.comparison import is_bookkeeping
 from graders.checks.residuals import signature
 from graders.config import JudgeConfig
 from graders.pipeline import check_reference, grade
@@ -98,7 +99,9 @@ def _indistinguishable(problem: Problem, report: VerdictReport, reference: Verdi
     rule = problem.spec.memory
     peak_ok = (mine.submitted_bwd_peak_bytes or 0) <= (theirs.submitted_bwd_peak_bytes or 0) + rule.slack_bytes
     if rule.rule == "exact":
-        same = signature(mine.submitted) == signature(theirs.submitted) and (peak_ok or not rule.bounds_peak)
+        # bookkeeping (loop counters, branch indices) is left out, as in the residuals check
+        kept, ref_kept = ([f for f in side.submitted if not is_bookkeeping(f)] for side in (mine, theirs))
+        same = signature(kept) == signature(ref_kept) and (peak_ok or not rule.bounds_peak)
     else:
         same = (
             mine.submitted_bytes - mine.submitted_host_bytes

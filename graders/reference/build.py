@@ -111,7 +111,9 @@ def _variant_facts(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> tuple
     try:
         fwd_blob, bwd_blob, n_out = export_case(fn, specs)
         fwd = deserialize(fwd_blob)
-        return sum(a.nbytes for a in exported_avals(fwd.out_avals)[n_out:]), inspect_module(deserialize(bwd_blob))
+        forward = inspect_module(fwd).op_signatures
+        bwd_info = inspect_module(deserialize(bwd_blob), cotangents=n_out, forward_ops=forward)
+        return sum(a.nbytes for a in exported_avals(fwd.out_avals)[n_out:]), bwd_info
     except Exception:  # noqa: BLE001 - a comparison point only: the verdict never depends on it
         return None
 
@@ -181,13 +183,18 @@ def _case_expectation(
         plain_residual_bytes=plain[0] if plain else None,
         plain_bwd_peak_bytes=plain[1].peak_live_bytes if plain else None,
         plain_bwd_flops=plain[1].flops if plain else None,
+        plain_recompute_flops=plain[1].recompute_flops if plain else None,
         full_remat_bytes=full[0] if full else None,
         full_remat_bwd_peak_bytes=full[1].peak_live_bytes if full else None,
         full_remat_bwd_flops=full[1].flops if full else None,
+        full_remat_recompute_flops=full[1].recompute_flops if full else None,
         fd_step=FD_STEP,
         fd_reference_error=[],
         bwd_flops_exact=bwd_info.flops_exact,
         bwd_residual_flops=bwd_info.residual_flops,
+        bwd_recompute_flops=bwd_info.recompute_flops,
+        bwd_heavy_flops=bwd_info.heavy_flops,
+        bwd_recomputed=dict(bwd_info.recomputed_signatures),
         bwd_largest_value_bytes=bwd_info.largest_value_bytes,
         bwd_largest_value_elements=bwd_info.largest_value_elements,
     )
@@ -226,7 +233,8 @@ def _expect_case(
     specs = case_arg_specs(problem.spec, case)
     fwd_blob, bwd_blob, n_out, export_s = export_within_budget(fn, specs, case.name, export_s, export_budget_s)
     fwd, bwd = deserialize(fwd_blob), deserialize(bwd_blob)
-    fwd_info, bwd_info = inspect_module(fwd), inspect_module(bwd, cotangents=n_out)
+    fwd_info = inspect_module(fwd)
+    bwd_info = inspect_module(bwd, cotangents=n_out, forward_ops=fwd_info.op_signatures)
     check_peak_memory(case.name, fwd_info, bwd_info, limits)
     digest = (fwd_info.digest, bwd_info.digest)
     out_avals = exported_avals(fwd.out_avals)

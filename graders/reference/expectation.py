@@ -45,14 +45,20 @@ class CaseExpectation:
         fwd_peak_bytes, bwd_peak_bytes: peak live bytes of its artifacts (graders/untrusted/).
         bwd_flops: FLOPs of one run of its backward program; bwd_flops_exact: False when a loop's
             trip count could not be read (the figure counts such a loop once); bwd_residual_flops:
-            of those, the FLOPs that depend on no cotangent (`ModuleInfo.residual_flops`).
+            of those, the FLOPs that depend on no cotangent (`ModuleInfo.residual_flops`);
+            bwd_recompute_flops: of those, the forward work redone (`ModuleInfo.recompute_flops`);
+            bwd_heavy_flops: forward dots, convolutions and transcendentals repeated, cotangent or
+            not (`ModuleInfo.heavy_flops`); bwd_recomputed: recompute FLOPs by op signature (the
+            costliest 8, `ModuleInfo.recomputed_signatures`).
         bwd_largest_value_bytes, bwd_largest_value_elements: the largest single value its backward
             program defines (the calibrated slack of the backward-peak bound for a submission that
             saves the same values, and of the recompute bound).
         plain_residual_bytes, plain_bwd_peak_bytes, plain_bwd_flops: the same function with every
-            `jax.checkpoint` removed (None when that variant fails).
+            `jax.checkpoint` removed (None when that variant fails); plain_recompute_flops: its
+            forward work redone (0 but for what JAX itself recomputes).
         full_remat_bytes, full_remat_bwd_peak_bytes, full_remat_bwd_flops: the function under one
-            plain `jax.checkpoint` (everything recomputed; None when that variant fails).
+            plain `jax.checkpoint` (everything recomputed; None when that variant fails);
+            full_remat_recompute_flops: its forward work redone.
         fd_step: the finite-difference step; fd_reference_error: per hidden input k, the
             reference's own relative finite-difference error.
         output_errors, gradient_errors, residual_errors: per hidden input k, per leaf, the float32
@@ -83,6 +89,11 @@ class CaseExpectation:
     fd_reference_error: list[float]
     bwd_flops_exact: bool = True
     bwd_residual_flops: int | None = None
+    bwd_recompute_flops: int | None = None
+    bwd_heavy_flops: int | None = None
+    bwd_recomputed: dict[str, int] = field(default_factory=dict)
+    plain_recompute_flops: int | None = None
+    full_remat_recompute_flops: int | None = None
     bwd_largest_value_bytes: int = 0
     bwd_largest_value_elements: int = 0
     output_errors: list[list[float]] = field(default_factory=list)
@@ -98,13 +109,6 @@ class CaseExpectation:
     @property
     def residual_bytes(self) -> int:
         return sum(r.nbytes for r in self.residuals)
-
-    def recompute_flops(self, bwd_flops: int | None) -> int | None:
-        """Backward FLOPs beyond those of the same function without checkpoints: the forward work
-        a backward pass redoes (never below 0; None when either number is unknown)."""
-        if bwd_flops is None or self.plain_bwd_flops is None:
-            return None
-        return max(0, bwd_flops - self.plain_bwd_flops)
 
 
 ARRAY_FIELDS = ("inputs", "cotangents", "outputs", "gradients", "residual_values", "fd_directions")

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from graders.artifact_limits import ReadLimits
+from graders.untrusted.cost import Cost, scaled
 from graders.untrusted.fold import (
     PASS_FACT_OPS,
     TAINTED,
@@ -60,48 +61,10 @@ from graders.untrusted.ops import op_flops
 from graders.untrusted.parse import mlir_ir
 from graders.untrusted.provenance import callee_of
 from graders.untrusted.result import ArtifactError
+from graders.untrusted.signature import HEAVY_OPS, op_signature, recompute_label
 
 MAX_CONTEXTS = 8  # constant-argument patterns walked per function before constants are dropped
 MAX_LOOP_PASSES = 4  # walks of a loop body to settle which carried values depend on a cotangent
-FLOP_CAP = 1 << 62
-
-
-@dataclass(frozen=True)
-class Cost:
-    """FLOPs of one run, bounded: `high` and `low` are equal when every branch index and loop trip
-    count is known; an unknown branch takes the costliest (high) and the cheapest (low) branch, an
-    unknown loop counts once in both (so its `high` is no upper bound: `exact` says so). `residual`
-    and `residual_low`: the same for the work that depends on no cotangent."""
-
-    high: int = 0
-    residual: int = 0
-    low: int = 0
-    residual_low: int = 0
-
-    @staticmethod
-    def of(flops: int, *, residual: bool) -> Cost:
-        return Cost(flops, flops if residual else 0, flops, flops if residual else 0)
-
-    def __add__(self, other: Cost) -> Cost:
-        return Cost(
-            min(self.high + other.high, FLOP_CAP),
-            min(self.residual + other.residual, FLOP_CAP),
-            min(self.low + other.low, FLOP_CAP),
-            min(self.residual_low + other.residual_low, FLOP_CAP),
-        )
-
-    def times(self, n: int) -> Cost:
-        return Cost(*(min(v * n, FLOP_CAP) for v in (self.high, self.residual, self.low, self.residual_low)))
-
-    @staticmethod
-    def either(costs: list[Cost]) -> Cost:
-        """One of `costs` runs, which one only the run decides."""
-        return Cost(
-            max(c.high for c in costs),
-            max(c.residual for c in costs),
-            min(c.low for c in costs),
-            min(c.residual_low for c in costs),
-        )
 
 
 @dataclass
@@ -114,6 +77,7 @@ class _Count:
     results: list[Fact]
     external: set[Any] = field(default_factory=set)
     used_args: frozenset[int] = frozenset()
+    recomputed: Counter[str] = field(default_factory=Counter)  # recompute FLOPs by op signature
 
 
 @dataclass
@@ -131,6 +95,8 @@ class _Plan:
     folded: bool = False
     external: set[Any] = field(default_factory=set)
     used_operands: list[int] | None = None  # a call: only the arguments its callee reads
+    recomputed: Counter[str] = field(default_factory=Counter)  # recompute FLOPs by op signature
+    signature: str | None = None  # what the op computes, where the forward's are collected
 
 
 # A walk step asks for a block or a function and is sent back its _Count.
@@ -147,26 +113,38 @@ class FlopCounter:
         size: (bytes, elements) of a type (`_Types.size`).
         limits: the caps; the walk's stack is refused past (max_depth + 2)·(max_call_depth + 1)
             frames, more than any module `ModuleWalker.scan` accepts can need.
+        forward: the signatures (`graders.untrusted.signature.op_signature`) of the forward
+            program's live ops, when this is its backward program: ops that repeat one are
+            recomputation (`Cost.recompute`, `Cost.heavy`). None for a forward program, whose own
+            live signatures are collected in `signatures` instead.
     """
 
-    def __init__(self, functions: dict[str, Any], size: Any, limits: ReadLimits) -> None:
+    def __init__(
+        self, functions: dict[str, Any], size: Any, limits: ReadLimits, forward: frozenset[str] | None = None
+    ) -> None:
         self.ir = mlir_ir()
         self.functions = functions
         self.size = size
+        self.forward = forward
+        self.signatures: set[str] = set()  # live ops' signatures (a forward program's)
+        self.labels: dict[str, str] = {}  # a recomputed signature's label, first seen
+        self.main_block = functions["main"].regions[0].blocks[0]
+        self.n_residuals = 0
         # a block per region level, two per call: the deepest program the scan lets through
         self.max_frames = (limits.max_depth + 2) * (limits.max_call_depth + 1)
         self.memo: dict[tuple[str, tuple[Fact, ...]], _Count] = {}
         self.contexts: Counter[str] = Counter()
 
-    def count_main(self, cotangents: int = 0) -> tuple[Cost, bool]:
+    def count_main(self, cotangents: int = 0) -> tuple[Cost, bool, Counter[str]]:
         """(the FLOPs of one run of `main`, split by whether they depend on its last `cotangents`
-        arguments; exact). Raises ArtifactError past the stack cap."""
-        main = self.functions["main"]
-        n_args = len(main.regions[0].blocks[0].arguments)
+        arguments; exact; the recompute FLOPs by op signature, named in `labels`). Raises
+        ArtifactError past the stack cap."""
+        n_args = len(self.main_block.arguments)
         n_cot = max(0, min(cotangents, n_args))
+        self.n_residuals = n_args - n_cot
         facts: tuple[Fact, ...] = (None,) * (n_args - n_cot) + (TAINTED,) * n_cot
         count = self._drive(("function", "main", facts, None))
-        return count.cost, count.exact
+        return count.cost, count.exact, count.recomputed
 
     # -- the driver ------------------------------------------------------------------------------
 
@@ -243,6 +221,7 @@ class FlopCounter:
         live: set[Any] = set(roots)
         defined: set[Any] = set(block.arguments)
         cost, exact = Cost(), True
+        recomputed: Counter[str] = Counter()
         for op, plan in zip(reversed(body), reversed(plans), strict=True):
             results = list(op.results)
             defined.update(results)
@@ -261,9 +240,13 @@ class FlopCounter:
             live.update(plan.external)
             cost = cost + plan.cost
             exact = exact and plan.exact
+            recomputed.update(plan.recomputed)
+            if plan.signature is not None:
+                self.signatures.add(plan.signature)
         return _Count(
             cost=cost,
             exact=exact,
+            recomputed=recomputed,
             results=[facts.get(v) for v in roots],
             external=live - defined,
             used_args=frozenset(i for i, arg in enumerate(block.arguments) if arg in live),
@@ -277,7 +260,9 @@ class FlopCounter:
         if callee is not None:
             count = yield ("function", callee, tuple(ins), None)
             set_facts(facts, results, count.results)
-            return _Plan(cost=count.cost, exact=count.exact, used_operands=sorted(count.used_args))
+            return _Plan(
+                cost=count.cost, exact=count.exact, used_operands=sorted(count.used_args), recomputed=count.recomputed
+            )
         if name in ("stablehlo.case", "stablehlo.if"):
             return (yield from self._branches(op, ins, facts))
         if name == "stablehlo.while":
@@ -296,14 +281,35 @@ class FlopCounter:
         flops = op_flops(op, self.size)
         if any(f is TAINTED for f in ins):
             set_facts(facts, results, [TAINTED] * len(results))
-            return _Plan(cost=Cost.of(flops, residual=False))
+            return self._costed(op, flops, residual=False)
         if name == "stablehlo.constant":
             set_facts(facts, results, [splat_value(self.ir, op)])
         elif name in PASS_FACT_OPS and ins:
             set_facts(facts, results, [ins[0]])
         elif name == "stablehlo.convert" and ins:
             set_facts(facts, results, [convert_fact(self.ir, consts[0], results[0].type)])
-        return _Plan(cost=Cost.of(flops, residual=True))
+        return self._costed(op, flops, residual=True)
+
+    def _costed(self, op: Any, flops: int, *, residual: bool) -> _Plan:
+        """The plan of an op that computes: its FLOPs in every figure it belongs to. In a backward
+        program, an op with a forward signature is recomputation when it depends on no cotangent
+        (`Cost.recompute`, by signature in `_Plan.recomputed`) and heavy forward work when it is a
+        dot, a convolution or a transcendental function (`Cost.heavy`); in a forward program the
+        signature is kept for `signatures`."""
+        if not flops:
+            return _Plan(cost=Cost.of(0, residual=residual))
+        signature = op_signature(op)
+        if self.forward is None:
+            return _Plan(cost=Cost.of(flops, residual=residual), signature=signature)
+        forward = signature in self.forward
+        recompute = residual and forward
+        heavy = forward and op.operation.name in HEAVY_OPS
+        plan = _Plan(cost=Cost.of(flops, residual=residual, recompute=recompute, heavy=heavy))
+        if recompute:
+            plan.recomputed = Counter({signature: flops})
+            if signature not in self.labels:
+                self.labels[signature] = recompute_label(op, self.main_block, self.n_residuals)
+        return plan
 
     def _branches(self, op: Any, ins: list[Fact], facts: dict[Any, Fact]) -> Generator[_Request, _Count, _Plan]:
         """A `case` (index operand) or `if` (predicate): the branch a constant selects, else the
@@ -320,7 +326,7 @@ class FlopCounter:
                 chosen = int(index) if 0 <= index < len(blocks) else len(blocks) - 1
             count = yield ("block", blocks[chosen], (), facts)
             set_facts(facts, results, count.results)
-            return _Plan(cost=count.cost, exact=count.exact, external=count.external)
+            return _Plan(cost=count.cost, exact=count.exact, external=count.external, recomputed=count.recomputed)
         counts = []
         for block in blocks:
             counts.append((yield ("block", block, (), facts)))
@@ -337,6 +343,7 @@ class FlopCounter:
             cost=Cost.either([c.cost for c in counts]),
             exact=False,
             external=set().union(*(c.external for c in counts)),
+            recomputed=max(counts, key=lambda c: c.cost.recompute).recomputed,
         )
 
     def _loop(self, op: Any, ins: list[Fact], facts: dict[Any, Fact]) -> Generator[_Request, _Count, _Plan]:
@@ -366,8 +373,10 @@ class FlopCounter:
         trips = trip_count(op, facts)
         times = trips if trips is not None else 1
         once = Cost()
+        recomputed: Counter[str] = Counter()
         for count in counts:
             once = once + count.cost
+            recomputed.update(count.recomputed)
         exact = trips is not None and all(c.exact for c in counts)
         external: set[Any] = set().union(*(c.external for c in counts))
-        return _Plan(cost=once.times(times), exact=exact, external=external)
+        return _Plan(cost=once.times(times), exact=exact, external=external, recomputed=scaled(recomputed, times))

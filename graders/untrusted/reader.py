@@ -13,6 +13,8 @@ from graders.untrusted.provenance import provenance_of
 from graders.untrusted.result import ArtifactError, ModuleInfo
 from graders.untrusted.walker import ModuleWalker
 
+MAX_RECOMPUTED_NAMED = 8  # recomputed operations named per program, the costliest first
+
 
 def _result_memory_kinds(main: Any, n_results: int) -> list[str]:
     """Per result of `main`, its `mhlo.memory_kind` result attribute ("device" when unmarked).
@@ -42,6 +44,7 @@ def inspect_module(
     allowed_custom_calls: frozenset[str] = frozenset(),
     limits: ReadLimits = ReadLimits(),
     cotangents: int = 0,
+    forward_ops: frozenset[str] | None = None,
 ) -> ModuleInfo:
     """Parses an Exported's StableHLO module from bytecode and inspects it without running it.
 
@@ -51,6 +54,8 @@ def inspect_module(
         limits: caps on ops, region nesting and call depth, enforced during the walk.
         cotangents: how many of `main`'s last arguments are cotangents (a backward program's:
             `ModuleInfo.residual_flops` counts the ops that depend on none of them).
+        forward_ops: the forward program's `ModuleInfo.op_signatures`, when this is its backward
+            program: the ops that repeat one are its recomputation (`ModuleInfo.recompute_flops`).
 
     Returns:
         ModuleInfo with op counts and disallowed ops; when nothing is disallowed, also peak live
@@ -83,10 +88,15 @@ def inspect_module(
             reader.function_summary[name] = reader.walk_function(name)
         main = reader.function_summary["main"]
         info.peak_live_bytes = main.peak
-        counter = FlopCounter(functions, reader.types.size, limits)
-        cost, info.flops_exact = counter.count_main(cotangents)
+        counter = FlopCounter(functions, reader.types.size, limits, forward=forward_ops)
+        cost, info.flops_exact, recomputed = counter.count_main(cotangents)
         info.flops, info.residual_flops = cost.high, cost.residual
         info.flops_low, info.residual_flops_low = cost.low, cost.residual_low
+        info.recompute_flops, info.recompute_flops_low = cost.recompute, cost.recompute_low
+        info.heavy_flops, info.heavy_flops_low = cost.heavy, cost.heavy_low
+        info.recomputed = {k: counter.labels[k] for k, _ in recomputed.most_common(MAX_RECOMPUTED_NAMED)}
+        info.recomputed_signatures = dict(recomputed.most_common(MAX_RECOMPUTED_NAMED))
+        info.op_signatures = frozenset(counter.signatures)
         main_block = functions["main"].regions[0].blocks[0]
         returned = list(main_block.operations)[-1].operands
         info.sources = [provenance_of(v, main_block, functions) for v in returned]

@@ -32,6 +32,17 @@ class ModuleInfo:
             arguments `inspect_module` was told of (all of them when told of none): in a backward
             program, the forward work it redoes and the derivative factors it computes from the
             residuals alone, the part a checkpoint policy decides.
+        recompute_flops, recompute_flops_low: of `residual_flops`, those of ops that repeat an
+            operation of the forward program (`inspect_module`'s `forward_ops`; the same op on
+            the same types, `graders.untrusted.signature`): the forward work a backward program
+            does again; 0 when no forward program was given.
+        heavy_flops, heavy_flops_low: FLOPs of ops that repeat a dot, convolution or
+            transcendental function of the forward program, cotangent or not.
+        recomputed, recomputed_signatures: the costliest recomputed operations (at most 8) by
+            signature: their labels (`dot_general({residual 0}, {residual 2}) -> f32[32,256]`)
+            and their FLOPs (signatures compare with another program's).
+        op_signatures: the signatures of a forward program's live ops that compute (empty for a
+            backward program).
         flops_low, residual_flops_low: the same with the cheapest branch wherever a branch index
             is known only at run time (equal to `flops` and `residual_flops` when `flops_exact`):
             when only branches are unknown, what runs costs between the two.
@@ -61,6 +72,13 @@ class ModuleInfo:
     residual_flops: int = 0
     flops_low: int = 0
     residual_flops_low: int = 0
+    recompute_flops: int = 0
+    recompute_flops_low: int = 0
+    heavy_flops: int = 0
+    heavy_flops_low: int = 0
+    recomputed: dict[str, str] = field(default_factory=dict)
+    recomputed_signatures: dict[str, int] = field(default_factory=dict)
+    op_signatures: frozenset[str] = frozenset()
     sources: list[str] = field(default_factory=list)
     functions: int = 0
     digest: str = ""

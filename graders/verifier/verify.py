@@ -10,8 +10,6 @@ the runs (values, gradients, residuals, peak live bytes, recompute), which also 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,7 +17,7 @@ from typing import Any
 
 from graders.artifact_limits import Aval, VerifyLimits, is_differentiable
 from graders.checks.check import CheckContext
-from graders.checks.comparison import CaseRun
+from graders.checks.comparison import CaseRun, RecomputeFigures
 from graders.checks.registry import run_checks, score_of
 from graders.checks.residuals import describe_residuals
 from graders.problems.problem import Problem
@@ -28,6 +26,7 @@ from graders.untrusted.parse import deserialize, exported_avals, shared_ir_conte
 from graders.untrusted.reader import inspect_module
 from graders.untrusted.result import ArtifactError, ModuleInfo
 from graders.verdict import CheckResult, ResidualFact, ResidualReport, Verdict, first_verdict
+from graders.verifier.digests import program_digest, submission_digest
 from graders.verifier.evaluate import ArtifactRunError, CaseData, evaluate_cases
 from graders.verifier.report import residual_report
 from sandbox.bundle import Bundle, BundleCase
@@ -85,14 +84,7 @@ class _Loaded:
     bwd_digest: str
     fwd_program: str = ""
     bwd_program: str = ""
-
-
-def program_digest(loaded: list[tuple[str, str]]) -> str:
-    """One digest of a bundle's programs, blind to names (`ModuleInfo.program_digest` of each
-    case's fwd and bwd, in case order): equal for two students' submissions whose exported
-    programs are the same up to the names of functions and variables (64 hex digits)."""
-    material = json.dumps(loaded, separators=(",", ":"))
-    return hashlib.sha256(b"remat-judge programs\0" + material.encode()).hexdigest()
+    bwd_info: ModuleInfo | None = None
 
 
 def _check_sizes(label: str, case: BundleCase, limits: VerifyLimits) -> None:
@@ -119,7 +111,13 @@ def _deserialize_pair(label: str, case: BundleCase) -> tuple[Any, Any]:
 
 
 def _inspect_program(
-    label: str, kind: str, exp: Any, allowed: frozenset[str], limits: VerifyLimits, cotangents: int = 0
+    label: str,
+    kind: str,
+    exp: Any,
+    allowed: frozenset[str],
+    limits: VerifyLimits,
+    cotangents: int = 0,
+    forward: frozenset[str] | None = None,
 ) -> ModuleInfo:
     """Returns the ModuleInfo of one program; raises _Stop if its platform, effects, ops or peak are refused."""
     if tuple(exp.platforms) != ("cpu",) or exp.nr_devices != 1:
@@ -136,7 +134,9 @@ def _inspect_program(
             f"checks; only pure array computation can be judged",
         )
     try:
-        info = inspect_module(exp, allowed_custom_calls=allowed, limits=limits.read_limits, cotangents=cotangents)
+        info = inspect_module(
+            exp, allowed_custom_calls=allowed, limits=limits.read_limits, cotangents=cotangents, forward_ops=forward
+        )
     except ArtifactError as exc:
         raise _fail("module", Verdict.RUNTIME_ERROR, f"{label}: the {kind} program cannot be read ({exc})") from exc
     except (MemoryError, RecursionError):
@@ -213,9 +213,10 @@ def _load_case(
     fwd, bwd = _deserialize_pair(label, case)
     allowed = frozenset(problem.spec.verify.allowed_custom_calls)
     n_out = len(expected.output_avals)
+    forward = _inspect_program(label, "forward", fwd, allowed, limits)
     infos = [
-        _inspect_program(label, "forward", fwd, allowed, limits),
-        _inspect_program(label, "backward", bwd, allowed, limits, cotangents=n_out),
+        forward,
+        _inspect_program(label, "backward", bwd, allowed, limits, cotangents=n_out, forward=forward.op_signatures),
     ]
     residual_avals = _check_avals(label, expected, case, fwd, bwd)
     residuals = describe_residuals(
@@ -241,6 +242,7 @@ def _load_case(
         infos[1].digest,
         infos[0].program_digest,
         infos[1].program_digest,
+        infos[1],
     )
 
 
@@ -286,6 +288,7 @@ def _execute(loaded: list[_Loaded], limits: VerifyLimits) -> list[CaseRun]:
             bwd_residual_flops=item.bwd_residual_flops,
             bwd_flops_low=item.bwd_flops_low,
             bwd_residual_flops_low=item.bwd_residual_flops_low,
+            bwd_recompute=RecomputeFigures.of(item.bwd_info, item.residuals) if item.bwd_info else None,
             outputs=v.outputs,
             residual_values=v.residuals,
             gradients=v.gradients,
@@ -293,32 +296,6 @@ def _execute(loaded: list[_Loaded], limits: VerifyLimits) -> list[CaseRun]:
         )
         for item, v in zip(loaded, values, strict=True)
     ]
-
-
-def submission_digest(loaded: list[tuple[BundleCase, str, str]]) -> str:
-    """The content key of a bundle whose cases all loaded: sha256 (64 hex digits) over, per case in
-    order, its name, `n_primal_outputs`, the `normalized_digest` of its fwd and bwd artifacts and
-    its residual notes exactly as in the bundle (notes name source lines and are shown in the
-    report). Two bundles with equal keys get identical reports from `verify` under the same
-    problem version, expectations, limits and JAX version, which the caller's key must add.
-
-    Args:
-        loaded: per case, (the bundle's case, fwd digest, bwd digest).
-    """
-    doc = [
-        {
-            "name": case.name,
-            "n_primal_outputs": case.n_primal_outputs,
-            "fwd": fwd,
-            "bwd": bwd,
-            "residual_notes": None
-            if case.residual_notes is None
-            else [n.model_dump(mode="json") for n in case.residual_notes],
-        }
-        for case, fwd, bwd in loaded
-    ]
-    material = json.dumps({"cases": doc}, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(b"remat-judge bundle\0" + material.encode()).hexdigest()
 
 
 def _load_all(bundle: Bundle, problem: Problem, expectations: Expectations, limits: VerifyLimits) -> list[_Loaded]:

@@ -1,0 +1,127 @@
+"""Residuals judged up to layout: the same values with their axes split, permuted or merged.
+
+A program may keep a value in another layout than the reference does without saving anything
+else: q, k, v projected straight into heads-first `[B, H, T, e]` instead of `[B, T, H, e]`, a
+weight kept transposed, `[B*T, D]` instead of `[B, T, D]`. Such a residual holds the same numbers
+and bytes, so it is the same residual (docs/ARCHITECTURE.md, "Two axes of a policy"). A layout
+here is exactly: split some axes of the reference's shape into adjacent factors, permute the
+axes, merge adjacent axes into the submission's shape. Any other reordering (reversed, rolled,
+shuffled, or a reshape that re-splits across axes) is another value: nothing here compares sorted
+values or histograms, which would accept those.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+MAX_ATOMS = 6  # axes of a refined shape whose permutations are tried (6! = 720)
+MAX_REFINEMENTS = 32  # ways of splitting the reference's axes tried per pair of shapes
+SAMPLE_POSITIONS = 32  # elements compared before a whole candidate layout is
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A map from the reference's layout to the submission's: `reference.reshape(split)`, then
+    `transpose(permutation)`, then `reshape(target)`."""
+
+    split: tuple[int, ...]
+    permutation: tuple[int, ...]
+    target: tuple[int, ...]
+
+    def apply(self, value: np.ndarray) -> np.ndarray:
+        """The reference's value in the submission's layout (a view where numpy can make one)."""
+        return value.reshape(self.split).transpose(self.permutation).reshape(self.target)
+
+    def is_identity(self, source: list[int] | tuple[int, ...], target: list[int] | tuple[int, ...]) -> bool:
+        """Whether the layout leaves the value as it is (the same shape, axes in order)."""
+        return tuple(source) == tuple(target) and self.permutation == tuple(range(len(self.permutation)))
+
+    def reference_positions(self, positions: np.ndarray) -> np.ndarray:
+        """For flat positions of the submission's value, the flat positions of the reference's
+        value that `apply` puts there (no copy of the value)."""
+        permuted = tuple(self.split[p] for p in self.permutation)
+        index = np.unravel_index(positions, permuted)
+        original = [index[self.permutation.index(axis)] for axis in range(len(self.split))]
+        return np.ravel_multi_index(original, self.split)
+
+    def describe(self, source: tuple[int, ...]) -> str:
+        """`f32`-free words for the panel: "axes (0, 2, 1, 3) of [4,16,8,8]"."""
+        shape = ",".join(str(d) for d in self.split)
+        if self.permutation == tuple(range(len(self.permutation))):
+            return f"[{','.join(map(str, source))}] reshaped to [{','.join(map(str, self.target))}]"
+        return f"axes {self.permutation} of [{shape}]"
+
+
+def _splits(dim: int, hints: set[int]) -> list[tuple[int, ...]]:
+    """Ways to read one axis of size `dim` as adjacent axes: itself, or two factors one of which is
+    a size the other shape has (both orders)."""
+    options: list[tuple[int, ...]] = [(dim,)]
+    for a in sorted(hints):
+        if 1 < a < dim and dim % a == 0:
+            options.extend([(a, dim // a), (dim // a, a)])
+    return list(dict.fromkeys(options))
+
+
+def _groups_into(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """Whether `target` is `shape` with runs of adjacent axes merged (sizes 1 ignored)."""
+    dims = [d for d in shape if d != 1]
+    want = [d for d in target if d != 1]
+    i = 0
+    for t in want:
+        product = 1
+        while i < len(dims) and product < t:
+            product *= dims[i]
+            i += 1
+        if product != t:
+            return False
+    return i == len(dims)
+
+
+def candidate_layouts(source: tuple[int, ...], target: tuple[int, ...]) -> Iterator[Layout]:
+    """Every layout (split, permute, merge) that takes `source` to `target`, the identity's
+    relatives first; at most MAX_REFINEMENTS splittings of at most MAX_ATOMS axes each."""
+    if math.prod(source) != math.prod(target):
+        return
+    hints = {d for d in target if d > 1}
+    dims = [d for d in source if d != 1]
+    per_axis = [_splits(d, hints) if d not in hints else [(d,)] for d in dims]
+    for n, choice in enumerate(itertools.product(*per_axis)):
+        if n >= MAX_REFINEMENTS:
+            return
+        split = tuple(d for part in choice for d in part)
+        if len(split) > MAX_ATOMS:
+            continue
+        for permutation in itertools.permutations(range(len(split))):
+            if _groups_into(tuple(split[p] for p in permutation), target):
+                yield Layout(split or (1,), permutation or (0,), target)
+
+
+def find_layout(
+    got: np.ndarray, reference: np.ndarray, equal: Callable[[np.ndarray, np.ndarray], bool]
+) -> Layout | None:
+    """The layout in which `reference` holds the values of `got`, or None.
+
+    Args:
+        got: the submission's residual on one hidden input (any shape).
+        reference: the reference's residual on the same input, of the same dtype and size.
+        equal: whether two arrays of one shape hold the same values (the residual tolerance).
+
+    Candidates are screened on SAMPLE_POSITIONS elements at fixed, spread positions, then
+    compared whole; the first whole match wins (None past the caps).
+    """
+    if got.dtype != reference.dtype or got.size != reference.size or got.size == 0:
+        return None
+    flat = got.reshape(-1)
+    step = max(1, got.size // SAMPLE_POSITIONS)
+    positions = np.arange(0, got.size, step)[:SAMPLE_POSITIONS]
+    for layout in candidate_layouts(tuple(reference.shape), tuple(got.shape)):
+        if not equal(flat[positions], reference.reshape(-1)[layout.reference_positions(positions)]):
+            continue
+        if equal(got, layout.apply(reference)):
+            return layout
+    return None
