@@ -120,7 +120,8 @@ def format_residuals(
     residuals: list[ResidualFact], *, title: str, unmatched: str = "not saved by the required policy"
 ) -> str:
     """A `print_saved_residuals`-style listing with a count and total bytes, where each value comes
-    from, and `unmatched` beside each residual whose `matched` is False."""
+    from, and `unmatched` beside each residual whose `matched` is False (bookkeeping is said to be
+    left out; a value in another layout says so)."""
     total = sum(r.nbytes for r in residuals)
     lines = [f"{title}: {len(residuals)} residual{'s' if len(residuals) != 1 else ''}, {total:,} bytes"]
     width = max((len(r.short()) for r in residuals), default=0)
@@ -129,7 +130,8 @@ def format_residuals(
         if not r.on_device:
             where += f" [offloaded to {r.memory_kind}]"
         note = "" if r.note and r.source and r.note.startswith("from the argument") else (r.note or "")
-        mark = f"  ({unmatched})" if r.matched is False else ""
+        mark = "  (loop counter, left out)" if is_bookkeeping(r) else f"  ({unmatched})" if r.matched is False else ""
+        mark += f"  ({r.layout})" if r.layout else ""
         lines.append(f"  {r.short():<{width}}  {where}  {note}".rstrip() + mark)
     return "\n".join(lines)
 

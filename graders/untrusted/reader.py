@@ -38,6 +38,19 @@ def _result_memory_kinds(main: Any, n_results: int) -> list[str]:
     return kinds
 
 
+def _count_flops(info: ModuleInfo, counter: FlopCounter, cotangents: int) -> None:
+    """Fills in `info`'s FLOP figures, its recomputed operations and its live op signatures."""
+    cost, info.flops_exact, recomputed = counter.count_main(cotangents)
+    info.flops, info.residual_flops = cost.high, cost.residual
+    info.flops_low, info.residual_flops_low = cost.low, cost.residual_low
+    info.recompute_flops, info.recompute_flops_low = cost.recompute, cost.recompute_low
+    info.heavy_flops, info.heavy_flops_low = cost.heavy, cost.heavy_low
+    costliest = recomputed.most_common(MAX_RECOMPUTED_NAMED)
+    info.recomputed = {k: counter.labels[k] for k, _ in costliest}
+    info.recomputed_signatures = dict(costliest)
+    info.op_signatures = frozenset(counter.signatures)
+
+
 def inspect_module(
     exported: Any,
     *,
@@ -88,15 +101,7 @@ def inspect_module(
             reader.function_summary[name] = reader.walk_function(name)
         main = reader.function_summary["main"]
         info.peak_live_bytes = main.peak
-        counter = FlopCounter(functions, reader.types.size, limits, forward=forward_ops)
-        cost, info.flops_exact, recomputed = counter.count_main(cotangents)
-        info.flops, info.residual_flops = cost.high, cost.residual
-        info.flops_low, info.residual_flops_low = cost.low, cost.residual_low
-        info.recompute_flops, info.recompute_flops_low = cost.recompute, cost.recompute_low
-        info.heavy_flops, info.heavy_flops_low = cost.heavy, cost.heavy_low
-        info.recomputed = {k: counter.labels[k] for k, _ in recomputed.most_common(MAX_RECOMPUTED_NAMED)}
-        info.recomputed_signatures = dict(recomputed.most_common(MAX_RECOMPUTED_NAMED))
-        info.op_signatures = frozenset(counter.signatures)
+        _count_flops(info, FlopCounter(functions, reader.types.size, limits, forward=forward_ops), cotangents)
         main_block = functions["main"].regions[0].blocks[0]
         returned = list(main_block.operations)[-1].operands
         info.sources = [provenance_of(v, main_block, functions) for v in returned]

@@ -21,7 +21,8 @@ from typing import Any
 import jinja2
 
 from graders.artifact_limits import Aval
-from graders.verdict import VERDICT_EXPLANATIONS, Verdict, VerdictReport
+from graders.checks.comparison import is_bookkeeping
+from graders.verdict import VERDICT_EXPLANATIONS, ResidualFact, Verdict, VerdictReport
 from server.web.diagnosis import Recompute, diagnose
 from server.web.formatting import FILTERS
 from server.web.plane import plane
@@ -54,28 +55,58 @@ def compares_values(residuals: Mapping[str, Any]) -> bool:
     return bool(items) and all(isinstance(r.get("matched"), bool) for r in items)
 
 
+BOOKKEEPING_NOTE = "loop counter, left out"
+
+
+def _bookkeeping(r: Mapping[str, Any]) -> bool:
+    """Whether a listed residual is a loop counter or branch index (`is_bookkeeping`)."""
+    try:
+        return is_bookkeeping(ResidualFact.model_validate(r))
+    except (ValueError, TypeError):  # a stored report with a field we no longer read
+        return False
+
+
+def _pairs(expected_aval: str, s: Mapping[str, Any]) -> bool:
+    """Whether a submitted residual may stand beside a reference residual of `expected_aval`:
+    the same aval, or the same values in another layout (`ResidualFact.layout` names the aval)."""
+    return _aval(s)[0] == expected_aval or f"policy's {expected_aval} " in str(s.get("layout") or "")
+
+
+def _saved_by_both(
+    residuals: Mapping[str, Any], expected: list[Mapping[str, Any]], submitted: list[Mapping[str, Any]]
+) -> tuple[list[bool], list[bool]]:
+    """Per residual of each side, whether the other side saves it too: the verifier's `matched`
+    where it compared values, else the first min(count) of each aval on each side."""
+    if compares_values(residuals):
+        return [bool(r["matched"]) for r in expected], [bool(r["matched"]) for r in submitted]
+    exp_count = Counter(_aval(r)[0] for r in expected)
+    sub_count = Counter(_aval(r)[0] for r in submitted)
+    seen: dict[str, Counter[str]] = {"e": Counter(), "s": Counter()}
+    exp_ok: list[bool] = []
+    sub_ok: list[bool] = []
+    for side, items, matched in (("e", expected, exp_ok), ("s", submitted, sub_ok)):
+        for r in items:
+            key = _aval(r)[0]
+            seen[side][key] += 1
+            matched.append(seen[side][key] <= min(exp_count[key], sub_count[key]))
+    return exp_ok, sub_ok
+
+
 def residual_rows(residuals: Mapping[str, Any]) -> list[ResidualRow]:
     """Reference against yours, one row per residual, in the order the reference lists them, then
-    what only you save. Residuals pair up when the verifier found the same value saved on both
-    sides (`matched`); in reports without that, when shape and dtype agree."""
-    expected = list(residuals.get("expected") or [])
-    submitted = list(residuals.get("submitted") or [])
-    if compares_values(residuals):
-        exp_ok = [bool(r["matched"]) for r in expected]
-        sub_ok = [bool(r["matched"]) for r in submitted]
-    else:  # by aval: the first min(count) of each aval on each side pair up
-        exp_count = Counter(_aval(r)[0] for r in expected)
-        sub_count = Counter(_aval(r)[0] for r in submitted)
-        seen: dict[str, Counter[str]] = {"e": Counter(), "s": Counter()}
-        exp_ok, sub_ok = [], []
-        for side, items, matched in (("e", expected, exp_ok), ("s", submitted, sub_ok)):
-            for r in items:
-                key = _aval(r)[0]
-                seen[side][key] += 1
-                matched.append(seen[side][key] <= min(exp_count[key], sub_count[key]))
+    what only you save, then the bookkeeping both sides keep (loop counters and branch indices,
+    left out of the comparison: `BOOKKEEPING_NOTE`). Residuals pair up when the verifier found the
+    same value saved on both sides (`matched`, in the same layout or another one); in reports
+    without that, when shape and dtype agree."""
+    everything_expected = list(residuals.get("expected") or [])
+    everything_submitted = list(residuals.get("submitted") or [])
+    expected = [r for r in everything_expected if not _bookkeeping(r)]
+    submitted = [r for r in everything_submitted if not _bookkeeping(r)]
+    exp_ok, sub_ok = _saved_by_both(residuals, expected, submitted)
 
     def saved(r: Mapping[str, Any]) -> Saved:
-        return Saved(source=r.get("source") or None, note=r.get("note") or None)
+        note = r.get("layout") or r.get("note") or None
+        return Saved(source=r.get("source") or None, note=note)
 
     used = [False] * len(submitted)
     rows: list[ResidualRow] = []
@@ -83,9 +114,7 @@ def residual_rows(residuals: Mapping[str, Any]) -> list[ResidualRow]:
         aval, nbytes = _aval(r)
         partner = None
         if ok:
-            partner = next(
-                (i for i, s in enumerate(submitted) if sub_ok[i] and not used[i] and _aval(s)[0] == aval), None
-            )
+            partner = next((i for i, s in enumerate(submitted) if sub_ok[i] and not used[i] and _pairs(aval, s)), None)
             if partner is not None:
                 used[partner] = True
         rows.append(
@@ -106,6 +135,27 @@ def residual_rows(residuals: Mapping[str, Any]) -> list[ResidualRow]:
                     aval=aval, nbytes=nbytes, status="both" if sub_ok[i] else "yours", expected=None, yours=saved(s)
                 )
             )
+    return rows + _left_out_rows(everything_expected, everything_submitted)
+
+
+def _left_out_rows(expected: list[Mapping[str, Any]], submitted: list[Mapping[str, Any]]) -> list[ResidualRow]:
+    """A row per bookkeeping residual of either side, said to be left out of the comparison."""
+    left_out = Saved(source=None, note=BOOKKEEPING_NOTE)
+    rows = []
+    for side, items in (("reference", expected), ("yours", submitted)):
+        for r in items:
+            if _bookkeeping(r):
+                aval, nbytes = _aval(r)
+                mine = side == "yours"
+                rows.append(
+                    ResidualRow(
+                        aval=aval,
+                        nbytes=nbytes,
+                        status="left out",
+                        expected=None if mine else left_out,
+                        yours=left_out if mine else None,
+                    )
+                )
     return rows
 
 

@@ -45,8 +45,9 @@ class Saved:
 
 @dataclass(frozen=True)
 class ResidualRow:
-    """One row of the comparison: a residual both save (`status` "both"), or one only the
-    reference saves ("reference") or only the submission saves ("yours")."""
+    """One row of the comparison: a residual both save (`status` "both"), one only the
+    reference saves ("reference") or only the submission saves ("yours"), or bookkeeping (a loop
+    counter or branch index) that neither side is judged on ("left out")."""
 
     aval: str
     nbytes: int
@@ -56,11 +57,11 @@ class ResidualRow:
 
     @property
     def differs(self) -> bool:
-        return self.status != "both"
+        return self.status not in ("both", "left out")
 
     @property
     def mark(self) -> str:
-        return {"both": "✓", "reference": "−", "yours": "+"}[self.status]
+        return {"both": "✓", "reference": "−", "yours": "+", "left out": "·"}[self.status]
 
     @property
     def mark_label(self) -> str:
@@ -68,4 +69,5 @@ class ResidualRow:
             "both": "saved by both",
             "reference": "only the reference saves this: you save less",
             "yours": "only you save this: you save more than needed",
+            "left out": "a loop counter or branch index: left out of the comparison",
         }[self.status]

@@ -195,6 +195,24 @@ def test_residuals_are_marked_by_value_with_their_source() -> None:
     ), line
 
 
+def test_a_loop_counter_is_listed_as_left_out_and_another_layout_beside_its_value() -> None:
+    """A fori_loop's counter is neither "not saved by the required policy" nor a difference; a
+    weight kept transposed stands beside the reference's weight, said to be in another layout."""
+    report = copy.deepcopy(REPORT)
+    transposed = fact([16, 64], "argument w1", True)
+    transposed["layout"] = "the same values as the policy's f32[64,16] in another layout"
+    counter = {"shape": [8], "dtype": "int32", "note": None, "source": "iota", "matched": False}
+    report["residuals"]["expected"] = [fact([64, 16], "argument w1", True)]
+    report["residuals"]["submitted"] = [transposed, counter]
+    html = render_panel(report, "r1")
+    table = re.search(r'<table class="residuals".*?</table>', html, re.S).group(0)
+    rows = re.findall(r'<tr class="([^"]*)">(.*?)</tr>', table, re.S)
+    assert [cls for cls, _ in rows] == ["same", "same"]
+    assert "in another layout" in rows[0][1] and "f32[64,16]" in rows[0][1]
+    assert "loop counter, left out" in rows[1][1] and "i32[8]" in rows[1][1]
+    assert "not saved by the required policy" not in html
+
+
 def test_a_report_stored_before_the_new_fields_still_renders() -> None:
     old = json.loads((CANNED / "old_report.json").read_text())
     assert "judged" not in json.dumps(old) and "flops" not in json.dumps(old)
