@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from graders.problems.scaffold_frameworks import framework_files
+from graders.problems.scaffold_frameworks import framework_files, framework_statement
 
 PROBLEM_TOML = """# {slug}: one problem package. Every field is checked when the package loads; a bad one is an
 # error naming this file and the field.
@@ -57,7 +57,8 @@ rule = "exact"
 match = "values"
 slack_bytes = 0
 recompute_slack = 0.25         # exact only: backward FLOPs at most 1.25x the reference's
-                               # (+2 passes over its largest value), on the costliest case
+                               # (+2 passes over its largest value), on the costliest case;
+                               # statement.md's Recomputation bullet says 25%: change both
 compare_kinds = true           # exact only: false accepts a residual on the device or offloaded
 
 # Score weights (sum to 1): value right; + gradients right; + residuals right.
@@ -94,9 +95,38 @@ TODO: a small example that is not the task, with the real `print_saved_residuals
 
 ## The task
 
-Define `{slug}(x)` where `x` is a `float32` array of shape `(N,)`. TODO: what it returns and what
-it must save.
+{task}
+
+## How this judge measures it
+
+- **What is read.** At each test shape the judge exports your function's forward and backward
+  programs and reads the residuals from the exported forward program: the arrays it hands to the
+  backward pass, the list `jax.ad_checkpoint.print_saved_residuals` prints. Names and source
+  locations do not survive export; shapes, dtypes and values do.
+- **Compared one to one.** Your residuals must pair up one to one with those of the required
+  policy (the reference solution): the same values on the hidden inputs (up to float32 rounding),
+  in any order. Saving a different array of the right shape fails (WRONG_POLICY). TODO: name the
+  values the reference saves, and a plausible wrong policy that saves other values.
+- **Bookkeeping is left out.** An integer residual of at most 256 elements is the bookkeeping of a
+  loop or a branch, not part of a policy: a `fori_loop` or `scan` loop counter, or the branch index
+  of a `lax.cond` or `lax.switch` on data. Such residuals are left out of the comparison on both
+  sides, yours and the policy's, and the panel lists them as "loop counter, left out".
+- **Layout does not matter.** A saved value that holds the same numbers as one of the policy's in
+  another layout, with its axes permuted (a weight kept transposed, say) or split or merged by a
+  reshape, counts as the same residual; its bytes are still compared. Any other reordering of its
+  elements (reversed, rolled, shuffled) makes it a different value.
+{bullets}- **Recomputation.** The recompute figure counts forward work done again: the FLOPs of the forward
+  program's operations that your backward pass runs again from what was saved (a matmul such as
+  `x @ w1` recomputed, say), not the derivative's own arithmetic (how the transpose of a slice, a
+  blocked sum or an indexed weight accumulates its gradient does not count). It is judged on the
+  case whose reference backward pass costs the most and on any case past 1,000,000 FLOPs, where
+  yours may exceed the required policy's by at most 25%; the other cases are reported with the
+  result.
+- **Values and gradients** are compared with a float64 evaluation of the reference.
 """
+
+TASK = """Define `{slug}(x)` where `x` is a `float32` array of shape `(N,)`. TODO: what it returns and what
+it must save."""
 
 STARTER = '''import jax
 import jax.numpy as jnp
@@ -153,7 +183,9 @@ TODO
 
 def scaffold(root: Path, slug: str, framework: str | None = None) -> Path:
     """Creates `root/slug/` with problem.toml, statement.md, starter.py, reference.py, hints.md,
-    a right/ file and wrong/no_checkpoint.py. The scaffold validates as it is: without a framework
+    a right/ file and wrong/no_checkpoint.py. The statement's "How this judge measures it" is
+    written: what is compared, the bookkeeping left out, that layout does not matter and what the
+    recompute figure counts (with a framework, also how leaves are named). The scaffold validates as it is: without a framework
     its reference checkpoints sin(sin(x)); with one (`graders.problems.scaffold_frameworks.FRAMEWORKS`) it
     checkpoints a residual block over a parameter pytree, written in that library.
 
@@ -161,7 +193,9 @@ def scaffold(root: Path, slug: str, framework: str | None = None) -> Path:
         FileExistsError: the folder exists.
         KeyError: an unknown framework (the CLI offers only FRAMEWORKS).
     """
+    bullets = ""
     if framework is None:
+        task = TASK.format(slug=slug)
         files = {
             "problem.toml": PROBLEM_TOML,
             "starter.py": STARTER,
@@ -172,7 +206,8 @@ def scaffold(root: Path, slug: str, framework: str | None = None) -> Path:
         texts = {name: template.format(slug=slug) for name, template in files.items()}
     else:
         texts = framework_files(framework, slug)
-    texts["statement.md"] = STATEMENT.format(slug=slug)
+        task, bullets = framework_statement(framework, slug)
+    texts["statement.md"] = STATEMENT.format(task=task, bullets=bullets)
     texts["hints.md"] = HINTS
     target = root / slug
     target.mkdir(parents=True, exist_ok=False)

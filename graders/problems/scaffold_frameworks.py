@@ -12,6 +12,7 @@ and writes them as problem.toml's tree. No JAX here: the CLI imports this module
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -287,6 +288,44 @@ def {slug}(params, x):
         "wrong/no_checkpoint.py": "# expect: WRONG_POLICY\n# The block without a checkpoint keeps "
         "its hidden activations.\n" + model + t["wrong"].format(slug=slug),
     }
+
+
+def framework_statement(framework: str, slug: str) -> tuple[str, str]:
+    """The statement's task paragraph of a `problems new --framework` package and the bullets its
+    measuring section adds for a parameter pytree (how leaves are named, that the library is not
+    judged), each bullet ending in a newline.
+
+    Raises:
+        KeyError: `framework` is not one of FRAMEWORKS.
+    """
+    t = _TEMPLATES[framework]
+    first = next(iter(t["tree"]))
+    leaves = sorted(t["tree"][first])
+    task = (
+        f"Define `{slug}(params, x)` where `params` is the pytree `init` makes and `x` is a `float32` "
+        f"array of shape `(N, d)`: it returns `Block` ({t['library']}) applied to `x`, of shape `(N, d)`. "
+        "TODO: what it must save."
+    )
+    bullets = (
+        f"- **Named by their path.** Parameters are named the way JAX flattens them, keys in sorted order: "
+        f"`params['{first}']['{leaves[0]}']`, `params['{first}']['{leaves[1]}']`, … A gradient that is "
+        "wrong names its leaf.\n"
+        f"- **Not the library.** Only the exported programs are judged: {t['library']} or plain "
+        "`jax.checkpoint` on a function of the parameter dicts are both fine if the same values are saved.\n"
+    )
+    return _wrapped(task, ""), "".join(_wrapped(b, "  ") + "\n" for b in bullets.splitlines())
+
+
+def _wrapped(text: str, indent: str) -> str:
+    """`text` filled to 100 columns, later lines indented by `indent`, code spans never broken."""
+    words = re.sub(r"`[^`]*`", lambda m: m.group(0).replace(" ", "\0"), text).split(" ")
+    lines = [words[0]]
+    for word in words[1:]:
+        if len(lines[-1]) + 1 + len(word) > 100:
+            lines.append(indent + word)
+        else:
+            lines[-1] += " " + word
+    return "\n".join(lines).replace("\0", " ")
 
 
 def _tree_lines(tree: Mapping[str, Any], path: str, dims: Mapping[str, int], out: list[str]) -> None:
