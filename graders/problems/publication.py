@@ -162,7 +162,10 @@ def publish(root: Path, problems_root: Path, version: str) -> None:
     package is published (`problems publish`, an upload with publish, the upload page's Publish
     button). Refuses while a TODO is left or when the package's files are no longer `version`;
     copies the version into its immutable snapshot, then writes the marker (a reader that sees the
-    marker finds the snapshot).
+    marker finds the snapshot). Every caller validated `version` first, which built its
+    expectations into the judge's cache under the key grading reads (`graders.pipeline.check_reference`
+    with the deployment's `judge_config()`): a server on the same data directory and seed does not
+    build them again.
 
     Raises:
         TodosLeft: a TODO is left (`todos`).
