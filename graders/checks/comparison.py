@@ -47,8 +47,6 @@ class RecomputeFigures:
         flops, flops_low: FLOPs of its ops that depend on no cotangent and repeat an operation
             of the forward program (`ModuleInfo.recompute_flops`; low: the cheapest branch where
             only the run picks one).
-        heavy, heavy_low: FLOPs of its ops that repeat a forward dot, convolution or
-            transcendental function, cotangent or not (`ModuleInfo.heavy_flops`).
         named: the costliest recomputed operations' labels by op signature, residuals named
             (`dot_general(saved f32[8,64] (tanh), saved f32[64,64] (argument w1)) -> f32[8,64]`).
         by_signature: their FLOPs by op signature, to compare with the reference's.
@@ -56,8 +54,6 @@ class RecomputeFigures:
 
     flops: int = 0
     flops_low: int = 0
-    heavy: int = 0
-    heavy_low: int = 0
     named: dict[str, str] = field(default_factory=dict)
     by_signature: dict[str, int] = field(default_factory=dict)
 
@@ -74,8 +70,6 @@ class RecomputeFigures:
         return RecomputeFigures(
             flops=info.recompute_flops,
             flops_low=info.recompute_flops_low,
-            heavy=info.heavy_flops,
-            heavy_low=info.heavy_flops_low,
             named={k: _PLACEHOLDER.sub(name, label) for k, label in info.recomputed.items()},
             by_signature=dict(info.recomputed_signatures),
         )

@@ -64,13 +64,12 @@ def _excess_named(run: CaseRun) -> str:
     return "; ".join(parts)
 
 
-def _recompute_failure(run: CaseRun, rule: MemoryRule, figures: tuple[int, int | None, int], *, at_least: bool) -> str:
+def _recompute_failure(run: CaseRun, rule: MemoryRule, figures: tuple[int, int | None], *, at_least: bool) -> str:
     """Why one judged case recomputes too much, or "" (the bounds of `check_recompute`). `figures`
-    are the submission's (forward work redone, work on the residuals alone, forward dots and
-    transcendentals repeated), exact or, with `at_least`, lower bounds (the cheapest branch where
-    only the run picks one)."""
+    are the submission's (forward work redone, work on the residuals alone), exact or, with
+    `at_least`, lower bounds (the cheapest branch where only the run picks one)."""
     exp = run.expected
-    recompute, residual, heavy = figures
+    recompute, residual = figures
     slack = rule.recompute_slack or 0.0
     passes = WRITING_PASSES * exp.bwd_largest_value_elements
     some = "at least " if at_least else ""
@@ -93,14 +92,6 @@ def _recompute_failure(run: CaseRun, rule: MemoryRule, figures: tuple[int, int |
                 f"depend on the cotangent (computing forward values again from what was saved) where the "
                 f"required policy spends {exp.bwd_residual_flops:,} (at most {allowed:,.0f} allowed). "
                 f"Use the values the policy saves instead of recomputing them."
-            )
-    if exp.bwd_heavy_flops is not None:
-        allowed = exp.bwd_heavy_flops * (1 + slack) + passes + share
-        if heavy > allowed:
-            return (
-                f"{run.label}: your backward pass repeats {some}{heavy:,} FLOPs of the forward program's "
-                f"products and functions where the required policy repeats {exp.bwd_heavy_flops:,} (at most "
-                f"{allowed:,.0f} allowed). Use the values the policy saves instead of recomputing them."
             )
     return ""
 
@@ -132,9 +123,9 @@ def _judged_case_failure(run: CaseRun, rule: MemoryRule) -> str | None:
     if figures is None:
         return None
     if run.bwd_flops_exact:
-        high = (figures.flops, run.bwd_residual_flops, figures.heavy)
+        high = (figures.flops, run.bwd_residual_flops)
         return _recompute_failure(run, rule, high, at_least=False) or None
-    low = (figures.flops_low, run.bwd_residual_flops_low, figures.heavy_low)
+    low = (figures.flops_low, run.bwd_residual_flops_low)
     return _recompute_failure(run, rule, low, at_least=True) or None
 
 

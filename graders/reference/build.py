@@ -193,7 +193,6 @@ def _case_expectation(
         bwd_flops_exact=bwd_info.flops_exact,
         bwd_residual_flops=bwd_info.residual_flops,
         bwd_recompute_flops=bwd_info.recompute_flops,
-        bwd_heavy_flops=bwd_info.heavy_flops,
         bwd_recomputed=dict(bwd_info.recomputed_signatures),
         bwd_largest_value_bytes=bwd_info.largest_value_bytes,
         bwd_largest_value_elements=bwd_info.largest_value_elements,

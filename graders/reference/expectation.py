@@ -47,8 +47,7 @@ class CaseExpectation:
             trip count could not be read (the figure counts such a loop once); bwd_residual_flops:
             of those, the FLOPs that depend on no cotangent (`ModuleInfo.residual_flops`);
             bwd_recompute_flops: of those, the forward work redone (`ModuleInfo.recompute_flops`);
-            bwd_heavy_flops: forward dots, convolutions and transcendentals repeated, cotangent or
-            not (`ModuleInfo.heavy_flops`); bwd_recomputed: recompute FLOPs by op signature (the
+            bwd_recomputed: recompute FLOPs by op signature (the
             costliest 8, `ModuleInfo.recomputed_signatures`).
         bwd_largest_value_bytes, bwd_largest_value_elements: the largest single value its backward
             program defines (the calibrated slack of the backward-peak bound for a submission that
@@ -90,7 +89,6 @@ class CaseExpectation:
     bwd_flops_exact: bool = True
     bwd_residual_flops: int | None = None
     bwd_recompute_flops: int | None = None
-    bwd_heavy_flops: int | None = None
     bwd_recomputed: dict[str, int] = field(default_factory=dict)
     plain_recompute_flops: int | None = None
     full_remat_recompute_flops: int | None = None

@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 CACHE_FORMAT = 12  # 4: arrays.bin (mapped, checksummed); 5: evaluate.COMPILER_OPTIONS; 6: self-checked, float64;
 # 9: backward FLOPs without dead code, untaken branches and folded constants (graders.untrusted.flops);
 # 10: bwd_residual_flops; 11: gradients of float input leaves only (an integer leaf has none);
-# 12: recompute as forward work redone (bwd_recompute_flops, bwd_heavy_flops, bwd_recomputed)
+# 12: recompute as forward work redone (bwd_recompute_flops, bwd_recomputed)
 
 
 DATA_MAGIC = b"RJEXPECT"

@@ -18,7 +18,7 @@ def _capped(value: int) -> int:
 
 @dataclass(frozen=True)
 class Cost:
-    """FLOPs of one run, bounded, in four figures, each as `high` (the costliest branch wherever
+    """FLOPs of one run, bounded, in three figures, each as `high` (the costliest branch wherever
     only the run picks one) and `*_low` (the cheapest). They are equal when every branch index
     and loop trip count is known; an unknown loop counts once in both (so `high` is then no upper
     bound: the counter's `exact` says so).
@@ -30,9 +30,6 @@ class Cost:
         recompute, recompute_low: of those, the ops that repeat an operation of the forward
             program (the same op on the same types, `graders.untrusted.signature`): the forward
             work the backward pass does again.
-        heavy, heavy_low: ops that repeat a costly operation of the forward program (a dot, a
-            convolution, a transcendental function) whether or not they depend on a cotangent,
-            so that forward work mixed with a cotangent on purpose is still seen.
     """
 
     high: int = 0
@@ -41,16 +38,13 @@ class Cost:
     residual_low: int = 0
     recompute: int = 0
     recompute_low: int = 0
-    heavy: int = 0
-    heavy_low: int = 0
 
     @staticmethod
-    def of(flops: int, *, residual: bool, recompute: bool = False, heavy: bool = False) -> Cost:
+    def of(flops: int, *, residual: bool, recompute: bool = False) -> Cost:
         """One op's cost: `flops` in every figure it belongs to."""
         r = flops if residual else 0
         c = flops if recompute else 0
-        h = flops if heavy else 0
-        return Cost(flops, r, flops, r, c, c, h, h)
+        return Cost(flops, r, flops, r, c, c)
 
     def __add__(self, other: Cost) -> Cost:
         return Cost(*(_capped(getattr(self, f.name) + getattr(other, f.name)) for f in fields(self)))

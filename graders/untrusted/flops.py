@@ -46,6 +46,7 @@ from typing import Any, cast
 from graders.artifact_limits import ReadLimits
 from graders.untrusted.cost import Cost, scaled
 from graders.untrusted.fold import (
+    MIXED,
     PASS_FACT_OPS,
     TAINTED,
     Fact,
@@ -57,11 +58,12 @@ from graders.untrusted.fold import (
     splat_value,
     trip_count,
 )
+from graders.untrusted.linearity import cotangent_fact
 from graders.untrusted.ops import op_flops
 from graders.untrusted.parse import mlir_ir
 from graders.untrusted.provenance import callee_of
 from graders.untrusted.result import ArtifactError
-from graders.untrusted.signature import HEAVY_OPS, op_signature, recompute_label
+from graders.untrusted.signature import op_signature, recompute_label
 
 MAX_CONTEXTS = 8  # constant-argument patterns walked per function before constants are dropped
 MAX_LOOP_PASSES = 4  # walks of a loop body to settle which carried values depend on a cotangent
@@ -104,6 +106,23 @@ _Request = tuple[str, Any, tuple[Fact, ...], dict[Any, Fact] | None]
 _Walk = Generator[_Request, _Count, _Count]
 
 
+def _joined(mixed: bool, branches: list[Fact]) -> Fact:
+    """The fact of a result one of several branches gives: MIXED if `mixed` or any branch's is,
+    else TAINTED if any branch's depends on a cotangent, else not known."""
+    if mixed or any(f is MIXED for f in branches):
+        return MIXED
+    return TAINTED if any(f is TAINTED for f in branches) else None
+
+
+def _carried(before: Fact, after: Fact) -> Fact:
+    """A loop-carried value's fact for the next walk of the body: MIXED stays MIXED; a value the
+    body makes depend on a cotangent, linearly or not, becomes TAINTED (an accumulator starts out
+    unknown, so its first `acc + g` looks affine: the next walk sees it linear)."""
+    if before is MIXED:
+        return MIXED
+    return TAINTED if before is TAINTED or after is TAINTED or after is MIXED else None
+
+
 class FlopCounter:
     """Counts the FLOPs of `main` of a bounded module (see the module docstring for the rules).
 
@@ -115,7 +134,7 @@ class FlopCounter:
             frames, more than any module `ModuleWalker.scan` accepts can need.
         forward: the signatures (`graders.untrusted.signature.op_signature`) of the forward
             program's live ops, when this is its backward program: ops that repeat one are
-            recomputation (`Cost.recompute`, `Cost.heavy`). None for a forward program, whose own
+            recomputation (`Cost.recompute`). None for a forward program, whose own
             live signatures are collected in `signatures` instead.
     """
 
@@ -194,7 +213,7 @@ class FlopCounter:
         if self.contexts[name] >= 2 * MAX_CONTEXTS:
             return (name, (TAINTED,) * len(facts))
         if self.contexts[name] >= MAX_CONTEXTS:
-            key = (name, tuple(TAINTED if f is TAINTED else None for f in facts))
+            key = (name, tuple(f if f is TAINTED or f is MIXED else None for f in facts))
             if key in self.memo:
                 return key
         self.contexts[name] += 1
@@ -279,9 +298,10 @@ class FlopCounter:
             set_facts(facts, results, [fact] * len(results))
             return _Plan(folded=True)
         flops = op_flops(op, self.size)
-        if any(f is TAINTED for f in ins):
-            set_facts(facts, results, [TAINTED] * len(results))
-            return self._costed(op, flops, residual=False)
+        if any(f is TAINTED or f is MIXED for f in ins):
+            fact = cotangent_fact(op, name, ins)  # MIXED: forward work with a cotangent mixed in
+            set_facts(facts, results, [fact] * len(results))
+            return self._costed(op, flops, residual=fact is MIXED)
         if name == "stablehlo.constant":
             set_facts(facts, results, [splat_value(self.ir, op)])
         elif name in PASS_FACT_OPS and ins:
@@ -293,8 +313,7 @@ class FlopCounter:
     def _costed(self, op: Any, flops: int, *, residual: bool) -> _Plan:
         """The plan of an op that computes: its FLOPs in every figure it belongs to. In a backward
         program, an op with a forward signature is recomputation when it depends on no cotangent
-        (`Cost.recompute`, by signature in `_Plan.recomputed`) and heavy forward work when it is a
-        dot, a convolution or a transcendental function (`Cost.heavy`); in a forward program the
+        (`Cost.recompute`, by signature in `_Plan.recomputed`); in a forward program the
         signature is kept for `signatures`."""
         if not flops:
             return _Plan(cost=Cost.of(0, residual=residual))
@@ -303,8 +322,7 @@ class FlopCounter:
             return _Plan(cost=Cost.of(flops, residual=residual), signature=signature)
         forward = signature in self.forward
         recompute = residual and forward
-        heavy = forward and op.operation.name in HEAVY_OPS
-        plan = _Plan(cost=Cost.of(flops, residual=residual, recompute=recompute, heavy=heavy))
+        plan = _Plan(cost=Cost.of(flops, residual=residual, recompute=recompute))
         if recompute:
             plan.recomputed = Counter({signature: flops})
             if signature not in self.labels:
@@ -330,15 +348,10 @@ class FlopCounter:
         counts = []
         for block in blocks:
             counts.append((yield ("block", block, (), facts)))
-        by_index = bool(ins) and ins[0] is TAINTED
-        set_facts(
-            facts,
-            results,
-            [
-                TAINTED if by_index or any(fact_at(c.results, j) is TAINTED for c in counts) else None
-                for j in range(len(results))
-            ],
-        )
+        # a branch a cotangent picks is no linear map: MIXED, like any result a MIXED branch gives
+        by_index = bool(ins) and (ins[0] is TAINTED or ins[0] is MIXED)
+        joined = [_joined(by_index, [fact_at(c.results, j) for c in counts]) for j in range(len(results))]
+        set_facts(facts, results, joined)
         return _Plan(
             cost=Cost.either([c.cost for c in counts]),
             exact=False,
@@ -351,11 +364,11 @@ class FlopCounter:
         Carried values are not known; which depend on a cotangent is settled by walking the body
         again while its results add some (at most `MAX_LOOP_PASSES` walks, then all do)."""
         blocks = [b for region in op.regions for b in region.blocks]
-        carried: list[Fact] = [TAINTED if f is TAINTED else None for f in ins]
+        carried: list[Fact] = [f if f is TAINTED or f is MIXED else None for f in ins]
         counts: list[_Count] = []
         for attempt in range(MAX_LOOP_PASSES + 1):
             if attempt == MAX_LOOP_PASSES:
-                carried = [TAINTED] * len(carried)
+                carried = [MIXED if f is MIXED else TAINTED for f in carried]
             counts = []
             for block in blocks:
                 counts.append(
@@ -363,8 +376,7 @@ class FlopCounter:
                 )
             body = counts[-1] if len(counts) > 1 else None
             grown: list[Fact] = [
-                TAINTED if f is TAINTED or (body is not None and fact_at(body.results, i) is TAINTED) else None
-                for i, f in enumerate(carried)
+                _carried(f, fact_at(body.results, i) if body is not None else None) for i, f in enumerate(carried)
             ]
             if grown == carried or attempt == MAX_LOOP_PASSES:
                 break

@@ -25,10 +25,21 @@ class _Tainted:
         return "TAINTED"
 
 
+class _Mixed:
+    """What is known of a value computed from a cotangent by something other than a linear map
+    (`graders.untrusted.linearity`): a backward pass is linear in its cotangent, so such a value
+    is forward work with the cotangent mixed in, and counts as work on the residuals."""
+
+    def __repr__(self) -> str:
+        return "MIXED"
+
+
 TAINTED = _Tainted()
+MIXED = _Mixed()
 # a splat constant's value (booleans as 0 and 1); None: not known, computed from residuals alone;
-# TAINTED: not known, and computed from a cotangent
-Fact = float | int | None | _Tainted
+# TAINTED: not known, and a linear function of a cotangent; MIXED: not known, and a function of a
+# cotangent that is not linear (an affine or nonlinear one)
+Fact = float | int | None | _Tainted | _Mixed
 
 
 def constant_of(fact: Fact) -> float | int | None:

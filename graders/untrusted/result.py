@@ -36,8 +36,6 @@ class ModuleInfo:
             operation of the forward program (`inspect_module`'s `forward_ops`; the same op on
             the same types, `graders.untrusted.signature`): the forward work a backward program
             does again; 0 when no forward program was given.
-        heavy_flops, heavy_flops_low: FLOPs of ops that repeat a dot, convolution or
-            transcendental function of the forward program, cotangent or not.
         recomputed, recomputed_signatures: the costliest recomputed operations (at most 8) by
             signature: their labels (`dot_general({residual 0}, {residual 2}) -> f32[32,256]`)
             and their FLOPs (signatures compare with another program's).
@@ -74,8 +72,6 @@ class ModuleInfo:
     residual_flops_low: int = 0
     recompute_flops: int = 0
     recompute_flops_low: int = 0
-    heavy_flops: int = 0
-    heavy_flops_low: int = 0
     recomputed: dict[str, str] = field(default_factory=dict)
     recomputed_signatures: dict[str, int] = field(default_factory=dict)
     op_signatures: frozenset[str] = frozenset()

@@ -43,19 +43,6 @@ _MAX_TYPE_CHARS = 256
 _MAX_BODY_OPS = 16
 _MAX_TRACE_STEPS = 64
 
-# costly forward operations: a dot, a convolution, a transcendental function. A backward pass that
-# repeats one of these on the forward program's types redoes forward work, whatever it mixes in.
-HEAVY_OPS = frozenset(
-    f"stablehlo.{name}"
-    for name in (
-        "dot_general dot convolution exponential exponential_minus_one log log_plus_one logistic sine cosine tan "
-        "tanh power sqrt rsqrt cbrt atan2"
-    ).split()
-) | frozenset(
-    f"chlo.{name}" for name in "erf erf_inv erfc lgamma digamma sinh cosh asin acos atan asinh acosh atanh".split()
-)
-
-
 def op_signature(op: Any) -> str:
     """A bounded digest (32 hex digits) of what `op` computes, blind to its operands' identity.
 

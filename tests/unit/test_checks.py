@@ -584,15 +584,13 @@ def test_at_most_counts_the_bytes_kept_on_the_device() -> None:
     assert result.passed and result.details["small"]["submitted_host_bytes"] == 256
 
 
-def recomputing(run: CaseRun, flops: int, *, low: int | None = None, heavy: int = 0, named: str = "") -> CaseRun:
+def recomputing(run: CaseRun, flops: int, *, low: int | None = None, named: str = "") -> CaseRun:
     """`run` whose backward pass redoes `flops` FLOPs of forward work (all of it one operation,
     labelled `named`, when given)."""
     by_signature = {"sig-dot": flops} if named else {}
     run.bwd_recompute = RecomputeFigures(
         flops=flops,
         flops_low=flops if low is None else low,
-        heavy=heavy,
-        heavy_low=heavy,
         named={"sig-dot": named} if named else {},
         by_signature=by_signature,
     )
@@ -669,20 +667,6 @@ def test_recomputing_saved_values_is_caught_by_the_work_on_the_residuals_alone()
     assert not result.passed and result.verdict is Verdict.WRONG_POLICY
     assert "does not depend on the cotangent" in result.message and "4,559,232" in result.message
     run.bwd_residual_flops = 1_835_008 - 786_432 + 4_480  # a relu mask computed another way: allowed
-    assert check_recompute([run], rule=spec.memory).passed
-
-
-def test_forward_products_mixed_with_the_cotangent_are_still_recomputation() -> None:
-    """Recomputing `x @ w` as `(x + 0 * sum(g)) @ w` makes the product depend on the cotangent; the
-    forward dots the backward pass repeats are counted whatever they read."""
-    spec = rule_spec(rule="exact")
-    run = recomputing(run_with([r.model_copy() for r in REFERENCE_RESIDUALS], name="large"), 0, heavy=2_000_000)
-    run.expected.bwd_flops, run.expected.bwd_heavy_flops = 3_000_000, 0
-    run.expected.bwd_recompute_flops, run.expected.bwd_residual_flops = 0, 0
-    run.bwd_flops, run.bwd_residual_flops = 5_000_000, 0
-    result = check_recompute([run], rule=spec.memory)
-    assert not result.passed and "repeats 2,000,000 FLOPs" in result.message
-    recomputing(run, 0, heavy=100_000)  # within 5% of the reference's backward pass
     assert check_recompute([run], rule=spec.memory).passed
 
 

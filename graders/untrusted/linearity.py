@@ -1,0 +1,107 @@
+"""Whether an op of a backward program keeps its result linear in the cotangent.
+
+A VJP's backward pass is a linear map of the cotangent: every value it computes from a cotangent is
+a sum of products of the cotangent with values computed from the residuals alone (JAX transposes a
+linear program; a hand-written `custom_vjp` returns the same map). An op that adds a value computed
+from the residuals to one computed from the cotangent, multiplies two values computed from the
+cotangent, or applies a nonlinear function to one, leaves that class: its result is MIXED, and
+everything computed from it is forward work with a cotangent mixed in, which the FLOP counter
+(`graders.untrusted.flops`) counts as work on the residuals alone. `sin(x + 0 * sum(g))` is then
+seen for what it is, a recomputed `sin(x)`, where the split by dependence alone would call it
+cotangent work. A program that never leaves the class (every correct backward pass the bank and
+the held-out styles hold) is counted as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graders.untrusted.fold import MIXED, TAINTED, Fact
+from graders.untrusted.ops import MOVE_OPS
+
+# the result is linear when every operand that is not a constant is linear (a cotangent's value)
+_ALL_LINEAR = (
+    frozenset(
+        f"stablehlo.{name}"
+        for name in (
+            "add subtract negate concatenate pad reverse slice real imag complex copy tuple get_tuple_element "
+            "reduce_precision optimization_barrier"
+        ).split()
+    )
+    | MOVE_OPS
+)
+
+# the result is linear when exactly one operand is linear and the others depend on no cotangent
+_ONE_LINEAR = frozenset({"stablehlo.multiply", "stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution"})
+
+# data at some operands, indices or predicates at the others: linear when the data is linear (or
+# constant) and no index or predicate depends on a cotangent
+_DATA_OPERANDS = {
+    "stablehlo.dynamic_slice": (0,),
+    "stablehlo.gather": (0,),
+    "stablehlo.dynamic_update_slice": (0, 1),
+    "stablehlo.select": (1, 2),
+}
+
+# reductions whose body only adds (or, for scatter, only assigns): linear in the reduced values
+_REDUCING = frozenset(
+    {"stablehlo.reduce", "stablehlo.reduce_window", "stablehlo.scatter", "stablehlo.select_and_scatter"}
+)
+_ADDING_BODY = frozenset({"stablehlo.add", "stablehlo.return"})
+MAX_BODY_OPS = 8
+
+
+def _involves(fact: Fact) -> bool:
+    return fact is TAINTED or fact is MIXED
+
+
+def _adds_only(op: Any) -> bool:
+    """Whether every region of `op` only adds or passes a value on (a sum or an assignment)."""
+    for region in op.regions:
+        for block in region.blocks:
+            names = [inner.operation.name for _, inner in zip(range(MAX_BODY_OPS + 1), block.operations, strict=False)]
+            if len(names) > MAX_BODY_OPS or not set(names) <= _ADDING_BODY:
+                return False
+    return True
+
+
+def _constant(fact: Fact) -> bool:
+    return isinstance(fact, (int, float))
+
+
+def _linear_reduction(op: Any, name: str, ins: list[Fact]) -> bool:
+    """A reduction, window reduction or scatter that sums: its data may be linear, its initial
+    values constant, its indices free of cotangents."""
+    if not _adds_only(op):
+        return False
+    if name == "stablehlo.scatter":
+        n = (len(ins) - 1) // 2  # inputs..., indices, updates...
+        data = ins[:n] + ins[n + 1 :]
+        return not _involves(ins[n]) and all(f is TAINTED or _constant(f) for f in data)
+    if name == "stablehlo.select_and_scatter":  # operand (the forward's input), source, init value
+        return len(ins) == 3 and not _involves(ins[0]) and ins[1] is TAINTED and not _involves(ins[2])
+    half = len(ins) // 2  # inputs..., init values...
+    return all(f is TAINTED or _constant(f) for f in ins[:half]) and all(not _involves(f) for f in ins[half:])
+
+
+def cotangent_fact(op: Any, name: str, ins: list[Fact]) -> Fact:
+    """The fact of the results of `op`, some of whose operand facts `ins` depend on a cotangent:
+    TAINTED when the op keeps them linear in it, MIXED otherwise (see the module docstring)."""
+    if any(f is MIXED for f in ins):
+        return MIXED
+    if name in _ALL_LINEAR:
+        linear = all(f is TAINTED or _constant(f) for f in ins)
+    elif name in _ONE_LINEAR:
+        linear = sum(f is TAINTED for f in ins) == 1
+    elif name == "stablehlo.divide":
+        linear = len(ins) == 2 and ins[0] is TAINTED and not _involves(ins[1])
+    elif name in _REDUCING:
+        linear = _linear_reduction(op, name, ins)
+    elif name in _DATA_OPERANDS:
+        data = _DATA_OPERANDS[name]
+        linear = all(ins[i] is TAINTED or _constant(ins[i]) for i in data if i < len(ins)) and all(
+            not _involves(f) for i, f in enumerate(ins) if i not in data
+        )
+    else:
+        linear = False
+    return TAINTED if linear else MIXED
