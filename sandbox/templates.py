@@ -123,11 +123,17 @@ class Template:
             theirs.close()
             os.close(seccomp_fd)
         self.control = ours
-        threading.Thread(target=self._read_stderr, name=f"{spec.name}-template-stderr", daemon=True).start()
+        reader = threading.Thread(target=self._read_stderr, name=f"{spec.name}-template-stderr", daemon=True)
+        reader.start()
         ready, _, _ = select.select([ours], [], [], spec.startup_time_limit_s)
         line = LineReader(ours).read_line() if ready else None
         if line is None:
             self._kill()
+            try:  # what it wrote before it died says why: wait for the reader to get all of it
+                self.proc.wait(timeout=5)
+                reader.join(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
             raise SupervisorError(
                 f"the {spec.name} template did not start: {bytes(self.stderr).decode('utf-8', 'replace')[-2000:]}"
             )
