@@ -1,16 +1,19 @@
 """Building the served problem versions' expectations when a grading process starts, so that no
-submission waits for them (docs/ARCHITECTURE.md, "Ready children").
+submission waits for them (docs/ARCHITECTURE.md, "The reference checks itself").
 
 `ExpectationWarmup.start` returns at once: a background thread goes through the published problems
 (`ProblemRepository.all(published_only=True)`: the versions students get) and builds each version
 whose cache entry is missing (`graders.reference.cache_builds.needs_build`) the way grading and
 publishing do: a reference check in a verifier child (`Verifier.start(..., ready=False)`, then
 `wait_ready`), which writes the same cache under the same key (slug, version, seed id) with the
-same builder (`graders.reference.build.ensure_expectations`). One build at a time, at CPU weight
-`WARM_CPU_WEIGHT`, so it takes little from grading on a busy machine. A submission that needs the
-version being built waits for that build (the entry's lock) and reads it, instead of building it
-again. A failure is said at WARNING; the version is then built on demand, as without the warm-up.
-`REMAT_JUDGE_WARM_EXPECTATIONS=false` turns it off (`server.runtime.start_warmup`).
+same builder (`graders.reference.build.ensure_expectations`). One build at a time, so it takes at
+most one child's share of the CPU from grading. At a grading child's CPU weight, not below it: a
+submission may be waiting for the build (at weight 20 on a busy machine, a first submission that
+waited for it took 11.2 s, against 6.3 s for building on its own: `bench/first_verdict.py`). A
+submission that needs the version being built waits for that build (the entry's lock) and reads
+it, instead of building it again. A failure is said at WARNING; the version is then built on
+demand, as without the warm-up. `REMAT_JUDGE_WARM_EXPECTATIONS=false` turns it off
+(`server.runtime.start_warmup`).
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ from graders.reference.expectation import cache_dir
 from graders.verifier.client import ReferenceCheckFailed, Verifier
 
 log = logging.getLogger(__name__)
-WARM_CPU_WEIGHT = 20  # a grading child has 100: under contention a build gets a sixth of a core's share
 
 
 class ExpectationWarmup:
@@ -126,7 +128,7 @@ class ExpectationWarmup:
 
     def build_in_child(self, problem: Problem) -> str | None:
         """Builds `problem`'s expectations in a verifier child (a reference check, as validation
-        does) at CPU weight `WARM_CPU_WEIGHT`, and waits for them.
+        does) and waits for them.
 
         Returns:
             None when they are cached now, else the reference's self-check failure (for the log).
@@ -139,7 +141,6 @@ class ExpectationWarmup:
         with self._lock:
             self._current = verifier
         try:
-            verifier.child.set_cpu_weight(WARM_CPU_WEIGHT)
             if self._stop.is_set():
                 raise InterruptedError("the warm-up was stopped")
             verifier.wait_ready()
