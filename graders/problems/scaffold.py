@@ -185,9 +185,10 @@ def scaffold(root: Path, slug: str, framework: str | None = None) -> Path:
     """Creates `root/slug/` with problem.toml, statement.md, starter.py, reference.py, hints.md,
     a right/ file and wrong/no_checkpoint.py. The statement's "How this judge measures it" is
     written: what is compared, the bookkeeping left out, that layout does not matter and what the
-    recompute figure counts (with a framework, also how leaves are named). The scaffold validates as it is: without a framework
-    its reference checkpoints sin(sin(x)); with one (`graders.problems.scaffold_frameworks.FRAMEWORKS`) it
-    checkpoints a residual block over a parameter pytree, written in that library.
+    recompute figure counts (with a framework, also how leaves are named). The scaffold validates
+    as it is: without a framework its reference checkpoints sin(sin(x)); with one
+    (`graders.problems.scaffold_frameworks.FRAMEWORKS`) it checkpoints a residual block over a
+    parameter pytree, written in that library.
 
     Raises:
         FileExistsError: the folder exists.
