@@ -15,7 +15,6 @@ from collections.abc import Callable
 from sqlalchemy.engine import Engine
 
 from graders.problems.problem import ProblemRepository
-from server.delivery.callback_sender import CallbackSender
 from server.grading.grader import Grader, new_worker_id
 from server.grading.queue import InProcessQueue, JobQueue, WorkerPool
 from server.grading.redis_jobs import RedisJobs
@@ -37,6 +36,7 @@ from server.store.problems import UploadStore
 from server.store.regrades import RegradeStore
 from server.store.submissions import SubmissionStore
 from server.submissions.admission import Admission
+from server.submissions.callback_sender import CallbackSender
 
 
 def require_migrated(url: str) -> None:

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from server.courses.lms import LmsGrades, NoLms
 from server.settings import Settings
+from server.store.lms_grades import LmsGrades, NoLms
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from server.grading.redis_jobs import RedisJobs
     from server.grading.waits import CompletionHub
     from server.lti.service import LtiService
+    from server.platform.throttle import SignInThrottle
     from server.store.accounts import ClientStore, SessionStore, UserStore
     from server.store.course_store import CourseStore
     from server.store.hints import HintStore
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from server.store.regrades import RegradeStore
     from server.store.submissions import CallbackOutbox, LeaseStore, SubmissionIntake, SubmissionReports
     from server.submissions.admission import Admission
-    from server.web.throttle import SignInThrottle
 
 
 @dataclass
@@ -56,7 +56,7 @@ class Services:
         redis_jobs: the Redis queue when scaled out, else None.
         engine: the database (for the queries of `access` and `server.problems.clusters`).
         lti: the LTI tool's service (`server.lti.service.LtiService`); None in tests without LTI.
-        lms_grades: the LMS side of courses' grades (`server.courses.lms.LmsGrades`): LTI's in a
+        lms_grades: the LMS side of courses' grades (`server.store.lms_grades.LmsGrades`): LTI's in a
             running judge, `NoLms` in a test that builds its own services.
     """
 
@@ -94,14 +94,14 @@ class Services:
 
     @property
     def throttle(self) -> SignInThrottle:
-        """Failed sign-ins per account and address (`server.web.throttle`), from the settings (in
+        """Failed sign-ins per account and address (`server.platform.throttle`), from the settings (in
         Redis when scaled out). Made once, on first use, under a lock: the sign-in routes run in a
         thread pool, and two first sign-ins that each made a throttle would lose one's counts
         (`functools.cached_property` has no lock from Python 3.12 on)."""
         with self._throttle_lock:
             if self._throttle is None:
                 # a part is imported when first used: an edge that names Services pulls in nothing else
-                from server.web.throttle import SignInThrottle
+                from server.platform.throttle import SignInThrottle
 
                 self._throttle = SignInThrottle(
                     per_account=self.settings.signin_failures_per_account,

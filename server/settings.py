@@ -81,7 +81,7 @@ class Settings(BaseSettings):
             e.g. a campus Moodle on a private network); empty: public addresses only.
         signin_failures_per_account, signin_failures_per_ip: failed sign-ins allowed for one email
             and from one IP address (`limits` notation; empty: no limit) before the sign-in page
-            answers 429 (`server.web.throttle`).
+            answers 429 (`server.platform.throttle`).
         lti_rate_limit: LTI launches (counted once, at their login initiation) and deep linking
             picks one address may make (`limits` notation; empty: no limit): 600 a minute lets a
             lab of 300 behind one NAT launch at once. Each login stores a state for 5 minutes, so

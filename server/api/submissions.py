@@ -16,10 +16,10 @@ from starlette.concurrency import run_in_threadpool
 from server.api.callers import Caller, CallerDep, can_read
 from server.authz import Action, decide
 from server.deps import ServicesDep
-from server.platform.http_refusals import HTTP_STATUS, submit_error
 from server.services import Services
 from server.store.faults import DATABASE, MESSAGE, RETRY_AFTER_S, is_database_fault
 from server.store.submissions import SUBMISSION_ID, SubmissionRecord
+from server.submissions.http_refusals import HTTP_STATUS, submit_error
 from server.submissions.public import public_submission
 from server.submissions.schemas import BatchAnswer, BatchItem, SubmissionBatchCreate, SubmissionCreate, SubmissionPublic
 from server.submissions.submit import SubmitError, idempotency_key_of, submit

@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 
 from graders.problems.problem import ProblemRepository
 from graders.problems.spec import ProblemError
-from server.courses.lms import LmsGrades
 from server.store.accounts import UserStore
 from server.store.course_store import CourseStore
 from server.store.courses import Assignment, Course, CourseError, CourseRole, Policy
+from server.store.lms_grades import LmsGrades
 from server.store.regrades import Regrade, RegradeStore
 
 

@@ -44,8 +44,8 @@ from graders.verdict import CheckResult, Verdict, VerdictReport
 from server.platform import metrics
 
 if TYPE_CHECKING:
-    from server.delivery.callback_sender import CallbackSender
     from server.lti.grade_sender import LtiGradeSender
+    from server.submissions.callback_sender import CallbackSender
 from server.platform.logs import submission_context
 from server.store.db import utcnow
 from server.store.faults import DATABASE, Outage, is_database_fault

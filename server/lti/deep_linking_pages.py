@@ -11,7 +11,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
 from graders.problems.spec import ProblemError
-from server.deps import LtiDep, ServicesDep
+from server.deps import ServicesDep
 from server.lti import deep_linking
 from server.lti.launch import (
     CLAIM_ROLES,
@@ -22,7 +22,7 @@ from server.lti.launch import (
     role_for,
 )
 from server.lti.lti_pages import count_launch, enter_context, from_same_origin, lti_page, refusal_page
-from server.lti.service import LtiService
+from server.lti.service import LtiDep, LtiService
 from server.services import Services
 from server.store.courses import CourseRole
 from server.store.lti import PlatformView

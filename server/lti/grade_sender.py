@@ -1,7 +1,7 @@
 """Passing scores back to the LMS (AGS), from the grading processes, off the grading path.
 
 Each grading process (the embedded server, every `remat-judge worker`) runs one `LtiGradeSender`,
-like `server.delivery.callback_sender.CallbackSender`: a thread claims due rows of `lti_grade_passbacks`
+like `server.submissions.callback_sender.CallbackSender`: a thread claims due rows of `lti_grade_passbacks`
 (`PassbackStore.claim_due`: a conditional UPDATE, so one process sends for a row at a time and a
 student's scores on one line item go out in order, whatever the number of workers) and hands each
 to a small pool of sending threads. Each send:

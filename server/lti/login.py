@@ -11,12 +11,11 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
-from server.deps import LtiDep
 from server.lti.launch import (
     LaunchError,
 )
 from server.lti.lti_pages import NO_STORE, count_launch, lti_page, origin_of, refusal_page
-from server.lti.service import LtiService
+from server.lti.service import LtiDep, LtiService
 from server.store.lti import LOGIN_TTL_S, PlatformView, sha256_hex
 
 router = APIRouter(prefix="/lti", include_in_schema=False)

@@ -16,8 +16,9 @@ from fastapi.responses import HTMLResponse
 
 from server.authz import Action
 from server.courses.course_pages import render_course_page, staffed_course
-from server.deps import LtiDep, ServicesDep
+from server.deps import ServicesDep
 from server.lti.nrps import NoRosterService, RosterError, sync_course
+from server.lti.service import LtiDep
 from server.web.rendering import require_teacher
 from server.web.sessions import OptionalUser, PrincipalDep, check_csrf
 

@@ -54,7 +54,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 
 from graders.problems.spec import ProblemError
 from server.authz import Action, decide
-from server.deps import LtiDep, ServicesDep
+from server.deps import ServicesDep
 from server.lti.ags import SCOPE_SCORE
 from server.lti.deep_linking_pages import deep_linking_request
 from server.lti.id_token import LEEWAY_S, verify_id_token
@@ -68,7 +68,7 @@ from server.lti.launch import (
 )
 from server.lti.login import STATE_COOKIE_PREFIX, state_cookie_name, storage_key
 from server.lti.lti_pages import NO_STORE, enter_context, from_same_origin, lti_page, origin_of, refusal_page
-from server.lti.service import LtiService
+from server.lti.service import LtiDep, LtiService
 from server.services import Services
 from server.store.courses import CourseRole
 from server.store.lti import LAUNCH_TOKEN_TTL_S, PendingLogin, PlatformView, sha256_hex

@@ -1,5 +1,6 @@
 """The LTI tool's service: what its routes need, built once per process by the composition root
-(`server.runtime`) and reached through the `LtiDep` dependency (`server.deps`).
+(`server.runtime`), held by the container (`Services.lti`) and reached through the `LtiDep`
+dependency (`get_lti`, here: LTI stands on `server.deps`, which knows nothing of LTI).
 
 Holds the LTI tables, the tool's key, the platforms' key cache, the launch limits and the judge's
 public URL, and answers the questions every route asks of them (its base URL, whether cookies are
@@ -11,14 +12,15 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from fastapi import Request
+from fastapi import Depends, HTTPException, Request, status
 from limits import parse
 from limits.storage import storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 
+from server.deps import ServicesDep
 from server.lti.ags import AgsClient
 from server.lti.id_token import JwksCache
 from server.lti.keys import ToolKey, load_or_create
@@ -119,6 +121,20 @@ class LtiService:
             "sets REMAT_JUDGE_PUBLIC_URL=https://<its address> (behind a TLS proxy whose headers "
             "it trusts), or REMAT_JUDGE_LTI_ALLOW_HTTP=true for a local test.",
         )
+
+
+def get_lti(services: ServicesDep) -> LtiService:
+    """The LTI tool's service of the app.
+
+    Raises:
+        HTTPException(404): an app built without LTI (a test's services).
+    """
+    if services.lti is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "LTI is not set up on this server")
+    return services.lti
+
+
+LtiDep = Annotated[LtiService, Depends(get_lti)]
 
 
 class LtiRateLimit:

@@ -23,7 +23,7 @@ import jwt
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from server.deps import LtiDep, ServicesDep
+from server.deps import ServicesDep
 from server.lti.ags import SCOPE_SCORE, AgsClient, TokenError
 from server.lti.lti_pages import admins_only, lti_page
 from server.lti.registration import (
@@ -33,7 +33,7 @@ from server.lti.registration import (
     fetch_configuration,
     register_with,
 )
-from server.lti.service import LtiService
+from server.lti.service import LtiDep, LtiService
 from server.store.lti import PlatformView
 from server.web.sessions import check_csrf, user_of
 

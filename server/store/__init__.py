@@ -8,7 +8,8 @@ every write follows):
 - `courses` (tables, and the values of an assignment's rules) and `course_store` (`CourseStore`):
   courses, enrollments, assignments, extensions, LMS rosters; `regrades` (`RegradeStore`);
 - `lti` (tables), `lti_store` (`LtiStore`, `RegistrationStore`), `lti_launches` (the launches'
-  one-time states), `lti_passback` (`PassbackStore`, `LtiCourseGrades`);
+  one-time states), `lti_passback` (`PassbackStore`, `LtiCourseGrades`, which implements
+  `lms_grades.LmsGrades`: what a course asks of the LMS side of its grades, `NoLms` without one);
 - `problems`: uploaded problem packages (`UploadStore`); `hints`: hints students opened
   (`HintStore`).
 

@@ -338,7 +338,7 @@ class PassbackStore:
 
 
 class LtiCourseGrades:
-    """`server.courses.lms.LmsGrades` for LMS courses: a course made by launches has an LMS context
+    """`server.store.lms_grades.LmsGrades` for LMS courses: a course made by launches has an LMS context
     (platform, deployment, context id), whose resource links that open a problem carry its
     students' passback rows. A course without a context has no LMS grades."""
 

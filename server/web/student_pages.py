@@ -15,12 +15,12 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from graders.problems.problem import Problem
 from server.authz import Action, decide
 from server.deps import ServicesDep
-from server.platform.http_refusals import submit_error
 from server.problems.clusters import peers_who_fixed
 from server.services import Services
 from server.store.accounts import UserRecord
 from server.store.db import utcnow
 from server.store.submissions import SubmissionRecord
+from server.submissions.http_refusals import submit_error
 from server.submissions.submit import SubmitError
 from server.submissions.submit import submit as submit_service
 from server.web.hint_opening import hint_view, request_next

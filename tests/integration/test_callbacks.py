@@ -526,12 +526,12 @@ def test_https_to_a_pinned_address_still_checks_the_certificate_for_the_host_nam
 def test_a_revoked_client_gets_no_callback_not_even_after_a_regrade(receiver: Receiver, tmp_path: Path) -> None:
     """Revoking a client stops its callbacks at once: one pending when it was revoked, and those a
     regrade makes pending again, are refused without a connection."""
-    from server.delivery.callback_sender import CallbackSender
     from server.store import migrate
     from server.store.accounts import ClientStore
     from server.store.db import make_engine
     from server.store.regrades import RegradeStore
     from server.store.submissions import CallbackStatus, SubmissionStore
+    from server.submissions.callback_sender import CallbackSender
 
     url = f"sqlite:///{tmp_path / 'judge.db'}"
     migrate.upgrade(url)

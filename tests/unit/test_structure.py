@@ -1,5 +1,6 @@
 """The shape of the code, checked on its syntax trees (docs/ARCHITECTURE.md, "The map"): no
-import cycle, counting imports inside functions; an import inside a function only with its reason
+import cycle, counting imports inside functions, between modules nor between the server's
+packages; an import inside a function only with its reason
 (a start-up or a jail kept light), the CLI's commands and the verifier child's entry point aside;
 no private name imported across modules; no module over 400 lines or function over 60
 (migrations aside); no two modules of one name (the CLI's command groups aside); comments that
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from tests.support import REPO
@@ -66,7 +67,8 @@ def _target(module: str, names: list[str]) -> list[str]:
     return found or ([module] if module in MODULES else [])
 
 
-def test_no_import_cycle_even_through_imports_inside_functions() -> None:
+def _module_graph() -> dict[str, set[str]]:
+    """Each module and the first-party modules it imports at run time, inside functions too."""
     graph = {
         name: {t for module, names, _ in _imports(name, tree) for t in _target(module, names) if t != name}
         for name, tree in TREES.items()
@@ -74,6 +76,14 @@ def test_no_import_cycle_even_through_imports_inside_functions() -> None:
     # a package's __init__ that imports its own modules is not a cycle with them
     for name in graph:
         graph[name] = {t for t in graph[name] if not name.startswith(t + ".") or MODULES[t].name != "__init__.py"}
+    return graph
+
+
+GRAPH = _module_graph()
+
+
+def _cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """The cycles a depth-first walk of `graph` meets, each as a path back to its start."""
     state: dict[str, int] = {}
     cycles: list[list[str]] = []
     for root in graph:
@@ -95,7 +105,44 @@ def test_no_import_cycle_even_through_imports_inside_functions() -> None:
                 state[child] = 1
                 path.append(child)
                 stack.append((child, iter(sorted(graph.get(child, ())))))
-    assert cycles == []
+    return cycles
+
+
+def _server_package(module: str) -> str | None:
+    """The server package a module is in (`server.web` for `server.web.rendering`); a module at the
+    top of the server (`server.services`, `server.deps`) is a package of its own. None outside
+    the server, and for `server` itself."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "server" and len(parts) > 1 else None
+
+
+def _package_graph(graph: Mapping[str, Iterable[str]]) -> dict[str, set[str]]:
+    """Each server package and the other server packages its modules import."""
+    packages: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        if (source := _server_package(name)) is not None:
+            found = {_server_package(t) for t in targets} - {None, source}
+            packages.setdefault(source, set()).update(p for p in found if p is not None)
+    return packages
+
+
+def test_no_import_cycle_even_through_imports_inside_functions() -> None:
+    assert _cycles(GRAPH) == []
+
+
+def test_no_import_cycle_between_the_servers_packages() -> None:
+    """Two packages whose modules import each other are one floor, even with no module cycle
+    (docs/ARCHITECTURE.md, "The server's floors"; pyproject.toml's layers say which way)."""
+    packages = _package_graph(GRAPH)
+    assert {"server.services", "server.deps", "server.web", "server.submissions"} <= packages.keys()
+    assert _cycles(packages) == []
+
+
+def test_a_cycle_of_packages_without_a_cycle_of_modules_is_found() -> None:
+    """The positive control: a.x imports b.y and b.z imports a.w, which no module cycle shows."""
+    graph = {"server.a.x": {"server.b.y"}, "server.b.y": set(), "server.b.z": {"server.a.w"}, "server.a.w": set()}
+    assert _cycles(graph) == []
+    assert _cycles(_package_graph(graph)) == [["server.a", "server.b", "server.a"]]
 
 
 def test_no_private_name_is_imported_from_another_module() -> None:

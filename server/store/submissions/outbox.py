@@ -1,5 +1,5 @@
 """The callback outbox: API clients' callbacks, pending until their verdict is stored, claimed
-by one sender at a time and recorded per attempt (`server.delivery.callback_sender`)."""
+by one sender at a time and recorded per attempt (`server.submissions.callback_sender`)."""
 
 from __future__ import annotations
 

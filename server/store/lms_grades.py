@@ -1,8 +1,10 @@
-"""What a course asks of the LMS side of its grades, without knowing LTI (`server.lti` implements
-it and may use `server.courses`; the reverse import is forbidden by a contract in pyproject.toml).
+"""What a course asks of the LMS side of its grades, without knowing LTI: `server.courses.admin`
+calls it, `server.store.lti_passback.LtiCourseGrades` implements it, and the container
+(`server.services.Services.lms_grades`) holds it, so it lives below all three (LTI may use
+`server.courses`; the reverse import is forbidden by a contract in pyproject.toml).
 
-The composition root (`server.runtime`) gives the app `server.store.lti_passback.LtiCourseGrades`; the
-CLI makes its own; a judge without LTI, or a test, gets `NoLms`.
+The composition root (`server.runtime`) gives the app `LtiCourseGrades`; the CLI makes its own; a
+judge without LTI, or a test, gets `NoLms`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """How the HTTP edges answer a refused submission: the REST API (`server.api.submissions`), its batch
 items and the web page's JSON answers give the same status and words for the same `Refusal`, so the
-mapping lives here, below both edges, and neither edge imports the other (docs/ARCHITECTURE.md, "The
-server's floors")."""
+mapping lives here, beside the refusals and below both edges, and neither edge imports the other
+(docs/ARCHITECTURE.md, "The server's floors")."""
 
 from __future__ import annotations
 
