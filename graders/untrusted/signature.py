@@ -43,6 +43,7 @@ _MAX_TYPE_CHARS = 256
 _MAX_BODY_OPS = 16
 _MAX_TRACE_STEPS = 64
 
+
 def op_signature(op: Any) -> str:
     """A bounded digest (32 hex digits) of what `op` computes, blind to its operands' identity.
 
