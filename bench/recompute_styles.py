@@ -7,7 +7,8 @@ backward-pass FLOPs against the reference's on each case: the table behind the r
     .venv/bin/python bench/recompute_styles.py --styles DIR          # DIR/<slug>/*.py, each against <slug>
 
 Each row: the file, the verdict it expects (its `# expect:` line), the verdict it got, and per case
-`submitted/expected` backward FLOPs with the ratio; `*` marks the case(s) the rule judges.
+`submitted/expected` backward FLOPs with the ratio, `r` the work on the residuals alone and `c` the
+recompute figure (forward work done again) with its ratio; `*` marks the case(s) the rule judges.
 """
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ def _row(path: Path, problem, config: JudgeConfig) -> str:
         mark = "*" if d.get("judged") else ""
         rsub, rexp = d.get("submitted_residual_flops"), d.get("expected_residual_flops")
         residual = f" r {rsub:,}/{rexp:,}" if rsub is not None and rexp is not None else ""
-        cells.append(f"{case}{mark} {sub:,}/{exp:,} ({sub / max(1, exp):.2f}){residual}")
+        csub, cexp = d.get("submitted_recompute_flops"), d.get("expected_recompute_flops")
+        redo = f" c {csub:,}/{cexp:,} ({csub / max(1, cexp):.2f})" if csub is not None and cexp is not None else ""
+        cells.append(f"{case}{mark} {sub:,}/{exp:,} ({sub / max(1, exp):.2f}){residual}{redo}")
     verdict = report.verdict.value if report.verdict else "?"
     expect = _expect(path)
     flag = "" if expect in ("?", verdict) else "  <-- MISMATCH"
