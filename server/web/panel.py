@@ -23,7 +23,7 @@ import jinja2
 from graders.artifact_limits import Aval
 from graders.checks.comparison import is_bookkeeping
 from graders.verdict import VERDICT_EXPLANATIONS, ResidualFact, Verdict, VerdictReport
-from server.web.diagnosis import Recompute, diagnose
+from server.web.diagnosis import Diagnosis, Recompute, diagnose
 from server.web.formatting import FILTERS
 from server.web.plane import plane
 from server.web.views import ResidualRow, Saved, check_views
@@ -197,9 +197,38 @@ def memory_bars(residuals: Mapping[str, Any]) -> dict[str, list[Bar]]:
     }
 
 
+NOT_GRADED = "NOT GRADED"  # the chip of a submission that ended without a verdict (its problem refused)
+
+
+def _not_graded(data: dict[str, Any]) -> dict:
+    """The panel of a submission that ended without a verdict (status "failed": its problem was
+    refused before it was graded): what its checks say, and that it does not count."""
+    checks = check_views(list(data.get("checks") or []))
+    said = next((c.message for c in checks if c.state == "fail"), "the judge did not grade this submission")
+    words = "this submission was not graded and does not count; submit again once the problem is served"
+    return {
+        "report": data,
+        "verdict": NOT_GRADED,
+        "accepted": False,
+        "explanation": words,
+        "checks": checks,
+        "rows": [],
+        "by_value": False,
+        "charts": {},
+        "plane": None,
+        "flops_exact": True,
+        "recompute": None,
+        "residuals": None,
+        "failed": [c for c in checks if c.state == "fail"],
+        "diagnosis": Diagnosis(said, "", ""),
+    }
+
+
 def panel_context(report: VerdictReport | Mapping[str, Any]) -> dict:
-    """Everything `_panel.html` needs."""
+    """Everything `_panel.html` needs (a submission that ended without a verdict: `_not_graded`)."""
     data = report_data(report)
+    if not data.get("verdict") and data.get("status") == "failed":
+        return _not_graded(data)
     try:
         verdict = Verdict(data.get("verdict") or Verdict.INTERNAL_ERROR)
     except ValueError:

@@ -108,6 +108,7 @@ def test_a_queued_submission_whose_problem_is_refused_ends_failed_with_the_reaso
     assert polled == {"id": queued[0], "status": "failed", "verdict": None}
     panel = site.client.get(f"/submissions/{queued[0]}/panel")
     assert panel.status_code == 200 and NOT_SERVED in panel.text and NOT_COUNTED in panel.text
+    assert "INTERNAL_ERROR" not in panel.text and "NOT GRADED" in panel.text
     assert site.services.leases.to_enqueue() == []  # the sweeper does not queue it again
 
     # the rules count verdicts: the refused one is no attempt, the earlier verdict still is
