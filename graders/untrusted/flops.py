@@ -30,6 +30,12 @@ through calls (part of a function's context), the branches of a `case` and the c
 a loop (to a fixed point, at most `MAX_LOOP_PASSES` walks of the body, then every carried value
 counts as depending).
 
+Dependence on a cotangent is linearity (`graders.untrusted.linearity`): a value computed from one by
+anything but a linear map is MIXED, forward work with the cotangent mixed in, and counts with the
+residual work. Of the residual work, the ops that repeat an operation of the forward program
+(`forward`: its live ops' signatures, `graders.untrusted.signature`) are recomputation
+(`Cost.recompute`), counted per signature so a message can name the costliest.
+
 Every walk is iterative (generators driven from one explicit stack), visits each op once per
 function context, and runs only on a module `ModuleWalker.scan` has already bounded (op count, region
 depth, call depth, sizable types).
