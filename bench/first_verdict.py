@@ -11,7 +11,8 @@ result cache answers none). Modes:
   the expectations itself (what every fresh server did before the warm-up);
 - `at_once`: the warm-up on, the first posted as soon as /healthz answers: it waits for the build
   the warm-up has begun (the entry's lock) instead of starting its own;
-- `warmed`: the warm-up on, the first posted once the entry is in the cache (polled on disk).
+- `warmed`: the warm-up on, the first posted once /readyz answers 200 (it answers 503, "warming",
+  until the warm-up has gone through every served version: what a load balancer waits for).
 
 Prints the first latency, the median of the next N and their ratio per mode. Target: the first
 within 1.5x of the next ones once warmed.
@@ -58,18 +59,19 @@ def post(client: httpx.Client, problem: str, source: str) -> float:
     return ms
 
 
-def cached(data_dir: Path, problem: str, deadline_s: float = 600.0) -> float:
-    """Waits until the problem's expectations are in the server's cache; the seconds that took.
+def ready(url: str, deadline_s: float = 600.0) -> float:
+    """Waits until the server's /readyz answers 200 (its warm-up done); the seconds that took.
 
     Raises:
         TimeoutError: not within `deadline_s`.
     """
     t0 = time.monotonic()
-    while time.monotonic() - t0 < deadline_s:
-        if list((data_dir / "cache" / problem).glob("*/meta.json")):
-            return time.monotonic() - t0
-        time.sleep(0.1)
-    raise TimeoutError(f"the expectations of {problem} were not cached within {deadline_s:g} s")
+    with httpx.Client(base_url=url, timeout=10) as client:
+        while time.monotonic() - t0 < deadline_s:
+            if client.get("/readyz").status_code == 200:
+                return time.monotonic() - t0
+            time.sleep(0.1)
+    raise TimeoutError(f"the server was not ready within {deadline_s:g} s")
 
 
 def run_mode(mode: str, problem: str, n: int) -> dict[str, float]:
@@ -86,7 +88,7 @@ def run_mode(mode: str, problem: str, n: int) -> dict[str, float]:
         ready_s = time.monotonic() - t0
         source = (problems / problem / "reference.py").read_text()
         try:
-            waited_s = cached(data_dir, problem) if mode == "warmed" else 0.0
+            waited_s = ready(url) if mode == "warmed" else 0.0
             with httpx.Client(base_url=url, timeout=600) as client:
                 first = post(client, problem, source)
                 rest = [post(client, problem, "\n" * (i + 1) + source) for i in range(n)]

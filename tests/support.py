@@ -151,6 +151,10 @@ class Server:
             "REMAT_JUDGE_WAIT_TIMEOUT_S": "90",
             "REMAT_JUDGE_ALLOW_ANONYMOUS_API": "true",
             "REMAT_JUDGE_PROBLEMS_DIR": str(PROBLEMS),
+            # each test server has its own cache: warming all the bank's versions in it would only
+            # compete with the test's own grading (tests/integration/test_warm_expectations.py
+            # turns it on)
+            "REMAT_JUDGE_WARM_EXPECTATIONS": "false",
             **(env or {}),
         }
         self.proc: subprocess.Popen[bytes] | None = None
@@ -215,7 +219,12 @@ class Worker:
         import os
 
         self.data_dir, self.concurrency = data_dir, concurrency
-        self.env = {**os.environ, "REMAT_JUDGE_PROBLEMS_DIR": str(PROBLEMS), **env}
+        self.env = {
+            **os.environ,
+            "REMAT_JUDGE_PROBLEMS_DIR": str(PROBLEMS),
+            "REMAT_JUDGE_WARM_EXPECTATIONS": "false",  # as in Server: the test's grading alone
+            **env,
+        }
         self.metrics_port = free_port()
         self.log = data_dir / f"{name}-{self.metrics_port}.log"
         self.proc: subprocess.Popen[bytes] | None = None

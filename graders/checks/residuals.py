@@ -167,19 +167,21 @@ def _count(n: int, word: str) -> str:
 
 
 def _recompute_text(run: CaseRun) -> str:
+    """What the submission recomputes against the policy, in forward work done again
+    (`RecomputeFigures`), for a residuals failure; "" when either figure is unknown or they agree."""
     exp = run.expected
-    if run.bwd_flops is None:
+    if run.bwd_recompute is None or exp.bwd_recompute_flops is None:
         return ""
-    extra = run.bwd_flops - exp.bwd_flops
-    if extra > 0:
+    yours, theirs = run.bwd_recompute.flops, exp.bwd_recompute_flops
+    if yours > theirs:
         return (
-            f" Your backward pass does {extra:,} more FLOPs than the required policy's ({run.bwd_flops:,} "
-            f"against {exp.bwd_flops:,}): work it recomputes instead of saving."
+            f" Your backward pass recomputes {yours - theirs:,} more FLOPs of forward work than the required "
+            f"policy's ({yours:,} against {theirs:,}): work it recomputes instead of saving."
         )
-    if extra < 0:
+    if yours < theirs:
         return (
-            f" Your backward pass does {-extra:,} fewer FLOPs than the required policy's ({run.bwd_flops:,} "
-            f"against {exp.bwd_flops:,}): it keeps work the policy recomputes."
+            f" Your backward pass recomputes {theirs - yours:,} fewer FLOPs of forward work than the required "
+            f"policy's ({yours:,} against {theirs:,}): it keeps work the policy recomputes."
         )
     return ""
 

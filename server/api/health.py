@@ -6,7 +6,7 @@ import secrets
 from importlib.metadata import version
 from typing import Annotated
 
-from fastapi import APIRouter, Header, HTTPException, Response, status
+from fastapi import APIRouter, Header, HTTPException, Request, Response, status
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
@@ -31,11 +31,20 @@ async def healthz(services: ServicesDep) -> Health:
     )
 
 
-@router.get("/readyz", responses={503: {"description": "the database or Redis is unreachable"}})
-async def readyz(services: ServicesDep) -> JSONResponse:
-    """Readiness: 200 when the database answers (and Redis, when scaled out), with the queue
-    depth and submission counts by status; else 503 naming what is down."""
+@router.get(
+    "/readyz",
+    responses={503: {"description": "the database or Redis is unreachable, or expectations are still being built"}},
+)
+async def readyz(request: Request, services: ServicesDep) -> JSONResponse:
+    """Readiness: 200 when the database answers (and Redis, when scaled out) and this process has
+    built the served versions' expectations it warms at start (`server.grading.warm_expectations`:
+    until then a first submission would wait for a build, so a load balancer should send it
+    elsewhere), with the queue depth and submission counts by status; else 503 naming what is not
+    ready."""
     checks: dict[str, str] = {}
+    warmup = getattr(request.app.state, "warmup", None)
+    if warmup is not None:
+        checks["expectations"] = "ok" if warmup.done.is_set() else f"warming: {warmup.progress()}"
     body: dict[str, object] = {}
     try:
         await run_in_threadpool(services.reports.ping)

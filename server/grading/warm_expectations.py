@@ -46,6 +46,7 @@ class ExpectationWarmup:
         built, cached, failed: `slug@version` of each version built now, found cached, or not built
             (a failed self-check or a judge fault), in order.
         done: set when the thread has gone through every served version (or was stopped).
+        total: how many served versions there are to go through (None until listed).
     """
 
     def __init__(
@@ -61,10 +62,17 @@ class ExpectationWarmup:
         self.cached: list[str] = []
         self.failed: list[str] = []
         self.done = threading.Event()
+        self.total: int | None = None  # served versions, once listed
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._current: Verifier | None = None
         self._thread: threading.Thread | None = None
+
+    def progress(self) -> str:
+        """How far the warm-up is, for `/readyz`: "3 of 23 versions ready"."""
+        with self._lock:
+            settled = len(self.built) + len(self.cached) + len(self.failed)
+        return f"{settled} of {self.total} versions ready" if self.total is not None else "listing the versions"
 
     def start(self) -> None:
         """Starts the background thread and returns at once."""
@@ -89,7 +97,9 @@ class ExpectationWarmup:
     def _run(self) -> None:
         started = time.monotonic()
         try:
-            for problem in self.problems.all(published_only=True):
+            served = self.problems.all(published_only=True)
+            self.total = len(served)
+            for problem in served:
                 if self._stop.is_set():
                     break
                 self._warm(problem)

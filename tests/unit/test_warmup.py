@@ -26,6 +26,7 @@ from server.grading.warm_expectations import ExpectationWarmup
 from server.runtime import start_warmup
 from server.settings import Settings
 from tests.support import PROBLEMS
+from tests.unit.test_api_admission import make_client
 
 SEED = b"unit-warmup-seed"
 
@@ -162,3 +163,24 @@ def test_the_setting_turns_the_warm_up_off(tmp_path: Path, monkeypatch: pytest.M
     assert start_warmup(settings, ProblemRepository(settings.problems_dir)) is None
     monkeypatch.delenv("REMAT_JUDGE_WARM_EXPECTATIONS")
     assert Settings(data_dir=tmp_path / "data", hidden_seed="s").warm_expectations is True
+
+
+def test_readiness_waits_for_the_warm_up(tmp_path: Path) -> None:
+    """/readyz answers 503 "warming" while the warm-up builds (a load balancer sends the first
+    student elsewhere) and 200 once every served version is ready."""
+    problems = published_copies(tmp_path, ["remat_sin_sin"])
+    config = JudgeConfig(cache_dir=tmp_path / "cache", seed=SEED)
+    release = threading.Event()
+    warmup = ExpectationWarmup(problems, config, build=lambda problem: None if release.wait(30) else "stuck")
+    client, _ = make_client(tmp_path / "site")
+    client.app.state.warmup = warmup  # type: ignore[attr-defined]
+    warmup.start()
+    try:
+        answer = client.get("/readyz")
+        assert answer.status_code == 503
+        assert answer.json()["checks"]["expectations"].startswith("warming")
+    finally:
+        release.set()
+    assert warmup.wait(30)
+    answer = client.get("/readyz")
+    assert answer.status_code == 200 and answer.json()["checks"]["expectations"] == "ok"
