@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from graders.checks.comparison import CaseRun, compare_calibrated, is_bookkeeping
-from graders.checks.layout import Layout, find_layout
+from graders.checks.layout import Layout, LayoutBudget, find_layout
 from graders.problems.spec import ProblemSpec, Tolerance
 from graders.reference.expectation import error_of
 from graders.verdict import ResidualFact
@@ -51,7 +51,7 @@ def _candidates(run: CaseRun, spec: ProblemSpec) -> list[list[int]]:
     return found
 
 
-def _same_values(run: CaseRun, spec: ProblemSpec, i: int, j: int) -> Layout | None:
+def _same_values(run: CaseRun, spec: ProblemSpec, i: int, j: int, budget: LayoutBudget) -> Layout | None:
     """The layout in which reference residual j holds submitted residual i's values on every
     hidden input (`graders.checks.layout`: the identity when the shapes agree and so do the
     values), or None."""
@@ -66,7 +66,7 @@ def _same_values(run: CaseRun, spec: ProblemSpec, i: int, j: int) -> Layout | No
     def equal_on(k: int) -> Callable[[np.ndarray, np.ndarray], bool]:
         return lambda got, ref: residuals_equal(got, ref, error[k], tol)
 
-    layout = find_layout(sub_values[0][i], ref_values[0][j], equal_on(0))
+    layout = find_layout(sub_values[0][i], ref_values[0][j], equal_on(0), budget)
     if layout is None:
         return None
     for k in inputs[1:]:
@@ -92,10 +92,11 @@ def match_residuals(run: CaseRun, *, spec: ProblemSpec) -> list[int | None]:
     n_sub = len(run.residuals)
     candidates = _candidates(run, spec)
     cache: dict[tuple[int, int], Layout | None] = {}
+    budget = LayoutBudget()
 
     def equal(i: int, j: int) -> bool:
         if (i, j) not in cache:
-            cache[(i, j)] = _same_values(run, spec, i, j)
+            cache[(i, j)] = _same_values(run, spec, i, j, budget)
         return cache[(i, j)] is not None
 
     owner: dict[int, int] = {}  # reference index -> submitted index

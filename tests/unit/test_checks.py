@@ -11,6 +11,7 @@ import pytest
 from graders.artifact_limits import Aval
 from graders.checks.comparison import CaseRun, RecomputeFigures, compare_arrays, compare_calibrated
 from graders.checks.gradients import check_gradients
+from graders.checks.layout import LayoutBudget, find_layout
 from graders.checks.matching import residuals_equal
 from graders.checks.peak_memory import check_peak_memory
 from graders.checks.recompute import check_recompute
@@ -738,6 +739,21 @@ def test_other_reorderings_stay_other_values() -> None:
         run = run_with(facts, values=[w, other.astype(np.float32), z])
         result = check_residuals([run], spec=rule_spec(rule="exact"))
         assert not result.passed and result.verdict is Verdict.WRONG_POLICY, other.shape
+
+
+def test_the_layout_search_is_bounded_per_case() -> None:
+    """Six axes of two: 720 orders to try. The search stops when the case's budget is spent (then
+    only the reference's own layout is tried), counted in candidates, not seconds."""
+    ref = np.random.default_rng(5).normal(size=(2,) * 6).astype(np.float32)
+    got = ref.transpose(5, 4, 3, 2, 1, 0).copy()
+
+    def equal(a: np.ndarray, b: np.ndarray) -> bool:
+        return a.shape == b.shape and bool(np.allclose(a, b))
+
+    assert find_layout(got, ref, equal) is not None
+    spent = LayoutBudget(screens=5)
+    assert find_layout(got, ref, equal, spent) is None and spent.screens == 0
+    assert find_layout(ref.copy(), ref, equal, spent) is not None  # its own layout, budget or not
 
 
 def test_the_peak_bound_has_a_calibrated_slack_when_the_same_values_are_saved() -> None:
