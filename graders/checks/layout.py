@@ -62,22 +62,36 @@ class Layout:
         original = [index[self.permutation.index(axis)] for axis in range(len(self.split))]
         return np.ravel_multi_index(original, self.split)
 
-    def describe(self, source: tuple[int, ...]) -> str:
-        """`f32`-free words for the panel: "axes (0, 2, 1, 3) of [4,16,8,8]"."""
-        shape = ",".join(str(d) for d in self.split)
-        if self.permutation == tuple(range(len(self.permutation))):
-            return f"[{','.join(map(str, source))}] reshaped to [{','.join(map(str, self.target))}]"
-        return f"axes {self.permutation} of [{shape}]"
+
+MAX_SPLITS_PER_AXIS = 16  # ways of reading one axis as adjacent factors
 
 
 def _splits(dim: int, hints: set[int]) -> list[tuple[int, ...]]:
-    """Ways to read one axis of size `dim` as adjacent axes: itself, or two factors one of which is
-    a size the other shape has (both orders)."""
-    options: list[tuple[int, ...]] = [(dim,)]
-    for a in sorted(hints):
-        if 1 < a < dim and dim % a == 0:
-            options.extend([(a, dim // a), (dim // a, a)])
-    return list(dict.fromkeys(options))
+    """Ways to read one axis of size `dim` as adjacent axes: itself, or an ordered product of sizes
+    from `hints` (and what is left), at most MAX_ATOMS factors and MAX_SPLITS_PER_AXIS ways,
+    found iteratively (`[B*T*H, e]` read as `[B, T, H, e]` when the other shape has B, T and H)."""
+    found: list[tuple[int, ...]] = [(dim,)]
+    stack: list[tuple[tuple[int, ...], int]] = [((), dim)]  # (factors so far, what is left)
+    while stack and len(found) < MAX_SPLITS_PER_AXIS:
+        head, rest = stack.pop()
+        for a in sorted(hints, reverse=True):
+            if 1 < a < rest and rest % a == 0 and len(head) + 2 <= MAX_ATOMS:
+                for option in ((*head, a, rest // a), (*head, rest // a, a)):
+                    if option not in found:
+                        found.append(option)
+                stack.append(((*head, a), rest // a))
+    return found[:MAX_SPLITS_PER_AXIS]
+
+
+def _hints(source: tuple[int, ...], target: tuple[int, ...]) -> set[int]:
+    """Sizes an axis of `source` may split into: the target's axes, and the common factors of each
+    pair of axes (`[B*T, H*e]` against `[B*H, T*e]` shares B when T and H share nothing)."""
+    hints = {d for d in target if d > 1}
+    for r in source:
+        for t in target:
+            g = math.gcd(r, t)
+            hints.update(x for x in (g, r // g, t // g) if x > 1)
+    return hints
 
 
 def _groups_into(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
@@ -100,9 +114,9 @@ def candidate_layouts(source: tuple[int, ...], target: tuple[int, ...]) -> Itera
     relatives first; at most MAX_REFINEMENTS splittings of at most MAX_ATOMS axes each."""
     if math.prod(source) != math.prod(target):
         return
-    hints = {d for d in target if d > 1}
+    hints = _hints(source, target)
     dims = [d for d in source if d != 1]
-    per_axis = [_splits(d, hints) if d not in hints else [(d,)] for d in dims]
+    per_axis = [_splits(d, hints) if d not in target else [(d,)] for d in dims]
     for n, choice in enumerate(itertools.product(*per_axis)):
         if n >= MAX_REFINEMENTS:
             return

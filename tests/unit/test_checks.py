@@ -776,3 +776,15 @@ def test_the_peak_bound_has_a_calibrated_slack_when_the_same_values_are_saved() 
     check_residuals([other], spec=spec)
     other.expected.bwd_largest_value_bytes = 64
     assert not check_peak_memory([other], rule=spec.memory).passed  # other values: no calibrated slack
+
+
+def test_layouts_that_split_an_axis_in_three_or_regroup_both_sides_are_found() -> None:
+    """[B*T*H, e] against [B, H, T, e], and [B*T, H*e] against [B*H, T*e]: the same values."""
+    bthe = np.random.default_rng(11).normal(size=(2, 5, 3, 4)).astype(np.float32)
+
+    def equal(a: np.ndarray, b: np.ndarray) -> bool:
+        return a.shape == b.shape and bool(np.allclose(a, b))
+
+    assert find_layout(bthe.transpose(0, 2, 1, 3).copy(), bthe.reshape(30, 4), equal) is not None
+    assert find_layout(bthe.transpose(0, 2, 1, 3).reshape(6, 20).copy(), bthe.reshape(10, 12), equal) is not None
+    assert find_layout(np.flip(bthe, 1).reshape(30, 4).copy(), bthe.reshape(30, 4), equal) is None
