@@ -54,6 +54,7 @@ from graders.untrusted.cost import Cost, scaled
 from graders.untrusted.fold import (
     MIXED,
     PASS_FACT_OPS,
+    SIGN,
     TAINTED,
     Fact,
     constant_of,
@@ -64,7 +65,7 @@ from graders.untrusted.fold import (
     splat_value,
     trip_count,
 )
-from graders.untrusted.linearity import cotangent_fact
+from graders.untrusted.linearity import carried_fact, cotangent_fact, joined_fact
 from graders.untrusted.ops import op_flops
 from graders.untrusted.parse import mlir_ir
 from graders.untrusted.provenance import callee_of
@@ -110,23 +111,6 @@ class _Plan:
 # A walk step asks for a block or a function and is sent back its _Count.
 _Request = tuple[str, Any, tuple[Fact, ...], dict[Any, Fact] | None]
 _Walk = Generator[_Request, _Count, _Count]
-
-
-def _joined(mixed: bool, branches: list[Fact]) -> Fact:
-    """The fact of a result one of several branches gives: MIXED if `mixed` or any branch's is,
-    else TAINTED if any branch's depends on a cotangent, else not known."""
-    if mixed or any(f is MIXED for f in branches):
-        return MIXED
-    return TAINTED if any(f is TAINTED for f in branches) else None
-
-
-def _carried(before: Fact, after: Fact) -> Fact:
-    """A loop-carried value's fact for the next walk of the body: MIXED stays MIXED; a value the
-    body makes depend on a cotangent, linearly or not, becomes TAINTED (an accumulator starts out
-    unknown, so its first `acc + g` looks affine: the next walk sees it linear)."""
-    if before is MIXED:
-        return MIXED
-    return TAINTED if before is TAINTED or after is TAINTED or after is MIXED else None
 
 
 class FlopCounter:
@@ -219,7 +203,7 @@ class FlopCounter:
         if self.contexts[name] >= 2 * MAX_CONTEXTS:
             return (name, (TAINTED,) * len(facts))
         if self.contexts[name] >= MAX_CONTEXTS:
-            key = (name, tuple(f if f is TAINTED or f is MIXED else None for f in facts))
+            key = (name, tuple(f if f is TAINTED or f is MIXED or f is SIGN else None for f in facts))
             if key in self.memo:
                 return key
         self.contexts[name] += 1
@@ -304,7 +288,7 @@ class FlopCounter:
             set_facts(facts, results, [fact] * len(results))
             return _Plan(folded=True)
         flops = op_flops(op, self.size)
-        if any(f is TAINTED or f is MIXED for f in ins):
+        if any(f is TAINTED or f is MIXED or f is SIGN for f in ins):
             fact = cotangent_fact(op, name, ins)  # MIXED: forward work with a cotangent mixed in
             set_facts(facts, results, [fact] * len(results))
             return self._costed(op, flops, residual=fact is MIXED)
@@ -355,8 +339,8 @@ class FlopCounter:
         for block in blocks:
             counts.append((yield ("block", block, (), facts)))
         # a branch a cotangent picks is no linear map: MIXED, like any result a MIXED branch gives
-        by_index = bool(ins) and (ins[0] is TAINTED or ins[0] is MIXED)
-        joined = [_joined(by_index, [fact_at(c.results, j) for c in counts]) for j in range(len(results))]
+        by_index = bool(ins) and (ins[0] is TAINTED or ins[0] is MIXED or ins[0] is SIGN)
+        joined = [joined_fact(by_index, [fact_at(c.results, j) for c in counts]) for j in range(len(results))]
         set_facts(facts, results, joined)
         return _Plan(
             cost=Cost.either([c.cost for c in counts]),
@@ -370,7 +354,7 @@ class FlopCounter:
         Carried values are not known; which depend on a cotangent is settled by walking the body
         again while its results add some (at most `MAX_LOOP_PASSES` walks, then all do)."""
         blocks = [b for region in op.regions for b in region.blocks]
-        carried: list[Fact] = [f if f is TAINTED or f is MIXED else None for f in ins]
+        carried: list[Fact] = [f if f is MIXED else TAINTED if f is TAINTED or f is SIGN else None for f in ins]
         counts: list[_Count] = []
         for attempt in range(MAX_LOOP_PASSES + 1):
             if attempt == MAX_LOOP_PASSES:
@@ -382,7 +366,7 @@ class FlopCounter:
                 )
             body = counts[-1] if len(counts) > 1 else None
             grown: list[Fact] = [
-                _carried(f, fact_at(body.results, i) if body is not None else None) for i, f in enumerate(carried)
+                carried_fact(f, fact_at(body.results, i) if body is not None else None) for i, f in enumerate(carried)
             ]
             if grown == carried or attempt == MAX_LOOP_PASSES:
                 break

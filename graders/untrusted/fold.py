@@ -34,12 +34,23 @@ class _Mixed:
         return "MIXED"
 
 
+class _Sign:
+    """What is known of a value computed from a cotangent that scaling the cotangent by a positive
+    number leaves as it is: whether it is positive, finite, its sign (a NaN guard's mask). A
+    select or product of such a value with a linear one stays linear in the cotangent's scale."""
+
+    def __repr__(self) -> str:
+        return "SIGN"
+
+
 TAINTED = _Tainted()
 MIXED = _Mixed()
+SIGN = _Sign()
 # a splat constant's value (booleans as 0 and 1); None: not known, computed from residuals alone;
 # TAINTED: not known, and a linear function of a cotangent; MIXED: not known, and a function of a
-# cotangent that is not linear (an affine or nonlinear one)
-Fact = float | int | None | _Tainted | _Mixed
+# cotangent that is not linear (an affine or nonlinear one); SIGN: not known, and a function of a
+# cotangent that its positive scale does not change (a comparison of it with zero)
+Fact = float | int | None | _Tainted | _Mixed | _Sign
 
 
 def constant_of(fact: Fact) -> float | int | None:

@@ -6,17 +6,24 @@ linear program; a hand-written `custom_vjp` returns the same map). An op that ad
 from the residuals to one computed from the cotangent, multiplies two values computed from the
 cotangent, or applies a nonlinear function to one, leaves that class: its result is MIXED, and
 everything computed from it is forward work with a cotangent mixed in, which the FLOP counter
-(`graders.untrusted.flops`) counts as work on the residuals alone. `sin(x + 0 * sum(g))` is then
-seen for what it is, a recomputed `sin(x)`, where the split by dependence alone would call it
+(`graders.untrusted.flops`) counts as work on the residuals alone. `sin(x + 1e-30 * sum(g))` is
+then seen for what it is, a recomputed `sin(x)`, where the split by dependence alone would call it
 cotangent work. A program that never leaves the class (every correct backward pass the bank and
 the held-out styles hold) is counted as before.
+
+What a hand-written backward pass may do to its cotangent and stay correct is a little wider:
+positively homogeneous maps. A NaN guard `where(isfinite(g), g, 0)`, a relu of the cotangent
+`maximum(g, 0)` or `g * (g > 0)`, `abs(g)`: scaling g by a positive number scales the result by the
+same number. A comparison of a cotangent value with zero (or with another one), its sign and
+whether it is finite are SIGN (unchanged by that scale); a select on a SIGN, a product with one,
+and a maximum or minimum with zero keep a linear value linear.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from graders.untrusted.fold import MIXED, TAINTED, Fact
+from graders.untrusted.fold import MIXED, SIGN, TAINTED, Fact
 from graders.untrusted.ops import MOVE_OPS
 
 # the result is linear when every operand that is not a constant is linear (a cotangent's value)
@@ -52,7 +59,7 @@ MAX_BODY_OPS = 8
 
 
 def _involves(fact: Fact) -> bool:
-    return fact is TAINTED or fact is MIXED
+    return fact is TAINTED or fact is MIXED or fact is SIGN
 
 
 def _adds_only(op: Any) -> bool:
@@ -84,11 +91,64 @@ def _linear_reduction(op: Any, name: str, ins: list[Fact]) -> bool:
     return all(f is TAINTED or _constant(f) for f in ins[:half]) and all(not _involves(f) for f in ins[half:])
 
 
+def _zero(fact: Fact) -> bool:
+    return _constant(fact) and fact == 0
+
+
+def _scale_free(fact: Fact) -> bool:
+    """Unchanged by a positive scale of the cotangent: SIGN, a constant or no cotangent at all."""
+    return fact is SIGN or not _involves(fact)
+
+
+_SIGN_OF = frozenset({"stablehlo.is_finite", "stablehlo.sign"})
+_LOGIC = frozenset({"stablehlo.not", "stablehlo.and", "stablehlo.or", "stablehlo.xor"})
+_EXTREMES = frozenset({"stablehlo.maximum", "stablehlo.minimum"})
+
+
+def _homogeneous(name: str, ins: list[Fact]) -> Fact:
+    """The fact of an op that reads a SIGN, or that a positive scale of the cotangent passes
+    through (see the module docstring), or MIXED."""
+    if name == "stablehlo.compare":
+        both = len(ins) == 2 and all(f is TAINTED or _zero(f) for f in ins) and any(f is TAINTED for f in ins)
+        return SIGN if both or all(_scale_free(f) for f in ins) else MIXED
+    if name in _SIGN_OF | _LOGIC or name in MOVE_OPS:
+        return (
+            SIGN
+            if all(f is TAINTED or _scale_free(f) for f in ins) and (name in _SIGN_OF or TAINTED not in ins)
+            else MIXED
+        )
+    if name == "stablehlo.select" and len(ins) == 3 and _scale_free(ins[0]):
+        if all(f is TAINTED or _zero(f) for f in ins[1:]) and TAINTED in ins[1:]:
+            return TAINTED
+        return SIGN if all(_scale_free(f) for f in ins[1:]) else MIXED
+    if name in _ONE_LINEAR or name == "stablehlo.multiply":
+        linear = sum(f is TAINTED for f in ins)
+        if all(f is TAINTED or _scale_free(f) for f in ins) and linear <= 1:
+            return TAINTED if linear else SIGN
+        return MIXED
+    if name in _EXTREMES and all(f is TAINTED or _zero(f) for f in ins) and TAINTED in ins:
+        return TAINTED
+    if name == "stablehlo.abs" and ins == [TAINTED]:
+        return TAINTED
+    return MIXED
+
+
 def cotangent_fact(op: Any, name: str, ins: list[Fact]) -> Fact:
     """The fact of the results of `op`, some of whose operand facts `ins` depend on a cotangent:
-    TAINTED when the op keeps them linear in it, MIXED otherwise (see the module docstring)."""
+    TAINTED when the op keeps them linear in it, SIGN or TAINTED for the positively homogeneous
+    maps of the module docstring, MIXED otherwise."""
     if any(f is MIXED for f in ins):
         return MIXED
+    if (
+        any(f is SIGN for f in ins)
+        or name in _SIGN_OF | _LOGIC | _EXTREMES
+        or name
+        in (
+            "stablehlo.compare",
+            "stablehlo.abs",
+        )
+    ):
+        return _homogeneous(name, ins)
     if name in _ALL_LINEAR:
         linear = all(f is TAINTED or _constant(f) for f in ins)
     elif name in _ONE_LINEAR:
@@ -105,3 +165,20 @@ def cotangent_fact(op: Any, name: str, ins: list[Fact]) -> Fact:
     else:
         linear = False
     return TAINTED if linear else MIXED
+
+
+def joined_fact(mixed: bool, branches: list[Fact]) -> Fact:
+    """The fact of a result one of several branches gives: MIXED if `mixed` or any branch's is,
+    else TAINTED if any branch's depends on a cotangent, else not known."""
+    if mixed or any(f is MIXED for f in branches):
+        return MIXED
+    return TAINTED if any(f is TAINTED or f is SIGN for f in branches) else None
+
+
+def carried_fact(before: Fact, after: Fact) -> Fact:
+    """A loop-carried value's fact for the next walk of the body: MIXED stays MIXED; a value the
+    body makes depend on a cotangent, linearly or not, becomes TAINTED (an accumulator starts out
+    unknown, so its first `acc + g` looks affine: the next walk sees it linear)."""
+    if before is MIXED:
+        return MIXED
+    return TAINTED if before is TAINTED or after is TAINTED or after is MIXED or after is SIGN else None

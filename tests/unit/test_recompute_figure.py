@@ -146,3 +146,27 @@ def test_heads_first_attention_recomputes_nothing_more_than_heads_last() -> None
     specs = arrays(x=(16, 32), wq=(32, 4, 8), wk=(32, 4, 8))
     first, last = backward(attention("hte"), specs), backward(attention("the"), specs)
     assert first.recompute_flops == last.recompute_flops == 0
+
+
+def test_a_nan_guard_or_a_relu_of_the_cotangent_stays_cotangent_work() -> None:
+    """`where(isfinite(g), g, 0)`, `maximum(g, 0)` and `g * (g > 0)` scale with the cotangent: a
+    correct backward pass may use them, and none of its work becomes recomputation."""
+
+    @jax.custom_vjp
+    def layer(W: Any, v: Any) -> Any:
+        return jnp.sin(W @ v)
+
+    def fwd(W: Any, v: Any) -> Any:
+        z = W @ v
+        return jnp.sin(z), (W, v, z)
+
+    def guarded(res: Any, g: Any) -> Any:
+        W, v, z = res
+        g = jnp.where(jnp.isfinite(g), g, 0.0)
+        gz = jnp.maximum(g, 0.0) * jnp.cos(z) + (g * (g < 0)) * jnp.cos(z)
+        return jnp.outer(gz, v), W.T @ gz
+
+    layer.defvjp(fwd, guarded)
+    info = backward(lambda W, x: jnp.sum(layer(W, x)), arrays(W=(D, D), x=(D,)))
+    assert info.recompute_flops == 0
+    assert info.residual_flops <= 2 * D  # cos(z), on the residual alone
