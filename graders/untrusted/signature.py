@@ -94,12 +94,13 @@ def _residual_index(value: Any, main_block: Any, n_residuals: int) -> int | None
 
 
 def recompute_label(op: Any, main_block: Any, n_residuals: int) -> str:
-    """How the panel names a recomputed op: `dot_general(residual 0, residual 2) -> f32[32,256]`,
-    an operand that is not a residual read as its type. `{residual k}` placeholders are filled in
-    by `graders.checks.comparison.RecomputeFigures.of` once the residuals' own names are known."""
+    """How the panel names a recomputed op: `dot_general({residual 0}, computed f32[1024]) ->
+    f32[896]`, an operand that is not a residual read as a value the backward pass computes.
+    `{residual k}` placeholders are filled in by `graders.checks.comparison.RecomputeFigures.of`
+    once the residuals' own names are known."""
     operands = []
     for v in op.operands:
         k = _residual_index(v, main_block, n_residuals)
-        operands.append(f"{{residual {k}}}" if k is not None else short_type(v.type))
+        operands.append(f"{{residual {k}}}" if k is not None else f"computed {short_type(v.type)}")
     results = ", ".join(short_type(r.type) for r in op.results)
     return f"{op.operation.name.split('.', 1)[-1]}({', '.join(operands)}) -> {results}"
