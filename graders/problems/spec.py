@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from graders.problems.generators import Generator, NormalGenerator, RandomBitsGenerator, StrictModel, kind_or
+from graders.problems.mesh_spec import MeshSpec, check_mesh
 
 SLUG_RE = r"^[a-z][a-z0-9_]{1,63}$"
 
@@ -298,6 +299,7 @@ class ProblemSpec(StrictModel):
     scoring: Scoring = Scoring()
     limits: ProblemLimits = ProblemLimits()
     verify: VerifySpec = VerifySpec()
+    mesh: MeshSpec | None = None  # devices and partitions (graders.problems.mesh_spec); not graded yet
 
     @field_validator("args")
     @classmethod
@@ -329,6 +331,17 @@ class ProblemSpec(StrictModel):
                 )
         return cases
 
+    @model_validator(mode="after")
+    def _mesh_fits_args_and_cases(self) -> ProblemSpec:
+        if self.mesh is not None:
+            check_mesh(self.mesh, partitionable_shapes(self.args), {c.name: c.dims for c in self.cases})
+        return self
+
+    @property
+    def device_count(self) -> int:
+        """How many devices a case runs on: the mesh's, or 1 without a `[mesh]`."""
+        return 1 if self.mesh is None else self.mesh.device_count
+
     def tolerance_for(self, dtype: str) -> Tolerance:
         """The tolerance for outputs of `dtype` (the default Tolerance when unset)."""
         # (not `.get(dtype)`: the keys are the float dtypes' Literal names, `dtype` any name)
@@ -350,4 +363,18 @@ def array_specs(args: list[Arg]) -> list[ArraySpec]:
             out.extend(a.items)
         elif isinstance(a, TreeArg):
             out.extend(spec for _, spec in a.leaves())
+    return out
+
+
+def partitionable_shapes(args: list[Arg]) -> dict[str, list[Dim] | None]:
+    """What `[mesh.partition]` may name -> its shape: an array argument by name, a list's items
+    (`params[0]`) and a tree's leaves (`params['Dense_0']['kernel']`) by path; a static, list or
+    tree argument's own name -> None (no single array)."""
+    out: dict[str, list[Dim] | None] = {}
+    for a in args:
+        out[a.name] = a.shape if isinstance(a, ArrayArg) else None
+        if isinstance(a, ListArg):
+            out.update((f"{a.name}[{i}]", item.shape) for i, item in enumerate(a.items))
+        elif isinstance(a, TreeArg):
+            out.update((path, leaf.shape) for path, leaf in a.leaves())
     return out
