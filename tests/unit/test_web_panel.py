@@ -211,6 +211,7 @@ def test_a_loop_counter_is_listed_as_left_out_and_another_layout_beside_its_valu
     assert "in another layout" in rows[0][1] and "f32[64,16]" in rows[0][1]
     assert "loop counter, left out" in rows[1][1] and "i32[8]" in rows[1][1]
     assert "not saved by the required policy" not in html
+    assert "not saved" not in rows[1][1] and "left out of the comparison" in html
 
 
 def test_a_report_stored_before_the_new_fields_still_renders() -> None:
