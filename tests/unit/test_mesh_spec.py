@@ -4,14 +4,18 @@ and every case's dims, each mistake refused with a message that names the field.
 from __future__ import annotations
 
 import re
+import shutil
 import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from graders.problems.mesh_spec import AXIS_RE, MeshSpec
-from graders.problems.spec import DIM_RE, ProblemSpec
+from graders.problems.problem import check_package
+from graders.problems.spec import DIM_RE, ProblemError, ProblemSpec
+from tests.support import PROBLEMS
 
 TOML = """
 slug = "fsdp_layer"
@@ -167,3 +171,14 @@ def test_an_unsplit_or_evenly_split_dimension_of_any_size_passes() -> None:
     raw = _with_mesh(partition={"x": [None, ["data", "model"]]})
     raw["cases"][0]["dims"]["B"] = 7
     assert ProblemSpec.model_validate(raw).device_count == 4
+
+
+def test_a_package_that_asks_for_a_mesh_is_refused_until_meshes_are_graded(tmp_path: Path) -> None:
+    """The jail, the verifier and the reference still run on one device: a [mesh] package cannot
+    be validated, published or uploaded, so no statement promises devices the judge does not use."""
+    package = tmp_path / "remat_sin_sin"
+    shutil.copytree(PROBLEMS / "remat_sin_sin", package, ignore=shutil.ignore_patterns(".published"))
+    toml = package / "problem.toml"
+    toml.write_text(toml.read_text() + "\n[mesh]\naxes = { data = 2 }\n")
+    with pytest.raises(ProblemError, match=r"\[mesh\]: this version of the judge"):
+        check_package(package)
