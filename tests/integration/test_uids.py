@@ -120,7 +120,7 @@ def test_a_uid_whose_zombie_outlives_the_bound_goes_back_not_clean(tmp_path: Pat
 
 
 def test_a_zombie_of_ours_is_reaped_by_the_release(tmp_path: Path) -> None:
-    uids = pool(tmp_path, release_timeout_s=2.0)
+    uids = pool(tmp_path, release_timeout_s=20.0)
     uid = uids.take()
     ours = subprocess.Popen(["true"], user=uid, group=uid)  # never waited for: a zombie of ours
     deadline = time.monotonic() + 5
@@ -129,6 +129,6 @@ def test_a_zombie_of_ours_is_reaped_by_the_release(tmp_path: Path) -> None:
         time.sleep(0.005)
     started = time.monotonic()
     uids.release(uid)
-    assert time.monotonic() - started < 1.0  # reaped, not waited out
+    assert time.monotonic() - started < 10.0  # reaped, not waited out (20 s), however busy the machine
     assert state_of(ours.pid) is None and uids.left_clean(uid)
     ours.wait()
