@@ -5,6 +5,7 @@ backward-pass FLOPs against the reference's on each case: the table behind the r
     .venv/bin/python bench/recompute_styles.py                       # the whole bank
     .venv/bin/python bench/recompute_styles.py -p SLUG a.py b.py     # held-out files of one problem
     .venv/bin/python bench/recompute_styles.py --styles DIR          # DIR/<slug>/*.py, each against <slug>
+    .venv/bin/python bench/recompute_styles.py --styles bench/styles # the held-out styles kept here
 
 Each row: the file, the verdict it expects (its `# expect:` line), the verdict it got, and per case
 `submitted/expected` backward FLOPs with the ratio, `r` the work on the residuals alone and `c` the

@@ -124,3 +124,21 @@ def test_an_author_who_accepts_either_memory_kind_gets_both(tmp_path: Path, judg
     other = grade((wrong / "offloads_pre_activation.py").read_text(), relaxed, judge_config)
     assert other.verdict == Verdict.WRONG_POLICY
     assert jail_processes() == []
+
+
+STYLES = Path(__file__).resolve().parents[2] / "bench" / "styles"
+HELD_OUT = sorted((d.name, path) for d in STYLES.iterdir() if d.is_dir() for path in sorted(d.glob("*.py")))
+
+
+@pytest.mark.jail
+@pytest.mark.parametrize("slug,path", HELD_OUT, ids=[f"{s}/{p.name}" for s, p in HELD_OUT])
+def test_held_out_style_gets_its_verdict(slug: str, path: Path, judge_config: JudgeConfig) -> None:
+    """bench/styles: formulations the bank's files do not use (a four-block mat-vec, a weight kept
+    [out, in], heads-first attention, a loop indexing stacked weights, a hand-written VJP that
+    recomputes), each with the verdict its `# expect:` line names: what the recompute figure and
+    the layout rule were built for (`bench/recompute_styles.py --styles bench/styles` prints them)."""
+    problem = REPO.working(slug)
+    expected = path.read_text().splitlines()[0].removeprefix("# expect:").strip()
+    report = grade(path.read_text(), problem, judge_config)
+    assert report.verdict == Verdict(expected), [f"{c.name}: {c.message}" for c in report.checks if not c.passed]
+    assert jail_processes() == []
