@@ -56,6 +56,8 @@ def post(client: httpx.Client, problem: str, source: str) -> float:
     verdict = r.json().get("verdict") if r.status_code == 200 else None
     if verdict is None:
         raise RuntimeError(f"no verdict: HTTP {r.status_code} {r.text[:300]}")
+    if os.environ.get("BENCH_VERBOSE"):
+        print(f"    {ms:7.0f} ms: {r.json().get('timing_ms')}")
     return ms
 
 
