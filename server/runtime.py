@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from sqlalchemy.engine import Engine
 
+from graders.pipeline import prestart
 from graders.problems.problem import ProblemRepository
 from server.grading.grader import Grader, new_worker_id
 from server.grading.queue import InProcessQueue, JobQueue, WorkerPool
@@ -105,7 +106,7 @@ def start_warmup(settings: Settings, problems: ProblemRepository) -> Expectation
     returns at once. None when `settings.warm_expectations` is off. The caller stops it."""
     if not settings.warm_expectations:
         return None
-    warmup = ExpectationWarmup(problems, settings.judge_config())
+    warmup = ExpectationWarmup(problems, settings.judge_config(), templates=prestart)
     warmup.start()
     return warmup
 

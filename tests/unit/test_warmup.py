@@ -184,3 +184,20 @@ def test_readiness_waits_for_the_warm_up(tmp_path: Path) -> None:
     assert warmup.wait(30)
     answer = client.get("/readyz")
     assert answer.status_code == 200 and answer.json()["checks"]["expectations"] == "ok"
+
+
+def test_the_templates_are_up_before_the_first_version_is_built(tmp_path: Path) -> None:
+    """Readiness means the jail and verifier templates are running too: the warm-up starts them
+    (and waits) before it builds anything; a failure to start them is said and the builds go on."""
+    problems = published_copies(tmp_path, ["remat_sin_sin"])
+    config = JudgeConfig(cache_dir=tmp_path / "cache", seed=SEED)
+    happened: list[str] = []
+
+    def templates() -> None:
+        happened.append("templates")
+        raise RuntimeError("bwrap is missing")
+
+    warmup = ExpectationWarmup(problems, config, build=lambda p: happened.append(p.slug) or None, templates=templates)
+    warmup.start()
+    assert warmup.wait(30)
+    assert happened == ["templates", "remat_sin_sin"] and warmup.done.is_set()
