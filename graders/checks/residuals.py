@@ -27,7 +27,7 @@ def signature(residuals: list[ResidualFact], *, kinds: bool = True) -> Counter[t
 
 
 def size_signature(residuals: list[ResidualFact], *, kinds: bool = True) -> Counter[tuple[str, int, str]]:
-    """The residual signature up to layout: the multiset of (dtype, elements, memory kind), what
+    """The residual signature up to layout: the multiset of (dtype, bytes, memory kind), what
     stays the same when a value's axes are split, permuted or merged (`graders.checks.layout`)."""
     return Counter((r.dtype, r.aval.nbytes, r.memory_kind if kinds else ANY_KIND) for r in residuals)
 

@@ -305,14 +305,14 @@ class FlopCounter:
         program, an op with a forward signature is recomputation when it depends on no cotangent
         (`Cost.recompute`, by signature in `_Plan.recomputed`); in a forward program the
         signature is kept for `signatures`."""
-        if not flops:
-            return _Plan(cost=Cost.of(0, residual=residual))
+        if not flops or (self.forward is not None and not residual):
+            # cotangent work is never recomputation: no signature to read for it
+            return _Plan(cost=Cost.of(flops, residual=residual))
         signature = op_signature(op)
         if self.forward is None:
             return _Plan(cost=Cost.of(flops, residual=residual), signature=signature)
-        forward = signature in self.forward
-        recompute = residual and forward
-        plan = _Plan(cost=Cost.of(flops, residual=residual, recompute=recompute))
+        recompute = signature in self.forward
+        plan = _Plan(cost=Cost.of(flops, residual=True, recompute=recompute))
         if recompute:
             plan.recomputed = Counter({signature: flops})
             if signature not in self.labels:

@@ -121,7 +121,7 @@ def _homogeneous(name: str, ins: list[Fact]) -> Fact:
         if all(f is TAINTED or _zero(f) for f in ins[1:]) and TAINTED in ins[1:]:
             return TAINTED
         return SIGN if all(_scale_free(f) for f in ins[1:]) else MIXED
-    if name in _ONE_LINEAR or name == "stablehlo.multiply":
+    if name in _ONE_LINEAR:
         linear = sum(f is TAINTED for f in ins)
         if all(f is TAINTED or _scale_free(f) for f in ins) and linear <= 1:
             return TAINTED if linear else SIGN
