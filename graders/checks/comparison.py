@@ -47,9 +47,10 @@ class RecomputeFigures:
         flops, flops_low: FLOPs of its ops that depend on no cotangent and repeat an operation
             of the forward program (`ModuleInfo.recompute_flops`; low: the cheapest branch where
             only the run picks one).
-        named: the costliest recomputed operations' labels by op signature, residuals named
-            (`dot_general(saved f32[8,64] (tanh), saved f32[64,64] (argument w1)) -> f32[8,64]`).
-        by_signature: their FLOPs by op signature, to compare with the reference's.
+        named: the costliest recomputed operations' labels by op signature (at most 8), residuals
+            named (`dot_general(saved f32[8,64] (tanh), saved f32[64,64] (argument w1)) -> f32[8,64]`).
+        by_signature: the FLOPs of every recomputed operation by op signature, to compare with
+            the reference's.
     """
 
     flops: int = 0

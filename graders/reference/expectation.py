@@ -48,7 +48,8 @@ class CaseExpectation:
             of those, the FLOPs that depend on no cotangent (`ModuleInfo.residual_flops`);
             bwd_recompute_flops: of those, the forward work redone (`ModuleInfo.recompute_flops`);
             bwd_recomputed: recompute FLOPs by op signature (the
-            costliest 8, `ModuleInfo.recomputed_signatures`).
+            `ModuleInfo.recomputed_signatures`, every one: a submission's extra recomputation is
+            what it does beyond these).
         bwd_largest_value_bytes, bwd_largest_value_elements: the largest single value its backward
             program defines (the calibrated slack of the backward-peak bound for a submission that
             saves the same values, and of the recompute bound).

@@ -44,9 +44,8 @@ def _count_flops(info: ModuleInfo, counter: FlopCounter, cotangents: int) -> Non
     info.flops, info.residual_flops = cost.high, cost.residual
     info.flops_low, info.residual_flops_low = cost.low, cost.residual_low
     info.recompute_flops, info.recompute_flops_low = cost.recompute, cost.recompute_low
-    costliest = recomputed.most_common(MAX_RECOMPUTED_NAMED)
-    info.recomputed = {k: counter.labels[k] for k, _ in costliest}
-    info.recomputed_signatures = dict(costliest)
+    info.recomputed = {k: counter.labels[k] for k, _ in recomputed.most_common(MAX_RECOMPUTED_NAMED)}
+    info.recomputed_signatures = dict(recomputed)
     info.op_signatures = frozenset(counter.signatures)
 
 

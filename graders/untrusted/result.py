@@ -36,9 +36,10 @@ class ModuleInfo:
             operation of the forward program (`inspect_module`'s `forward_ops`; the same op on
             the same types, `graders.untrusted.signature`): the forward work a backward program
             does again; 0 when no forward program was given.
-        recomputed, recomputed_signatures: the costliest recomputed operations (at most 8) by
-            signature: their labels (`dot_general({residual 0}, {residual 2}) -> f32[32,256]`)
-            and their FLOPs (signatures compare with another program's).
+        recomputed: the labels of the costliest recomputed operations (at most 8) by signature
+            (`dot_general({residual 0}, {residual 2}) -> f32[32,256]`).
+        recomputed_signatures: the FLOPs of every recomputed operation by signature (one entry
+            per distinct signature, so bounded by the op cap), to compare with another program's.
         op_signatures: the signatures of a forward program's live ops that compute (empty for a
             backward program).
         flops_low, residual_flops_low: the same with the cheapest branch wherever a branch index

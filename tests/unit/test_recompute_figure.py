@@ -170,3 +170,22 @@ def test_a_nan_guard_or_a_relu_of_the_cotangent_stays_cotangent_work() -> None:
     info = backward(lambda W, x: jnp.sum(layer(W, x)), arrays(W=(D, D), x=(D,)))
     assert info.recompute_flops == 0
     assert info.residual_flops <= 2 * D  # cos(z), on the residual alone
+
+
+def test_every_recomputed_operation_is_counted_by_signature_not_only_the_costliest() -> None:
+    """A reference that recomputes ten different functions: all ten are kept by signature, so a
+    submission that recomputes its ninth is told "more often than the policy does", never "which
+    the policy saves"; only the costliest eight are labelled."""
+    functions = [jnp.sin, jnp.cos, jnp.tanh, jnp.exp, jnp.log1p, jnp.sqrt, jnp.cbrt, jnp.arctan, jnp.sinh, jnp.cosh]
+
+    def net(x: Any) -> Any:
+        @jax.checkpoint
+        def body(x: Any) -> Any:
+            return sum(f(x * (i + 1)) for i, f in enumerate(functions))
+
+        return jnp.sum(body(x))
+
+    info = backward(net, arrays(x=(D,)))
+    assert len(info.recomputed_signatures) >= len(functions)
+    assert len(info.recomputed) == 8
+    assert sum(info.recomputed_signatures.values()) == info.recompute_flops
