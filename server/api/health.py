@@ -36,11 +36,11 @@ async def healthz(services: ServicesDep) -> Health:
     responses={503: {"description": "the database or Redis is unreachable, or expectations are still being built"}},
 )
 async def readyz(request: Request, services: ServicesDep) -> JSONResponse:
-    """Readiness: 200 when the database answers (and Redis, when scaled out) and this process has
-    built the served versions' expectations it warms at start (`server.grading.warm_expectations`:
-    until then a first submission would wait for a build, so a load balancer should send it
-    elsewhere), with the queue depth and submission counts by status; else 503 naming what is not
-    ready."""
+    """Readiness: 200 when the database answers (and Redis, when scaled out) and this process's
+    start-up warm-up is done (`server.grading.warm_expectations`: the jail and verifier templates
+    running and the served versions' expectations built; until then a first submission would wait
+    for them, so a load balancer should send it elsewhere), with the queue depth and submission
+    counts by status; else 503 naming what is not ready."""
     checks: dict[str, str] = {}
     warmup = getattr(request.app.state, "warmup", None)
     if warmup is not None:
