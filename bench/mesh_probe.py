@@ -1,5 +1,5 @@
 """What an FSDP layer saves, moves and holds per device on a mesh of simulated CPU devices: the
-measurements the mesh problems (not graded yet) will be judged on.
+measurements the mesh problems are judged on.
 
 Two styles of the same layers (`tanh(x @ w)` per layer, `x` and every `w` split by rows over the
 `fsdp` axis, each layer under `jax.checkpoint` with the weight gathered inside it), under

@@ -315,6 +315,7 @@ def grade_once(source: str, problem: Problem, config: JudgeConfig) -> VerdictRep
                 cases=[{"name": c.name, "args": case_arg_specs(problem.spec, c)} for c in problem.spec.cases],
                 cpu_time_limit_s=limits.cpu_time_limit_s,
                 memory_limit_mib=limits.memory_limit_mib,
+                mesh=problem.spec.mesh_plain,
             )
             outcome = run_in_jail(request, limits, keep_ready=config.ready_children, refill_ready=config.ready_refill)
         except (JailError, VerifierError) as exc:

@@ -97,6 +97,13 @@ class ResidualFact(BaseModel):
         layout: for a submitted residual that holds a reference residual's values with its axes
             split, permuted or merged (`graders.checks.layout`), the words that say so; None
             otherwise.
+        device_shape, device_bytes, replicas, pieces, global_shape: on a problem with a mesh,
+            the piece of it each device keeps (shape and bytes), how many devices keep each piece
+            (the device count when it is replicated), a digest of which index ranges each device
+            holds (`graders.verifier.placement.device_layout`, read from the compiled forward
+            program's outputs), and the global shape JAX assembles; `shape` is then
+            `[devices, *device_shape]`, the pieces stacked by device, which is what is compared
+            (`graders.checks.residuals.with_layouts`). None and 1 on one device.
     """
 
     shape: list[int]
@@ -106,6 +113,11 @@ class ResidualFact(BaseModel):
     matched: bool | None = None
     memory_kind: str = "device"
     layout: str | None = None
+    device_shape: list[int] | None = None
+    device_bytes: int | None = None
+    replicas: int = 1
+    pieces: str | None = None
+    global_shape: list[int] | None = None
 
     @property
     def on_device(self) -> bool:
@@ -122,14 +134,30 @@ class ResidualFact(BaseModel):
         return self.aval.nbytes
 
     def short(self) -> str:
-        """`f32[16,8]`, as `print_saved_residuals` writes avals."""
+        """`f32[16,8]`, as `print_saved_residuals` writes avals (the global shape on a mesh)."""
+        if self.global_shape is not None:
+            return Aval(tuple(self.global_shape), self.dtype).short()
         return self.aval.short()
 
+    def per_device(self) -> str:
+        """On a mesh, what each device keeps of it: `, f32[16,64] per device` (`, replicated: each
+        of 4 devices keeps all of it` when every device holds the same piece); "" on one device."""
+        if self.device_shape is None:
+            return ""
+        piece = Aval(tuple(self.device_shape), self.dtype).short()
+        if self.replicas > 1 and self.device_shape == self.global_shape:
+            return f", replicated: each of {self.replicas} devices keeps all of it"
+        if self.replicas > 1:
+            return f", {piece} per device, each piece kept by {self.replicas} devices"
+        return f", {piece} per device"
+
     def described(self) -> str:
-        """`f32[16,8] from dot_general` for messages (`, offloaded to pinned_host` when it is)."""
+        """`f32[16,8] from dot_general` for messages (`, offloaded to pinned_host` when it is;
+        what each device keeps on a mesh, `per_device`)."""
         return (
             self.short()
             + (f" from `{self.source}`" if self.source else "")
+            + self.per_device()
             + ("" if self.on_device else f", offloaded to {self.memory_kind}")
         )
 

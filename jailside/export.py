@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, cast
+
+from jailside.mesh import make_mesh, place
 
 if TYPE_CHECKING:
     from jax._src import core
@@ -86,7 +89,9 @@ def _backward(captured: dict[str, Any], n_res: int) -> Callable[..., list[Any]]:
     return bwd
 
 
-def export_case(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> tuple[bytes, bytes, int]:
+def export_case(
+    fn: Callable[..., Any], specs: list[dict[str, Any]], mesh: dict[str, Any] | None = None
+) -> tuple[bytes, bytes, int]:
     """Exports the VJP of `fn` at the argument avals `specs` as two serialized StableHLO artifacts.
 
     `fwd(*input_leaves) -> [*primal_output_leaves, *residuals]`: the primal outputs followed by
@@ -97,9 +102,15 @@ def export_case(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> tuple[by
     so correct gradients from it prove that the saved residuals suffice. Both programs take and
     return flat lists, one array per pytree leaf, in `jax.tree_util.tree_leaves` order.
 
+    On a mesh (`mesh`, a MeshDict) the input avals carry their partition's shardings, `fn` is
+    traced with the mesh set (`jax.set_mesh`), and fwd's outputs are pinned to the shardings its
+    compile gives them (`_pinned_fwd`: XLA's partitioner decides a `jit`-style residual's layout
+    there, measured with jax 0.10.2), so bwd is exported on residual avals with those shardings.
+
     Args:
         fn: the function to differentiate; its output is a pytree of float arrays.
         specs: one ArgSpec per positional argument (see the module docstring).
+        mesh: the problem's mesh and partition, or None for one device (the default).
 
     Returns:
         (fwd artifact bytes, bwd artifact bytes, number of primal output leaves).
@@ -118,10 +129,8 @@ def export_case(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> tuple[by
 
     # Both programs take and return flat lists of arrays, whatever the argument pytrees (a list of
     # weights, say), so the verifier can call them with one array per leaf.
-    # A typed PRNG key (`jax.random.key`, `wrap_key_data`) saved as a residual or returned crosses
-    # the artifact as its key data (uint32), never as a `key<impl>` aval: exported as a typed key
-    # it needs sharding annotations and a key type the artifact reader does not take. bwd wraps
-    # the data back into the same kind of key before calling the VJP.
+    # A typed PRNG key saved or returned crosses as its key data (uint32), never as a `key<impl>`
+    # aval the artifact reader does not take; bwd wraps the data back into the same kind of key.
     def fwd(*leaves: Any) -> list[Any]:
         out, vjp_fn = jax.vjp(g, *jax.tree_util.tree_unflatten(in_tree, leaves))
         captured["vjp_tree"] = jax.tree_util.tree_structure(vjp_fn)
@@ -130,17 +139,72 @@ def export_case(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> tuple[by
         captured["key_impls"] = [_key_impl(r) for r in residuals]
         return [*map(_key_data, jax.tree_util.tree_leaves(out)), *map(_key_data, residuals)]
 
-    fwd_exp = export.export(jax.jit(fwd), platforms=["cpu"])(*jax.tree_util.tree_leaves(dynamic))
+    placed_mesh, leaves = _placed(jax.tree_util.tree_leaves(dynamic), specs, mesh)
+    with _on(placed_mesh):
+        fwd_exp, specs_out = _export_fwd(fwd, leaves, pinned=placed_mesh is not None)
     n_out = captured["out_tree"].num_leaves
     n_res = len(fwd_exp.out_avals) - n_out
-
-    bwd = _backward(captured, n_res)
-    specs_out = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in fwd_exp.out_avals]
-    bwd_exp = export.export(jax.jit(bwd), platforms=["cpu"])(*specs_out[n_out:], *specs_out[:n_out])
+    with _on(placed_mesh):
+        bwd = jax.jit(_backward(captured, n_res))
+        bwd_exp = export.export(bwd, platforms=["cpu"])(*specs_out[n_out:], *specs_out[:n_out])
     return bytes(fwd_exp.serialize()), bytes(bwd_exp.serialize()), n_out
 
 
-def residual_notes(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+def _on(mesh: Any) -> Any:
+    """`jax.set_mesh(mesh)`, or a context that does nothing when there is no mesh."""
+    # JAX only inside the jail's child (and the reference's): the runner's protocol stays light
+    import jax
+
+    return nullcontext() if mesh is None else jax.set_mesh(mesh)
+
+
+def _export_fwd(fwd: Callable[..., Any], leaves: list[Any], *, pinned: bool) -> tuple[Any, list[Any]]:
+    """(fwd exported at the avals `leaves`, its output avals). `pinned` (on a mesh): its outputs
+    pinned to the shardings its compile gives them, which the output avals carry."""
+    # JAX only inside the jail's child (and the reference's): the runner's protocol stays light
+    import jax
+    from jax import export
+
+    if not pinned:
+        fwd_exp = export.export(jax.jit(fwd), platforms=["cpu"])(*leaves)
+        return fwd_exp, [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in fwd_exp.out_avals]
+    shardings = jax.jit(fwd).lower(*leaves).compile().output_shardings
+    fwd_exp = export.export(jax.jit(fwd, out_shardings=shardings), platforms=["cpu"])(*leaves)
+    return fwd_exp, [
+        jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s) for a, s in zip(fwd_exp.out_avals, shardings, strict=True)
+    ]
+
+
+def leaf_names(specs: list[dict[str, Any]]) -> list[str]:
+    """The names of the array leaves of dynamic ArgSpecs, in `jax.tree_util.tree_leaves` order
+    (an argument's name, `ws[0]` for a list item, `params['w']` for a tree leaf; a dict's keys
+    sorted, as JAX flattens them)."""
+    names: list[str] = []
+    stack = [s for s in reversed(specs) if s["kind"] != "static"]
+    while stack:
+        spec = stack.pop()
+        if spec["kind"] == "array":
+            names.append(spec["name"])
+        elif spec["kind"] == "list":
+            stack.extend(reversed(spec["items"]))
+        elif spec["kind"] == "dict":
+            stack.extend(spec["items"][k] for k in sorted(spec["items"], reverse=True))
+    return names
+
+
+def _placed(leaves: list[Any], specs: list[dict[str, Any]], mesh: dict[str, Any] | None) -> tuple[Any, list[Any]]:
+    """The mesh of a MeshDict and the input avals `leaves` carrying their partition's shardings
+    ((None, `leaves`) without a mesh)."""
+    if mesh is None:
+        return None, leaves
+    built = make_mesh(mesh)
+    placed = place(dict(zip(leaf_names(specs), leaves, strict=True)), mesh.get("partition") or {}, built)
+    return built, list(placed.values())
+
+
+def residual_notes(
+    fn: Callable[..., Any], specs: list[dict[str, Any]], mesh: dict[str, Any] | None = None
+) -> list[dict[str, Any]] | None:
     """Describes each saved residual the way `print_saved_residuals` does ("output of sin from ...").
 
     Advisory only: for people reading a verdict. Uses `jax._src.ad_checkpoint.saved_residuals`,
@@ -149,14 +213,19 @@ def residual_notes(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> list[
     """
     try:
         # JAX only inside the jail's child (and the reference's): the runner's protocol stays light
+        import jax
         from jax._src import ad_checkpoint
 
         dynamic = [_abstract_arg(s) for s in specs if s["kind"] != "static"]
         names = [s["name"] for s in specs if s["kind"] != "static"]
-        # JAX types the avals as AbstractValue; a residual's is a ShapedArray (else `.shape` raises below)
-        found = cast(
-            "list[tuple[core.ShapedArray, str]]", ad_checkpoint.saved_residuals(bind_static(fn, specs), *dynamic)
-        )
+        # on the mesh, with the inputs placed, as `export_case` traces it
+        built, placed = _placed(jax.tree_util.tree_leaves(dynamic), specs, mesh)
+        dynamic = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(dynamic), placed)
+        with _on(built):
+            # JAX types the avals as AbstractValue; a residual's is a ShapedArray (else `.shape` raises below)
+            found = cast(
+                "list[tuple[core.ShapedArray, str]]", ad_checkpoint.saved_residuals(bind_static(fn, specs), *dynamic)
+            )
         # our wrapper's parameter is `*dynamic`: give the arguments their problem's names back
         return [
             {

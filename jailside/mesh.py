@@ -1,6 +1,6 @@
 """A mesh of devices and arrays placed on it, built from the plain JSON of a problem's `[mesh]`
 (what `graders.problems.mesh_spec.MeshSpec.plain()` gives; plain JSON is what crosses into the
-jail). Not used by grading yet.
+jail). The jail's exporter (`jailside.export`) and the verifier build meshes with it.
 
 Standard library and JAX only (this module runs inside the jail). The process must have as many
 devices as the mesh: on CPU, `XLA_FLAGS=--xla_force_host_platform_device_count=N` set before JAX
@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from jailside.protocol import MAX_DEVICES, SIMULATED_DEVICES_FLAG  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:
     import jax

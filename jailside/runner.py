@@ -119,7 +119,7 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
         for case in request["cases"]:
             t = time.monotonic()
             try:
-                fwd, bwd, n_out = export_case(fn, case["args"])
+                fwd, bwd, n_out = export_case(fn, case["args"], request.get("mesh"))
             except BaseException as exc:
                 raise _classify(exc, f"tracing and exporting case {case['name']!r}", case["name"]) from exc
             cases_out.append(
@@ -128,7 +128,7 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
                     "n_primal_outputs": n_out,
                     "fwd": base64.b64encode(fwd).decode("ascii"),
                     "bwd": base64.b64encode(bwd).decode("ascii"),
-                    "residual_notes": residual_notes(fn, case["args"]),
+                    "residual_notes": residual_notes(fn, case["args"], request.get("mesh")),
                 }
             )
             timings[f"export:{case['name']}"] = (time.monotonic() - t) * 1000

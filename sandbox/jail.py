@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jailside.protocol import READY, JailRequest
+from jailside.protocol import READY, SIMULATED_DEVICES_FLAG, JailRequest
 from sandbox.child_limits import ChildLimits
 from sandbox.jail_limits import MIB, JailLimits
 from sandbox.ready import shared_ready
@@ -57,6 +57,7 @@ JAIL_ENV = {
     "JAX_ENABLE_X64": "0",
     "TF_CPP_MIN_LOG_LEVEL": "2",
     "PYTHONUNBUFFERED": "1",
+    "XLA_FLAGS": SIMULATED_DEVICES_FLAG,  # every mesh's devices (jailside.mesh)
 }
 BOOTSTRAP = (
     "import sys; sys.path.insert(0, '/judge'); from jailside.jail_template import main; sys.exit(main(sys.argv))"

@@ -85,7 +85,7 @@ class CaseRun:
         outputs: per hidden input k, the primal output leaves of the submission's fwd.
         gradients: per k, the gradient leaves its bwd returned for the k-th cotangent.
         fd: per k, (central-difference estimate, analytic value, rounding noise of the estimate) of
-            the directional derivative (`graders.verifier.evaluate.fd_opinion`).
+            the directional derivative (`graders.verifier.fd.fd_opinion`).
         residuals: the residual facts read from the fwd artifact (provenance, notes where they agree).
         residual_values: per k, the values its fwd returned for each residual.
         fwd_peak_bytes, bwd_peak_bytes: peak live bytes of its artifacts.

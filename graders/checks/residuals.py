@@ -38,8 +38,33 @@ def aval_signature(residuals: list[ResidualFact]) -> Counter[Aval]:
 
 
 def device_bytes(residuals: list[ResidualFact]) -> int:
-    """Residual bytes kept in device memory between the passes."""
-    return sum(r.nbytes for r in residuals if r.on_device)
+    """Residual bytes kept in device memory between the passes: on a mesh, by each device (what
+    one device keeps, `ResidualFact.device_bytes`), else in all."""
+    return sum(r.nbytes if r.device_bytes is None else r.device_bytes for r in residuals if r.on_device)
+
+
+def with_layouts(facts: list[ResidualFact], layouts: Sequence[dict[str, Any]]) -> list[ResidualFact]:
+    """Copies of `facts` with each residual's per-device layout on a mesh (the dicts of
+    `graders.verifier.placement.device_layout`, read from the compiled forward program's outputs;
+    its memory kind is the one that run says): `shape` becomes `[devices, *piece]`, the shape of
+    the pieces stacked by device that the values are compared as, the global shape kept in
+    `global_shape`. `facts` themselves when there is none (one device)."""
+    if not layouts:
+        return facts
+    return [
+        fact.model_copy(
+            update={
+                "shape": [int(layout["devices"]), *layout["device_shape"]],
+                "global_shape": list(fact.shape),
+                "device_shape": list(layout["device_shape"]),
+                "device_bytes": int(layout["device_bytes"]),
+                "replicas": int(layout["replicas"]),
+                "pieces": str(layout["pieces"]),
+                "memory_kind": str(layout["device_memory_kind"]),
+            }
+        )
+        for fact, layout in zip(facts, layouts, strict=True)
+    ]
 
 
 def describe_residuals(

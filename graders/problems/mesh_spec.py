@@ -1,8 +1,8 @@
 """`[mesh]` of `problem.toml`: the devices a problem runs on and how its arguments are split over
 them (`MeshSpec`), checked against the arguments' shapes and every case's dims (`check_mesh`).
 
-Not wired into grading yet: a problem with a mesh is parsed and validated, and nothing runs it on
-more than one device. No JAX here (this module is read by the server's side of the judge); the jail
+The jail exports a submission on the mesh and the verifier judges it per device (docs/ARCHITECTURE.md,
+"Problems on a mesh"). No JAX here (this module is read by the server's side of the judge); the jail
 builds the mesh from `MeshSpec.plain()` with `jailside.mesh.make_mesh`.
 
 In problem.toml:
@@ -28,9 +28,10 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from graders.problems.generators import StrictModel
+from jailside.protocol import MAX_DEVICES as SIMULATED_MAX_DEVICES
 
 AXIS_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"  # the same pattern as spec.DIM_RE (spec imports this module)
-MAX_DEVICES = 8  # simulated CPU devices in one process; the jail starts with this many at most
+MAX_DEVICES = SIMULATED_MAX_DEVICES  # simulated CPU devices in one process: every template starts with this many
 
 AxisName = Annotated[str, Field(pattern=AXIS_RE)]
 # one array dimension: not split (None), split over one axis, or over several (major to minor)

@@ -106,21 +106,11 @@ def load_problem(root: Path, *, slug: str | None = None) -> Problem:
     return Problem(load_spec(root, expected), root, content_version(root))
 
 
-# the mesh is read and checked (graders.problems.mesh_spec) but the jail, the verifier and the
-# reference still run every case on one device: a package that asks for a mesh is refused until
-# they do, rather than graded on one device under a statement that promises several
-MESH_NOT_GRADED = (
-    "problem.toml: [mesh]: this version of the judge checks the mesh table but still runs every case on "
-    "one device; remove the table until mesh problems are graded"
-)
-
-
 def check_package(root: Path, *, slug: str | None = None) -> Problem:
     """Loads the package at `root` strictly, reporting every static error at once: missing files,
     every problem.toml error, every bad `# expect:` line in `right/` and `wrong/`, and files the
     judge would never read where a package file was meant (`refrence.py`, `statment.md`, a
-    `tests/` folder, a folder inside `wrong/`), and a `[mesh]` table, which is not graded yet
-    (`MESH_NOT_GRADED`). What `problems validate`, `problems publish` and uploads check before
+    `tests/` folder, a folder inside `wrong/`). What `problems validate`, `problems publish` and uploads check before
     anything runs (running the reference needs all of this right).
 
     Args:
@@ -139,8 +129,6 @@ def check_package(root: Path, *, slug: str | None = None) -> Problem:
             spec = load_spec(root, expected)
         except ProblemError as exc:
             errors.append(str(exc))
-    if spec is not None and spec.mesh is not None:
-        errors.append(MESH_NOT_GRADED)
     for folder in SUBMISSION_FOLDERS:
         errors += expected_verdicts(root, expected, folder)[1]
     errors += extra_files(root, expected)

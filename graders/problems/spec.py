@@ -299,7 +299,7 @@ class ProblemSpec(StrictModel):
     scoring: Scoring = Scoring()
     limits: ProblemLimits = ProblemLimits()
     verify: VerifySpec = VerifySpec()
-    mesh: MeshSpec | None = None  # devices and partitions (graders.problems.mesh_spec); not graded yet
+    mesh: MeshSpec | None = None  # devices and partitions (graders.problems.mesh_spec)
 
     @field_validator("args")
     @classmethod
@@ -341,6 +341,16 @@ class ProblemSpec(StrictModel):
     def device_count(self) -> int:
         """How many devices a case runs on: the mesh's, or 1 without a `[mesh]`."""
         return 1 if self.mesh is None else self.mesh.device_count
+
+    @property
+    def mesh_plain(self) -> dict[str, Any] | None:
+        """The mesh as the plain JSON the jail and the exporter take (`MeshSpec.plain()`), or None."""
+        return None if self.mesh is None else self.mesh.plain()
+
+    @property
+    def mesh_axes(self) -> dict[str, int] | None:
+        """The mesh's axis sizes in order (`inspect_module`'s `mesh_axes`), or None without a mesh."""
+        return None if self.mesh is None else dict(self.mesh.axes)
 
     def tolerance_for(self, dtype: str) -> Tolerance:
         """The tolerance for outputs of `dtype` (the default Tolerance when unset)."""

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from graders.artifact_limits import Aval, VerifyLimits
-from graders.checks.residuals import describe_residuals
+from graders.checks.residuals import describe_residuals, with_layouts
 from graders.problems.hidden_inputs import case_arg_specs, hidden_inputs, leaf_names, random_cotangents
 from graders.problems.problem import Problem
 from graders.problems.spec import CaseSpec
@@ -106,13 +106,16 @@ def checkpoint_disabled() -> Iterator[None]:
             setattr(mod, name, value)
 
 
-def _variant_facts(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> tuple[int, ModuleInfo] | None:
+def _variant_facts(
+    fn: Callable[..., Any], specs: list[dict[str, Any]], mesh: dict[str, Any] | None
+) -> tuple[int, ModuleInfo] | None:
     """(residual bytes, bwd ModuleInfo) of a variant of the reference, or None when it fails."""
+    axes = None if mesh is None else dict(mesh["axes"])
     try:
-        fwd_blob, bwd_blob, n_out = export_case(fn, specs)
+        fwd_blob, bwd_blob, n_out = export_case(fn, specs, mesh)
         fwd = deserialize(fwd_blob)
-        forward = inspect_module(fwd).op_signatures
-        bwd_info = inspect_module(deserialize(bwd_blob), cotangents=n_out, forward_ops=forward)
+        forward = inspect_module(fwd, mesh_axes=axes).op_signatures
+        bwd_info = inspect_module(deserialize(bwd_blob), cotangents=n_out, forward_ops=forward, mesh_axes=axes)
         return sum(a.nbytes for a in exported_avals(fwd.out_avals)[n_out:]), bwd_info
     except Exception:  # noqa: BLE001 - a comparison point only: the verdict never depends on it
         return None
@@ -162,13 +165,14 @@ def _case_expectation(
     bwd_info: ModuleInfo,
     output_avals: list[Aval],
     residuals: list[ResidualFact],
+    mesh: dict[str, Any] | None,
 ) -> CaseExpectation:
     """The expectation of one case without its hidden inputs and values, with its variants' facts."""
     plain = None
     if plain_fn is not None:
         with checkpoint_disabled():
-            plain = _variant_facts(plain_fn, specs)
-    full = _variant_facts(_everything_recomputed(fn, specs), specs)
+            plain = _variant_facts(plain_fn, specs, mesh)
+    full = _variant_facts(_everything_recomputed(fn, specs), specs, mesh)
     return CaseExpectation(
         name=case.name,
         dims=dict(case.dims),
@@ -230,16 +234,17 @@ def _expect_case(
         ReferenceCheckError: runtime_error, time_limit or memory_limit.
     """
     specs = case_arg_specs(problem.spec, case)
-    fwd_blob, bwd_blob, n_out, export_s = export_within_budget(fn, specs, case.name, export_s, export_budget_s)
+    mesh, axes = problem.spec.mesh_plain, problem.spec.mesh_axes
+    fwd_blob, bwd_blob, n_out, export_s = export_within_budget(fn, specs, case.name, export_s, export_budget_s, mesh)
     fwd, bwd = deserialize(fwd_blob), deserialize(bwd_blob)
-    fwd_info = inspect_module(fwd)
-    bwd_info = inspect_module(bwd, cotangents=n_out, forward_ops=fwd_info.op_signatures)
+    fwd_info = inspect_module(fwd, mesh_axes=axes)
+    bwd_info = inspect_module(bwd, cotangents=n_out, forward_ops=fwd_info.op_signatures, mesh_axes=axes)
     check_peak_memory(case.name, fwd_info, bwd_info, limits)
     digest = (fwd_info.digest, bwd_info.digest)
     out_avals = exported_avals(fwd.out_avals)
     residuals = describe_residuals(
         out_avals[n_out:],
-        residual_notes(fn, specs),
+        residual_notes(fn, specs, mesh),
         sources=named_sources(fwd_info.sources[n_out:], names),
         hide_source=True,
         memory_kinds=fwd_info.memory_kinds[n_out:],
@@ -254,6 +259,7 @@ def _expect_case(
         bwd_info=bwd_info,
         output_avals=out_avals[:n_out],
         residuals=residuals,
+        mesh=mesh,
     )
     _add_hidden_inputs(expectation, problem, case, seed)
     data = CaseData(
@@ -265,6 +271,8 @@ def _expect_case(
         directions=None,
         step=0.0,
         peak_bytes=max(fwd_info.peak_live_bytes, bwd_info.peak_live_bytes),
+        mesh=mesh,
+        leaf_names=names,
     )
     return expectation, data, digest, export_s
 
@@ -347,6 +355,7 @@ def build_expectations(
             got.residuals,
             got.gradients,
         )
+        expectation.residuals = with_layouts(expectation.residuals, got.residual_layouts)
     fd_failure = finite_difference_pass(fn, problem, cases, artifacts)
     if fd_failure is not None:
         failures.append(fd_failure)

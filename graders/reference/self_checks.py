@@ -59,7 +59,7 @@ def _max_error(reference: np.ndarray, truth: np.ndarray) -> float:
     return float(np.max(finite)) if finite.size else 0.0
 
 
-def _float64_case(fwd: Any, bwd: Any, n_out: int, expectation: CaseExpectation) -> CaseData:
+def _float64_case(fwd: Any, bwd: Any, n_out: int, expectation: CaseExpectation, data: CaseData) -> CaseData:
     """The float64 programs of one case with its hidden inputs, cotangents and finite-difference
     directions upcast to float64, stepped by `FD_STEP`."""
     return CaseData(
@@ -70,11 +70,13 @@ def _float64_case(fwd: Any, bwd: Any, n_out: int, expectation: CaseExpectation) 
         directions=[[np.asarray(d, np.float64) for d in ds] for ds in expectation.fd_directions] or None,
         inputs=[[np.asarray(x, np.float64) for x in xs] for xs in expectation.inputs],
         cotangents=[[np.asarray(c, np.float64) for c in cts] for cts in expectation.cotangents],
+        mesh=data.mesh,
+        leaf_names=data.leaf_names,
     )
 
 
 def _float64_truth(
-    fn: Callable[..., Any], specs: list[dict[str, Any]], expectation: CaseExpectation, n_out: int
+    fn: Callable[..., Any], specs: list[dict[str, Any]], expectation: CaseExpectation, data: CaseData
 ) -> list[tuple[float, float, float]] | None:
     """Evaluates the reference in float64 on the case's hidden inputs and cotangents (upcast), and
     at inputs shifted by `FD_STEP` along the case's random directions.
@@ -92,9 +94,10 @@ def _float64_truth(
     # JAX only in the child that builds expectations: the server imports this package
     import jax
 
+    n_out = data.n_out
     try:
         with jax.enable_x64(True):
-            fwd_blob, bwd_blob, n64 = export_case(fn, _float64_specs(specs))
+            fwd_blob, bwd_blob, n64 = export_case(fn, _float64_specs(specs), data.mesh)
             fwd, bwd = deserialize(fwd_blob), deserialize(bwd_blob)
             out64 = exported_avals(fwd.out_avals)
             res64 = out64[n64:]
@@ -102,7 +105,7 @@ def _float64_truth(
             if n64 != n_out:
                 return None
             all_f64 = all(a.dtype == "float64" for a in [*exported_avals(fwd.in_avals), *out64[:n_out]])
-            (truth,) = evaluate_cases([_float64_case(fwd, bwd, n_out, expectation)])
+            (truth,) = evaluate_cases([_float64_case(fwd, bwd, n_out, expectation, data)])
         outputs = [
             [_max_error(r, t) for r, t in zip(expectation.outputs[k], outs, strict=True)]
             for k, outs in enumerate(truth.outputs)
@@ -127,7 +130,7 @@ def _float64_truth(
 
 def fd_disagreement(fd: float, analytic: float, noise: float = 0.0) -> float:
     """How far a central difference and an analytic directional derivative disagree beyond the
-    central difference's rounding `noise` (`graders.verifier.evaluate.fd_opinion`), relative to the larger of
+    central difference's rounding `noise` (`graders.verifier.fd.fd_opinion`), relative to the larger of
     the two (0.0 when both are below 1e-12: no slope to speak of)."""
     scale = max(abs(fd), abs(analytic))
     if not math.isfinite(fd) or not math.isfinite(analytic):
@@ -162,14 +165,16 @@ def _same_values(a: Any, b: Any) -> bool:
     return True
 
 
-def _export(fn: Callable[..., Any], specs: list[dict[str, Any]], case: str) -> tuple[bytes, bytes, int]:
-    """`export_case` of the reference on one case.
+def _export(
+    fn: Callable[..., Any], specs: list[dict[str, Any]], case: str, mesh: dict[str, Any] | None
+) -> tuple[bytes, bytes, int]:
+    """`export_case` of the reference on one case (on the problem's mesh, if it has one).
 
     Raises:
         ReferenceCheckError: runtime_error, with what the reference raised.
     """
     try:
-        return export_case(fn, specs)
+        return export_case(fn, specs, mesh)
     except MemoryError:
         raise ReferenceCheckError(
             "memory_limit", f"exporting the reference on case {case!r} ran out of memory: make the case smaller"
@@ -186,6 +191,7 @@ def export_within_budget(
     case: str,
     export_s: float,
     export_budget_s: float | None,
+    mesh: dict[str, Any] | None = None,
 ) -> tuple[bytes, bytes, int, float]:
     """`_export` of one case and the export seconds so far including it.
 
@@ -193,7 +199,7 @@ def export_within_budget(
         ReferenceCheckError: as `_export`, or time_limit when the seconds so far exceed the budget.
     """
     t0 = time.monotonic()
-    fwd_blob, bwd_blob, n_out = _export(fn, specs, case)
+    fwd_blob, bwd_blob, n_out = _export(fn, specs, case, mesh)
     export_s += time.monotonic() - t0
     if export_budget_s is not None and export_s > export_budget_s:
         raise ReferenceCheckError(
@@ -227,7 +233,7 @@ def finite_difference_pass(
     in its expectation. Returns the first case's finite-difference failure, or None."""
     first: ReferenceCheckError | None = None
     for case, expectation, data in zip(problem.spec.cases, cases, artifacts, strict=True):
-        fd = _float64_truth(fn, case_arg_specs(problem.spec, case), expectation, data.n_out)
+        fd = _float64_truth(fn, case_arg_specs(problem.spec, case), expectation, data)
         if fd is not None:
             expectation.fd_reference_error = [fd_disagreement(c, a, n) for c, a, n in fd]
             if first is None:
@@ -278,9 +284,10 @@ def check_deterministic(
     changed: list[int] = []  # indices of the cases whose second export differs
     again: list[CaseData] = []
     for i, (case, data, first) in enumerate(zip(problem.spec.cases, artifacts, digests, strict=True)):
-        fwd_blob, bwd_blob, n_out = _export(fn, case_arg_specs(problem.spec, case), case.name)
+        fwd_blob, bwd_blob, n_out = _export(fn, case_arg_specs(problem.spec, case), case.name, problem.spec.mesh_plain)
         fwd, bwd = deserialize(fwd_blob), deserialize(bwd_blob)
-        if (inspect_module(fwd).digest, inspect_module(bwd).digest) == first:
+        axes = problem.spec.mesh_axes
+        if (inspect_module(fwd, mesh_axes=axes).digest, inspect_module(bwd, mesh_axes=axes).digest) == first:
             continue
         changed.append(i)
         again.append(dataclasses.replace(data, fwd=fwd, bwd=bwd, n_out=n_out))  # same inputs and cotangents

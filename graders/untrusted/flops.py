@@ -15,20 +15,17 @@ anything runs are left out of it:
   with a known one is the other factor (`jnp.where` on a static flag differentiates both sides,
   and the side not taken gets a zero cotangent).
 
-What is known of a value is a splat constant (every element the same scalar) or nothing. Facts
-flow forward through each block, into called functions (each function is walked once per pattern
-of constant arguments, at most `MAX_CONTEXTS` patterns, then with nothing known) and into the
-regions of `case`, `if` and `while`; liveness then flows backward from each block's returned
-values. Loop bodies count times the trip count a scan or fori_loop fixes (`trip_count`); a loop
-whose count cannot be read counts once, inexact.
+What is known of a value is a splat constant or nothing. Facts flow forward through each block, into
+called functions (walked once per pattern of constant arguments, at most `MAX_CONTEXTS`) and into
+regions; liveness flows backward from each block's returned values. Loop bodies count times the trip
+count a scan or fori_loop fixes (`trip_count`); a loop whose count cannot be read counts once, inexact.
 
-The same walk splits the FLOPs of a backward program by what they depend on: an op none of whose
-inputs depends on a cotangent argument works on the residuals alone (`residual_flops`): it redoes
-forward work, or computes a derivative factor such as cos(z) from a saved z. A policy decides that
-part; the rest (the cotangent's own arithmetic) is the same for every policy. Dependence flows
-through calls (part of a function's context), the branches of a `case` and the carried values of
-a loop (to a fixed point, at most `MAX_LOOP_PASSES` walks of the body, then every carried value
-counts as depending).
+The walk splits a backward program's FLOPs: an op none of whose inputs depends on a cotangent works
+on the residuals alone (`residual_flops`: forward work redone, or a factor such as cos(z) from a
+saved z), which a policy decides; the cotangent's own arithmetic is the same for every policy.
+Dependence flows through calls, branches and loop-carried values (to a fixed point, at most
+`MAX_LOOP_PASSES` walks of a body, then all count as depending). A `shard_map` body counts once per
+device it runs on (`mesh_ops.manual_devices`), so a mesh program's FLOPs are the whole mesh's.
 
 Dependence on a cotangent is linearity (`graders.untrusted.linearity`): a value computed from one by
 anything but a linear map is MIXED, forward work with the cotangent mixed in, and counts with the
@@ -36,16 +33,15 @@ residual work. Of the residual work, the ops that repeat an operation of the for
 (`forward`: its live ops' signatures, `graders.untrusted.signature`) are recomputation
 (`Cost.recompute`), counted per signature so a message can name the costliest.
 
-Every walk is iterative (generators driven from one explicit stack), visits each op once per
-function context, and runs only on a module `ModuleWalker.scan` has already bounded (op count, region
-depth, call depth, sizable types).
+Every walk is iterative (generators driven from one explicit stack), visits each op once per function
+context, and runs only on a module `ModuleWalker.scan` has bounded (ops, depths, sizable types).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -66,6 +62,7 @@ from graders.untrusted.fold import (
     trip_count,
 )
 from graders.untrusted.linearity import carried_fact, cotangent_fact, joined_fact
+from graders.untrusted.mesh_ops import MANUAL_COMPUTATION, manual_devices
 from graders.untrusted.ops import op_flops
 from graders.untrusted.parse import mlir_ir
 from graders.untrusted.provenance import callee_of
@@ -126,15 +123,19 @@ class FlopCounter:
             program's live ops, when this is its backward program: ops that repeat one are
             recomputation (`Cost.recompute`). None for a forward program, whose own
             live signatures are collected in `signatures` instead.
+        mesh_axes: the problem's mesh (axis name -> size), for `mesh_ops.manual_devices`.
     """
 
     def __init__(
-        self, functions: dict[str, Any], size: Any, limits: ReadLimits, forward: frozenset[str] | None = None
+        self,
+        functions: dict[str, Any],
+        size: Any,
+        limits: ReadLimits,
+        forward: frozenset[str] | None = None,
+        mesh_axes: Mapping[str, int] | None = None,
     ) -> None:
-        self.ir = mlir_ir()
-        self.functions = functions
-        self.size = size
-        self.forward = forward
+        self.ir, self.mesh_axes, self.functions = mlir_ir(), dict(mesh_axes or {}), functions
+        self.size, self.forward = size, forward
         self.signatures: set[str] = set()  # live ops' signatures (a forward program's)
         self.labels: dict[str, str] = {}  # a recomputed signature's label, first seen
         self.main_block = functions["main"].regions[0].blocks[0]
@@ -276,6 +277,8 @@ class FlopCounter:
             return (yield from self._branches(op, ins, facts))
         if name == "stablehlo.while":
             return (yield from self._loop(op, ins, facts))
+        if name == MANUAL_COMPUTATION:
+            return (yield from self._manual(op, ins, facts))
         consts = [constant_of(f) for f in ins]
         folded = fold(self.ir, op, name, consts)
         if folded is not None:
@@ -347,6 +350,19 @@ class FlopCounter:
             exact=False,
             external=set().union(*(c.external for c in counts)),
             recomputed=max(counts, key=lambda c: c.cost.recompute).recomputed,
+        )
+
+    def _manual(self, op: Any, ins: list[Fact], facts: dict[Any, Fact]) -> Generator[_Request, _Count, _Plan]:
+        """A `shard_map` body: its block once, on the operands' facts, times the devices it runs on
+        (`manual_devices`; raises ArtifactError), so its FLOPs add up to the whole mesh's."""
+        blocks = [b for region in op.regions for b in region.blocks]
+        if not blocks:
+            return _Plan()
+        count = yield ("block", blocks[0], tuple(ins), facts)
+        set_facts(facts, list(op.results), count.results)
+        n = manual_devices(op, self.mesh_axes)
+        return _Plan(
+            cost=count.cost.times(n), exact=count.exact, external=count.external, recomputed=scaled(count.recomputed, n)
         )
 
     def _loop(self, op: Any, ins: list[Fact], facts: dict[Any, Fact]) -> Generator[_Request, _Count, _Plan]:

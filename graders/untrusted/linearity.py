@@ -36,6 +36,8 @@ _ALL_LINEAR = (
         ).split()
     )
     | MOVE_OPS
+    # collectives that move values between devices: a gathered, permuted or exchanged cotangent
+    | {"stablehlo.all_gather", "stablehlo.all_to_all", "stablehlo.collective_permute", "stablehlo.collective_broadcast"}
 )
 
 # the result is linear when exactly one operand is linear and the others depend on no cotangent
@@ -55,6 +57,8 @@ _REDUCING = frozenset(
     {"stablehlo.reduce", "stablehlo.reduce_window", "stablehlo.scatter", "stablehlo.select_and_scatter"}
 )
 _ADDING_BODY = frozenset({"stablehlo.add", "stablehlo.return"})
+# collectives that reduce across devices: linear in what they sum, like `add`, when their body adds
+_SUMMING_COLLECTIVES = frozenset({"stablehlo.all_reduce", "stablehlo.reduce_scatter"})
 MAX_BODY_OPS = 8
 
 
@@ -157,6 +161,8 @@ def cotangent_fact(op: Any, name: str, ins: list[Fact]) -> Fact:
         linear = len(ins) == 2 and ins[0] is TAINTED and not _involves(ins[1])
     elif name in _REDUCING:
         linear = _linear_reduction(op, name, ins)
+    elif name in _SUMMING_COLLECTIVES:
+        linear = _adds_only(op) and all(f is TAINTED or _constant(f) for f in ins)
     elif name in _DATA_OPERANDS:
         data = _DATA_OPERANDS[name]
         linear = all(ins[i] is TAINTED or _constant(ins[i]) for i in data if i < len(ins)) and all(

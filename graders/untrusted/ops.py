@@ -7,6 +7,8 @@ import math
 import re
 from typing import Any, cast
 
+from graders.untrusted.mesh_ops import COLLECTIVE_OPS, SHARDING_OPS
+
 # Pure computation: the ops a differentiated numerical function may contain. Everything else is
 # rejected before the artifact runs, in particular custom_call (host callbacks, FFI), infeed,
 # outfeed, send, recv, tokens and collectives.
@@ -55,32 +57,38 @@ MOVE_OPS = frozenset(
         "stablehlo.reduce_precision",
         "stablehlo.copy",
     }
+    | SHARDING_OPS
 )
 
 
-NO_FLOP_OPS = MOVE_OPS | {
-    "stablehlo.constant",
-    "stablehlo.iota",
-    "stablehlo.get_tuple_element",
-    "stablehlo.tuple",
-    "stablehlo.optimization_barrier",
-    "stablehlo.return",
-    "func.return",
-    "func.call",
-    "stablehlo.slice",
-    "stablehlo.dynamic_slice",
-    "stablehlo.dynamic_update_slice",
-    "stablehlo.concatenate",
-    "stablehlo.pad",
-    "stablehlo.reverse",
-    "stablehlo.gather",
-    "stablehlo.while",
-    "stablehlo.case",
-    "stablehlo.if",
-    "stablehlo.composite",
-    "chlo.constant",
-    "chlo.constant_like",
-}
+NO_FLOP_OPS = (
+    MOVE_OPS
+    | {
+        "stablehlo.constant",
+        "stablehlo.iota",
+        "stablehlo.get_tuple_element",
+        "stablehlo.tuple",
+        "stablehlo.optimization_barrier",
+        "stablehlo.return",
+        "func.return",
+        "func.call",
+        "stablehlo.slice",
+        "stablehlo.dynamic_slice",
+        "stablehlo.dynamic_update_slice",
+        "stablehlo.concatenate",
+        "stablehlo.pad",
+        "stablehlo.reverse",
+        "stablehlo.gather",
+        "stablehlo.while",
+        "stablehlo.case",
+        "stablehlo.if",
+        "stablehlo.composite",
+        "chlo.constant",
+        "chlo.constant_like",
+        "sdy.return",
+    }
+    | COLLECTIVE_OPS
+)  # communication: counted from the compiled program, not as FLOPs
 
 
 MAX_TRIP_COUNT = 1 << 30  # a loop bound read from a constant is believed up to this

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from graders.artifact_limits import ReadLimits
 from graders.untrusted.digest import module_digest, program_digest
 from graders.untrusted.flops import FlopCounter
+from graders.untrusted.mesh_ops import MESH_DECLARATION
 from graders.untrusted.ops import MEMORY_KINDS
 from graders.untrusted.parse import ir_context, mlir_ir, parse_module
 from graders.untrusted.provenance import provenance_of
@@ -38,6 +40,23 @@ def _result_memory_kinds(main: Any, n_results: int) -> list[str]:
     return kinds
 
 
+def _functions(module: Any, info: ModuleInfo, limits: ReadLimits, *, mesh: bool) -> dict[str, Any]:
+    """The module's functions by name; any other top-level op is disallowed (`info.disallowed`),
+    but for mesh declarations on a mesh. Raises ArtifactError past `limits.max_ops` functions."""
+    ir = mlir_ir()
+    functions: dict[str, Any] = {}
+    for top in module.body.operations:
+        if top.operation.name == MESH_DECLARATION and mesh:
+            continue  # a symbol naming axes: nothing runs
+        if top.operation.name != "func.func":
+            info.disallowed.append(top.operation.name[:80])
+            continue
+        functions[ir.StringAttr(top.attributes["sym_name"]).value] = top
+        if len(functions) > limits.max_ops:
+            raise ArtifactError(f"the program has more than {limits.max_ops:,} functions")
+    return functions
+
+
 def _count_flops(info: ModuleInfo, counter: FlopCounter, cotangents: int) -> None:
     """Fills in `info`'s FLOP figures, its recomputed operations and its live op signatures."""
     cost, info.flops_exact, recomputed = counter.count_main(cotangents)
@@ -56,6 +75,7 @@ def inspect_module(
     limits: ReadLimits = ReadLimits(),
     cotangents: int = 0,
     forward_ops: frozenset[str] | None = None,
+    mesh_axes: Mapping[str, int] | None = None,
 ) -> ModuleInfo:
     """Parses an Exported's StableHLO module from bytecode and inspects it without running it.
 
@@ -67,6 +87,11 @@ def inspect_module(
             `ModuleInfo.residual_flops` counts the ops that depend on none of them).
         forward_ops: the forward program's `ModuleInfo.op_signatures`, when this is its backward
             program: the ops that repeat one are its recomputation (`ModuleInfo.recompute_flops`).
+        mesh_axes: the problem's mesh (axis name -> size, trusted: from `problem.toml`), or None
+            for a problem on one device. Only with a mesh may the module hold the sharding ops and
+            collectives of `graders.untrusted.ops.MESH_OPS` and declare meshes (`sdy.mesh`); a
+            `shard_map` body's FLOPs count once per device it runs on (its manual axes' sizes
+            multiplied), so they are the whole mesh's, like a `jit`-style program's.
 
     Returns:
         ModuleInfo with op counts and disallowed ops; when nothing is disallowed, also peak live
@@ -76,20 +101,12 @@ def inspect_module(
         ArtifactError: the module cannot be parsed, has no public `main`, exceeds a cap, or has a
             value of dynamic shape or unknown type.
     """
-    ir = mlir_ir()
     info = ModuleInfo()
     with ir_context():
         module = parse_module(exported)
-        functions: dict[str, Any] = {}
-        for top in module.body.operations:
-            if top.operation.name != "func.func":
-                info.disallowed.append(top.operation.name[:80])
-                continue
-            functions[ir.StringAttr(top.attributes["sym_name"]).value] = top
-            if len(functions) > limits.max_ops:
-                raise ArtifactError(f"the program has more than {limits.max_ops:,} functions")
+        functions = _functions(module, info, limits, mesh=mesh_axes is not None)
         info.functions = len(functions)
-        reader = ModuleWalker(functions, limits, allowed_custom_calls, info)
+        reader = ModuleWalker(functions, limits, allowed_custom_calls, info, mesh=mesh_axes is not None)
         reader.scan()
         if "main" not in functions:
             raise ArtifactError("the module has no main function")
@@ -99,7 +116,8 @@ def inspect_module(
             reader.function_summary[name] = reader.walk_function(name)
         main = reader.function_summary["main"]
         info.peak_live_bytes = main.peak
-        _count_flops(info, FlopCounter(functions, reader.types.size, limits, forward=forward_ops), cotangents)
+        counter = FlopCounter(functions, reader.types.size, limits, forward=forward_ops, mesh_axes=mesh_axes)
+        _count_flops(info, counter, cotangents)
         main_block = functions["main"].regions[0].blocks[0]
         returned = list(main_block.operations)[-1].operands
         info.sources = [provenance_of(v, main_block, functions) for v in returned]

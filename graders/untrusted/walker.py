@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from graders.artifact_limits import ReadLimits
+from graders.untrusted.mesh_ops import MESH_CUSTOM_CALLS, MESH_OPS
 from graders.untrusted.ops import ALIASING_OPS, ALLOWED_OPS, MAX_SYMBOL_CHARS
 from graders.untrusted.parse import mlir_ir
 from graders.untrusted.provenance import callee_of
@@ -85,12 +86,19 @@ class ModuleWalker:
     """Walks every function of a module once, callees before callers, blocks inside out."""
 
     def __init__(
-        self, functions: dict[str, Any], limits: ReadLimits, allowed_custom_calls: frozenset[str], info: ModuleInfo
+        self,
+        functions: dict[str, Any],
+        limits: ReadLimits,
+        allowed_custom_calls: frozenset[str],
+        info: ModuleInfo,
+        *,
+        mesh: bool = False,
     ):
         self.ir = mlir_ir()
+        self.allowed_ops = ALLOWED_OPS | MESH_OPS if mesh else ALLOWED_OPS  # `MESH_OPS` on a mesh only
         self.functions = functions
         self.limits = limits
-        self.allowed = allowed_custom_calls
+        self.allowed = allowed_custom_calls | MESH_CUSTOM_CALLS if mesh else allowed_custom_calls
         self.info = info
         self.types = _Types()
         self.function_summary: dict[str, _Summary] = {}
@@ -195,7 +203,7 @@ class ModuleWalker:
                     composite = ir.StringAttr(op.attributes["name"]).value
                     if composite not in ALLOWED_OPS:
                         info.disallowed.append(f"stablehlo.composite {composite[:80]!r}")
-                elif name not in ALLOWED_OPS:
+                elif name not in self.allowed_ops:
                     info.disallowed.append(name[:80])
                     continue
                 for result in op.results:  # the values of ops we would run

@@ -40,6 +40,7 @@ from graders.verifier.events import (
     parse_event,
 )
 from jailside.frameworks import framework_versions
+from jailside.protocol import SIMULATED_DEVICES_FLAG
 from sandbox.child_limits import ChildLimits
 from sandbox.jail_limits import MIB
 from sandbox.ready import shared_ready
@@ -119,6 +120,7 @@ def template_spec() -> TemplateSpec:
             "TF_CPP_MIN_LOG_LEVEL": "2",
             "HOME": "/tmp",
             "LANG": "C.UTF-8",
+            "XLA_FLAGS": SIMULATED_DEVICES_FLAG,  # every mesh's devices (jailside.mesh)
         },
     )
 

@@ -24,13 +24,14 @@ becomes `ArtifactRunError` (a RUNTIME_ERROR verdict for a submission). Exception
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
 
-from graders.artifact_limits import is_differentiable
+from graders.verifier.fd import fd_opinion, shifted_inputs
+from graders.verifier.placement import device_layout, device_pieces, placed
 
 # XLA options of every program compiled here, the reference's and the submissions' alike (so they
 # stay compared like for like; the expectation cache's format names them). Measured on
@@ -71,6 +72,8 @@ class CaseData:
         step: h, the finite-difference step (dimensionless: scaled by max(1, max|x|) per leaf).
         peak_bytes: the larger static peak live bytes of fwd and bwd (`ModuleInfo.peak_live_bytes`),
             for `evaluate_cases`' memory budget; 0 when unknown.
+        mesh, leaf_names: the problem's mesh (a MeshDict) and its input leaves' names, when it
+            has one: the inputs are placed on it (`graders.verifier.placement`).
     """
 
     fwd: Any
@@ -81,6 +84,8 @@ class CaseData:
     directions: Sequence[Sequence[np.ndarray]] | None
     step: float
     peak_bytes: int = 0
+    mesh: dict[str, Any] | None = None
+    leaf_names: Sequence[str] | None = None
 
 
 @dataclass
@@ -88,119 +93,21 @@ class CaseValues:
     """What one case's artifacts returned, per hidden input k.
 
     Attributes:
-        outputs: per k, fwd's primal outputs; residuals: per k, fwd's other outputs; gradients:
+        outputs: per k, fwd's primal outputs; residuals: per k, fwd's other outputs (on a mesh,
+            each one's pieces stacked by device, `placement.device_pieces`); gradients:
             per k, bwd's outputs for the k-th cotangent (numpy arrays in the artifacts' dtypes).
         fd: per k, (central difference, analytic directional derivative, rounding noise of the
             central difference) in float64 (`fd_opinion`); (nan, nan, 0) when the case has no
             directions.
+        residual_layouts: on a mesh, per residual, where each device keeps its piece
+            (`graders.verifier.placement.device_layout`); empty on one device.
     """
 
     outputs: list[list[np.ndarray]] = field(default_factory=list)
     residuals: list[list[np.ndarray]] = field(default_factory=list)
     gradients: list[list[np.ndarray]] = field(default_factory=list)
     fd: list[tuple[float, float, float]] = field(default_factory=list)
-
-
-# --- the finite-difference opinion (numpy only) ---------------------------------------------------
-
-
-def _scale(x: np.ndarray) -> float:
-    """max(1, max|x|); 1 for an empty array (a dimension of size 0)."""
-    return max(1.0, float(np.max(np.abs(x)))) if np.size(x) else 1.0
-
-
-def shifted_inputs(inputs: Sequence[np.ndarray], directions: Sequence[np.ndarray], t: float) -> list[np.ndarray]:
-    """x + t·max(1, max|x|)·v per leaf, in x's dtype (numpy arithmetic: t·scale is a Python float,
-    so float32 leaves stay float32).
-
-    Args:
-        inputs: x, one array per input leaf; directions: v, the same shapes and dtypes.
-        t: the signed step (±h).
-    """
-    return [
-        np.asarray(x + t * _scale(x) * v, dtype=x.dtype) if is_differentiable(x.dtype.name) else x
-        for x, v in zip(inputs, directions, strict=True)
-    ]
-
-
-def _differentiable(directions: Sequence[np.ndarray], inputs: Sequence[np.ndarray]) -> list[tuple[Any, Any]]:
-    """(v, x) of the float input leaves: those bwd returns a gradient for, in order."""
-    return [(v, x) for v, x in zip(directions, inputs, strict=True) if is_differentiable(x.dtype.name)]
-
-
-FD_NOISE_ULPS = 16  # float64 epsilons of rounding per term of <u, f> that a central difference may carry
-
-
-def fd_opinion(
-    outputs_plus: Sequence[Any],
-    outputs_minus: Sequence[Any],
-    inputs: Sequence[np.ndarray],
-    directions: Sequence[np.ndarray],
-    cotangents: Sequence[np.ndarray],
-    gradients: Sequence[np.ndarray],
-    *,
-    step: float,
-) -> tuple[float, float, float]:
-    """Two opinions on d/dt <u, f(x + t v)> at t = 0, in float64, and how far rounding alone can
-    move the first.
-
-    Args:
-        outputs_plus, outputs_minus: the primal outputs of fwd at `shifted_inputs(x, v, ±h)`.
-        inputs: x; directions: v (one per input leaf); cotangents: u (one per primal output);
-        gradients: the VJP of u at x (bwd's output); step: h.
-
-    Returns:
-        (central difference (phi(h) - phi(-h)) / 2h with phi(t) = <u, f(x + t·scale·v)>,
-        analytic sum_i <g_i, v_i>·scale_i, noise): `noise` is `FD_NOISE_ULPS` float64 epsilons of
-        sum |u·f| at both points, over 2h: what rounding in f and in the sums can put into the
-        difference. Where the derivative along v is tiny (a direction nearly orthogonal to the
-        gradient), that noise is most of the central difference: measured, 1.3e-7 on a rate of
-        4.9e-5 in checkpoint_stages, a 0.27% disagreement from rounding alone.
-    """
-
-    def phi(outs: Sequence[Any]) -> float:
-        return float(
-            sum(
-                np.vdot(np.asarray(o, np.float64), np.asarray(u, np.float64))
-                for o, u in zip(outs, cotangents, strict=True)
-            )
-        )
-
-    def magnitude(outs: Sequence[Any]) -> float:
-        return float(
-            sum(
-                np.sum(np.abs(np.asarray(o, np.float64) * np.asarray(u, np.float64)))
-                for o, u in zip(outs, cotangents, strict=True)
-            )
-        )
-
-    fd = (phi(outputs_plus) - phi(outputs_minus)) / (2 * step)
-    noise = FD_NOISE_ULPS * float(np.finfo(np.float64).eps) * (magnitude(outputs_plus) + magnitude(outputs_minus))
-    noise /= 2 * step
-    analytic = float(
-        sum(
-            np.vdot(np.asarray(g, np.float64), np.asarray(v, np.float64)) * _scale(x)
-            for g, (v, x) in zip(gradients, _differentiable(directions, inputs), strict=True)
-        )
-    )
-    return fd, analytic, noise
-
-
-def directional_derivatives(
-    fwd_call: Callable[..., Any],
-    inputs: Sequence[np.ndarray],
-    directions: Sequence[np.ndarray],
-    cotangents: Sequence[np.ndarray],
-    gradients: Sequence[np.ndarray],
-    *,
-    n_out: int,
-    step: float,
-) -> tuple[float, float, float]:
-    """`fd_opinion` with fwd evaluated by `fwd_call(*leaves) -> [*outputs, ...]` (any callable:
-    the same arithmetic `evaluate_cases` applies to the outputs of its compiled program)."""
-    plus = fwd_call(*shifted_inputs(inputs, directions, step))[:n_out]
-    minus = fwd_call(*shifted_inputs(inputs, directions, -step))[:n_out]
-    return fd_opinion(plus, minus, inputs, directions, cotangents, gradients, step=step)
+    residual_layouts: list[dict[str, Any]] = field(default_factory=list)
 
 
 # --- the compiled program -------------------------------------------------------------------------
@@ -268,15 +175,19 @@ def _run(compiled: Any, args: Any, index: int) -> list[list[Any]]:
         raise ArtifactRunError(_describe(exc), index) from None
 
 
-def _points(case: CaseData) -> list[tuple[int, str, list[np.ndarray]]]:
-    """The inputs fwd runs on for one case: (k, "x" | "plus" | "minus", input leaves)."""
-    points: list[tuple[int, str, list[np.ndarray]]] = []
+def _points(case: CaseData) -> list[tuple[int, str, list[Any]]]:
+    """The inputs fwd runs on for one case: (k, "x" | "plus" | "minus", input leaves), numpy
+    arrays, or JAX arrays placed on the problem's mesh when it has one."""
+    points: list[tuple[int, str, list[Any]]] = []
     for k, xs in enumerate(case.inputs):
         points.append((k, "x", list(xs)))
         if case.directions is not None:
             points.append((k, "plus", shifted_inputs(xs, case.directions[k], case.step)))
             points.append((k, "minus", shifted_inputs(xs, case.directions[k], -case.step)))
-    return points
+    if case.mesh is None:
+        return points
+    names = case.leaf_names or []
+    return [(k, kind, placed(leaves, case.mesh, names)) for k, kind, leaves in points]
 
 
 def _run_group(cases: Sequence[CaseData], indices: Sequence[int]) -> list[CaseValues]:
@@ -294,6 +205,7 @@ def _run_group(cases: Sequence[CaseData], indices: Sequence[int]) -> list[CaseVa
     outputs: list[dict[tuple[int, str], list[np.ndarray]]] = [{} for _ in cases]
     residuals: list[list[list[np.ndarray]]] = [[] for _ in cases]
     gradients: list[list[list[np.ndarray]]] = [[] for _ in cases]
+    layouts: list[list[dict[str, Any]]] = [[] for _ in cases]
     for j in range(len(points[0])):
         returned = _run(fwd, [p[j][2] for p in points], indices[0])
         for i, (case, p, outs) in enumerate(zip(cases, points, returned, strict=True)):
@@ -305,12 +217,15 @@ def _run_group(cases: Sequence[CaseData], indices: Sequence[int]) -> list[CaseVa
         if bwd is None:
             bwd = _compile(bwd_args, cases, indices, "bwd")
         for i, (case, outs, grads) in enumerate(zip(cases, returned, _run(bwd, bwd_args, indices[0]), strict=True)):
-            residuals[i].append([np.asarray(r) for r in outs[case.n_out :]])
+            pieces = np.asarray if case.mesh is None else device_pieces  # on a mesh, what each device keeps
+            residuals[i].append([pieces(r) for r in outs[case.n_out :]])
+            if case.mesh is not None and not layouts[i]:
+                layouts[i] = [device_layout(r) for r in outs[case.n_out :]]
             gradients[i].append([np.asarray(g) for g in grads])
 
     values = []
     for i, case in enumerate(cases):
-        v = CaseValues()
+        v = CaseValues(residual_layouts=layouts[i])
         for k, xs in enumerate(case.inputs):
             v.outputs.append(outputs[i][(k, "x")])
             v.residuals.append(residuals[i][k])

@@ -11,6 +11,7 @@ the runs (values, gradients, residuals, peak live bytes, recompute), which also 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +20,7 @@ from graders.artifact_limits import Aval, VerifyLimits, is_differentiable
 from graders.checks.check import CheckContext
 from graders.checks.comparison import CaseRun, RecomputeFigures
 from graders.checks.registry import run_checks, score_of
-from graders.checks.residuals import describe_residuals
+from graders.checks.residuals import describe_residuals, with_layouts
 from graders.problems.problem import Problem
 from graders.reference.expectation import CaseExpectation, Expectations, named_sources
 from graders.untrusted.parse import deserialize, exported_avals, shared_ir_context
@@ -118,13 +119,17 @@ def _inspect_program(
     limits: VerifyLimits,
     cotangents: int = 0,
     forward: frozenset[str] | None = None,
+    mesh_axes: dict[str, int] | None = None,
 ) -> ModuleInfo:
-    """Returns the ModuleInfo of one program; raises _Stop if its platform, effects, ops or peak are refused."""
-    if tuple(exp.platforms) != ("cpu",) or exp.nr_devices != 1:
+    """Returns the ModuleInfo of one program; raises _Stop if its platform, device count, effects,
+    ops or peak are refused (a program on a mesh runs on exactly the mesh's devices)."""
+    devices = 1 if mesh_axes is None else math.prod(mesh_axes.values())
+    if tuple(exp.platforms) != ("cpu",) or exp.nr_devices != devices:
+        where = "one CPU" if devices == 1 else f"the problem's mesh of {devices} CPU devices"
         raise _fail(
             "module",
             Verdict.RUNTIME_ERROR,
-            f"{label}: the {kind} program targets {exp.platforms} on {exp.nr_devices} devices, not one CPU",
+            f"{label}: the {kind} program targets {exp.platforms} on {exp.nr_devices} devices, not {where}",
         )
     if exp.ordered_effects or exp.unordered_effects or exp.disabled_safety_checks:
         raise _fail(
@@ -135,7 +140,12 @@ def _inspect_program(
         )
     try:
         info = inspect_module(
-            exp, allowed_custom_calls=allowed, limits=limits.read_limits, cotangents=cotangents, forward_ops=forward
+            exp,
+            allowed_custom_calls=allowed,
+            limits=limits.read_limits,
+            cotangents=cotangents,
+            forward_ops=forward,
+            mesh_axes=mesh_axes,
         )
     except ArtifactError as exc:
         raise _fail("module", Verdict.RUNTIME_ERROR, f"{label}: the {kind} program cannot be read ({exc})") from exc
@@ -213,10 +223,13 @@ def _load_case(
     fwd, bwd = _deserialize_pair(label, case)
     allowed = frozenset(problem.spec.verify.allowed_custom_calls)
     n_out = len(expected.output_avals)
-    forward = _inspect_program(label, "forward", fwd, allowed, limits)
+    axes = problem.spec.mesh_axes
+    forward = _inspect_program(label, "forward", fwd, allowed, limits, mesh_axes=axes)
     infos = [
         forward,
-        _inspect_program(label, "backward", bwd, allowed, limits, cotangents=n_out, forward=forward.op_signatures),
+        _inspect_program(
+            label, "backward", bwd, allowed, limits, cotangents=n_out, forward=forward.op_signatures, mesh_axes=axes
+        ),
     ]
     residual_avals = _check_avals(label, expected, case, fwd, bwd)
     residuals = describe_residuals(
@@ -246,7 +259,7 @@ def _load_case(
     )
 
 
-def _execute(loaded: list[_Loaded], limits: VerifyLimits) -> list[CaseRun]:
+def _execute(loaded: list[_Loaded], limits: VerifyLimits, problem: Problem, leaf_names: list[str]) -> list[CaseRun]:
     """Step 4: every case's fwd then bwd on every hidden input, in one compiled program per
     artifact kind (`evaluate_cases`, as the reference was evaluated).
 
@@ -265,6 +278,8 @@ def _execute(loaded: list[_Loaded], limits: VerifyLimits) -> list[CaseRun]:
             directions=None,
             step=0.0,
             peak_bytes=max(item.fwd_peak, item.bwd_peak),
+            mesh=problem.spec.mesh_plain,
+            leaf_names=leaf_names,
         )
         for item in loaded
     ]
@@ -280,7 +295,7 @@ def _execute(loaded: list[_Loaded], limits: VerifyLimits) -> list[CaseRun]:
     return [
         CaseRun(
             expected=item.expected,
-            residuals=item.residuals,
+            residuals=with_layouts(item.residuals, v.residual_layouts),
             fwd_peak_bytes=item.fwd_peak,
             bwd_peak_bytes=item.bwd_peak,
             bwd_flops=item.bwd_flops,
@@ -364,7 +379,7 @@ def verify(
     checks = _static_checks(len(loaded))
     on_execute()
     try:
-        runs = _execute(loaded, limits)
+        runs = _execute(loaded, limits, problem, expectations.leaf_names)
     except _Stop as stop:
         checks.append(stop.check)
         return VerifyResult(checks, None, stop.check.verdict or Verdict.RUNTIME_ERROR, 0.0, program_digest=programs)

@@ -20,7 +20,7 @@ from graders.checks.values import check_values
 from graders.problems.spec import MemoryRule, ProblemSpec, Tolerance
 from graders.reference.expectation import CaseExpectation
 from graders.verdict import ResidualFact, Verdict
-from graders.verifier.evaluate import directional_derivatives
+from graders.verifier.fd import directional_derivatives
 
 TOL = Tolerance(rtol=1e-4, atol=1e-5)
 

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from graders.problems.mesh_spec import AXIS_RE, MeshSpec
 from graders.problems.problem import check_package
-from graders.problems.spec import DIM_RE, ProblemError, ProblemSpec
+from graders.problems.spec import DIM_RE, ProblemSpec
 from tests.support import PROBLEMS
 
 TOML = """
@@ -173,12 +173,10 @@ def test_an_unsplit_or_evenly_split_dimension_of_any_size_passes() -> None:
     assert ProblemSpec.model_validate(raw).device_count == 4
 
 
-def test_a_package_that_asks_for_a_mesh_is_refused_until_meshes_are_graded(tmp_path: Path) -> None:
-    """The jail, the verifier and the reference still run on one device: a [mesh] package cannot
-    be validated, published or uploaded, so no statement promises devices the judge does not use."""
+def test_a_package_with_a_mesh_passes_the_static_checks(tmp_path: Path) -> None:
+    """Meshes are graded: a [mesh] whose partition fits the arguments is a valid package."""
     package = tmp_path / "remat_sin_sin"
     shutil.copytree(PROBLEMS / "remat_sin_sin", package, ignore=shutil.ignore_patterns(".published"))
     toml = package / "problem.toml"
     toml.write_text(toml.read_text() + "\n[mesh]\naxes = { data = 2 }\n")
-    with pytest.raises(ProblemError, match=r"\[mesh\]: this version of the judge"):
-        check_package(package)
+    assert check_package(package).spec.device_count == 2

@@ -379,7 +379,7 @@ def test_submission_values_equal_the_references_own_exactly(
         _load_case(e, c, dot_problem, VerifyLimits(), expectations.leaf_names)
         for e, c in zip(expectations.cases, bundles["reference.py"].cases, strict=True)
     ]
-    for run in _execute(loaded, VerifyLimits()):
+    for run in _execute(loaded, VerifyLimits(), dot_problem, expectations.leaf_names):
         exp = run.expected
         for got, want in (
             (run.outputs, exp.outputs),
@@ -651,7 +651,10 @@ def test_cases_past_the_memory_budget_get_programs_of_their_own(
         _load_case(e, c, dot_problem, VerifyLimits(), expectations.leaf_names)
         for e, c in zip(expectations.cases, bundles["reference.py"].cases, strict=True)
     ]
-    together, apart = _execute(loaded, VerifyLimits()), _execute(loaded, VerifyLimits(max_peak_live_bytes=budget))
+    together, apart = (
+        _execute(loaded, VerifyLimits(), dot_problem, expectations.leaf_names),
+        _execute(loaded, VerifyLimits(max_peak_live_bytes=budget), dot_problem, expectations.leaf_names),
+    )
     assert together
     for a, b in zip(together, apart, strict=True):
         assert (
