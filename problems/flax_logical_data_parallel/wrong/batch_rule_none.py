@@ -1,0 +1,28 @@
+# expect: WRONG_POLICY
+# The rule ("batch", None): every logical constraint becomes replicated, so the hidden value and
+# the input the backward pass uses are kept whole on each device instead of their B/4 rows.
+import flax.linen as nn
+import jax
+from jax.ad_checkpoint import checkpoint_name
+
+RULES = (("batch", None), ("length", None), ("embed", None), ("mlp", None))
+
+
+class MLP(nn.Module):
+    hidden: int
+
+    @nn.compact
+    def __call__(self, x):
+        x = nn.with_logical_constraint(x, ("batch", "length", "embed"))
+        h = nn.with_logical_constraint(nn.Dense(self.hidden)(x), ("batch", "length", "mlp"))
+        h = checkpoint_name(h, "hidden")
+        y = nn.Dense(x.shape[-1])(nn.tanh(h))
+        return nn.with_logical_constraint(x + y, ("batch", "length", "embed"))
+
+
+RematMLP = nn.remat(MLP, policy=jax.checkpoint_policies.save_only_these_names("hidden"))
+
+
+def flax_logical_data_parallel(params, x):
+    with nn.logical_axis_rules(RULES):
+        return RematMLP(hidden=params["Dense_0"]["kernel"].shape[1]).apply({"params": params}, x)
