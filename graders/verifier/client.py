@@ -106,7 +106,8 @@ def reference_budget_s(problem: Problem, config: JudgeConfig) -> tuple[float, fl
 def template_spec() -> TemplateSpec:
     """How the supervisor starts the verifier template: this interpreter, isolated (`-I`), running
     `graders.verifier.main` from this module's own checkout (`CHECKOUT`, first on its sys.path), an
-    environment of five variables (no secret of the judge's), cwd that checkout."""
+    environment of six variables (no secret of the judge's; `XLA_FLAGS` gives every mesh's
+    devices), cwd that checkout."""
     checkout = str(CHECKOUT).replace("{", "{{").replace("}", "}}")  # the supervisor fills in {control_fd}
     return TemplateSpec(
         name="verifier",
