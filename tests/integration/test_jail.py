@@ -16,6 +16,7 @@ import pytest
 
 from graders.pipeline import JudgeConfig, judge_outcome
 from graders.verdict import Verdict
+from jailside.protocol import SIMULATED_DEVICES_FLAG
 from sandbox.jail import JailRequest, child_limits, jail_templates, run_in_jail
 from sandbox.jail_limits import JailLimits
 from sandbox.supervise import Child
@@ -125,8 +126,10 @@ def test_sees_no_problems_data_or_environment(monkeypatch: pytest.MonkeyPatch, t
         "JAX_ENABLE_X64",
         "TF_CPP_MIN_LOG_LEVEL",
         "PYTHONUNBUFFERED",
+        "XLA_FLAGS",
         "PWD",
     }, env
+    assert env["XLA_FLAGS"] == SIMULATED_DEVICES_FLAG  # the devices of every mesh, and nothing else
     runtime_parts = {part for prefix in (sys.base_prefix, sys.prefix) for part in Path(prefix).resolve().parts}
     for path in targets:
         if found[path].startswith("exists:"):  # only directories leading to the mounted Python runtime

@@ -19,6 +19,7 @@ from graders.pipeline import grade
 from graders.problems.problem import Problem
 from graders.verdict import Verdict
 from graders.verifier.client import Verifier, verifier_templates
+from jailside.protocol import SIMULATED_DEVICES_FLAG
 from sandbox.jail import JailRequest, jail_templates, run_in_jail, template_spec
 from sandbox.jail_limits import JailLimits
 from sandbox.templates import Template, Templates
@@ -101,7 +102,9 @@ def test_templates_hold_no_secret(
         pid = _python_of(templates.get())
         environ = Path(f"/proc/{pid}/environ").read_bytes()
         assert not [s for s in secrets if s in environ], environ
-        assert set(dict(kv.split(b"=", 1) for kv in environ.split(b"\0") if kv)) <= {
+        variables = dict(kv.split(b"=", 1) for kv in environ.split(b"\0") if kv)
+        assert variables[b"XLA_FLAGS"] == SIMULATED_DEVICES_FLAG.encode()  # every mesh's devices, nothing else
+        assert set(variables) <= {
             b"PATH",
             b"HOME",
             b"TMPDIR",
@@ -110,6 +113,7 @@ def test_templates_hold_no_secret(
             b"JAX_ENABLE_X64",
             b"TF_CPP_MIN_LOG_LEVEL",
             b"PYTHONUNBUFFERED",
+            b"XLA_FLAGS",
             b"PWD",
         }  # bubblewrap sets PWD for --chdir
         targets = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
