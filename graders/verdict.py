@@ -97,11 +97,10 @@ class ResidualFact(BaseModel):
         layout: for a submitted residual that holds a reference residual's values with its axes
             split, permuted or merged (`graders.checks.layout`), the words that say so; None
             otherwise.
-        device_shape, device_bytes, replicas, pieces, global_shape: on a problem with a mesh,
-            the piece of it each device keeps (shape and bytes), how many devices keep each piece
-            (the device count when it is replicated), a digest of which index ranges each device
-            holds (`graders.verifier.placement.device_layout`, read from the compiled forward
-            program's outputs), and the global shape JAX assembles; `shape` is then
+        device_shape, device_bytes, replicas, global_shape: on a problem with a mesh, the piece
+            of it each device keeps (shape and bytes), how many devices keep each piece (the
+            device count when it is replicated; `graders.verifier.placement.device_layout`, read
+            from the compiled forward program's outputs), and the global shape JAX assembles; `shape` is then
             `[devices, *device_shape]`, the pieces stacked by device, which is what is compared
             (`graders.checks.residuals.with_layouts`). None and 1 on one device.
     """
@@ -116,7 +115,6 @@ class ResidualFact(BaseModel):
     device_shape: list[int] | None = None
     device_bytes: int | None = None
     replicas: int = 1
-    pieces: str | None = None
     global_shape: list[int] | None = None
 
     @property

@@ -31,14 +31,6 @@ def residuals_equal(got: np.ndarray, reference: np.ndarray, reference_error: flo
     return compare_calibrated(got, reference, reference_error, tol).passed
 
 
-def same_devices(fact: ResidualFact, ref: ResidualFact) -> bool:
-    """Whether both residuals were read the same way: on a mesh both as pieces stacked by device
-    (`with_layouts`), so equal values mean each device keeps the reference's piece (two programs
-    can keep pieces of one shape on swapped devices: measured with logical axis rules whose mesh
-    axes are swapped), or both on one device."""
-    return (fact.device_shape is None) == (ref.device_shape is None)
-
-
 def _candidates(run: CaseRun, spec: ProblemSpec) -> list[list[int]]:
     """Per submitted residual, the reference residuals it may be: same dtype and size (so the same
     bytes; on a mesh, of the pieces stacked by device), same memory kind unless the problem does
@@ -52,7 +44,6 @@ def _candidates(run: CaseRun, spec: ProblemSpec) -> list[list[int]]:
             if ref.dtype == fact.dtype
             and ref.aval.nbytes == fact.aval.nbytes
             and (ref.memory_kind == fact.memory_kind or not spec.memory.compare_kinds)
-            and same_devices(fact, ref)
             and not is_bookkeeping(ref)
             and not is_bookkeeping(fact)
         ]

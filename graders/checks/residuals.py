@@ -59,7 +59,6 @@ def with_layouts(facts: list[ResidualFact], layouts: Sequence[dict[str, Any]]) -
                 "device_shape": list(layout["device_shape"]),
                 "device_bytes": int(layout["device_bytes"]),
                 "replicas": int(layout["replicas"]),
-                "pieces": str(layout["pieces"]),
                 "memory_kind": str(layout["device_memory_kind"]),
             }
         )

@@ -11,7 +11,6 @@ says what each device keeps.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Sequence
@@ -58,9 +57,7 @@ def device_layout(array: Any) -> dict[str, Any]:
     Returns:
         `{"device_shape": [int, ...]` (the piece one device holds, `sharding.shard_shape`),
         `"device_bytes": int` (its bytes), `"replicas": int` (how many devices hold each piece: 1
-        when every device holds its own, the device count when replicated), `"pieces": str` (16
-        hex digits naming which index ranges of the global array each device holds, in device
-        order: two residuals with the same `pieces` are split the same way),
+        when every device holds its own, the device count when replicated),
         `"device_memory_kind": str` (`sharding.memory_kind`: "device" or "pinned_host"),
         `"devices": int` (how many devices hold a piece)}.
     """
@@ -73,12 +70,10 @@ def device_layout(array: Any) -> dict[str, Any]:
         tuple((s.start or 0, shape[i] if s.stop is None else s.stop) for i, s in enumerate(indices[d])) for d in devices
     ]
     distinct = len(set(ranges))
-    text = ";".join(f"{d.id}:{r}" for d, r in zip(devices, ranges, strict=True))
     return {
         "device_shape": piece,
         "device_bytes": math.prod(piece) * np.dtype(array.dtype).itemsize,
         "replicas": max(1, len(devices) // max(1, distinct)),
-        "pieces": hashlib.sha256(text.encode()).hexdigest()[:16],
         "device_memory_kind": str(sharding.memory_kind or "device"),
         "devices": len(devices),
     }
