@@ -10,9 +10,7 @@ from typing import Any
 
 from graders.untrusted.result import ArtifactError
 
-# What a program on a mesh of devices adds (allowed only when the problem has a `[mesh]`, read with
-# `mesh_axes`): Shardy's sharding annotations and `shard_map` bodies, and the collectives a body
-# calls. Measured with jax 0.10.2: `jit`-style code exports `sdy.sharding_constraint`, a
+# Measured with jax 0.10.2: `jit`-style code exports `sdy.sharding_constraint`, a
 # `jax.shard_map` exports `sdy.manual_computation` (its body on per-device shapes, ended by
 # `sdy.return`) holding the collectives, and the module declares its meshes with `sdy.mesh`.
 SHARDING_OPS = frozenset({"sdy.sharding_constraint", "sdy.reshard"})  # the value itself, re-laid out

@@ -89,7 +89,7 @@ def inspect_module(
             program: the ops that repeat one are its recomputation (`ModuleInfo.recompute_flops`).
         mesh_axes: the problem's mesh (axis name -> size, trusted: from `problem.toml`), or None
             for a problem on one device. Only with a mesh may the module hold the sharding ops and
-            collectives of `graders.untrusted.ops.MESH_OPS` and declare meshes (`sdy.mesh`); a
+            collectives of `graders.untrusted.mesh_ops.MESH_OPS` and declare meshes (`sdy.mesh`); a
             `shard_map` body's FLOPs count once per device it runs on (its manual axes' sizes
             multiplied), so they are the whole mesh's, like a `jit`-style program's.
 
