@@ -580,7 +580,10 @@ def test_attack_is_contained(
     assert snapshot(watched) == before
     assert bait.tcp_hits == hits_before
     honest = grade((PROBLEMS / "checkpoint_dot_policy" / "reference.py").read_text(), problem, config)
-    assert honest.verdict == Verdict.ACCEPTED, [c.message for c in honest.checks if not c.passed]
+    assert honest.verdict == Verdict.ACCEPTED, (
+        [c.message for c in honest.checks if not c.passed],
+        honest.stderr[-1500:],
+    )
     if attack.attack_class == "framework state":
         framework = grade(HONEST_FLAX, problem, config)
         assert framework.verdict == Verdict.ACCEPTED, [c.message for c in framework.checks if not c.passed]
