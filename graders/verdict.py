@@ -171,7 +171,10 @@ class ResidualReport(BaseModel):
     repeat an operation of the forward program), not the derivative's own arithmetic.
     `*_host_bytes`: the part of the residual bytes a policy offloads to host memory (the rest
     stays on the device). `flops_exact`: False when a loop's trip count could not be read in
-    either backward program (the FLOPs then count such a loop once: a lower bound)."""
+    either backward program (the FLOPs then count such a loop once: a lower bound). On a mesh the
+    residual bytes are per device, and `*_bwd_collectives` / `*_bwd_received_bytes` give each
+    compiled backward program's collectives by kind and the bytes one device receives through them
+    (`graders.verifier.collectives`); reported, not judged."""
 
     case: str | None = None
     expected: list[ResidualFact] = Field(default_factory=list)
@@ -195,6 +198,10 @@ class ResidualReport(BaseModel):
     full_remat_bwd_flops: int | None = None
     full_remat_recompute_flops: int | None = None
     full_remat_bwd_peak_bytes: int | None = None
+    expected_bwd_collectives: dict[str, int] = Field(default_factory=dict)
+    submitted_bwd_collectives: dict[str, int] = Field(default_factory=dict)
+    expected_bwd_received_bytes: int | None = None
+    submitted_bwd_received_bytes: int | None = None
     flops_exact: bool = True
 
 

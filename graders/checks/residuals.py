@@ -145,9 +145,12 @@ def format_residuals(
 ) -> str:
     """A `print_saved_residuals`-style listing with a count and total bytes, where each value comes
     from, and `unmatched` beside each residual whose `matched` is False (bookkeeping is said to be
-    left out; a value in another layout says so)."""
-    total = sum(r.nbytes for r in residuals)
-    lines = [f"{title}: {len(residuals)} residual{'s' if len(residuals) != 1 else ''}, {total:,} bytes"]
+    left out; a value in another layout says so). On a mesh: bytes per device, and what each
+    device keeps of each residual (`ResidualFact.per_device`)."""
+    mesh = any(r.device_bytes is not None for r in residuals)
+    total = sum(r.nbytes if r.device_bytes is None else r.device_bytes for r in residuals)
+    unit = "bytes per device" if mesh else "bytes"
+    lines = [f"{title}: {len(residuals)} residual{'s' if len(residuals) != 1 else ''}, {total:,} {unit}"]
     width = max((len(r.short()) for r in residuals), default=0)
     for r in residuals:
         where = f"from `{r.source}`" if r.source else ""
@@ -156,7 +159,7 @@ def format_residuals(
         note = "" if r.note and r.source and r.note.startswith("from the argument") else (r.note or "")
         mark = "  (loop counter, left out)" if is_bookkeeping(r) else f"  ({unmatched})" if r.matched is False else ""
         mark += f"  ({r.layout})" if r.layout else ""
-        lines.append(f"  {r.short():<{width}}  {where}  {note}".rstrip() + mark)
+        lines.append(f"  {r.short():<{width}}  {where}{r.per_device()}  {note}".rstrip() + mark)
     return "\n".join(lines)
 
 

@@ -356,6 +356,9 @@ def build_expectations(
             got.gradients,
         )
         expectation.residuals = with_layouts(expectation.residuals, got.residual_layouts)
+        if got.bwd_communication is not None:
+            expectation.bwd_collectives = got.bwd_communication.counts
+            expectation.bwd_received_bytes = got.bwd_communication.received_bytes
     fd_failure = finite_difference_pass(fn, problem, cases, artifacts)
     if fd_failure is not None:
         failures.append(fd_failure)

@@ -50,6 +50,9 @@ class CaseExpectation:
             bwd_recomputed: recompute FLOPs by op signature (the
             `ModuleInfo.recomputed_signatures`, every one: a submission's extra recomputation is
             what it does beyond these).
+        bwd_collectives, bwd_received_bytes: on a mesh, the collectives of its compiled backward
+            program by kind and the bytes each device receives through them
+            (`graders.verifier.collectives`); empty and None on one device.
         bwd_largest_value_bytes, bwd_largest_value_elements: the largest single value its backward
             program defines (the calibrated slack of the backward-peak bound for a submission that
             saves the same values, and of the recompute bound).
@@ -95,6 +98,8 @@ class CaseExpectation:
     full_remat_recompute_flops: int | None = None
     bwd_largest_value_bytes: int = 0
     bwd_largest_value_elements: int = 0
+    bwd_collectives: dict[str, int] = field(default_factory=dict)
+    bwd_received_bytes: int | None = None
     output_errors: list[list[float]] = field(default_factory=list)
     gradient_errors: list[list[float]] = field(default_factory=list)
     residual_errors: list[list[float]] = field(default_factory=list)

@@ -24,12 +24,14 @@ becomes `ArtifactRunError` (a RUNTIME_ERROR verdict for a submission). Exception
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
 
+from graders.verifier.collectives import Communication, communication
 from graders.verifier.fd import fd_opinion, shifted_inputs
 from graders.verifier.placement import device_layout, device_pieces, placed
 
@@ -101,6 +103,8 @@ class CaseValues:
             directions.
         residual_layouts: on a mesh, per residual, where each device keeps its piece
             (`graders.verifier.placement.device_layout`); empty on one device.
+        bwd_communication: on a mesh, the collectives of the compiled bwd and the bytes each
+            device receives through them (`graders.verifier.collectives`); None on one device.
     """
 
     outputs: list[list[np.ndarray]] = field(default_factory=list)
@@ -108,6 +112,7 @@ class CaseValues:
     gradients: list[list[np.ndarray]] = field(default_factory=list)
     fd: list[tuple[float, float, float]] = field(default_factory=list)
     residual_layouts: list[dict[str, Any]] = field(default_factory=list)
+    bwd_communication: Communication | None = None
 
 
 # --- the compiled program -------------------------------------------------------------------------
@@ -202,6 +207,7 @@ def _run_group(cases: Sequence[CaseData], indices: Sequence[int]) -> list[CaseVa
     points = [_points(c) for c in cases]
     fwd = _compile([p[0][2] for p in points], cases, indices, "fwd")
     bwd = None
+    communicated: Communication | None = None
     outputs: list[dict[tuple[int, str], list[np.ndarray]]] = [{} for _ in cases]
     residuals: list[list[list[np.ndarray]]] = [[] for _ in cases]
     gradients: list[list[list[np.ndarray]]] = [[] for _ in cases]
@@ -216,6 +222,9 @@ def _run_group(cases: Sequence[CaseData], indices: Sequence[int]) -> list[CaseVa
         bwd_args = [[*outs[case.n_out :], *case.cotangents[k]] for case, outs in zip(cases, returned, strict=True)]
         if bwd is None:
             bwd = _compile(bwd_args, cases, indices, "bwd")
+            if cases[0].mesh is not None:  # a mesh case has programs of its own (`_groups`)
+                devices = math.prod(cases[0].mesh["axes"].values())
+                communicated = communication(bwd.as_text(), devices)
         for i, (case, outs, grads) in enumerate(zip(cases, returned, _run(bwd, bwd_args, indices[0]), strict=True)):
             pieces = np.asarray if case.mesh is None else device_pieces  # on a mesh, what each device keeps
             residuals[i].append([pieces(r) for r in outs[case.n_out :]])
@@ -225,7 +234,7 @@ def _run_group(cases: Sequence[CaseData], indices: Sequence[int]) -> list[CaseVa
 
     values = []
     for i, case in enumerate(cases):
-        v = CaseValues(residual_layouts=layouts[i])
+        v = CaseValues(residual_layouts=layouts[i], bwd_communication=communicated)
         for k, xs in enumerate(case.inputs):
             v.outputs.append(outputs[i][(k, "x")])
             v.residuals.append(residuals[i][k])
@@ -250,9 +259,14 @@ def _run_group(cases: Sequence[CaseData], indices: Sequence[int]) -> list[CaseVa
 
 def _groups(cases: Sequence[CaseData], max_group_bytes: int | None) -> list[list[int]]:
     """Indices of the cases that share programs: the same schedule of points (as many hidden
-    inputs, all with or all without directions), consecutive, and together within the budget."""
+    inputs, all with or all without directions), consecutive, and together within the budget. A
+    case on a mesh has programs of its own, so its compiled bwd's collectives are its own."""
     by_schedule: dict[tuple[int, bool], list[list[int]]] = {}
+    singles: list[list[int]] = []
     for i, c in enumerate(cases):
+        if c.mesh is not None:
+            singles.append([i])
+            continue
         chunks = by_schedule.setdefault((len(c.inputs), c.directions is not None), [[]])
         last = chunks[-1]
         if (
@@ -262,7 +276,7 @@ def _groups(cases: Sequence[CaseData], max_group_bytes: int | None) -> list[list
         ):
             chunks.append(last := [])
         last.append(i)
-    return [chunk for chunks in by_schedule.values() for chunk in chunks]
+    return [chunk for chunks in by_schedule.values() for chunk in chunks if chunk] + singles
 
 
 def evaluate_cases(cases: Sequence[CaseData], *, max_group_bytes: int | None = None) -> list[CaseValues]:

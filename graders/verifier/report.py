@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from graders.checks.comparison import CaseRun, is_bookkeeping
 from graders.checks.residuals import size_signature
-from graders.verdict import ResidualReport
+from graders.verdict import ResidualFact, ResidualReport
 
 
 def residual_report(runs: list[CaseRun]) -> ResidualReport | None:
@@ -24,6 +24,7 @@ def residual_report(runs: list[CaseRun]) -> ResidualReport | None:
     differing = [r for r in runs if differs(r)]
     chosen = max(differing or runs, key=lambda r: max(r.expected.residual_bytes, sum(x.nbytes for x in r.residuals)))
     exp = chosen.expected
+    communicated = chosen.bwd_communication
     expected = [fact.model_copy() for fact in exp.residuals]
     if chosen.expected_matched is not None:
         for fact, saved in zip(expected, chosen.expected_matched, strict=True):
@@ -32,10 +33,10 @@ def residual_report(runs: list[CaseRun]) -> ResidualReport | None:
         case=exp.name,
         expected=expected,
         submitted=chosen.residuals,
-        expected_bytes=exp.residual_bytes,
-        submitted_bytes=sum(r.nbytes for r in chosen.residuals),
-        expected_host_bytes=sum(r.nbytes for r in exp.residuals if not r.on_device),
-        submitted_host_bytes=sum(r.nbytes for r in chosen.residuals if not r.on_device),
+        expected_bytes=_bytes(exp.residuals),
+        submitted_bytes=_bytes(chosen.residuals),
+        expected_host_bytes=_bytes([r for r in exp.residuals if not r.on_device]),
+        submitted_host_bytes=_bytes([r for r in chosen.residuals if not r.on_device]),
         expected_bwd_peak_bytes=exp.bwd_peak_bytes,
         submitted_bwd_peak_bytes=chosen.bwd_peak_bytes,
         expected_fwd_peak_bytes=exp.fwd_peak_bytes,
@@ -52,4 +53,13 @@ def residual_report(runs: list[CaseRun]) -> ResidualReport | None:
         full_remat_bwd_flops=exp.full_remat_bwd_flops,
         full_remat_recompute_flops=exp.full_remat_recompute_flops,
         full_remat_bwd_peak_bytes=exp.full_remat_bwd_peak_bytes,
+        expected_bwd_collectives=exp.bwd_collectives,
+        submitted_bwd_collectives=communicated.counts if communicated else {},
+        expected_bwd_received_bytes=exp.bwd_received_bytes,
+        submitted_bwd_received_bytes=communicated.received_bytes if communicated else None,
     )
+
+
+def _bytes(facts: list[ResidualFact]) -> int:
+    """Residual bytes: what one device keeps on a mesh (`ResidualFact.device_bytes`), else all."""
+    return sum(f.nbytes if f.device_bytes is None else f.device_bytes for f in facts)

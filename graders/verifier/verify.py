@@ -296,6 +296,7 @@ def _execute(loaded: list[_Loaded], limits: VerifyLimits, problem: Problem, leaf
         CaseRun(
             expected=item.expected,
             residuals=with_layouts(item.residuals, v.residual_layouts),
+            bwd_communication=v.bwd_communication,
             fwd_peak_bytes=item.fwd_peak,
             bwd_peak_bytes=item.bwd_peak,
             bwd_flops=item.bwd_flops,

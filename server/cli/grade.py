@@ -20,6 +20,11 @@ from graders.verdict import VERDICT_EXPLANATIONS, Verdict, VerdictReport
 from server.cli.common import EXIT_ACCEPTED, EXIT_REJECTED, EXIT_USAGE, console, err, quietly, settings_for
 
 
+def _collectives(counts: dict[str, int]) -> str:
+    """`2 all-gather, 1 all-reduce` (XLA's names), or `no collective`."""
+    return ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "no collective"
+
+
 def _headline(report: VerdictReport) -> str:
     """The verdict's one line, from the check that failed (the web panel's diagnosis)."""
     from server.web.panel import panel_context
@@ -69,6 +74,12 @@ def _print_report(report: VerdictReport) -> None:
             console.print(
                 f"backward pass recompute FLOPs: yours {r.submitted_recompute_flops:,}, "
                 f"reference {r.expected_recompute_flops:,}"
+            )
+        if r.expected_bwd_received_bytes is not None and r.submitted_bwd_received_bytes is not None:
+            console.print(
+                f"backward pass communication, bytes received per device: yours "
+                f"{r.submitted_bwd_received_bytes:,} ({_collectives(r.submitted_bwd_collectives)}), reference "
+                f"{r.expected_bwd_received_bytes:,} ({_collectives(r.expected_bwd_collectives)})"
             )
     for name in ("stdout", "stderr"):
         text = getattr(report, name)
