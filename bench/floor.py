@@ -1,7 +1,8 @@
 """The in-process floor of one verdict: the judge's own work with no process boundaries.
 
 In one warm process: load a submission, trace and export every case of its problem
-(`jailside.export.export_case`, as the jail does), then verify the bundle against the cached
+(`jailside.export.export_case`, as the jail does, on the problem's mesh if it has one, with the
+templates' simulated devices), then verify the bundle against the cached
 expectations (`graders.verifier.verify.verify`, as the verifier process does). The first round warms
 JAX up and builds the cache; the median of the rest is the floor that the POST-to-verdict latency
 targets are ratios to (bench/latency.py prints them).
@@ -21,12 +22,18 @@ import argparse
 import base64
 import importlib.util
 import json
+import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
 from common import REPO
+
+from jailside.protocol import SIMULATED_DEVICES_FLAG
+
+# the devices the jail and the verifier have (a mesh problem needs them), set before JAX starts
+os.environ.setdefault("XLA_FLAGS", SIMULATED_DEVICES_FLAG)
 
 
 def measure(problem_dir: Path, source_path: Path, repeats: int) -> dict[str, float]:
@@ -70,7 +77,7 @@ def measure(problem_dir: Path, source_path: Path, repeats: int) -> dict[str, flo
             fn = getattr(module, problem.spec.entry_point)
             cases = []
             for case in problem.spec.cases:
-                fwd, bwd, n_out = export_case(fn, case_arg_specs(problem.spec, case))
+                fwd, bwd, n_out = export_case(fn, case_arg_specs(problem.spec, case), problem.spec.mesh_plain)
                 cases.append(
                     {
                         "name": case.name,
