@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from graders.problems.scaffold_frameworks import framework_files, framework_statement
+from graders.problems.scaffold_mesh import MESH_BULLET, with_mesh
 
 PROBLEM_TOML = """# {slug}: one problem package. Every field is checked when the package loads; a bad one is an
 # error naming this file and the field.
@@ -181,14 +182,15 @@ TODO
 """
 
 
-def scaffold(root: Path, slug: str, framework: str | None = None) -> Path:
+def scaffold(root: Path, slug: str, framework: str | None = None, mesh: dict[str, int] | None = None) -> Path:
     """Creates `root/slug/` with problem.toml, statement.md, starter.py, reference.py, hints.md,
     a right/ file and wrong/no_checkpoint.py. The statement's "How this judge measures it" is
     written: what is compared, the bookkeeping left out, that layout does not matter and what the
     recompute figure counts (with a framework, also how leaves are named). The scaffold validates
     as it is: without a framework its reference checkpoints sin(sin(x)); with one
     (`graders.problems.scaffold_frameworks.FRAMEWORKS`) it checkpoints a residual block over a
-    parameter pytree, written in that library.
+    parameter pytree, written in that library. With `mesh` (axis name -> size, plain scaffold only)
+    the problem runs on that mesh, `x` split over its first axis (`graders.problems.scaffold_mesh`).
 
     Raises:
         FileExistsError: the folder exists.
@@ -205,6 +207,9 @@ def scaffold(root: Path, slug: str, framework: str | None = None) -> Path:
             "wrong/no_checkpoint.py": WRONG,
         }
         texts = {name: template.format(slug=slug) for name, template in files.items()}
+        if mesh is not None:
+            texts["problem.toml"] = with_mesh(texts["problem.toml"], mesh)
+            bullets = MESH_BULLET
     else:
         texts = framework_files(framework, slug)
         task, bullets = framework_statement(framework, slug)

@@ -144,6 +144,31 @@ def test_a_framework_scaffold_validates_and_its_tree_spec_is_its_own(tmp_path: P
     assert printed.stdout in (here / "problems" / slug / "problem.toml").read_text()
 
 
+def test_a_mesh_scaffold_validates_and_new_refuses_a_mesh_it_cannot_make(tmp_path: Path) -> None:
+    """`problems new --mesh data=2,model=2` writes a package on a 2x2 mesh that validates as it is
+    (reference and right/ ACCEPTED through the real jail on 4 of its simulated devices, the
+    unchecked function WRONG_POLICY); a mesh past 8 devices, a malformed one, or one with a
+    framework is refused with a usage error."""
+    here = tmp_path.resolve()
+    made = run_in(here, "problems", "new", "on_mesh", "--mesh", "data=2,model=2")
+    assert made.returncode == 0, made.stderr
+    toml = (here / "problems" / "on_mesh" / "problem.toml").read_text()
+    assert '[mesh]\naxes = { data = 2, model = 2 }\n\n[mesh.partition]\nx = ["data"]\n' in toml
+    validated = run_in(here, "problems", "validate", "on_mesh")
+    assert validated.returncode == 0, validated.stdout[-3000:] + validated.stderr[-2000:]
+    assert validated.stdout.count(" ok ") == 3 and "MISMATCH" not in validated.stdout
+    for mesh, says in (
+        ("data=3,model=3", "9 devices; at most 8"),
+        ("data:2", "write each axis as name=size"),
+        ("data=2,data=2", "axis 'data' is named twice"),
+    ):
+        refused = run_in(here, "problems", "new", "other", "--mesh", mesh)
+        assert refused.returncode == 2 and says in refused.stderr, refused.stderr
+    both = run_in(here, "problems", "new", "other", "--mesh", "data=2", "--framework", "flax")
+    assert both.returncode == 2 and "choose one" in both.stderr
+    assert not (here / "problems" / "other").exists()
+
+
 def test_tree_spec_and_new_refuse_what_they_cannot_do(tmp_path: Path) -> None:
     here = tmp_path.resolve()
     refused = run_in(here, "problems", "new", "torch_block", "--framework", "torch")
