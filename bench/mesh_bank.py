@@ -19,6 +19,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import sys
 import time
@@ -31,17 +32,22 @@ from common import PROBLEMS
 
 from graders.problems.hidden_inputs import case_arg_specs, hidden_inputs, leaf_names
 from graders.problems.problem import load_problem
-from jailside.export import _abstract_arg, bind_static
+from jailside.export import bind_static, dynamic_avals
 from jailside.mesh import make_mesh, place
 
 SEED = b"mesh-bank"
 
 
 def load(path: Path, entry: str) -> Any:
-    """The entry point defined by the file at `path`."""
-    scope: dict[str, Any] = {"__name__": path.stem}
-    exec(compile(path.read_text(), str(path), "exec"), scope)
-    return scope[entry]
+    """The entry point defined by the file at `path`, imported as a module of its own (registered in
+    `sys.modules`, as the jail does: a Flax linen module's dataclass fields need it)."""
+    name = f"mesh_bank_{path.parent.name}_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return getattr(module, entry)
 
 
 def residual_rows(
@@ -84,7 +90,7 @@ def judge(
     # rebuild the argument pytrees from the leaves in the order the problem passes them
     specs = case_arg_specs(problem.spec, case)
     g = bind_static(fn, specs)
-    skeleton = [_abstract_arg(s) for s in specs if s["kind"] != "static"]
+    skeleton = dynamic_avals(specs)
     tree = jax.tree_util.tree_structure(skeleton)
     args = jax.tree_util.tree_unflatten(tree, placed)
     with jax.set_mesh(mesh):

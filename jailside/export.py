@@ -38,6 +38,12 @@ def _abstract_arg(spec: dict[str, Any]) -> Any:
     raise ValueError(f"argument {spec.get('name')!r}: unknown kind {spec['kind']!r}")
 
 
+def dynamic_avals(specs: list[dict[str, Any]]) -> list[Any]:
+    """The avals `jax.export` traces, one pytree of `jax.ShapeDtypeStruct` per dynamic ArgSpec
+    (static arguments left out), in order."""
+    return [_abstract_arg(s) for s in specs if s["kind"] != "static"]
+
+
 def _key_impl(x: Any) -> Any:
     """The PRNG implementation of a typed key array, or None for any other value."""
     # JAX only inside the jail's child (and the reference's): the runner's protocol stays light
@@ -123,7 +129,7 @@ def export_case(
     from jax import export
 
     g = bind_static(fn, specs)
-    dynamic = [_abstract_arg(s) for s in specs if s["kind"] != "static"]
+    dynamic = dynamic_avals(specs)
     in_tree = jax.tree_util.tree_structure(dynamic)
     captured: dict[str, Any] = {}
 
@@ -216,7 +222,7 @@ def residual_notes(
         import jax
         from jax._src import ad_checkpoint
 
-        dynamic = [_abstract_arg(s) for s in specs if s["kind"] != "static"]
+        dynamic = dynamic_avals(specs)
         names = [s["name"] for s in specs if s["kind"] != "static"]
         # on the mesh, with the inputs placed, as `export_case` traces it
         built, placed = _placed(jax.tree_util.tree_leaves(dynamic), specs, mesh)
