@@ -96,6 +96,8 @@ class CaseRun:
         bwd_flops_low, bwd_residual_flops_low: both with the cheapest branch where a branch index
             is known only at run time (`ModuleInfo.flops_low`).
         bwd_recompute: the forward work its backward program does again (None when unknown).
+        fwd_flops_low: FLOPs of one run of its forward program, with the cheapest branch where only
+            the run picks one (None when unknown).
         bwd_communication: on a mesh, what its compiled backward program communicates
             (`graders.verifier.collectives.Communication`); None on one device.
         expected_matched: per reference residual, whether the submission saves it as a value
@@ -116,6 +118,7 @@ class CaseRun:
     bwd_flops_low: int | None = None
     bwd_residual_flops_low: int | None = None
     bwd_recompute: RecomputeFigures | None = None
+    fwd_flops_low: int | None = None
     bwd_communication: Any = None
     expected_matched: list[bool] | None = None
 

@@ -41,6 +41,31 @@ def judged_recompute_cases(runs: list[CaseRun]) -> set[str]:
     }
 
 
+def formulation_allowance(run: CaseRun) -> int:
+    """FLOPs a judged case may recompute beyond the bound for how its forward pass is written: the
+    recomputation of operations the required policy never recomputes (by op signature), up to the
+    forward work the submission's forward program does beyond the reference's; 0 when a figure is
+    unknown.
+
+    A policy decides which forward values are saved; the work of rebuilding the others is that of
+    the submission's own forward pass. An FSDP layer whose all-gather is a ring of `ppermute` steps
+    placing blocks with one-hot arithmetic follows the policy exactly (the same residuals, piece by
+    piece) and redoes that arithmetic in the backward pass, where the reference's `all_gather`
+    costs no FLOPs: 2,246,488 against 1,564,928 FLOPs recomputed in fsdp_regather, its forward
+    681,560 FLOPs dearer. A custom VJP that saves the policy's values and recomputes them anyway
+    gets nothing from this: its forward pass costs what the reference's does, so it recomputes
+    operations the policy saves with no forward work to show for them. The submission's forward
+    FLOPs are its cheapest branch's (`ModuleInfo.flops_low`).
+    """
+    exp = run.expected
+    figures = run.bwd_recompute
+    if figures is None or run.fwd_flops_low is None or exp.fwd_flops is None:
+        return 0
+    beyond_forward = run.fwd_flops_low - exp.fwd_flops
+    own = sum(flops for sig, flops in figures.by_signature.items() if sig not in exp.bwd_recomputed)
+    return max(0, min(beyond_forward, own))
+
+
 def _excess_named(run: CaseRun) -> str:
     """The recomputed operations the submission does more of than the reference, costliest first
     (at most three): "`dot_general(...) -> f32[32,256]` (268,435,456 FLOPs, which the policy
@@ -59,7 +84,7 @@ def _excess_named(run: CaseRun) -> str:
     )[:3]
     parts = []
     for flops, sig in extra:
-        why = "which the policy saves" if sig not in theirs else "more often than the policy does"
+        why = "which the required policy does not recompute" if sig not in theirs else "more often than the policy does"
         parts.append(f"`{figures.named.get(sig, 'an operation')}` ({flops:,} FLOPs, {why})")
     return "; ".join(parts)
 
@@ -71,10 +96,10 @@ def _recompute_failure(run: CaseRun, rule: MemoryRule, figures: tuple[int, int |
     exp = run.expected
     recompute, residual = figures
     slack = rule.recompute_slack or 0.0
-    passes = WRITING_PASSES * exp.bwd_largest_value_elements
+    margin = WRITING_PASSES * exp.bwd_largest_value_elements + formulation_allowance(run)
     some = "at least " if at_least else ""
     if exp.bwd_recompute_flops is not None:
-        allowed = exp.bwd_recompute_flops * (1 + slack) + passes
+        allowed = exp.bwd_recompute_flops * (1 + slack) + margin
         if recompute > allowed:
             named = _excess_named(run)
             return (
@@ -85,7 +110,7 @@ def _recompute_failure(run: CaseRun, rule: MemoryRule, figures: tuple[int, int |
             )
     share = RESIDUAL_SHARE * exp.bwd_flops
     if exp.bwd_residual_flops is not None and residual is not None:
-        allowed = exp.bwd_residual_flops * (1 + slack) + passes + share
+        allowed = exp.bwd_residual_flops * (1 + slack) + margin + share
         if residual > allowed:
             return (
                 f"{run.label}: your backward pass spends {some}{residual:,} FLOPs on work that does not "
@@ -111,6 +136,7 @@ def _case_details(run: CaseRun, *, exact: bool, judged: bool) -> dict[str, Any]:
         "expected_residual_flops": exp.bwd_residual_flops,
         "submitted_residual_flops": run.bwd_residual_flops,
         "recomputed_beyond_policy": _excess_named(run),
+        "formulation_allowance": formulation_allowance(run),
         "exact": exact,
         "judged": judged,
     }
@@ -129,27 +155,43 @@ def _judged_case_failure(run: CaseRun, rule: MemoryRule) -> str | None:
     return _recompute_failure(run, rule, low, at_least=True) or None
 
 
+def _passed(rule: MemoryRule, judged_cases: set[str], details: dict[str, Any]) -> str:
+    """The message of a judged recompute check that passed, naming the formulation allowance used."""
+    own = sum(details[name]["formulation_allowance"] for name in judged_cases if name in details)
+    message = (
+        f"the backward pass recomputes no more than the required policy (+{rule.recompute_slack or 0:.0%} allowed) "
+        f"on {', '.join(sorted(judged_cases))} (the case with the costliest backward pass and any past "
+        f"{JUDGED_FLOPS_FLOOR:,} FLOPs; the others are reported)"
+    )
+    if own:
+        message += (
+            f"; up to {own:,} FLOPs more were allowed for redoing forward work of your own writing, "
+            "which the reference's forward pass does not do"
+        )
+    return message
+
+
 def check_recompute(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
     """What the backward pass recomputes, against the policy the problem asks for.
 
-    Under `exact` with a `recompute_slack`, a backward pass that spends more than (1 + slack)
-    times the reference's backward FLOPs, plus `WRITING_PASSES` elementwise passes over the largest
-    value of the reference's backward program (how a derivative is written moves the count by a
-    pass or two), or whose work on the residuals alone (`CaseRun.bwd_residual_flops`: what depends
-    on no cotangent, the forward values it computes again) exceeds (1 + slack) times the
-    reference's plus those passes plus `RESIDUAL_SHARE` of the reference's whole backward pass
-    (a custom_vjp that saves a dense layer's matmul outputs and recomputes them anyway adds 25% to
-    the whole but 1000 times to that part), fails with WRONG_POLICY on the case the bound judges
-    (`judged_recompute_cases`:
-    the one with the costliest reference backward pass), saying how much forward work it redoes: a
-    policy saves values so they need not be recomputed, and a solution that saves the right values
-    and recomputes everything anyway (measured: 180 times the reference's recomputation in
-    checkpoint_stages) does not follow it. The FLOPs are those of what runs
-    (`graders.untrusted.flops`: no dead code, no untaken branch of a constant `cond`). Not judged
-    (reported only) under `at_most` (saving less and recomputing more is allowed there), without
-    a slack, or when a figure of a judged case is inexact (a loop's trip count or a branch index
-    that only the run decides), unless even its lower bound (the cheapest branch, each unknown loop
-    once) is over: a data-dependent `lax.cond` around a recompute-everything branch is no way out.
+    Under `exact` with a `recompute_slack`, a backward pass that spends more than (1 + slack) times
+    the reference's backward FLOPs, plus `WRITING_PASSES` elementwise passes over the largest value
+    of the reference's backward program (how a derivative is written moves the count by a pass or
+    two) plus its `formulation_allowance` (forward work of its own writing redone), or whose work on
+    the residuals alone (`CaseRun.bwd_residual_flops`: what depends on no cotangent, the forward
+    values it computes again) exceeds (1 + slack) times the reference's plus those margins plus
+    `RESIDUAL_SHARE` of the reference's whole backward pass (a custom_vjp that saves a dense layer's
+    matmul outputs and recomputes them anyway adds 25% to the whole but 1000 times to that part),
+    fails with WRONG_POLICY on the case the bound judges (`judged_recompute_cases`: the one with the
+    costliest reference backward pass), saying how much forward work it redoes: a policy saves
+    values so they need not be recomputed, and a solution that saves the right values and recomputes
+    everything anyway (measured: 180 times the reference's recomputation in checkpoint_stages) does
+    not follow it. The FLOPs are those of what runs (`graders.untrusted.flops`: no dead code, no
+    untaken branch of a constant `cond`). Not judged (reported only) under `at_most` (saving less
+    and recomputing more is allowed there), without a slack, or when a figure of a judged case is
+    inexact (a loop's trip count or a branch index that only the run decides), unless even its lower
+    bound (the cheapest branch, each unknown loop once) is over: a data-dependent `lax.cond` around
+    a recompute-everything branch is no way out.
     """
     judged = rule.rule == "exact" and rule.recompute_slack is not None
     judged_cases = judged_recompute_cases(runs)
@@ -179,14 +221,7 @@ def check_recompute(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
             details=details,
             message=("reported only" if not judged else "not judged") + note,
         )
-    return CheckResult(
-        name="recompute",
-        passed=True,
-        details=details,
-        message=f"the backward pass recomputes no more than the required policy "
-        f"(+{rule.recompute_slack:.0%} allowed) on {', '.join(sorted(judged_cases))} (the case with the "
-        f"costliest backward pass and any past {JUDGED_FLOPS_FLOOR:,} FLOPs; the others are reported)",
-    )
+    return CheckResult(name="recompute", passed=True, details=details, message=_passed(rule, judged_cases, details))
 
 
 class RecomputeCheck:

@@ -184,6 +184,7 @@ def _case_expectation(
         fwd_peak_bytes=fwd_info.peak_live_bytes,
         bwd_peak_bytes=bwd_info.peak_live_bytes,
         bwd_flops=bwd_info.flops,
+        fwd_flops=fwd_info.flops,
         plain_residual_bytes=plain[0] if plain else None,
         plain_bwd_peak_bytes=plain[1].peak_live_bytes if plain else None,
         plain_bwd_flops=plain[1].flops if plain else None,

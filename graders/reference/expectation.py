@@ -50,6 +50,8 @@ class CaseExpectation:
             bwd_recomputed: recompute FLOPs by op signature (the
             `ModuleInfo.recomputed_signatures`, every one: a submission's extra recomputation is
             what it does beyond these).
+        fwd_flops: FLOPs of one run of its forward program (None in caches before format 16): what
+            a submission's forward work beyond it is measured from (`graders.checks.recompute`).
         bwd_collectives, bwd_received_bytes: on a mesh, the collectives of its compiled backward
             program by kind and the bytes each device receives through them
             (`graders.verifier.collectives`); empty and None on one device.
@@ -98,6 +100,7 @@ class CaseExpectation:
     full_remat_recompute_flops: int | None = None
     bwd_largest_value_bytes: int = 0
     bwd_largest_value_elements: int = 0
+    fwd_flops: int | None = None
     bwd_collectives: dict[str, int] = field(default_factory=dict)
     bwd_received_bytes: int | None = None
     output_errors: list[list[float]] = field(default_factory=list)

@@ -27,6 +27,7 @@ from pathlib import Path
 from graders.config import JudgeConfig
 from graders.problems.problem import Problem
 from graders.reference.expectation import META_FILE, cache_dir
+from graders.verifier.code_version import judging_code_digest
 from graders.verifier.events import (
     Digest,
     Error,
@@ -162,7 +163,8 @@ class ResultCache:
     The key covers the normalized artifacts and residual notes (the child's digest), the problem
     slug and version, a hash of the seed (never the seed), the verify limits, the JAX version, the
     model libraries' versions (`jailside.frameworks`: a framework reference's expectations follow
-    them) and RESULT_CACHE_FORMAT: two submissions with the same key get the same checks, by construction.
+    them), the judging code's own digest (`graders.verifier.code_version`) and RESULT_CACHE_FORMAT:
+    two submissions with the same key get the same checks, by construction.
     """
 
     def __init__(self, root: Path):
@@ -172,6 +174,7 @@ class ResultCache:
     def key(digest: str, problem: Problem, config: JudgeConfig) -> str:
         material = {
             "format": RESULT_CACHE_FORMAT,
+            "code": judging_code_digest(),
             "digest": digest,
             "slug": problem.slug,
             "jax": _jax_version(),

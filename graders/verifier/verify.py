@@ -86,6 +86,7 @@ class _Loaded:
     fwd_program: str = ""
     bwd_program: str = ""
     bwd_info: ModuleInfo | None = None
+    fwd_flops_low: int | None = None
 
 
 def _check_sizes(label: str, case: BundleCase, limits: VerifyLimits) -> None:
@@ -256,6 +257,7 @@ def _load_case(
         infos[0].program_digest,
         infos[1].program_digest,
         infos[1],
+        infos[0].flops_low,
     )
 
 
@@ -304,6 +306,7 @@ def _execute(loaded: list[_Loaded], limits: VerifyLimits, problem: Problem, leaf
             bwd_residual_flops=item.bwd_residual_flops,
             bwd_flops_low=item.bwd_flops_low,
             bwd_residual_flops_low=item.bwd_residual_flops_low,
+            fwd_flops_low=item.fwd_flops_low,
             bwd_recompute=RecomputeFigures.of(item.bwd_info, item.residuals) if item.bwd_info else None,
             outputs=v.outputs,
             residual_values=v.residuals,

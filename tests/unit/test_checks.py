@@ -611,7 +611,7 @@ def test_recomputing_forward_work_beyond_the_policy_is_wrong_policy_within_a_sta
     result = check_recompute([run], rule=spec.memory)
     assert not result.passed and result.verdict is Verdict.WRONG_POLICY
     assert "recomputes 39,400 FLOPs of forward work" in result.message
-    assert f"`{label}` (39,400 FLOPs, which the policy saves)" in result.message
+    assert f"`{label}` (39,400 FLOPs, which the required policy does not recompute)" in result.message
     recomputing(run, 39_400, low=400, named=label)
     run.bwd_flops_exact = False  # a loop whose trip count could not be read: not judged
     assert check_recompute([run], rule=spec.memory).passed and not check_recompute([run], rule=spec.memory).judged

@@ -175,7 +175,7 @@ def test_a_nan_guard_or_a_relu_of_the_cotangent_stays_cotangent_work() -> None:
 def test_every_recomputed_operation_is_counted_by_signature_not_only_the_costliest() -> None:
     """A reference that recomputes ten different functions: all ten are kept by signature, so a
     submission that recomputes its ninth is told "more often than the policy does", never "which
-    the policy saves"; only the costliest eight are labelled."""
+    the required policy does not recompute"; only the costliest eight are labelled."""
     functions = [jnp.sin, jnp.cos, jnp.tanh, jnp.exp, jnp.log1p, jnp.sqrt, jnp.cbrt, jnp.arctan, jnp.sinh, jnp.cosh]
 
     def net(x: Any) -> Any:
