@@ -103,6 +103,9 @@ class ResidualFact(BaseModel):
             from the compiled forward program's outputs), and the global shape JAX assembles; `shape` is then
             `[devices, *device_shape]`, the pieces stacked by device, which is what is compared
             (`graders.checks.residuals.with_layouts`). None and 1 on one device.
+        same_pieces: on a mesh, every device's piece holds the same numbers though the sharding
+            gives each its own: the value is copied to every device (replicated by value), as a
+            gathered weight a `shard_map` body saves is.
     """
 
     shape: list[int]
@@ -116,6 +119,7 @@ class ResidualFact(BaseModel):
     device_bytes: int | None = None
     replicas: int = 1
     global_shape: list[int] | None = None
+    same_pieces: bool = False
 
     @property
     def on_device(self) -> bool:
@@ -139,7 +143,9 @@ class ResidualFact(BaseModel):
 
     def per_device(self) -> str:
         """On a mesh, what each device keeps of it: `, f32[16,64] per device` (`, replicated: each
-        of 4 devices keeps all of it` when every device holds the same piece); "" on one device."""
+        of 4 devices keeps all of it` when every device holds the whole of it, `, replicated: each of
+        4 devices keeps the same f32[64,128]` when every device's piece holds the same numbers,
+        `same_pieces`); "" on one device."""
         if self.device_shape is None:
             return ""
         piece = Aval(tuple(self.device_shape), self.dtype).short()
@@ -147,6 +153,8 @@ class ResidualFact(BaseModel):
             return f", replicated: each of {self.replicas} devices keeps all of it"
         if self.replicas > 1:
             return f", {piece} per device, each piece kept by {self.replicas} devices"
+        if self.same_pieces:  # `shape` is [devices, *piece] on a mesh
+            return f", replicated: each of {self.shape[0]} devices keeps the same {piece}"
         return f", {piece} per device"
 
     def described(self) -> str:
@@ -174,7 +182,11 @@ class ResidualReport(BaseModel):
     either backward program (the FLOPs then count such a loop once: a lower bound). On a mesh the
     residual bytes are per device, and `*_bwd_collectives` / `*_bwd_received_bytes` give each
     compiled backward program's collectives by kind and the bytes one device receives through them
-    (`graders.verifier.collectives`); reported, not judged."""
+    (`graders.verifier.collectives`); reported, not judged. `*_xla_memory` on a mesh: XLA's own
+    per-device figures of each side's compiled programs (`graders.verifier.xla_memory`):
+    {"fwd": {...}, "bwd": {...}, "residual_bytes": the residuals by XLA's count, "parted": why that
+    differs from the judge's count, or "", "bwd_device_bytes": what one device holds while the
+    backward pass runs}; empty on one device; `*_bwd_device_bytes` the same for the variants."""
 
     case: str | None = None
     expected: list[ResidualFact] = Field(default_factory=list)
@@ -202,6 +214,12 @@ class ResidualReport(BaseModel):
     submitted_bwd_collectives: dict[str, int] = Field(default_factory=dict)
     expected_bwd_received_bytes: int | None = None
     submitted_bwd_received_bytes: int | None = None
+    no_checkpoint_bwd_received_bytes: int | None = None
+    full_remat_bwd_received_bytes: int | None = None
+    no_checkpoint_bwd_device_bytes: int | None = None
+    full_remat_bwd_device_bytes: int | None = None
+    expected_xla_memory: dict[str, Any] = Field(default_factory=dict)
+    submitted_xla_memory: dict[str, Any] = Field(default_factory=dict)
     flops_exact: bool = True
 
 

@@ -100,6 +100,8 @@ class CaseRun:
             the run picks one (None when unknown).
         bwd_communication: on a mesh, what its compiled backward program communicates
             (`graders.verifier.collectives.Communication`); None on one device.
+        xla_memory: on a mesh, XLA's per-device figures of its compiled programs
+            (`graders.verifier.evaluate.CaseValues.xla_memory`); empty on one device.
         expected_matched: per reference residual, whether the submission saves it as a value
             (filled in by the residuals check).
     """
@@ -120,6 +122,7 @@ class CaseRun:
     bwd_recompute: RecomputeFigures | None = None
     fwd_flops_low: int | None = None
     bwd_communication: Any = None
+    xla_memory: dict[str, Any] = field(default_factory=dict)
     expected_matched: list[bool] | None = None
 
     @property

@@ -60,6 +60,7 @@ def with_layouts(facts: list[ResidualFact], layouts: Sequence[dict[str, Any]]) -
                 "device_bytes": int(layout["device_bytes"]),
                 "replicas": int(layout["replicas"]),
                 "memory_kind": str(layout["device_memory_kind"]),
+                "same_pieces": bool(layout.get("same_pieces", False)),
             }
         )
         for fact, layout in zip(facts, layouts, strict=True)

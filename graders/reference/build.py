@@ -55,12 +55,13 @@ from graders.reference.self_checks import (
     finite_difference_pass,
     run_reference,
 )
+from graders.reference.variants import everything_recomputed, variant_facts
 from graders.untrusted.parse import deserialize, exported_avals
 from graders.untrusted.reader import inspect_module
 from graders.untrusted.result import ModuleInfo
 from graders.verdict import ResidualFact
 from graders.verifier.evaluate import CaseData
-from jailside.export import export_case, residual_notes
+from jailside.export import residual_notes
 
 
 def import_file(path: Path, module_name: str) -> Any:
@@ -106,30 +107,6 @@ def checkpoint_disabled() -> Iterator[None]:
             setattr(mod, name, value)
 
 
-def _variant_facts(
-    fn: Callable[..., Any], specs: list[dict[str, Any]], mesh: dict[str, Any] | None
-) -> tuple[int, ModuleInfo] | None:
-    """(residual bytes, bwd ModuleInfo) of a variant of the reference, or None when it fails."""
-    axes = None if mesh is None else dict(mesh["axes"])
-    try:
-        fwd_blob, bwd_blob, n_out = export_case(fn, specs, mesh)
-        fwd = deserialize(fwd_blob)
-        forward = inspect_module(fwd, mesh_axes=axes).op_signatures
-        bwd_info = inspect_module(deserialize(bwd_blob), cotangents=n_out, forward_ops=forward, mesh_axes=axes)
-        return sum(a.nbytes for a in exported_avals(fwd.out_avals)[n_out:]), bwd_info
-    except Exception:  # noqa: BLE001 - a comparison point only: the verdict never depends on it
-        return None
-
-
-def _everything_recomputed(fn: Callable[..., Any], specs: list[dict[str, Any]]) -> Callable[..., Any]:
-    """`fn` under one plain `jax.checkpoint`: saves the inputs and recomputes everything."""
-    # JAX only in the child that builds expectations: the server imports this package
-    import jax
-
-    static = tuple(i for i, s in enumerate(specs) if s["kind"] == "static")
-    return jax.checkpoint(fn, static_argnums=static)
-
-
 def _import_reference(problem: Problem) -> tuple[Callable[..., Any], Callable[..., Any] | None]:
     """(the reference's entry point, the same imported with checkpoints disabled or None when that fails).
 
@@ -171,8 +148,8 @@ def _case_expectation(
     plain = None
     if plain_fn is not None:
         with checkpoint_disabled():
-            plain = _variant_facts(plain_fn, specs, mesh)
-    full = _variant_facts(_everything_recomputed(fn, specs), specs, mesh)
+            plain = variant_facts(plain_fn, specs, mesh)
+    full = variant_facts(everything_recomputed(fn, specs), specs, mesh)
     return CaseExpectation(
         name=case.name,
         dims=dict(case.dims),
@@ -185,14 +162,18 @@ def _case_expectation(
         bwd_peak_bytes=bwd_info.peak_live_bytes,
         bwd_flops=bwd_info.flops,
         fwd_flops=fwd_info.flops,
-        plain_residual_bytes=plain[0] if plain else None,
-        plain_bwd_peak_bytes=plain[1].peak_live_bytes if plain else None,
-        plain_bwd_flops=plain[1].flops if plain else None,
-        plain_recompute_flops=plain[1].recompute_flops if plain else None,
-        full_remat_bytes=full[0] if full else None,
-        full_remat_bwd_peak_bytes=full[1].peak_live_bytes if full else None,
-        full_remat_bwd_flops=full[1].flops if full else None,
-        full_remat_recompute_flops=full[1].recompute_flops if full else None,
+        plain_residual_bytes=plain.residual_bytes if plain else None,
+        plain_bwd_peak_bytes=plain.bwd_info.peak_live_bytes if plain else None,
+        plain_bwd_flops=plain.bwd_info.flops if plain else None,
+        plain_recompute_flops=plain.bwd_info.recompute_flops if plain else None,
+        plain_bwd_received_bytes=plain.bwd_received_bytes if plain else None,
+        plain_bwd_device_bytes=plain.bwd_device_bytes if plain else None,
+        full_remat_bytes=full.residual_bytes if full else None,
+        full_remat_bwd_peak_bytes=full.bwd_info.peak_live_bytes if full else None,
+        full_remat_bwd_flops=full.bwd_info.flops if full else None,
+        full_remat_recompute_flops=full.bwd_info.recompute_flops if full else None,
+        full_remat_bwd_received_bytes=full.bwd_received_bytes if full else None,
+        full_remat_bwd_device_bytes=full.bwd_device_bytes if full else None,
         fd_step=FD_STEP,
         fd_reference_error=[],
         bwd_flops_exact=bwd_info.flops_exact,
@@ -360,6 +341,7 @@ def build_expectations(
         if got.bwd_communication is not None:
             expectation.bwd_collectives = got.bwd_communication.counts
             expectation.bwd_received_bytes = got.bwd_communication.received_bytes
+        expectation.xla_memory = got.xla_memory
     fd_failure = finite_difference_pass(fn, problem, cases, artifacts)
     if fd_failure is not None:
         failures.append(fd_failure)

@@ -50,6 +50,13 @@ class CaseExpectation:
             bwd_recomputed: recompute FLOPs by op signature (the
             `ModuleInfo.recomputed_signatures`, every one: a submission's extra recomputation is
             what it does beyond these).
+        plain_bwd_received_bytes, full_remat_bwd_received_bytes: on a mesh, the bytes one device
+            receives through the collectives of each variant's compiled backward program (None on
+            one device); on a mesh the variants' residual bytes are per device too
+            (`graders.reference.variants`). plain_bwd_device_bytes, full_remat_bwd_device_bytes: on
+            a mesh, what one device holds while each variant's backward program runs, by XLA.
+        xla_memory: on a mesh, XLA's per-device figures of the reference's compiled programs
+            (`graders.verifier.evaluate.CaseValues.xla_memory`); empty on one device.
         fwd_flops: FLOPs of one run of its forward program (None in caches before format 16): what
             a submission's forward work beyond it is measured from (`graders.checks.recompute`).
         bwd_collectives, bwd_received_bytes: on a mesh, the collectives of its compiled backward
@@ -101,6 +108,11 @@ class CaseExpectation:
     bwd_largest_value_bytes: int = 0
     bwd_largest_value_elements: int = 0
     fwd_flops: int | None = None
+    plain_bwd_received_bytes: int | None = None
+    full_remat_bwd_received_bytes: int | None = None
+    plain_bwd_device_bytes: int | None = None
+    full_remat_bwd_device_bytes: int | None = None
+    xla_memory: dict[str, Any] = field(default_factory=dict)
     bwd_collectives: dict[str, int] = field(default_factory=dict)
     bwd_received_bytes: int | None = None
     output_errors: list[list[float]] = field(default_factory=list)

@@ -34,6 +34,7 @@ import numpy as np
 from graders.verifier.collectives import Communication, communication
 from graders.verifier.fd import fd_opinion, shifted_inputs
 from graders.verifier.placement import device_layout, device_pieces, placed
+from graders.verifier.xla_memory import xla_memory
 
 # XLA options of every program compiled here, the reference's and the submissions' alike (so they
 # stay compared like for like; the expectation cache's format names them). Measured on
@@ -105,6 +106,10 @@ class CaseValues:
             (`graders.verifier.placement.device_layout`); empty on one device.
         bwd_communication: on a mesh, the collectives of the compiled bwd and the bytes each
             device receives through them (`graders.verifier.collectives`); None on one device.
+        xla_memory: on a mesh, XLA's per-device figures of the compiled programs
+            (`graders.verifier.xla_memory`): {"fwd": {...}, "bwd": {...}, "primal_output_bytes":
+            the primal outputs' bytes per device, "outputs": how many arrays fwd returns}; empty on
+            one device.
     """
 
     outputs: list[list[np.ndarray]] = field(default_factory=list)
@@ -113,6 +118,7 @@ class CaseValues:
     fd: list[tuple[float, float, float]] = field(default_factory=list)
     residual_layouts: list[dict[str, Any]] = field(default_factory=list)
     bwd_communication: Communication | None = None
+    xla_memory: dict[str, Any] = field(default_factory=dict)
 
 
 # --- the compiled program -------------------------------------------------------------------------
@@ -195,6 +201,17 @@ def _points(case: CaseData) -> list[tuple[int, str, list[Any]]]:
     return [(k, kind, placed(leaves, case.mesh, names)) for k, kind, leaves in points]
 
 
+def _mesh_figures(case: CaseData, fwd: Any, bwd: Any, returned: Sequence[Any]) -> tuple[Communication, dict[str, Any]]:
+    """What a mesh case's compiled programs communicate and hold per device: the collectives of
+    its bwd (`graders.verifier.collectives`) and XLA's figures of both (`CaseValues.xla_memory`);
+    `returned` is what its fwd returned for one input."""
+    assert case.mesh is not None
+    communicated = communication(bwd.as_text(), math.prod(case.mesh["axes"].values()))
+    primal = sum(device_layout(o)["device_bytes"] for o in returned[: case.n_out])
+    memory = {"fwd": xla_memory(fwd), "bwd": xla_memory(bwd), "primal_output_bytes": primal, "outputs": len(returned)}
+    return communicated, memory
+
+
 def _run_group(cases: Sequence[CaseData], indices: Sequence[int]) -> list[CaseValues]:
     """Evaluates `cases` (as many hidden inputs each, all with or all without directions) with two
     compiled programs: every case's fwd in one, every case's bwd in the other.
@@ -208,6 +225,7 @@ def _run_group(cases: Sequence[CaseData], indices: Sequence[int]) -> list[CaseVa
     fwd = _compile([p[0][2] for p in points], cases, indices, "fwd")
     bwd = None
     communicated: Communication | None = None
+    memory: dict[str, Any] = {}
     outputs: list[dict[tuple[int, str], list[np.ndarray]]] = [{} for _ in cases]
     residuals: list[list[list[np.ndarray]]] = [[] for _ in cases]
     gradients: list[list[list[np.ndarray]]] = [[] for _ in cases]
@@ -223,8 +241,7 @@ def _run_group(cases: Sequence[CaseData], indices: Sequence[int]) -> list[CaseVa
         if bwd is None:
             bwd = _compile(bwd_args, cases, indices, "bwd")
             if cases[0].mesh is not None:  # a mesh case has programs of its own (`_groups`)
-                devices = math.prod(cases[0].mesh["axes"].values())
-                communicated = communication(bwd.as_text(), devices)
+                communicated, memory = _mesh_figures(cases[0], fwd, bwd, returned[0])
         for i, (case, outs, grads) in enumerate(zip(cases, returned, _run(bwd, bwd_args, indices[0]), strict=True)):
             pieces = np.asarray if case.mesh is None else device_pieces  # on a mesh, what each device keeps
             residuals[i].append([pieces(r) for r in outs[case.n_out :]])
@@ -234,7 +251,7 @@ def _run_group(cases: Sequence[CaseData], indices: Sequence[int]) -> list[CaseVa
 
     values = []
     for i, case in enumerate(cases):
-        v = CaseValues(residual_layouts=layouts[i], bwd_communication=communicated)
+        v = CaseValues(residual_layouts=layouts[i], bwd_communication=communicated, xla_memory=memory)
         for k, xs in enumerate(case.inputs):
             v.outputs.append(outputs[i][(k, "x")])
             v.residuals.append(residuals[i][k])

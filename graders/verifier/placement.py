@@ -59,7 +59,10 @@ def device_layout(array: Any) -> dict[str, Any]:
         `"device_bytes": int` (its bytes), `"replicas": int` (how many devices hold each piece: 1
         when every device holds its own, the device count when replicated),
         `"device_memory_kind": str` (`sharding.memory_kind`: "device" or "pinned_host"),
-        `"devices": int` (how many devices hold a piece)}.
+        `"devices": int` (how many devices hold a piece), `"same_pieces": bool` (every device's
+        piece holds the same numbers though the sharding gives each its own: a value copied to
+        every device, as a `shard_map` body that all-gathers a weight and saves it keeps it;
+        False when the sharding itself replicates it or there is one device)}.
     """
     sharding = array.sharding
     shape = tuple(int(d) for d in array.shape)
@@ -70,10 +73,14 @@ def device_layout(array: Any) -> dict[str, Any]:
         tuple((s.start or 0, shape[i] if s.stop is None else s.stop) for i, s in enumerate(indices[d])) for d in devices
     ]
     distinct = len(set(ranges))
+    shards = sorted(array.addressable_shards, key=lambda s: s.device.id)
+    first = np.asarray(shards[0].data)
+    same = distinct > 1 and all(np.array_equal(first, np.asarray(s.data), equal_nan=True) for s in shards[1:])
     return {
         "device_shape": piece,
         "device_bytes": math.prod(piece) * np.dtype(array.dtype).itemsize,
         "replicas": max(1, len(devices) // max(1, distinct)),
         "device_memory_kind": str(sharding.memory_kind or "device"),
         "devices": len(devices),
+        "same_pieces": bool(same),
     }

@@ -3,9 +3,12 @@ sides, their bytes, peaks and backward FLOPs, for the case that shows a mistake 
 
 from __future__ import annotations
 
+from typing import Any
+
 from graders.checks.comparison import CaseRun, is_bookkeeping
 from graders.checks.residuals import size_signature
 from graders.verdict import ResidualFact, ResidualReport
+from graders.verifier.xla_memory import held_bytes, parted, residual_bytes
 
 
 def residual_report(runs: list[CaseRun]) -> ResidualReport | None:
@@ -57,7 +60,28 @@ def residual_report(runs: list[CaseRun]) -> ResidualReport | None:
         submitted_bwd_collectives=communicated.counts if communicated else {},
         expected_bwd_received_bytes=exp.bwd_received_bytes,
         submitted_bwd_received_bytes=communicated.received_bytes if communicated else None,
+        no_checkpoint_bwd_received_bytes=exp.plain_bwd_received_bytes,
+        full_remat_bwd_received_bytes=exp.full_remat_bwd_received_bytes,
+        no_checkpoint_bwd_device_bytes=exp.plain_bwd_device_bytes,
+        full_remat_bwd_device_bytes=exp.full_remat_bwd_device_bytes,
+        expected_xla_memory=_xla(exp.xla_memory, _bytes(exp.residuals)),
+        submitted_xla_memory=_xla(chosen.xla_memory, _bytes(chosen.residuals)),
     )
+
+
+def _xla(memory: dict[str, Any], judge_bytes: int) -> dict[str, Any]:
+    """XLA's figures of one side's compiled programs with its count of the residuals and why that
+    parts from the judge's `judge_bytes` (`graders.verifier.xla_memory`); {} without them."""
+    if not memory or not memory.get("fwd"):
+        return {}
+    counted = residual_bytes(memory["fwd"], memory.get("primal_output_bytes", 0))
+    return {
+        "fwd": memory["fwd"],
+        "bwd": memory.get("bwd", {}),
+        "residual_bytes": counted,
+        "bwd_device_bytes": held_bytes(memory.get("bwd") or {}),
+        "parted": parted(judge_bytes, counted, memory["fwd"], memory.get("outputs", 0)),
+    }
 
 
 def _bytes(facts: list[ResidualFact]) -> int:

@@ -299,6 +299,7 @@ def _execute(loaded: list[_Loaded], limits: VerifyLimits, problem: Problem, leaf
             expected=item.expected,
             residuals=with_layouts(item.residuals, v.residual_layouts),
             bwd_communication=v.bwd_communication,
+            xla_memory=v.xla_memory,
             fwd_peak_bytes=item.fwd_peak,
             bwd_peak_bytes=item.bwd_peak,
             bwd_flops=item.bwd_flops,

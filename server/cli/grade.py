@@ -17,12 +17,9 @@ from graders.checks.residuals import format_residuals
 from graders.problems.problem import ProblemRepository
 from graders.problems.spec import ProblemError
 from graders.verdict import VERDICT_EXPLANATIONS, Verdict, VerdictReport
+from graders.verifier.xla_memory import describe as describe_xla
 from server.cli.common import EXIT_ACCEPTED, EXIT_REJECTED, EXIT_USAGE, console, err, quietly, settings_for
-
-
-def _collectives(counts: dict[str, int]) -> str:
-    """`2 all-gather, 1 all-reduce` (XLA's names), or `no collective`."""
-    return ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "no collective"
+from server.web.formatting import collectives
 
 
 def _headline(report: VerdictReport) -> str:
@@ -78,9 +75,12 @@ def _print_report(report: VerdictReport) -> None:
         if r.expected_bwd_received_bytes is not None and r.submitted_bwd_received_bytes is not None:
             console.print(
                 f"backward pass communication, bytes received per device: yours "
-                f"{r.submitted_bwd_received_bytes:,} ({_collectives(r.submitted_bwd_collectives)}), reference "
-                f"{r.expected_bwd_received_bytes:,} ({_collectives(r.expected_bwd_collectives)})"
+                f"{r.submitted_bwd_received_bytes:,} ({collectives(r.submitted_bwd_collectives)}), reference "
+                f"{r.expected_bwd_received_bytes:,} ({collectives(r.expected_bwd_collectives)})"
             )
+        for who, side in (("yours", r.submitted_xla_memory), ("reference", r.expected_xla_memory)):
+            if describe_xla(side):
+                console.print(f"XLA's memory_analysis per device, {who}: {describe_xla(side)}", markup=False)
     for name in ("stdout", "stderr"):
         text = getattr(report, name)
         if text.strip():

@@ -35,4 +35,15 @@ def inline_code(text: str) -> Markup:
     return Markup(_CODE_SPAN.sub(r"<code>\1</code>", str(escape(text))))
 
 
-FILTERS = {"human_bytes": human_bytes, "human_flops": human_flops, "inline_code": inline_code}
+def collectives(counts: dict[str, int]) -> str:
+    """A backward pass's collectives by kind (`ResidualReport.*_bwd_collectives`) as `2 all-gather,
+    1 all-reduce` (XLA's names, sorted), or `no collective`."""
+    return ", ".join(f"{n} {kind}" for kind, n in sorted((counts or {}).items())) or "no collective"
+
+
+FILTERS = {
+    "human_bytes": human_bytes,
+    "human_flops": human_flops,
+    "inline_code": inline_code,
+    "collectives": collectives,
+}

@@ -23,6 +23,7 @@ import jinja2
 from graders.artifact_limits import Aval
 from graders.checks.comparison import is_bookkeeping
 from graders.verdict import VERDICT_EXPLANATIONS, ResidualFact, Verdict, VerdictReport
+from graders.verifier.xla_memory import describe as describe_xla
 from server.web.diagnosis import Diagnosis, Recompute, diagnose
 from server.web.formatting import FILTERS
 from server.web.plane import plane
@@ -38,14 +39,35 @@ def report_data(report: VerdictReport | Mapping[str, Any]) -> dict[str, Any]:
 
 def _aval(r: Mapping[str, Any]) -> tuple[str, int]:
     """(`f32[16,8]`, bytes) of one residual of the verdict JSON (`ResidualFact`); an offloaded one
-    reads `f32[16,8] on pinned_host`."""
-    aval = Aval(tuple(int(d) for d in r.get("shape") or []), str(r.get("dtype", "")))
+    reads `f32[16,8] on pinned_host`. On a mesh, the piece one device keeps and its bytes
+    (`ResidualFact.device_shape`, `device_bytes`), as every residual figure there is per device."""
+    piece = r.get("device_shape")
+    shape = piece if piece is not None else r.get("shape") or []
+    aval = Aval(tuple(int(d) for d in shape), str(r.get("dtype", "")))
     kind = str(r.get("memory_kind") or "device")
     text = aval.short() + ("" if kind == "device" else f" on {kind}")
     try:
-        return text, aval.nbytes
+        return text, int(r["device_bytes"]) if piece is not None and r.get("device_bytes") is not None else aval.nbytes
     except TypeError:  # a dtype numpy does not know: shown, not sized
         return text, 0
+
+
+def placement(r: Mapping[str, Any]) -> str:
+    """On a mesh, how the devices keep one residual: "per device, of f32[32,64]" (each device its
+    own piece), "replicated on 4 devices" (each keeps all of it), "replicated on 4 devices: each
+    keeps the same values" (pieces of one array that hold the same numbers, `same_pieces`), "per
+    device, each piece on 2 devices"; "" on one device."""
+    piece, whole = r.get("device_shape"), r.get("global_shape")
+    if piece is None:
+        return ""
+    replicas = int(r.get("replicas") or 1)
+    if replicas > 1 and whole is not None and list(piece) == list(whole):
+        return f"replicated on {replicas} devices"
+    if r.get("same_pieces"):  # every device's piece holds the same numbers
+        devices = (r.get("shape") or [0])[0]
+        return f"replicated on {devices} devices: each keeps the same values"
+    of = f", of {Aval(tuple(int(d) for d in whole), str(r.get('dtype', ''))).short()}" if whole else ""
+    return f"per device{of}" + (f", each piece on {replicas} devices" if replicas > 1 else "")
 
 
 def compares_values(residuals: Mapping[str, Any]) -> bool:
@@ -106,7 +128,7 @@ def residual_rows(residuals: Mapping[str, Any]) -> list[ResidualRow]:
 
     def saved(r: Mapping[str, Any]) -> Saved:
         note = r.get("layout") or r.get("note") or None
-        return Saved(source=r.get("source") or None, note=note)
+        return Saved(source=r.get("source") or None, note=note, placement=placement(r) or None)
 
     used = [False] * len(submitted)
     rows: list[ResidualRow] = []
@@ -175,10 +197,37 @@ def _bars(items: list[tuple[str, int | None, str]]) -> list[Bar]:
     return [Bar(label, value, value / top, kind) for label, value, kind in present]
 
 
+def on_mesh(residuals: Mapping[str, Any]) -> bool:
+    """Whether the report is of a problem on a mesh (its residuals are listed per device)."""
+    items = list(residuals.get("expected") or []) + list(residuals.get("submitted") or [])
+    return any(r.get("device_shape") is not None for r in items) or bool(residuals.get("expected_xla_memory"))
+
+
 def memory_bars(residuals: Mapping[str, Any]) -> dict[str, list[Bar]]:
-    """Two charts: bytes saved between the passes, and the backward pass's peak live bytes; each
-    with yours, the reference's and the same reference without any checkpoint."""
+    """Two charts: bytes saved between the passes, and the backward pass's memory; each with
+    yours, the reference's and the same reference without any checkpoint. On one device the
+    second is the judge's peak live bytes of the backward program; on a mesh, what one device
+    holds while it runs by XLA's count (`graders.verifier.xla_memory.held_bytes`), and every bar is
+    per device."""
     r = residuals.get
+    if on_mesh(residuals):
+        mine, theirs = r("submitted_xla_memory") or {}, r("expected_xla_memory") or {}
+        return {
+            "Residual bytes per device (saved for the backward pass)": _bars(
+                [
+                    ("yours", r("submitted_bytes", 0), "yours"),
+                    ("reference", r("expected_bytes", 0), "reference"),
+                    ("no checkpoint", r("no_checkpoint_bytes"), "plain"),
+                ]
+            ),
+            "Backward pass buffers per device (XLA: arguments, outputs, temporaries)": _bars(
+                [
+                    ("yours", mine.get("bwd_device_bytes"), "yours"),
+                    ("reference", theirs.get("bwd_device_bytes"), "reference"),
+                    ("no checkpoint", r("no_checkpoint_bwd_device_bytes"), "plain"),
+                ]
+            ),
+        }
     return {
         "Residual bytes (saved for the backward pass)": _bars(
             [
@@ -195,6 +244,17 @@ def memory_bars(residuals: Mapping[str, Any]) -> dict[str, list[Bar]]:
             ]
         ),
     }
+
+
+def xla_lines(residuals: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """On a mesh, (whose, XLA's figures as a sentence) for yours and the reference's
+    (`graders.verifier.xla_memory.describe`); [] on one device."""
+    lines = []
+    for who, key in (("yours", "submitted_xla_memory"), ("reference", "expected_xla_memory")):
+        text = describe_xla(residuals.get(key) or {})
+        if text:
+            lines.append((who, text))
+    return lines
 
 
 NOT_GRADED = "NOT GRADED"  # the chip of a submission that ended without a verdict (its problem refused)
@@ -216,6 +276,9 @@ def _not_graded(data: dict[str, Any]) -> dict:
         "by_value": False,
         "charts": {},
         "plane": None,
+        "comm_plane": None,
+        "mesh": False,
+        "xla": [],
         "flops_exact": True,
         "recompute": None,
         "residuals": None,
@@ -254,6 +317,9 @@ def panel_context(report: VerdictReport | Mapping[str, Any]) -> dict:
         "charts": memory_bars(residuals) if residuals else {},
         # a loop whose trip count could not be read: the FLOPs are a lower bound, not a point to draw
         "plane": plane(residuals) if residuals and flops_exact else None,
+        "comm_plane": plane(residuals, communication=True) if residuals else None,
+        "mesh": on_mesh(residuals) if residuals else False,
+        "xla": xla_lines(residuals) if residuals else [],
         "flops_exact": flops_exact,
         "recompute": recompute,
         "residuals": residuals,

@@ -65,10 +65,18 @@ class PlanePoint:
     dx: float = 0.0
     label_y: float = 0.0
     anchor: str = "start"
+    y_in_bytes: bool = False  # the y value (`flops`) is bytes communicated, not FLOPs recomputed
+
+    @property
+    def y_text(self) -> str:
+        """The y value as the legend says it: "1.5 MFLOPs recomputed" or "143 KiB received"."""
+        if self.y_in_bytes:
+            return f"{human_bytes(self.flops)} received"
+        return f"{human_flops(self.flops)} recomputed"
 
     @property
     def description(self) -> str:
-        return f"{self.name}: {human_bytes(self.nbytes)} saved, {human_flops(self.flops)} recomputed"
+        return f"{self.name}: {human_bytes(self.nbytes)} saved, {self.y_text}"
 
 
 @dataclass(frozen=True)
@@ -149,12 +157,9 @@ def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float,
     return max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
 
 
-def plane(residuals: Mapping[str, Any]) -> Plane | None:
-    """Up to four points on (saved residual bytes, backward recompute FLOPs): yours, the
-    reference's, no checkpoint (recomputes nothing) and the reference under one plain
-    `jax.checkpoint` (everything recomputed). None when fewer than two points have numbers."""
+def _recompute_points(residuals: Mapping[str, Any]) -> list[tuple[str, str, Any, Any]]:
     r = residuals.get
-    given = [
+    return [
         ("yours", "yours", r("submitted_bytes"), r("submitted_recompute_flops")),
         ("reference", "reference", r("expected_bytes"), r("expected_recompute_flops")),
         (
@@ -165,11 +170,30 @@ def plane(residuals: Mapping[str, Any]) -> Plane | None:
         ),  # recomputes nothing
         ("remat", "everything recomputed", r("full_remat_bytes"), r("full_remat_recompute_flops")),
     ]
+
+
+def _communication_points(residuals: Mapping[str, Any]) -> list[tuple[str, str, Any, Any]]:
+    r = residuals.get
+    return [
+        ("yours", "yours", r("submitted_bytes"), r("submitted_bwd_received_bytes")),
+        ("reference", "reference", r("expected_bytes"), r("expected_bwd_received_bytes")),
+        ("plain", "no checkpoint", r("no_checkpoint_bytes"), r("no_checkpoint_bwd_received_bytes")),
+        ("remat", "everything recomputed", r("full_remat_bytes"), r("full_remat_bwd_received_bytes")),
+    ]
+
+
+def plane(residuals: Mapping[str, Any], *, communication: bool = False) -> Plane | None:
+    """Up to four points: yours, the reference's, no checkpoint (recomputes nothing) and the
+    reference under one plain `jax.checkpoint` (everything recomputed). x is the saved residual
+    bytes (per device on a mesh); y the backward pass's recompute FLOPs or, with `communication`
+    (a mesh), the bytes one device receives through its backward pass's collectives
+    (`graders.verifier.collectives`). None when fewer than two points have numbers."""
+    given = _communication_points(residuals) if communication else _recompute_points(residuals)
     present = [(k, n, int(b), int(f)) for k, n, b, f in given if b is not None and f is not None]
     if len(present) < 2:
         return None
     x_lo, x_hi, x_ticks = _axis([b for *_, b, _ in present], binary=True)
-    y_lo, y_hi, y_ticks = _axis([f for *_, f in present], binary=False)
+    y_lo, y_hi, y_ticks = _axis([f for *_, f in present], binary=communication)
     plot_h = PLANE_BOTTOM - PLANE_TOP
 
     def px(v: float) -> float:
@@ -178,7 +202,10 @@ def plane(residuals: Mapping[str, Any]) -> Plane | None:
     def py(v: float) -> float:
         return PLANE_BOTTOM - plot_h * (v - y_lo) / (y_hi - y_lo)
 
-    points = [PlanePoint(key=k, name=n, nbytes=b, flops=f, x=px(b), y=py(f)) for k, n, b, f in present]
+    points = [
+        PlanePoint(key=k, name=n, nbytes=b, flops=f, x=px(b), y=py(f), y_in_bytes=communication)
+        for k, n, b, f in present
+    ]
 
     out = list(points)
     for g, (_, lines, dx, rel_top, anchor, _) in _place_labels(points, _groups_on_top(points)):

@@ -41,6 +41,7 @@ class Saved:
 
     source: str | None
     note: str | None
+    placement: str | None = None  # on a mesh, how the devices keep it (`server.web.panel.placement`)
 
 
 @dataclass(frozen=True)

@@ -279,7 +279,7 @@ def test_the_panel_plots_memory_against_recomputation_on_desktop_and_phone(
     assert account is not None
     store = SubmissionStore(engine)
     ids = {}
-    for name in ("wrong_policy", "accepted", "old_report"):
+    for name in ("wrong_policy", "accepted", "old_report", "mesh_wrong_policy"):
         report = json.loads((CANNED / f"{name}.json").read_text())
         # under another problem than the one whose verdict counts a later test checks
         record = store.create(problem="remat_sin_sin", source="# canned\n", user_id=account.id)
@@ -331,6 +331,20 @@ def test_the_panel_plots_memory_against_recomputation_on_desktop_and_phone(
                 assert page.locator("#residual-table tr.only-reference").count() == 1
                 assert page.locator("#residual-table tr.only-yours").count() == 1
                 assert "the reference’s recomputes 16.4 k FLOPs" in page.locator("#recompute-line").inner_text()
+            if name == "mesh_wrong_policy":
+                # fsdp_regather with everything_saveable: the gathered weights kept whole on every device
+                table = page.locator("#residual-table")
+                assert "piece per device" in table.locator("thead").inner_text()
+                assert table.locator(".placement", has_text="replicated on 4 devices").count() == 3
+                assert table.locator("tr.only-yours").count() >= 3
+                comm = page.locator("#communication-chart")
+                assert comm.locator("[data-point]").count() == 4
+                assert "bytes received per device" in comm.inner_text()
+                line = page.locator("#communication-line").inner_text()
+                assert "142.5 KiB" in line and "3 all-gather, 3 reduce-scatter" in line, line
+                assert "memory_analysis()" in page.locator("#xla-memory").inner_text()
+            else:
+                assert page.locator("#communication-chart").count() == 0
             overflow = page.evaluate("document.scrollingElement.scrollWidth - window.innerWidth")
             assert overflow <= 1, f"{name} scrolls sideways by {overflow}px ({label})"
             page.locator(".verdict-panel").screenshot(path=str(SHOTS / f"11-plane-{name}-{label}.png"))
