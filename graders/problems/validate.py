@@ -75,17 +75,20 @@ SEPARATING_BYTES = 1 << 20  # a case "separates policies" when a wrong one costs
 def size_warnings(reference: VerdictReport) -> list[str]:
     """A warning when no case is large enough to separate policies: in the case where the
     reference saves the most, its residuals differ from the same function without any checkpoint
-    by less than `SEPARATING_BYTES` (1 MiB). Every wrong policy is still judged by value, but a
-    student sees a mistake that costs a few bytes, and `at_most` bounds and the charts say little."""
+    by less than `SEPARATING_BYTES` (1 MiB; per device on a mesh, both counts being per device).
+    Every wrong policy is still judged by value, but a student sees a mistake that costs a few
+    bytes, and `at_most` bounds and the charts say little."""
     report = reference.residuals
     if report is None or report.no_checkpoint_bytes is None:
         return []
     gap = abs(report.no_checkpoint_bytes - report.expected_bytes)
     if gap >= SEPARATING_BYTES:
         return []
+    per = " per device" if any(f.device_shape is not None for f in report.expected) else ""
     return [
         f"no case is large enough to separate policies: in case {report.case!r} the reference saves "
-        f"{report.expected_bytes:,} bytes and the same function without any checkpoint {report.no_checkpoint_bytes:,} "
+        f"{report.expected_bytes:,} bytes{per} and the same function without any checkpoint "
+        f"{report.no_checkpoint_bytes:,} "
         f"(a difference of {gap:,}); add a case where they differ by at least {SEPARATING_BYTES:,} bytes (1 MiB), "
         f"so a wrong policy costs real memory"
     ]
