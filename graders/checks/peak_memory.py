@@ -6,6 +6,7 @@ from graders.checks.check import Advice, CheckContext, Evidence, ScorePart
 from graders.checks.comparison import CaseRun, human_bytes
 from graders.problems.spec import MemoryRule
 from graders.verdict import CheckResult, Verdict
+from graders.verifier.xla_memory import held_bytes
 
 SAME_VALUES = "since you save the same values"  # the calibrated slack's reason, read back by `explain`
 
@@ -34,6 +35,23 @@ def peak_slack(run: CaseRun, rule: MemoryRule) -> tuple[int, str]:
     if _same_values(run) and calibrated > rule.slack_bytes:
         return calibrated, f"two of the largest values of its backward pass, {SAME_VALUES}"
     return rule.slack_bytes, "allowed"
+
+
+def _summary(run: CaseRun) -> str:
+    """The reported figures of the last case: the static peaks, or on a mesh what one device holds
+    while each backward program runs by XLA's count (`graders.verifier.xla_memory.held_bytes`:
+    the static count adds up a partitioned program's global arrays, so it is no device's)."""
+    mine = held_bytes((run.xla_memory or {}).get("bwd") or {})
+    theirs = held_bytes((run.expected.xla_memory or {}).get("bwd") or {})
+    if mine is not None and theirs is not None:
+        return (
+            f"; {run.label}: the backward pass holds {mine:,} bytes per device (XLA's count: arguments, "
+            f"outputs, temporaries), the reference's {theirs:,}"
+        )
+    return (
+        f"; {run.label}: backward pass peak {run.bwd_peak_bytes:,} bytes, reference "
+        f"{run.expected.bwd_peak_bytes:,} bytes"
+    )
 
 
 def check_peak_memory(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
@@ -71,13 +89,7 @@ def check_peak_memory(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
         return CheckResult(
             name="peak_memory", passed=False, message=failure, details=details, verdict=Verdict.WRONG_POLICY
         )
-    last = runs[-1] if runs else None
-    summary = (
-        f"; {last.label}: backward pass peak {last.bwd_peak_bytes:,} bytes, reference "
-        f"{last.expected.bwd_peak_bytes:,} bytes"
-        if last
-        else ""
-    )
+    summary = _summary(runs[-1]) if runs else ""
     if not rule.bounds_peak:
         return CheckResult(
             name="peak_memory",

@@ -14,7 +14,7 @@ from graders.checks.gradients import check_gradients
 from graders.checks.layout import LayoutBudget, find_layout
 from graders.checks.matching import residuals_equal
 from graders.checks.peak_memory import check_peak_memory
-from graders.checks.recompute import check_recompute
+from graders.checks.recompute import check_recompute, formulation_allowance
 from graders.checks.residuals import check_residuals
 from graders.checks.values import check_values
 from graders.problems.spec import MemoryRule, ProblemSpec, Tolerance
@@ -617,6 +617,35 @@ def test_recomputing_forward_work_beyond_the_policy_is_wrong_policy_within_a_sta
     assert check_recompute([run], rule=spec.memory).passed and not check_recompute([run], rule=spec.memory).judged
     run.bwd_flops_exact = True
     assert not check_recompute([run], rule=rule_spec(rule="at_most").memory).judged  # saving less may cost more
+
+
+def test_forward_work_of_ones_own_writing_may_be_redone_up_to_what_the_forward_adds() -> None:
+    """A ring all-gather of one-hot arithmetic redoes, in the backward pass, forward work the
+    reference's `all_gather` does without FLOPs: allowed up to what its forward program costs beyond
+    the reference's. A hand-written VJP that recomputes what the policy saves, its forward costing
+    the reference's, gets nothing."""
+    spec = rule_spec(rule="exact")
+    run = run_with([r.model_copy() for r in REFERENCE_RESIDUALS])
+    run.expected.bwd_largest_value_elements = 0
+    run.expected.bwd_recompute_flops = 1_000
+    run.expected.bwd_recomputed = {"sig-dot": 1_000}
+    run.expected.fwd_flops = 1_000
+    ring = {"sig-dot": 1_000, "sig-one-hot": 700}  # the same dot, and the ring's own arithmetic
+    run.bwd_recompute = RecomputeFigures(flops=1_700, flops_low=1_700, by_signature=ring)
+    run.fwd_flops_low = 1_700
+    assert formulation_allowance(run) == 700
+    result = check_recompute([run], rule=spec.memory)
+    assert result.passed and "up to 700 FLOPs more were allowed" in result.message
+    run.fwd_flops_low = 1_000  # the same arithmetic with a forward that costs the reference's: no allowance
+    assert formulation_allowance(run) == 0 and not check_recompute([run], rule=spec.memory).passed
+    run.fwd_flops_low = 1_300  # the allowance is what the forward adds, not all the own arithmetic
+    assert formulation_allowance(run) == 300 and not check_recompute([run], rule=spec.memory).passed
+    # recomputing an op the reference also recomputes gets no allowance however dear the forward
+    run.bwd_recompute = RecomputeFigures(flops=2_000, flops_low=2_000, by_signature={"sig-dot": 2_000})
+    run.fwd_flops_low = 5_000
+    assert formulation_allowance(run) == 0 and not check_recompute([run], rule=spec.memory).passed
+    run.expected.fwd_flops = None  # an expectation cached before the forward's FLOPs were kept
+    assert formulation_allowance(run) == 0
 
 
 def test_the_derivatives_own_arithmetic_is_not_recomputation() -> None:

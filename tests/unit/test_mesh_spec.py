@@ -180,3 +180,14 @@ def test_a_package_with_a_mesh_passes_the_static_checks(tmp_path: Path) -> None:
     toml = package / "problem.toml"
     toml.write_text(toml.read_text() + "\n[mesh]\naxes = { data = 2 }\n")
     assert check_package(package).spec.device_count == 2
+
+
+@pytest.mark.parametrize("memory", [{"rule": "at_most"}, {"rule": "exact", "bound_bwd_peak": True}])
+def test_a_peak_bound_on_a_mesh_is_refused(memory: dict[str, Any]) -> None:
+    """The static peak adds up a partitioned program's global arrays: no device's figure."""
+    raw = _raw()
+    raw["memory"] = memory
+    with pytest.raises(ValidationError, match="cannot bound the backward pass's peak"):
+        ProblemSpec.model_validate(raw)
+    del raw["mesh"]
+    assert ProblemSpec.model_validate(raw).memory.bounds_peak  # one device: bounded as before
