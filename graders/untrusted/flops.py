@@ -42,11 +42,11 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Generator, Mapping
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 from graders.artifact_limits import ReadLimits
 from graders.untrusted.cost import Cost, scaled
+from graders.untrusted.flop_walk import Count, Plan, Request, Walk, loop_plan
 from graders.untrusted.fold import (
     MIXED,
     PASS_FACT_OPS,
@@ -59,9 +59,8 @@ from graders.untrusted.fold import (
     fold,
     set_facts,
     splat_value,
-    trip_count,
 )
-from graders.untrusted.linearity import carried_fact, cotangent_fact, joined_fact
+from graders.untrusted.linearity import cotangent_fact, joined_fact
 from graders.untrusted.mesh_ops import MANUAL_COMPUTATION, manual_devices
 from graders.untrusted.ops import op_flops
 from graders.untrusted.parse import mlir_ir
@@ -70,44 +69,6 @@ from graders.untrusted.result import ArtifactError
 from graders.untrusted.signature import op_signature, recompute_label
 
 MAX_CONTEXTS = 8  # constant-argument patterns walked per function before constants are dropped
-MAX_LOOP_PASSES = 4  # walks of a loop body to settle which carried values depend on a cotangent
-
-
-@dataclass
-class _Count:
-    """A walked block or function: FLOPs of one run, whether exact, the facts of what it returns,
-    and the values from outside it that its live ops read (for a function: argument indices)."""
-
-    cost: Cost
-    exact: bool
-    results: list[Fact]
-    external: set[Any] = field(default_factory=set)
-    used_args: frozenset[int] = frozenset()
-    recomputed: Counter[str] = field(default_factory=Counter)  # recompute FLOPs by op signature
-
-
-@dataclass
-class _Plan:
-    """What one op costs and reads, decided on the forward pass.
-
-    `alias[j]` is the operand result j is (a folded `select`, `x + 0`, `x * 1`, an
-    optimization_barrier); `folded` ops are constants and read nothing; otherwise the op reads all
-    its operands and the outside values its counted regions read (`external`).
-    """
-
-    cost: Cost = Cost()
-    exact: bool = True
-    alias: list[int | None] | None = None
-    folded: bool = False
-    external: set[Any] = field(default_factory=set)
-    used_operands: list[int] | None = None  # a call: only the arguments its callee reads
-    recomputed: Counter[str] = field(default_factory=Counter)  # recompute FLOPs by op signature
-    signature: str | None = None  # what the op computes, where the forward's are collected
-
-
-# A walk step asks for a block or a function and is sent back its _Count.
-_Request = tuple[str, Any, tuple[Fact, ...], dict[Any, Fact] | None]
-_Walk = Generator[_Request, _Count, _Count]
 
 
 class FlopCounter:
@@ -142,7 +103,7 @@ class FlopCounter:
         self.n_residuals = 0
         # a block per region level, two per call: the deepest program the scan lets through
         self.max_frames = (limits.max_depth + 2) * (limits.max_call_depth + 1)
-        self.memo: dict[tuple[str, tuple[Fact, ...]], _Count] = {}
+        self.memo: dict[tuple[str, tuple[Fact, ...]], Count] = {}
         self.contexts: Counter[str] = Counter()
 
     def count_main(self, cotangents: int = 0) -> tuple[Cost, bool, Counter[str]]:
@@ -158,12 +119,12 @@ class FlopCounter:
 
     # -- the driver ------------------------------------------------------------------------------
 
-    def _drive(self, request: _Request) -> _Count:
+    def _drive(self, request: Request) -> Count:
         """Runs walk generators from one explicit stack: a step that needs a block or a function
         yields a request and is resumed with its count (memoised per function context)."""
-        stack: list[tuple[_Walk, tuple[str, tuple[Fact, ...]] | None]] = []
-        answer: _Count | None = None
-        pending: _Request | None = request
+        stack: list[tuple[Walk, tuple[str, tuple[Fact, ...]] | None]] = []
+        answer: Count | None = None
+        pending: Request | None = request
         while True:
             if pending is not None:
                 kind, target, facts, shared = pending
@@ -191,7 +152,7 @@ class FlopCounter:
                 answer = None
             except StopIteration as stop:
                 stack.pop()
-                answer = cast(_Count, stop.value)
+                answer = cast(Count, stop.value)
                 if key is not None:
                     self.memo[key] = answer
 
@@ -210,20 +171,20 @@ class FlopCounter:
         self.contexts[name] += 1
         return key
 
-    def _function(self, name: str, facts: tuple[Fact, ...]) -> _Walk:
+    def _function(self, name: str, facts: tuple[Fact, ...]) -> Walk:
         block = self.functions[name].regions[0].blocks[0]
         return (yield ("block", block, facts, {}))
 
     # -- one block --------------------------------------------------------------------------------
 
-    def _block(self, block: Any, arg_facts: tuple[Fact, ...], facts: dict[Any, Fact]) -> _Walk:
+    def _block(self, block: Any, arg_facts: tuple[Fact, ...], facts: dict[Any, Fact]) -> Walk:
         """Forward: facts and a plan per op (regions and callees walked as they come). Backward:
         liveness from the returned values; live, unfolded ops are counted."""
         for arg, fact in zip(block.arguments, arg_facts, strict=False):
             facts[arg] = fact
         ops = list(block.operations)
         body, terminator = (ops[:-1], ops[-1]) if ops else ([], None)
-        plans: list[_Plan] = []
+        plans: list[Plan] = []
         for op in body:
             plan = yield from self._plan(op, facts)
             plans.append(plan)
@@ -253,7 +214,7 @@ class FlopCounter:
             recomputed.update(plan.recomputed)
             if plan.signature is not None:
                 self.signatures.add(plan.signature)
-        return _Count(
+        return Count(
             cost=cost,
             exact=exact,
             recomputed=recomputed,
@@ -262,7 +223,7 @@ class FlopCounter:
             used_args=frozenset(i for i, arg in enumerate(block.arguments) if arg in live),
         )
 
-    def _plan(self, op: Any, facts: dict[Any, Fact]) -> Generator[_Request, _Count, _Plan]:
+    def _plan(self, op: Any, facts: dict[Any, Fact]) -> Generator[Request, Count, Plan]:
         name = op.operation.name
         ins = [facts.get(v) for v in op.operands]
         results = list(op.results)
@@ -270,7 +231,7 @@ class FlopCounter:
         if callee is not None:
             count = yield ("function", callee, tuple(ins), None)
             set_facts(facts, results, count.results)
-            return _Plan(
+            return Plan(
                 cost=count.cost, exact=count.exact, used_operands=sorted(count.used_args), recomputed=count.recomputed
             )
         if name in ("stablehlo.case", "stablehlo.if"):
@@ -286,10 +247,10 @@ class FlopCounter:
             if is_alias:
                 alias = cast(list[int | None], value_or_alias)
                 set_facts(facts, results, [ins[k] if k is not None else None for k in alias])
-                return _Plan(alias=alias)
+                return Plan(alias=alias)
             fact = cast(Fact, value_or_alias)
             set_facts(facts, results, [fact] * len(results))
-            return _Plan(folded=True)
+            return Plan(folded=True)
         flops = op_flops(op, self.size)
         if any(f is TAINTED or f is MIXED or f is SIGN for f in ins):
             fact = cotangent_fact(op, name, ins)  # MIXED: forward work with a cotangent mixed in
@@ -303,32 +264,32 @@ class FlopCounter:
             set_facts(facts, results, [convert_fact(self.ir, consts[0], results[0].type)])
         return self._costed(op, flops, residual=True)
 
-    def _costed(self, op: Any, flops: int, *, residual: bool) -> _Plan:
+    def _costed(self, op: Any, flops: int, *, residual: bool) -> Plan:
         """The plan of an op that computes: its FLOPs in every figure it belongs to. In a backward
         program, an op with a forward signature is recomputation when it depends on no cotangent
-        (`Cost.recompute`, by signature in `_Plan.recomputed`); in a forward program the
+        (`Cost.recompute`, by signature in `Plan.recomputed`); in a forward program the
         signature is kept for `signatures`."""
         if not flops or (self.forward is not None and not residual):
             # cotangent work is never recomputation: no signature to read for it
-            return _Plan(cost=Cost.of(flops, residual=residual))
+            return Plan(cost=Cost.of(flops, residual=residual))
         signature = op_signature(op)
         if self.forward is None:
-            return _Plan(cost=Cost.of(flops, residual=residual), signature=signature)
+            return Plan(cost=Cost.of(flops, residual=residual), signature=signature)
         recompute = signature in self.forward
-        plan = _Plan(cost=Cost.of(flops, residual=True, recompute=recompute))
+        plan = Plan(cost=Cost.of(flops, residual=True, recompute=recompute))
         if recompute:
             plan.recomputed = Counter({signature: flops})
             if signature not in self.labels:
                 self.labels[signature] = recompute_label(op, self.main_block, self.n_residuals)
         return plan
 
-    def _branches(self, op: Any, ins: list[Fact], facts: dict[Any, Fact]) -> Generator[_Request, _Count, _Plan]:
+    def _branches(self, op: Any, ins: list[Fact], facts: dict[Any, Fact]) -> Generator[Request, Count, Plan]:
         """A `case` (index operand) or `if` (predicate): the branch a constant selects, else the
         costliest, inexact. StableHLO runs the last branch of a `case` for an index out of range."""
         blocks = [b for region in op.regions for b in region.blocks]
         results = list(op.results)
         if not blocks:
-            return _Plan()
+            return Plan()
         index = constant_of(ins[0]) if ins else None
         if index is not None and math.isfinite(index):
             if op.operation.name == "stablehlo.if":
@@ -337,7 +298,7 @@ class FlopCounter:
                 chosen = int(index) if 0 <= index < len(blocks) else len(blocks) - 1
             count = yield ("block", blocks[chosen], (), facts)
             set_facts(facts, results, count.results)
-            return _Plan(cost=count.cost, exact=count.exact, external=count.external, recomputed=count.recomputed)
+            return Plan(cost=count.cost, exact=count.exact, external=count.external, recomputed=count.recomputed)
         counts = []
         for block in blocks:
             counts.append((yield ("block", block, (), facts)))
@@ -345,56 +306,25 @@ class FlopCounter:
         by_index = bool(ins) and (ins[0] is TAINTED or ins[0] is MIXED or ins[0] is SIGN)
         joined = [joined_fact(by_index, [fact_at(c.results, j) for c in counts]) for j in range(len(results))]
         set_facts(facts, results, joined)
-        return _Plan(
+        return Plan(
             cost=Cost.either([c.cost for c in counts]),
             exact=False,
             external=set().union(*(c.external for c in counts)),
             recomputed=max(counts, key=lambda c: c.cost.recompute).recomputed,
         )
 
-    def _manual(self, op: Any, ins: list[Fact], facts: dict[Any, Fact]) -> Generator[_Request, _Count, _Plan]:
+    def _manual(self, op: Any, ins: list[Fact], facts: dict[Any, Fact]) -> Generator[Request, Count, Plan]:
         """A `shard_map` body: its block once, on the operands' facts, times the devices it runs on
         (`manual_devices`; raises ArtifactError), so its FLOPs add up to the whole mesh's."""
         blocks = [b for region in op.regions for b in region.blocks]
         if not blocks:
-            return _Plan()
+            return Plan()
         count = yield ("block", blocks[0], tuple(ins), facts)
         set_facts(facts, list(op.results), count.results)
         n = manual_devices(op, self.mesh_axes)
-        return _Plan(
+        return Plan(
             cost=count.cost.times(n), exact=count.exact, external=count.external, recomputed=scaled(count.recomputed, n)
         )
 
-    def _loop(self, op: Any, ins: list[Fact], facts: dict[Any, Fact]) -> Generator[_Request, _Count, _Plan]:
-        """A `while`: condition and body once each, times the trip count when the loop fixes it.
-        Carried values are not known; which depend on a cotangent is settled by walking the body
-        again while its results add some (at most `MAX_LOOP_PASSES` walks, then all do)."""
-        blocks = [b for region in op.regions for b in region.blocks]
-        carried: list[Fact] = [f if f is MIXED else TAINTED if f is TAINTED or f is SIGN else None for f in ins]
-        counts: list[_Count] = []
-        for attempt in range(MAX_LOOP_PASSES + 1):
-            if attempt == MAX_LOOP_PASSES:
-                carried = [MIXED if f is MIXED else TAINTED for f in carried]
-            counts = []
-            for block in blocks:
-                counts.append(
-                    (yield ("block", block, tuple(fact_at(carried, i) for i in range(len(block.arguments))), facts))
-                )
-            body = counts[-1] if len(counts) > 1 else None
-            grown: list[Fact] = [
-                carried_fact(f, fact_at(body.results, i) if body is not None else None) for i, f in enumerate(carried)
-            ]
-            if grown == carried or attempt == MAX_LOOP_PASSES:
-                break
-            carried = grown
-        set_facts(facts, list(op.results), carried)
-        trips = trip_count(op, facts)
-        times = trips if trips is not None else 1
-        once = Cost()
-        recomputed: Counter[str] = Counter()
-        for count in counts:
-            once = once + count.cost
-            recomputed.update(count.recomputed)
-        exact = trips is not None and all(c.exact for c in counts)
-        external: set[Any] = set().union(*(c.external for c in counts))
-        return _Plan(cost=once.times(times), exact=exact, external=external, recomputed=scaled(recomputed, times))
+    def _loop(self, op: Any, ins: list[Fact], facts: dict[Any, Fact]) -> Generator[Request, Count, Plan]:
+        return (yield from loop_plan(op, ins, facts))
