@@ -100,6 +100,7 @@ class FlopCounter:
         self.signatures: set[str] = set()  # live ops' signatures (a forward program's)
         self.labels: dict[str, str] = {}  # a recomputed signature's label, first seen
         self.main_block = functions["main"].regions[0].blocks[0]
+        self.main_costs: dict[int, int] = {}  # FLOPs of each live op of main's block, by position
         self.n_residuals = 0
         # a block per region level, two per call: the deepest program the scan lets through
         self.max_frames = (limits.max_depth + 2) * (limits.max_call_depth + 1)
@@ -193,7 +194,8 @@ class FlopCounter:
         defined: set[Any] = set(block.arguments)
         cost, exact = Cost(), True
         recomputed: Counter[str] = Counter()
-        for op, plan in zip(reversed(body), reversed(plans), strict=True):
+        in_main = block == self.main_block
+        for position, op, plan in zip(range(len(body) - 1, -1, -1), reversed(body), reversed(plans), strict=True):
             results = list(op.results)
             defined.update(results)
             if results and not any(r in live for r in results):
@@ -210,6 +212,8 @@ class FlopCounter:
             live.update(reads)
             live.update(plan.external)
             cost = cost + plan.cost
+            if in_main:
+                self.main_costs[position] = plan.cost.high
             exact = exact and plan.exact
             recomputed.update(plan.recomputed)
             if plan.signature is not None:

@@ -40,7 +40,7 @@ def _result_memory_kinds(main: Any, n_results: int) -> list[str]:
     return kinds
 
 
-def _functions(module: Any, info: ModuleInfo, limits: ReadLimits, *, mesh: bool) -> dict[str, Any]:
+def module_functions(module: Any, info: ModuleInfo, limits: ReadLimits, *, mesh: bool) -> dict[str, Any]:
     """The module's functions by name; any other top-level op is disallowed (`info.disallowed`),
     but for mesh declarations on a mesh. Raises ArtifactError past `limits.max_ops` functions."""
     ir = mlir_ir()
@@ -104,7 +104,7 @@ def inspect_module(
     info = ModuleInfo()
     with ir_context():
         module = parse_module(exported)
-        functions = _functions(module, info, limits, mesh=mesh_axes is not None)
+        functions = module_functions(module, info, limits, mesh=mesh_axes is not None)
         info.functions = len(functions)
         reader = ModuleWalker(functions, limits, allowed_custom_calls, info, mesh=mesh_axes is not None)
         reader.scan()
