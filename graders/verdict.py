@@ -67,6 +67,9 @@ class CheckResult(BaseModel):
             pass mark).
         internal: details for instructors and logs only (a judge fault's cause, tracebacks, host
             paths); never part of the JSON students and API callers get.
+        fraction: for a passed check whose part is scored continuously (a budget problem's
+            policy, `graders.checks.budget`), the share of its part's weight it earns in [0, 1];
+            None: all of it.
     """
 
     model_config = ConfigDict(use_enum_values=False)
@@ -78,6 +81,7 @@ class CheckResult(BaseModel):
     verdict: Verdict | None = Field(default=None, exclude=True)
     judged: bool = True
     internal: dict[str, Any] | None = Field(default=None, exclude=True)
+    fraction: float | None = None
 
 
 class ResidualFact(BaseModel):

@@ -76,6 +76,12 @@ class RecomputeFigures:
         )
 
 
+def device_bytes(residuals: list[ResidualFact]) -> int:
+    """Residual bytes kept in device memory between the passes: on a mesh, by each device (what
+    one device keeps, `ResidualFact.device_bytes`), else in all."""
+    return sum(r.nbytes if r.device_bytes is None else r.device_bytes for r in residuals if r.on_device)
+
+
 @dataclass
 class CaseRun:
     """The submission's artifacts run on one case's hidden inputs.

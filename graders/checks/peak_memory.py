@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from graders.checks.check import Advice, CheckContext, Evidence, ScorePart
 from graders.checks.comparison import CaseRun, human_bytes
-from graders.problems.spec import MemoryRule
+from graders.problems.memory_rule import MemoryRule
 from graders.verdict import CheckResult, Verdict
 from graders.verifier.xla_memory import held_bytes
 

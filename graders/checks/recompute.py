@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from graders.checks.budget import policy_fraction
 from graders.checks.check import Advice, CheckContext, Evidence, ScorePart
 from graders.checks.comparison import CaseRun
-from graders.problems.spec import MemoryRule
+from graders.problems.memory_rule import MemoryRule
 from graders.verdict import CheckResult, Verdict
 
 WRITING_PASSES = 2  # elementwise passes over the largest backward value a correct rewrite may add
@@ -171,6 +172,24 @@ def _passed(rule: MemoryRule, judged_cases: set[str], details: dict[str, Any]) -
     return message
 
 
+def _budget_policy(runs: list[CaseRun], judged_cases: set[str], details: dict[str, Any]) -> CheckResult:
+    """A budget problem's policy score (`graders.checks.budget.policy_fraction`): the smallest
+    share over the judged cases, never a failure (fitting the budget is the residuals check's)."""
+    scored = []
+    for run in runs:
+        if run.expected.name in judged_cases and run.bwd_flops_exact and run.expected.bwd_flops_exact:
+            margin = WRITING_PASSES * run.expected.bwd_largest_value_elements + formulation_allowance(run)
+            found = policy_fraction(run, margin)
+            if found is not None:
+                scored.append(found)
+    if not scored:
+        return CheckResult(
+            name="recompute", passed=True, judged=False, details=details, message="not scored: no exact figures"
+        )
+    fraction, why = min(scored)
+    return CheckResult(name="recompute", passed=True, details=details, message=why, fraction=round(fraction, 4))
+
+
 def check_recompute(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
     """What the backward pass recomputes, against the policy the problem asks for.
 
@@ -208,6 +227,8 @@ def check_recompute(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
         details[exp.name] = _case_details(run, exact=exact, judged=judged and decides)
         if judged and decides and exp.bwd_flops_exact and failure is None:
             failure = _judged_case_failure(run, rule)
+    if rule.rule == "budget":
+        return _budget_policy(runs, judged_cases, details)
     if failure:
         return CheckResult(
             name="recompute", passed=False, message=failure, details=details, verdict=Verdict.WRONG_POLICY

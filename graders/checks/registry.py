@@ -44,12 +44,17 @@ def score_of(checks: list[CheckResult], scoring: Scoring) -> float:
     """The score in [0, 1] (4 decimals): each part's weight (`Scoring`) counts when every check of
     it passed and every part before it counts; a part with a check that did not run counts for
     nothing (a policy is only worth something when gradients are right, gradients when values are).
+    A passed check with a `fraction` (a budget problem's policy) earns that share of its part's
+    weight (the smallest fraction of the part's checks).
     """
     passed = {c.name: c.passed for c in checks}
+    fractions = {c.name: c.fraction for c in checks if c.fraction is not None}
     total, earned = 0.0, True
     for part in PARTS:
-        earned = earned and all(passed.get(c.name, False) for c in CHECKS if c.part == part)
-        total += getattr(scoring, part) * earned
+        names = [c.name for c in CHECKS if c.part == part]
+        earned = earned and all(passed.get(name, False) for name in names)
+        share = min((max(0.0, min(1.0, fractions[n])) for n in names if n in fractions), default=1.0)
+        total += getattr(scoring, part) * earned * share
     return round(total, 4)
 
 

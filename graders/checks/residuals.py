@@ -9,10 +9,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from graders.artifact_limits import Aval
+from graders.checks.budget import over_budget
 from graders.checks.check import Advice, CheckContext, Evidence, ScorePart
-from graders.checks.comparison import CaseRun, is_bookkeeping
+from graders.checks.comparison import CaseRun, device_bytes, is_bookkeeping
 from graders.checks.matching import match_values, with_matches
-from graders.problems.spec import MemoryRule, ProblemSpec
+from graders.problems.memory_rule import MemoryRule
+from graders.problems.spec import ProblemSpec
 from graders.verdict import CheckResult, ResidualFact, Verdict
 
 ANY_KIND = "any"  # the memory kind in a signature that does not compare kinds
@@ -35,12 +37,6 @@ def size_signature(residuals: list[ResidualFact], *, kinds: bool = True) -> Coun
 def aval_signature(residuals: list[ResidualFact]) -> Counter[Aval]:
     """The multiset of residual avals alone (what `print_saved_residuals` notes can be checked against)."""
     return Counter(r.aval for r in residuals)
-
-
-def device_bytes(residuals: list[ResidualFact]) -> int:
-    """Residual bytes kept in device memory between the passes: on a mesh, by each device (what
-    one device keeps, `ResidualFact.device_bytes`), else in all."""
-    return sum(r.nbytes if r.device_bytes is None else r.device_bytes for r in residuals if r.on_device)
 
 
 def with_layouts(facts: list[ResidualFact], layouts: Sequence[dict[str, Any]]) -> list[ResidualFact]:
@@ -256,8 +252,11 @@ def _exact_mismatch(run: CaseRun, rule: MemoryRule) -> str:
     return ""
 
 
-def _residuals_failure(run: CaseRun, why: str) -> str:
-    """Returns the failure message for one case: `why`, the recompute note and both residual listings."""
+def _residuals_failure(run: CaseRun, why: str, *, budget: bool = False) -> str:
+    """Returns the failure message for one case: `why`, the recompute note and both residual
+    listings (a budget problem's: `why` and yours, there being no required policy)."""
+    if budget:
+        return f"{run.label}: your function {why}.\n" + format_residuals(run.residuals, title="yours saves")
     return (
         f"{run.label}: your function {why}.{_recompute_text(run)}\n"
         + format_residuals(
@@ -271,6 +270,20 @@ def _residuals_failure(run: CaseRun, why: str) -> str:
         + f"backward pass peak live bytes: yours {run.bwd_peak_bytes:,}, "
         f"reference {run.expected.bwd_peak_bytes:,}"
     )
+
+
+def _mismatch(run: CaseRun, rule: MemoryRule, exp_device: int, sub_device: int) -> str:
+    """Why one case's residuals break the rule, or "" (`check_residuals`)."""
+    if rule.rule == "exact":
+        return _exact_mismatch(run, rule)
+    if rule.rule == "budget":
+        return over_budget(run)
+    if sub_device > exp_device + rule.slack_bytes:
+        return (
+            f"keeps {sub_device:,} bytes of residuals on the device, more than the "
+            f"{exp_device + rule.slack_bytes:,} allowed"
+        )
+    return ""
 
 
 def check_residuals(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
@@ -306,23 +319,20 @@ def check_residuals(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
             "expected_bwd_flops": run.expected.bwd_flops,
             "submitted_bwd_flops": run.bwd_flops,
         }
-        why = ""
-        if rule.rule == "exact" or rule.match == "values":
+        if rule.rule == "exact" or (rule.rule == "at_most" and rule.match == "values"):
             details[run.expected.name]["values_matched"] = match_values(run, spec=spec)
-        if rule.rule == "exact":
-            why = _exact_mismatch(run, rule)
-        elif sub_device > exp_device + rule.slack_bytes:
-            why = (
-                f"keeps {sub_device:,} bytes of residuals on the device, more than the "
-                f"{exp_device + rule.slack_bytes:,} allowed"
-            )
+        why = _mismatch(run, rule, exp_device, sub_device)
         if why:
-            failures.append((max(exp_bytes, sub_bytes), _residuals_failure(run, why)))
+            failures.append((max(exp_bytes, sub_bytes), _residuals_failure(run, why, budget=rule.rule == "budget")))
     # the case with the most bytes at stake, as in the residual report beside the verdict
     failure = max(failures, key=lambda f: f[0])[1] if failures else None
     if failure:
         return CheckResult(
             name="residuals", passed=False, message=failure, details=details, verdict=Verdict.WRONG_POLICY
+        )
+    if rule.rule == "budget":
+        return CheckResult(
+            name="residuals", passed=True, message="keeps within the budget on every case", details=details
         )
     if rule.rule == "exact":
         kind = "the same values as" if rule.match == "values" else "residuals of the same shapes and dtypes as"

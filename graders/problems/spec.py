@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from graders.problems.generators import Generator, NormalGenerator, RandomBitsGenerator, StrictModel, kind_or
+from graders.problems.memory_rule import MemoryRule
 from graders.problems.mesh_spec import MeshSpec, check_mesh
 
 SLUG_RE = r"^[a-z][a-z0-9_]{1,63}$"
@@ -211,43 +212,6 @@ class Tolerance(StrictModel):
     atol: Annotated[float, Field(ge=0)] = 1e-5
 
 
-class MemoryRule(StrictModel):
-    """What the saved residuals must be.
-
-    `exact`: the residual signature (the multiset of residual avals) equals the reference's; with
-    `bound_bwd_peak`, the backward pass's peak live bytes must also be at most the reference's plus
-    `slack_bytes` (for problems whose values all share one shape, where a wrong checkpoint placement
-    can save as many arrays of that shape as the right one but holds more at once afterwards).
-    `at_most`: residual bytes and backward-pass peak live bytes are each at most the reference's
-    plus `slack_bytes`.
-    `match` (for `exact`): "values" (default) also requires each saved residual to equal, as a value
-    on every hidden input, a distinct residual of the reference (docs/ARCHITECTURE.md, "Two axes of
-    a policy"); "avals" compares shapes and dtypes only, for a problem whose statement accepts any
-    value of the right shape.
-    `recompute_slack` (for `exact`): the backward pass may spend at most this fraction more FLOPs
-    than the reference's (a policy saves values so the backward pass need not recompute them: one
-    that saves the right values and recomputes everything anyway is WRONG_POLICY); None: reported
-    only. The default, 0.25, is measured: the bank's correct solutions, written in other styles,
-    stay within a few percent of their reference.
-    `compare_kinds` (for `exact`): True (default) requires each residual to be kept where the
-    reference keeps it (device memory, or host memory for a value a policy offloads); False
-    accepts either place, for a statement that says "keep it on the device or offload it, both are
-    fine" (the values are still matched, and where each is kept is still reported).
-    """
-
-    rule: Literal["exact", "at_most"] = "exact"
-    match: Literal["values", "avals"] = "values"
-    slack_bytes: Annotated[int, Field(ge=0)] = 0
-    bound_bwd_peak: bool = False
-    recompute_slack: Annotated[float, Field(ge=0, le=100)] | None = 0.25
-    compare_kinds: bool = True
-
-    @property
-    def bounds_peak(self) -> bool:
-        """Whether the backward pass's peak live bytes are judged (not only reported)."""
-        return self.rule == "at_most" or self.bound_bwd_peak
-
-
 class Scoring(StrictModel):
     """Weights of the three parts of a score; they must sum to 1."""
 
@@ -335,6 +299,8 @@ class ProblemSpec(StrictModel):
     def _mesh_fits_args_and_cases(self) -> ProblemSpec:
         if self.mesh is not None:
             check_mesh(self.mesh, partitionable_shapes(self.args), {c.name: c.dims for c in self.cases})
+            if self.memory.rule == "budget":
+                raise ValueError("a budget problem on a mesh is not supported yet: its optimum counts one device")
             if self.memory.bounds_peak:
                 # the judge's static peak counts the partitioned program's global arrays; per device
                 # only XLA's compiled figures exist, reported beside it (graders/verifier/xla_memory.py)
@@ -342,6 +308,17 @@ class ProblemSpec(StrictModel):
                     "a problem on a mesh cannot bound the backward pass's peak (rule at_most or "
                     "bound_bwd_peak): there the peak is reported per device by XLA, not judged; use "
                     'rule = "exact"'
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _a_budget_per_case(self) -> ProblemSpec:
+        if self.memory.rule == "budget":
+            names = {c.name for c in self.cases}
+            if set(self.memory.budgets) != names:
+                raise ValueError(
+                    f"memory.budgets must give every case a budget and name no other: cases {sorted(names)}, "
+                    f"budgets {sorted(self.memory.budgets)}"
                 )
         return self
 

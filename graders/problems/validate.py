@@ -5,6 +5,7 @@ and every `wrong/` submission must get the verdict its first line promises."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -124,13 +125,33 @@ def _indistinguishable(problem: Problem, report: VerdictReport, reference: Verdi
     return ""
 
 
+SCORE_LINE = re.compile(r"^#\s*score:\s*(below 1|[01](?:\.\d+)?)\s*$")
+SCORE_TOLERANCE = 0.005
+
+
+def score_note(source: str, score: float | None) -> str:
+    """What is wrong with a file's score against its `# score:` line (among its first 5 lines: a
+    number, met within `SCORE_TOLERANCE`, or "below 1"), or "" (also without such a line): a
+    budget problem's right/ files say what score they must get."""
+    for line in source.splitlines()[:5]:
+        found = SCORE_LINE.match(line.strip())
+        if not found:
+            continue
+        want, got = found.group(1), score or 0.0
+        if want == "below 1":
+            return "" if got < 1.0 - SCORE_TOLERANCE else f"scored {got:.4f}, expected below 1"
+        return "" if abs(got - float(want)) <= SCORE_TOLERANCE else f"scored {got:.4f}, expected {float(want):.4f}"
+    return ""
+
+
 def _grade_file(
     problem: Problem, config: JudgeConfig, path: Path, expected: Verdict
 ) -> tuple[ValidationRow, VerdictReport]:
     """Grades the file at `path` of `problem` through the real jail: its row (seconds, sizes, and
     the first failed check's message when the verdict is not `expected`) and its report."""
     t0 = time.monotonic()
-    report = grade(path.read_text(encoding="utf-8"), problem, config)
+    source = path.read_text(encoding="utf-8")
+    report = grade(source, problem, config)
     residuals = report.residuals
     row = ValidationRow(
         file=str(path.relative_to(problem.root)),
@@ -146,6 +167,8 @@ def _grade_file(
         row.note = (
             (failed[0].message.splitlines()[0][:300] if failed else "") if report.verdict != Verdict.ACCEPTED else ""
         )
+    elif report.verdict == Verdict.ACCEPTED:
+        row.note = score_note(source, report.score)
     return row, report
 
 

@@ -35,10 +35,12 @@ from typing import Any
 import numpy as np
 
 from graders.artifact_limits import Aval, VerifyLimits
+from graders.checks.comparison import device_bytes, is_bookkeeping
 from graders.checks.residuals import describe_residuals, with_layouts
 from graders.problems.hidden_inputs import case_arg_specs, hidden_inputs, leaf_names, random_cotangents
 from graders.problems.problem import Problem
 from graders.problems.spec import CaseSpec
+from graders.reference.budget_facts import budget_facts
 from graders.reference.cache_builds import cached_or_built
 from graders.reference.expectation import (
     CaseExpectation,
@@ -224,25 +226,18 @@ def _expect_case(
     check_peak_memory(case.name, fwd_info, bwd_info, limits)
     digest = (fwd_info.digest, bwd_info.digest)
     out_avals = exported_avals(fwd.out_avals)
-    residuals = describe_residuals(
-        out_avals[n_out:],
-        residual_notes(fn, specs, mesh),
-        sources=named_sources(fwd_info.sources[n_out:], names),
-        hide_source=True,
-        memory_kinds=fwd_info.memory_kinds[n_out:],
-    )
+    notes = residual_notes(fn, specs, mesh)
+    sources = named_sources(fwd_info.sources[n_out:], names)
+    kinds = fwd_info.memory_kinds[n_out:]
+    residuals = describe_residuals(out_avals[n_out:], notes, sources=sources, hide_source=True, memory_kinds=kinds)
     expectation = _case_expectation(
-        case,
-        specs,
-        fn,
-        plain_fn,
-        fwd=fwd,
-        fwd_info=fwd_info,
-        bwd_info=bwd_info,
-        output_avals=out_avals[:n_out],
-        residuals=residuals,
-        mesh=mesh,
-    )
+        case, specs, fn, plain_fn, fwd=fwd, fwd_info=fwd_info, bwd_info=bwd_info,
+        output_avals=out_avals[:n_out], residuals=residuals, mesh=mesh,
+    )  # fmt: skip
+    if problem.spec.memory.rule == "budget":
+        budget = problem.spec.memory.budgets[case.name]
+        kept = device_bytes([r for r in residuals if not is_bookkeeping(r)])  # as the residuals check counts
+        expectation.budget = budget_facts(plain_fn, specs, case.name, budget, kept)
     _add_hidden_inputs(expectation, problem, case, seed)
     data = CaseData(
         fwd=fwd,

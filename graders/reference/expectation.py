@@ -57,6 +57,8 @@ class CaseExpectation:
             a mesh, what one device holds while each variant's backward program runs, by XLA.
         xla_memory: on a mesh, XLA's per-device figures of the reference's compiled programs
             (`graders.verifier.evaluate.CaseValues.xla_memory`); empty on one device.
+        budget: on a budget problem, the case's optimum (`graders.reference.budget_facts`:
+            budget_bytes, optimum, frontier, forward_flops); empty otherwise.
         fwd_flops: FLOPs of one run of its forward program (None in caches before format 16): what
             a submission's forward work beyond it is measured from (`graders.checks.recompute`).
         bwd_collectives, bwd_received_bytes: on a mesh, the collectives of its compiled backward
@@ -113,6 +115,7 @@ class CaseExpectation:
     plain_bwd_device_bytes: int | None = None
     full_remat_bwd_device_bytes: int | None = None
     xla_memory: dict[str, Any] = field(default_factory=dict)
+    budget: dict[str, Any] = field(default_factory=dict)
     bwd_collectives: dict[str, int] = field(default_factory=dict)
     bwd_received_bytes: int | None = None
     output_errors: list[list[float]] = field(default_factory=list)

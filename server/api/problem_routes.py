@@ -122,6 +122,7 @@ def get_problem(slug: str, services: ServicesDep, authorization: AuthorizationHe
         arguments=arguments,
         cases=[CasePublic(name=c.name, dims=dict(c.dims), static=dict(c.static)) for c in spec.cases],
         memory_rule=spec.memory.rule,
+        budgets=dict(spec.memory.budgets),
         statement=problem.statement,
         starter=problem.starter,
     )

@@ -49,7 +49,8 @@ class ProblemDetail(ProblemSummary):
     signature: str
     arguments: list[ArgumentPublic]
     cases: list[CasePublic]
-    memory_rule: Literal["exact", "at_most"]
+    memory_rule: Literal["exact", "at_most", "budget"]
+    budgets: dict[str, int] = {}  # a budget problem's bytes per case (`MemoryRule.budgets`)
     statement: str
     starter: str
 

@@ -9,6 +9,7 @@ import pytest
 from graders.checks.residuals import is_bookkeeping
 from graders.pipeline import JudgeConfig, grade
 from graders.problems.problem import ProblemRepository
+from graders.problems.validate import score_note
 from graders.verdict import Verdict
 from tests.support import PROBLEMS, jail_processes
 
@@ -61,6 +62,8 @@ def test_correct_variant_in_another_style_is_accepted(slug: str, path: Path, jud
     if problem.spec.memory.rule == "exact" and problem.spec.memory.match == "values":
         # every value of the policy is matched; a loop counter (bookkeeping) is not compared
         assert all(f.matched for f in report.residuals.submitted if not is_bookkeeping(f))
+    # a budget problem's right/ file says the score it must get (`# score: 1.0`, `# score: below 1`)
+    assert score_note(path.read_text(), report.score) == ""
     assert jail_processes() == []
 
 

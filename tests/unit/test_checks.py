@@ -17,7 +17,8 @@ from graders.checks.peak_memory import check_peak_memory
 from graders.checks.recompute import check_recompute, formulation_allowance
 from graders.checks.residuals import check_residuals
 from graders.checks.values import check_values
-from graders.problems.spec import MemoryRule, ProblemSpec, Tolerance
+from graders.problems.memory_rule import MemoryRule
+from graders.problems.spec import ProblemSpec, Tolerance
 from graders.reference.expectation import CaseExpectation
 from graders.verdict import ResidualFact, Verdict
 from graders.verifier.fd import directional_derivatives

@@ -1,0 +1,79 @@
+"""`python -m graders.budget.frontier_table FOLDER`: the frontier of every case of a problem
+package (budget -> least recomputation), for an author choosing budgets that make a budget problem
+interesting (`remat-judge problems frontier SLUG` runs it). Runs the package's reference in this
+process, with its checkpoints removed: use it on your own package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from graders.budget.extract import forward_graph
+from graders.budget.optimum import DEFAULT_TIME_LIMIT_S, Solution, frontier
+from graders.problems.hidden_inputs import case_arg_specs
+from graders.problems.problem import load_problem
+from graders.reference.build import checkpoint_disabled, import_file
+from graders.untrusted.parse import deserialize
+from jailside.export import export_case
+
+
+def case_frontiers(folder: Path, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> list[dict[str, Any]]:
+    """Per case: {"case", "forward_flops", "points": [{"bytes", "flops", "bound_flops", "optimal",
+    "seconds", "saved"}]} (saved: how many values the policy keeps).
+
+    Raises:
+        Whatever importing, exporting or reading the reference raises; ValueError for a problem
+        on a mesh (its optimum would count one device).
+    """
+    problem = load_problem(folder)
+    if problem.spec.mesh is not None:
+        raise ValueError("a problem on a mesh has no frontier yet: the optimum counts one device")
+    with checkpoint_disabled():
+        module = import_file(problem.reference_path, f"_remat_frontier_{problem.slug}")
+        fn = getattr(module, problem.spec.entry_point)
+    out = []
+    for case in problem.spec.cases:
+        with checkpoint_disabled():
+            fwd_blob, _, n_out = export_case(fn, case_arg_specs(problem.spec, case), None)
+        graph = forward_graph(deserialize(fwd_blob), n_out)
+        points: list[Solution] = frontier(graph, time_limit_s=time_limit_s)
+        out.append(
+            {
+                "case": case.name,
+                "forward_flops": sum(graph.costs),
+                "points": [
+                    {
+                        "bytes": p.saved_bytes,
+                        "flops": p.recompute_flops,
+                        "bound_flops": p.bound_flops,
+                        "optimal": p.optimal,
+                        "seconds": round(p.seconds, 3),
+                        "saved": len(p.saved),
+                    }
+                    for p in points
+                ],
+            }
+        )
+    return out
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m graders.budget.frontier_table")
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S)
+    args = parser.parse_args(argv)
+    try:
+        found = case_frontiers(args.folder, time_limit_s=args.time_limit)
+    except Exception as exc:  # noqa: BLE001 - the author's own code: say what it raised, in one line
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    json.dump(found, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

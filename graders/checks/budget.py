@@ -1,0 +1,55 @@
+"""A budget problem's two judgements (docs/ARCHITECTURE.md, "Budget problems"): the residuals kept
+on the device must fit the case's budget (else WRONG_POLICY, with by how much), and the policy part
+of the score is how close the backward pass's recomputation comes to the least any policy within
+the budget needs (`graders.reference.budget_facts`).
+
+The score. With F the forward pass's FLOPs (the reference's, checkpoints removed: work every policy
+does once), R* the optimum's recomputation and R yours (the judge's recompute figure, less the
+margins the recompute bound allows for how a derivative and a forward pass are written), the
+policy part earns (F + R*) / (F + R), capped at 1: the share of the best policy's speed yours
+reaches, counting forward work and recomputation, the two things a policy changes. Recomputing
+the whole forward pass again where the optimum recomputes nothing earns 0.5; a ratio of
+recomputations alone would give 0 to every policy when the optimum is 0, and nothing would tell
+a good policy from a wasteful one.
+"""
+
+from __future__ import annotations
+
+from graders.checks.comparison import CaseRun, device_bytes, is_bookkeeping
+
+
+def over_budget(run: CaseRun) -> str:
+    """Why a case's residuals do not fit its budget, or "" when they do (bytes a policy offloads
+    to host memory do not count, nor a loop counter's: `is_bookkeeping`)."""
+    budget = run.expected.budget.get("budget_bytes")
+    if budget is None:
+        return ""
+    kept = device_bytes([r for r in run.residuals if not is_bookkeeping(r)])  # a loop counter is no policy
+    if kept <= budget:
+        return ""
+    return (
+        f"keeps {kept:,} bytes of residuals on the device, {kept - budget:,} over the budget of {budget:,}: "
+        "save fewer values (recompute more of them) to fit"
+    )
+
+
+def policy_fraction(run: CaseRun, margin: int) -> tuple[float, str] | None:
+    """(the policy part's share, the sentence that says why) for one case, or None when its
+    figures are missing (a case without an optimum, or a backward pass whose FLOPs are unknown).
+    `margin`: the FLOPs of recomputation the recompute bound forgives for how the submission is
+    written (`graders.checks.recompute`: two elementwise passes and its formulation allowance)."""
+    facts = run.expected.budget
+    optimum = facts.get("optimum") or {}
+    if run.bwd_recompute is None or optimum.get("flops") is None:
+        return None
+    forward = int(facts.get("forward_flops") or 0)
+    best = int(optimum["flops"])
+    yours = max(0, run.bwd_recompute.flops - margin)
+    fraction = 1.0 if yours <= best else (forward + best) / (forward + yours)
+    least = "the least" if optimum.get("optimal") else "the least found (the solver stopped early)"
+    why = (
+        f"{run.label}: your backward pass recomputes {run.bwd_recompute.flops:,} FLOPs; {least} any policy within "
+        f"the budget of {facts['budget_bytes']:,} bytes needs is {best:,}. Policy score {fraction:.3f} = "
+        f"(forward {forward:,} + least {best:,}) / (forward + yours)"
+    )
+    return fraction, why

@@ -1,0 +1,45 @@
+"""`remat-judge problems frontier SLUG`: each case's frontier, budget against least recomputation,
+as tables (`graders.budget.frontier_table`, run in its own process: it imports the reference and
+JAX, which the CLI's process never does)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from server.cli.common import EXIT_USAGE, console, err, settings_for
+
+
+def problems_frontier(
+    slug: Annotated[str, typer.Argument(help="the problem package")],
+    time_limit: Annotated[float, typer.Option(help="seconds per solve (HiGHS)")] = 10.0,
+    problems_dir: Annotated[Path | None, typer.Option(help="problem packages folder")] = None,
+) -> None:
+    """Print, for each case, every budget where more bytes buy less recomputation: the saved
+    residual bytes, the least recompute FLOPs any checkpoint policy reaches within them (solved
+    with scipy.optimize.milp; "at least" where a solve stopped at its time limit) and how many
+    values it keeps. Choose `memory.budgets` between two rows. Runs the reference here."""
+    settings = settings_for(problems_dir=problems_dir)
+    folder = settings.problems_dir / slug
+    if not (folder / "problem.toml").is_file() or not (folder / "reference.py").is_file():
+        err.print(f"no problem.toml and reference.py in {folder}")
+        raise typer.Exit(EXIT_USAGE)
+    command = [sys.executable, "-m", "graders.budget.frontier_table", str(folder), "--time-limit", str(time_limit)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        err.print(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "frontier failed", markup=False)
+        raise typer.Exit(1)
+    for case in json.loads(done.stdout):
+        table = Table(title=f"{slug}: case {case['case']!r} (forward pass {case['forward_flops']:,} FLOPs)")
+        for column in ("saved residual bytes", "least recompute FLOPs", "values kept", "solve s"):
+            table.add_column(column, justify="right")
+        for p in case["points"]:
+            flops = f"{p['flops']:,}" if p["optimal"] else f"at least {p['bound_flops']:,} (found {p['flops']:,})"
+            table.add_row(f"{p['bytes']:,}", flops, str(p["saved"]), f"{p['seconds']:.2f}")
+        console.print(table)
