@@ -190,7 +190,10 @@ class ResidualReport(BaseModel):
     per-device figures of each side's compiled programs (`graders.verifier.xla_memory`):
     {"fwd": {...}, "bwd": {...}, "residual_bytes": the residuals by XLA's count, "parted": why that
     differs from the judge's count, or "", "bwd_device_bytes": what one device holds while the
-    backward pass runs}; empty on one device; `*_bwd_device_bytes` the same for the variants."""
+    backward pass runs}; empty on one device; `*_bwd_device_bytes` the same for the variants.
+    On a budget problem: `budget_bytes` (the case's), `optimum` (the least recomputation any policy
+    within it needs, and what that policy keeps: `graders.reference.budget_facts`) and `frontier`
+    (budget -> least recomputation, each point {"bytes", "flops", "bound_flops", "optimal"})."""
 
     case: str | None = None
     expected: list[ResidualFact] = Field(default_factory=list)
@@ -222,6 +225,9 @@ class ResidualReport(BaseModel):
     full_remat_bwd_received_bytes: int | None = None
     no_checkpoint_bwd_device_bytes: int | None = None
     full_remat_bwd_device_bytes: int | None = None
+    budget_bytes: int | None = None
+    optimum: dict[str, Any] = Field(default_factory=dict)
+    frontier: list[dict[str, Any]] = Field(default_factory=list)
     expected_xla_memory: dict[str, Any] = Field(default_factory=dict)
     submitted_xla_memory: dict[str, Any] = Field(default_factory=dict)
     flops_exact: bool = True

@@ -64,6 +64,9 @@ def residual_report(runs: list[CaseRun]) -> ResidualReport | None:
         full_remat_bwd_received_bytes=exp.full_remat_bwd_received_bytes,
         no_checkpoint_bwd_device_bytes=exp.plain_bwd_device_bytes,
         full_remat_bwd_device_bytes=exp.full_remat_bwd_device_bytes,
+        budget_bytes=exp.budget.get("budget_bytes"),
+        optimum=dict(exp.budget.get("optimum") or {}),
+        frontier=list(exp.budget.get("frontier") or []),
         expected_xla_memory=_xla(exp.xla_memory, _bytes(exp.residuals)),
         submitted_xla_memory=_xla(chosen.xla_memory, _bytes(chosen.residuals)),
     )

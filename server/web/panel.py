@@ -274,6 +274,7 @@ def _not_graded(data: dict[str, Any]) -> dict:
         "checks": checks,
         "rows": [],
         "by_value": False,
+        "budget": None,
         "charts": {},
         "plane": None,
         "comm_plane": None,
@@ -314,6 +315,7 @@ def panel_context(report: VerdictReport | Mapping[str, Any]) -> dict:
         "checks": checks,
         "rows": residual_rows(residuals) if residuals else [],
         "by_value": compares_values(residuals) if residuals else False,
+        "budget": residuals.get("budget_bytes") if residuals else None,
         "charts": memory_bars(residuals) if residuals else {},
         # a loop whose trip count could not be read: the FLOPs are a lower bound, not a point to draw
         "plane": plane(residuals) if residuals and flops_exact else None,

@@ -88,6 +88,9 @@ class Plane:
     top: int = PLANE_TOP
     bottom: int = PLANE_BOTTOM
     gutter: int = PLANE_GUTTER
+    # a budget problem: the frontier as steps (x1 %, y1 px, x2 %, y2 px) and the budget's x (%)
+    frontier: list[tuple[float, float, float, float]] = dataclasses.field(default_factory=list)
+    budget_x: float | None = None
 
     @property
     def drawn(self) -> list[PlanePoint]:
@@ -182,6 +185,16 @@ def _communication_points(residuals: Mapping[str, Any]) -> list[tuple[str, str, 
     ]
 
 
+def _frontier_points(residuals: Mapping[str, Any]) -> list[tuple[int, int]]:
+    """A budget problem's frontier as (bytes, least recompute FLOPs), fewest recomputation first
+    (`ResidualReport.frontier`); [] otherwise."""
+    out = []
+    for point in residuals.get("frontier") or []:
+        if point.get("bytes") is not None and point.get("flops") is not None:
+            out.append((int(point["bytes"]), int(point["flops"])))
+    return sorted(out, key=lambda p: (-p[0], p[1]))
+
+
 def plane(residuals: Mapping[str, Any], *, communication: bool = False) -> Plane | None:
     """Up to four points: yours, the reference's, no checkpoint (recomputes nothing) and the
     reference under one plain `jax.checkpoint` (everything recomputed). x is the saved residual
@@ -192,8 +205,13 @@ def plane(residuals: Mapping[str, Any], *, communication: bool = False) -> Plane
     present = [(k, n, int(b), int(f)) for k, n, b, f in given if b is not None and f is not None]
     if len(present) < 2:
         return None
-    x_lo, x_hi, x_ticks = _axis([b for *_, b, _ in present], binary=True)
-    y_lo, y_hi, y_ticks = _axis([f for *_, f in present], binary=communication)
+    steps = [] if communication else _frontier_points(residuals)
+    budget = None if communication else residuals.get("budget_bytes")
+    xs = [float(b) for *_, b, _ in present] + [float(b) for b, _ in steps]
+    xs += [float(budget)] if budget is not None else []
+    x_lo, x_hi, x_ticks = _axis(xs, binary=True)
+    ys = [float(f) for *_, f in present] + [float(f) for _, f in steps]
+    y_lo, y_hi, y_ticks = _axis(ys, binary=communication)
     plot_h = PLANE_BOTTOM - PLANE_TOP
 
     def px(v: float) -> float:
@@ -213,7 +231,16 @@ def plane(residuals: Mapping[str, Any], *, communication: bool = False) -> Plane
         out[g[0]] = dataclasses.replace(p, label_lines=lines, dx=dx, label_y=p.y + rel_top + 11, anchor=anchor)
 
     n = len(x_ticks)
+    right = px(x_hi)
+    segments = []  # least recompute at a budget b: that of the point with the most bytes <= b
+    for i, (b, f) in enumerate(steps):
+        end = px(steps[i - 1][0]) if i else right
+        segments.append((px(b), py(f), end, py(f)))
+        if i:  # at the previous point's bytes the least recompute drops to its
+            segments.append((end, py(f), end, py(steps[i - 1][1])))
     return Plane(
+        frontier=segments,
+        budget_x=px(int(budget)) if budget is not None else None,
         points=out,
         x_ticks=[
             Tick(px(v), t, "start" if i == 0 and n > 1 else "end" if i == n - 1 else "middle")

@@ -279,7 +279,7 @@ def test_the_panel_plots_memory_against_recomputation_on_desktop_and_phone(
     assert account is not None
     store = SubmissionStore(engine)
     ids = {}
-    for name in ("wrong_policy", "accepted", "old_report", "mesh_wrong_policy"):
+    for name in ("wrong_policy", "accepted", "old_report", "mesh_wrong_policy", "budget_accepted"):
         report = json.loads((CANNED / f"{name}.json").read_text())
         # under another problem than the one whose verdict counts a later test checks
         record = store.create(problem="remat_sin_sin", source="# canned\n", user_id=account.id)
@@ -326,7 +326,8 @@ def test_the_panel_plots_memory_against_recomputation_on_desktop_and_phone(
                     assert box["x"] - 10 <= dot["x"] <= box["x"] + box["width"], (name, dot, box)
                 reported = page.locator(".check.reported")
                 assert reported.count() == 1 and "✓" not in reported.inner_text()
-                assert page.locator("#residual-table").get_attribute("data-compared") == "values"
+                compared = "budget" if name == "budget_accepted" else "values"
+                assert page.locator("#residual-table").get_attribute("data-compared") == compared
             if name == "wrong_policy":
                 assert page.locator("#residual-table tr.only-reference").count() == 1
                 assert page.locator("#residual-table tr.only-yours").count() == 1
@@ -345,6 +346,14 @@ def test_the_panel_plots_memory_against_recomputation_on_desktop_and_phone(
                 assert "memory_analysis()" in page.locator("#xla-memory").inner_text()
             else:
                 assert page.locator("#communication-chart").count() == 0
+            if name == "budget_accepted":
+                # budget_uneven_chain, two of the four narrow values kept: the frontier and the budget drawn
+                assert chart.locator("line.frontier").count() >= 10
+                assert chart.locator("line.budget").count() == 1
+                assert "the least any policy recomputes" in chart.inner_text()
+                assert "Policy score 0.760" in page.locator(".check[data-check=recompute]").inner_text()
+            else:
+                assert page.locator("line.frontier").count() == 0
             overflow = page.evaluate("document.scrollingElement.scrollWidth - window.innerWidth")
             assert overflow <= 1, f"{name} scrolls sideways by {overflow}px ({label})"
             page.locator(".verdict-panel").screenshot(path=str(SHOTS / f"11-plane-{name}-{label}.png"))
