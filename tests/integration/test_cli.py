@@ -177,3 +177,19 @@ def test_tree_spec_and_new_refuse_what_they_cannot_do(tmp_path: Path) -> None:
     no_init = run_in(here, "problems", "tree-spec", "plain")  # the plain scaffold's reference has no init
     assert no_init.returncode == 1 and "defines no init" in no_init.stderr
     assert run_in(here, "problems", "tree-spec", "nowhere").returncode == 2
+
+
+def test_problems_frontier_prints_each_cases_budgets_and_least_recomputation(tmp_path: Path) -> None:
+    """budget_uneven_chain: the weights and x alone are 573,440 bytes in `large` (everything
+    recomputed: one forward pass), and within its budget of 640,000 bytes the least any policy
+    recomputes is 8,454,144 FLOPs, the figure its statement gives."""
+    done = run_cli("problems", "frontier", "budget_uneven_chain", data_dir=tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "case 'small'" in out and "case 'large'" in out and "least recompute FLOPs" in out
+    assert "573,440" in out and "17,907,712" in out  # the fewest bytes: everything recomputed
+    assert "638,976" in out and "8,454,144" in out  # the row just under the budget
+    refused = run_cli("problems", "frontier", "fsdp_regather", data_dir=tmp_path)
+    assert refused.returncode == 1 and "mesh" in refused.stderr
+    missing = run_cli("problems", "frontier", "no_such_problem", data_dir=tmp_path)
+    assert missing.returncode == 2
