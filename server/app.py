@@ -16,7 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.gzip import GZipMiddleware
 
 from server.api import health, problem_routes, submissions
-from server.courses import course_pages  # courses, gradebooks, regrades
+from server.courses import board_pages, course_pages  # courses, gradebooks, regrades, boards
 from server.lti import deep_linking_pages as lti_deep_linking
 from server.lti import login as lti_login
 from server.lti import roster_pages as lti_roster  # NRPS roster sync
@@ -213,6 +213,7 @@ def _add_routes(app: FastAPI) -> None:
     app.include_router(lti_setup_router)  # LTI set-up, one-URL registration
     app.include_router(lti_roster.router)  # a course's roster from its LMS
     app.include_router(course_pages.router)  # courses, gradebooks, regrades
+    app.include_router(board_pages.router)  # class boards of a problem
     app.include_router(problem_routes.router, prefix="/api/v1")
     app.include_router(submissions.router, prefix="/api/v1")
     app.include_router(health.router, prefix="/api/v1")

@@ -45,6 +45,7 @@ class Action(enum.StrEnum):
     COURSE_ENROLL = "course.enroll"
     COURSE_SETTINGS = "course.settings"
     COURSE_ROSTER = "course.roster"
+    COURSE_BOARD = "course.board"
     SUBMISSION_READ = "submission.read"
 
 
@@ -62,6 +63,8 @@ ACTION_MEANING: dict[Action, str] = {
     Action.COURSE_ENROLL: "enroll an account by email",
     Action.COURSE_SETTINGS: "whether reference solutions open after the course's deadlines",
     Action.COURSE_ROSTER: "sync the course's roster from its LMS (LTI Names and Role Provisioning Services 2.0)",
+    Action.COURSE_BOARD: "the course's board of an assignment: each student's best score and point, never a source "
+    "(names for students only when the course's staff show them)",
     Action.SUBMISSION_READ: "a submission's page, panel, status and source",
 }
 
@@ -130,6 +133,7 @@ TABLE: dict[Action, dict[Relation, Rule]] = {
     Action.COURSE_ENROLL: _row(_N, _N, _N, _L, _N, _Y, _N),
     Action.COURSE_SETTINGS: _row(_N, _N, _N, _N, _N, _Y, _N),
     Action.COURSE_ROSTER: _row(_N, _N, _N, _Y, _N, _Y, _N),
+    Action.COURSE_BOARD: _row(_N, _N, _Y, _Y, _N, _Y, _N),
     Action.SUBMISSION_READ: _row(_O, _O, _O, _Y, _O, _Y, _O),
 }
 

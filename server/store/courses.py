@@ -130,6 +130,9 @@ class Course(Base):
         peer_insight: a student's verdict panel may say how many others in the course made the
             same policy mistake and later fixed it (`server.problems.clusters.peers_who_fixed`). Off by
             default; the course's staff turn it on.
+        board_names: a budget problem's class board (`server.store.boards`) shows students each
+            other's display names; off (anonymous: a student sees only their own row named) by
+            default; the course's staff decide.
     """
 
     __tablename__ = "courses"
@@ -145,6 +148,7 @@ class Course(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     solutions_after_deadline: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     peer_insight: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    board_names: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     __table_args__ = (UniqueConstraint("platform_id", "deployment_id", "context_id", name="uq_courses_context"),)
 

@@ -49,7 +49,7 @@ FIRST_SUBMISSIONS = """CREATE TABLE submissions (
     id VARCHAR(32) NOT NULL, problem VARCHAR(64) NOT NULL, source TEXT NOT NULL, status VARCHAR(16) NOT NULL,
     verdict VARCHAR(32), score FLOAT, result_json TEXT, created_at {ts} NOT NULL, PRIMARY KEY (id))"""
 
-HEAD = "0014"  # the latest revision (server/store/migrations/versions)
+HEAD = "0015"  # the latest revision (server/store/migrations/versions)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -230,6 +230,7 @@ def test_head_is_the_api_clients_revision() -> None:
     assert migrate.head() == _head() == HEAD
     revisions = [r.revision for r in ScriptDirectory.from_config(migrate.config()).walk_revisions()]
     assert revisions == [
+        "0015",
         "0014",
         "0013",
         "0012",

@@ -247,6 +247,19 @@ def course_settings(course: str) -> Probe:
     return probe
 
 
+def course_board(course: str) -> Probe:
+    """The course's board of its assignment P: never a source, whoever may see it."""
+
+    def probe(w: World, c: TestClient) -> bool:
+        answer = c.get(f"/courses/{w.courses[course].key}/board/{P}", follow_redirects=False)
+        allowed = _outcome(answer, {200})
+        if allowed:
+            assert "Best submission per student" in answer.text or 'id="board-empty"' in answer.text
+        return allowed
+
+    return probe
+
+
 def course_roster(course: str) -> Probe:
     """The roster sync button: allowed is the course page again (200 synced; 422 when the course
     has no LMS roster service, as neither course here has; 502 when the LMS failed)."""
@@ -332,6 +345,7 @@ PROBES: list[tuple[Action, Probe, str]] = [
     *[(Action.COURSE_ENROLL, course_enroll(k), k) for k in "AB"],
     *[(Action.COURSE_SETTINGS, course_settings(k), k) for k in "AB"],
     *[(Action.COURSE_ROSTER, course_roster(k), k) for k in "AB"],
+    *[(Action.COURSE_BOARD, course_board(k), k) for k in "AB"],
     *[(Action.SUBMISSION_READ, read_submission(s), s) for s in ("ada_p", "bo_p")],
 ]
 

@@ -1,0 +1,100 @@
+"""Class leaderboards of open (budget) problems: each student's best submission of a problem, ranked
+by score, with the point it makes on the memory/recompute plane (docs/ARCHITECTURE.md, "Budget
+problems"). A course's board lists that course's students only; the admin's board everyone with an
+account. Never a source: only the verdict's numbers."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Engine, select, update
+from sqlalchemy.orm import sessionmaker
+
+from server.store.accounts import UserRecord
+from server.store.courses import Course, CourseRole, Enrollment
+from server.store.submissions import SubmissionRecord, SubmissionStatus
+
+MAX_REPORT_CHARS = 2_000_000  # a stored verdict larger than this is not read for its point
+
+
+@dataclass(frozen=True)
+class BoardEntry:
+    """One student's best submission of a problem.
+
+    Attributes:
+        user_id, display_name: the account.
+        submission_id: the best submission (the highest score; the earliest among equals).
+        score: its score in [0, 1]; verdict: its verdict's name.
+        residual_bytes: what its policy keeps (bytes), recompute_flops: what its backward pass
+            recomputes (FLOPs), both from its verdict's residual report (None when it has none).
+        submitted_at: when it was stored (UTC).
+    """
+
+    user_id: int
+    display_name: str
+    submission_id: str
+    score: float
+    verdict: str
+    residual_bytes: int | None
+    recompute_flops: int | None
+    submitted_at: datetime
+
+
+def _point(result_json: str | None) -> tuple[int | None, int | None]:
+    """(residual bytes, recompute FLOPs) of a stored verdict, or Nones when it has no report."""
+    if not result_json or len(result_json) > MAX_REPORT_CHARS:
+        return None, None
+    try:
+        residuals = json.loads(result_json).get("residuals") or {}
+    except (ValueError, AttributeError):
+        return None, None
+    nbytes, flops = residuals.get("submitted_bytes"), residuals.get("submitted_recompute_flops")
+    return (int(nbytes) if isinstance(nbytes, int) else None, int(flops) if isinstance(flops, int) else None)
+
+
+class BoardStore:
+    """Reads boards and keeps each course's board setting."""
+
+    def __init__(self, engine: Engine):
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    def set_board_names(self, course_id: int, value: bool) -> None:
+        """Whether the course's board shows its students each other's display names."""
+        with self._sessions.begin() as session:
+            session.execute(
+                update(Course)
+                .where(Course.id == course_id)
+                .values(board_names=value)
+                .execution_options(synchronize_session=False)
+            )
+
+    def board(self, problem: str, course_id: int | None = None) -> list[BoardEntry]:
+        """Each student's best graded submission of `problem`, best first (score, then earliest):
+        of the course's students when `course_id` is given, else of every account. Reads the
+        columns it ranks by for every submission, and the stored verdict of the best ones only."""
+        s = SubmissionRecord
+        query = (
+            select(s.id, s.user_id, s.score, s.verdict, s.created_at, UserRecord.display_name)
+            .join(UserRecord, UserRecord.id == s.user_id)
+            .where(s.problem == problem, s.status == SubmissionStatus.DONE, s.score.is_not(None))
+            .order_by(s.score.desc(), s.created_at, s.id)
+        )
+        if course_id is not None:
+            students = select(Enrollment.user_id).where(
+                Enrollment.course_id == course_id, Enrollment.role == CourseRole.STUDENT
+            )
+            query = query.where(s.user_id.in_(students))
+        best: dict[int, tuple[str, float, str, datetime, str]] = {}
+        with self._sessions() as session:
+            for sid, user_id, score, verdict, created_at, name in session.execute(query):
+                if user_id is not None and user_id not in best:
+                    best[user_id] = (sid, float(score or 0.0), verdict or "", created_at, name)
+            ids = [b[0] for b in best.values()]
+            reports = dict(session.execute(select(s.id, s.result_json).where(s.id.in_(ids))).tuples().all())
+        out = []
+        for user_id, (sid, score, verdict, created_at, name) in best.items():
+            nbytes, flops = _point(reports.get(sid))
+            out.append(BoardEntry(user_id, name, sid, score, verdict, nbytes, flops, created_at))
+        return out
