@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from graders.problems.scaffold_budget import budget_files
 from graders.problems.scaffold_frameworks import framework_files, framework_statement
 from graders.problems.scaffold_mesh import MESH_BULLET, with_mesh
 
@@ -182,7 +183,9 @@ TODO
 """
 
 
-def scaffold(root: Path, slug: str, framework: str | None = None, mesh: dict[str, int] | None = None) -> Path:
+def scaffold(
+    root: Path, slug: str, framework: str | None = None, mesh: dict[str, int] | None = None, *, budget: bool = False
+) -> Path:
     """Creates `root/slug/` with problem.toml, statement.md, starter.py, reference.py, hints.md,
     a right/ file and wrong/no_checkpoint.py. The statement's "How this judge measures it" is
     written: what is compared, the bookkeeping left out, that layout does not matter and what the
@@ -191,13 +194,16 @@ def scaffold(root: Path, slug: str, framework: str | None = None, mesh: dict[str
     (`graders.problems.scaffold_frameworks.FRAMEWORKS`) it checkpoints a residual block over a
     parameter pytree, written in that library. With `mesh` (axis name -> size, plain scaffold only)
     the problem runs on that mesh, `x` split over its first axis (`graders.problems.scaffold_mesh`).
+    With `budget` (plain scaffold only), an open problem (`graders.problems.scaffold_budget`).
 
     Raises:
         FileExistsError: the folder exists.
         KeyError: an unknown framework (the CLI offers only FRAMEWORKS).
     """
     bullets = ""
-    if framework is None:
+    if budget:
+        texts = budget_files(slug)
+    elif framework is None:
         task = TASK.format(slug=slug)
         files = {
             "problem.toml": PROBLEM_TOML,
@@ -213,8 +219,9 @@ def scaffold(root: Path, slug: str, framework: str | None = None, mesh: dict[str
     else:
         texts = framework_files(framework, slug)
         task, bullets = framework_statement(framework, slug)
-    texts["statement.md"] = STATEMENT.format(task=task, bullets=bullets)
-    texts["hints.md"] = HINTS
+    if not budget:
+        texts["statement.md"] = STATEMENT.format(task=task, bullets=bullets)
+        texts["hints.md"] = HINTS
     target = root / slug
     target.mkdir(parents=True, exist_ok=False)
     (target / "wrong").mkdir()

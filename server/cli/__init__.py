@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import typer
 
-from server.cli import accounts, courses, frontier, grade, packages, passwords, problems, serve
+from server.cli import accounts, courses, frontier, grade, packages, passwords, problem_new, problems, serve
 from server.cli.db import db_app
 from server.cli.lti import lti_app
 
@@ -32,6 +32,7 @@ app.add_typer(courses.courses_app, name="courses")
 accounts.users_app.command("reset-password")(passwords.reset_password)
 problems.problems_app.command("add")(packages.problems_add)
 problems.problems_app.command("frontier")(frontier.problems_frontier)
+problems.problems_app.command("new")(problem_new.problems_new)
 problems.problems_app.command("regrade")(courses.regrade)
 problems.problems_app.command("regrades")(courses.regrades)
 

@@ -193,3 +193,25 @@ def test_problems_frontier_prints_each_cases_budgets_and_least_recomputation(tmp
     assert refused.returncode == 1 and "mesh" in refused.stderr
     missing = run_cli("problems", "frontier", "no_such_problem", data_dir=tmp_path)
     assert missing.returncode == 2
+
+
+def test_a_budget_scaffold_validates_with_its_scores_and_its_frontier_shows_the_budget(tmp_path: Path) -> None:
+    """`problems new --budget` writes an open problem that validates as it is: reference and right/
+    ACCEPTED with the scores their `# score:` lines give (the optimum 1.0, everything recomputed
+    below 1), wrong/ over the budget WRONG_POLICY; its frontier has the rows its budgets sit
+    between; --budget with a mesh or a framework is refused."""
+    here = tmp_path.resolve()
+    made = run_in(here, "problems", "new", "open_chain", "--budget")
+    assert made.returncode == 0, made.stderr
+    folder = here / "problems" / "open_chain"
+    assert 'rule = "budget"' in (folder / "problem.toml").read_text()
+    assert "# score: 1.0" in (folder / "right" / "optimal_decorator.py").read_text()
+    validated = run_in(here, "problems", "validate", "open_chain")
+    assert validated.returncode == 0, validated.stdout[-3000:] + validated.stderr[-2000:]
+    assert validated.stdout.count(" ok ") == 5 and "MISMATCH" not in validated.stdout
+    frontier = run_in(here, "problems", "frontier", "open_chain")
+    assert frontier.returncode == 0, frontier.stderr
+    assert "311,296" in frontier.stdout and "327,680" in frontier.stdout  # the large budget, 320,000, between
+    for extra in (["--mesh", "data=2"], ["--framework", "flax"]):
+        refused = run_in(here, "problems", "new", "other", "--budget", *extra)
+        assert refused.returncode == 2 and "--budget alone" in refused.stderr

@@ -82,3 +82,11 @@ def test_a_statement_without_one_rule_or_the_section_is_caught() -> None:
     assert {m.split(":")[0] for m in missing(no_layout)} == {"layout"}
     assert missing(statement.replace(SECTION, "## How it is judged")) == [SECTION]
     assert "recompute: forward work" in missing(statement.replace("forward work", "work"))
+
+
+def test_a_scaffolded_budget_statement_says_the_budget_rules(tmp_path: Path) -> None:
+    made = scaffold(tmp_path, "open_chain", budget=True)
+    statement = (made / "statement.md").read_text(encoding="utf-8")
+    assert missing(statement, budget=True) == []
+    assert "{slug}" not in statement and "`open_chain(ws, x)`" in statement  # every placeholder filled
+    assert "\\leftarrow" in statement and "\\\\leftarrow" not in statement  # TeX, one backslash
