@@ -60,9 +60,13 @@ def _ancestors(roots: set[int], operands: list[tuple[int, ...]]) -> set[int]:
     return found
 
 
-def forward_graph(exported: Any, n_out: int, *, limits: ReadLimits = ReadLimits()) -> ForwardGraph:
+def forward_graph(
+    exported: Any, n_out: int, *, limits: ReadLimits = ReadLimits(), arg_names: list[str] | None = None
+) -> ForwardGraph:
     """The `ForwardGraph` of a forward program whose results are `n_out` primal outputs and then
-    its residuals (the residuals are the needed nodes).
+    its residuals (the residuals are the needed nodes). Labels read as the residual listings do:
+    `argument ws[0] f32[6,20]` (with `arg_names`, the input leaves' names in order) and
+    `dot_general f32[4,20]` (the op, short, and its results' types).
 
     Raises:
         ArtifactError: as `inspect_module` does for a module it cannot read.
@@ -85,7 +89,8 @@ def forward_graph(exported: Any, n_out: int, *, limits: ReadLimits = ReadLimits(
             costs.append(0)
             sizes.append(walker.types.size(arg.type)[0])
             operands.append(())
-            labels.append(f"argument {k} {short_type(arg.type)}")
+            name = arg_names[k] if arg_names is not None and k < len(arg_names) else str(k)
+            labels.append(f"argument {name} {short_type(arg.type)}")
         ops = list(block.operations)
         for position, op in enumerate(ops[:-1]):
             node = len(costs)
@@ -93,9 +98,7 @@ def forward_graph(exported: Any, n_out: int, *, limits: ReadLimits = ReadLimits(
             costs.append(counter.main_costs.get(position, 0))
             sizes.append(sum(walker.types.size(r.type)[0] for r in op.results))
             operands.append(tuple(sorted(reads)))
-            labels.append(
-                f"{op.operation.name.split('.', 1)[-1]} -> " + ", ".join(short_type(r.type) for r in op.results)
-            )
+            labels.append(f"{op.operation.name.split('.', 1)[-1]} " + ", ".join(short_type(r.type) for r in op.results))
             for r in op.results:
                 index[r] = node
         returned = list(ops[-1].operands)

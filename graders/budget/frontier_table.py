@@ -14,7 +14,7 @@ from typing import Any
 
 from graders.budget.extract import forward_graph
 from graders.budget.optimum import DEFAULT_TIME_LIMIT_S, Solution, frontier
-from graders.problems.hidden_inputs import case_arg_specs
+from graders.problems.hidden_inputs import case_arg_specs, leaf_names
 from graders.problems.problem import load_problem
 from graders.reference.build import checkpoint_disabled, import_file
 from graders.untrusted.parse import deserialize
@@ -39,7 +39,7 @@ def case_frontiers(folder: Path, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S) 
     for case in problem.spec.cases:
         with checkpoint_disabled():
             fwd_blob, _, n_out = export_case(fn, case_arg_specs(problem.spec, case), None)
-        graph = forward_graph(deserialize(fwd_blob), n_out)
+        graph = forward_graph(deserialize(fwd_blob), n_out, arg_names=leaf_names(problem.spec))
         points: list[Solution] = frontier(graph, time_limit_s=time_limit_s)
         out.append(
             {

@@ -18,13 +18,13 @@ from jailside.export import export_case
 MAX_SAVED_LABELS = 64  # values of the optimum named in the expectation, in program order
 
 
-def _graph(plain_fn: Callable[..., Any], specs: list[dict[str, Any]]) -> ForwardGraph:
+def _graph(plain_fn: Callable[..., Any], specs: list[dict[str, Any]], names: list[str]) -> ForwardGraph:
     # jax.checkpoint is looked up when the function runs: disabled while it is traced too
     from graders.reference.build import checkpoint_disabled  # build imports this module
 
     with checkpoint_disabled():
         fwd_blob, _, n_out = export_case(plain_fn, specs, None)
-    return forward_graph(deserialize(fwd_blob), n_out)
+    return forward_graph(deserialize(fwd_blob), n_out, arg_names=names)
 
 
 def _point(solution: Solution) -> dict[str, Any]:
@@ -37,7 +37,12 @@ def _point(solution: Solution) -> dict[str, Any]:
 
 
 def budget_facts(
-    plain_fn: Callable[..., Any] | None, specs: list[dict[str, Any]], case: str, budget: int, reference_bytes: int
+    plain_fn: Callable[..., Any] | None,
+    specs: list[dict[str, Any]],
+    case: str,
+    budget: int,
+    reference_bytes: int,
+    names: list[str],
 ) -> dict[str, Any]:
     """The optimum of one case of a budget problem.
 
@@ -47,6 +52,7 @@ def budget_facts(
         specs: the case's argument specs; case: its name, for messages.
         budget: the case's budget (bytes of residuals kept on the device).
         reference_bytes: what the reference itself keeps there.
+        names: the input leaves' names, in order (`graders.problems.hidden_inputs.leaf_names`).
 
     Returns:
         {"budget_bytes", "optimum": {"bytes", "flops", "bound_flops", "optimal", "seconds", "saved": [labels]},
@@ -68,7 +74,7 @@ def budget_facts(
             "a budget problem's reference must also run with its checkpoints removed: the optimum is read "
             "from that program",
         )
-    graph = _graph(plain_fn, specs)
+    graph = _graph(plain_fn, specs, names)
     best = least_recompute(graph, budget)
     if best.recompute_flops is None:
         raise ReferenceCheckError(

@@ -241,7 +241,7 @@ def _expect_case(
     if problem.spec.memory.rule == "budget":
         budget = problem.spec.memory.budgets[case.name]
         kept = device_bytes([r for r in residuals if not is_bookkeeping(r)])  # as the residuals check counts
-        expectation.budget = budget_facts(plain_fn, specs, case.name, budget, kept)
+        expectation.budget = budget_facts(plain_fn, specs, case.name, budget, kept, names)
     _add_hidden_inputs(expectation, problem, case, seed)
     data = CaseData(
         fwd=fwd,

@@ -24,6 +24,7 @@ from graders.artifact_limits import Aval
 from graders.checks.comparison import is_bookkeeping
 from graders.verdict import VERDICT_EXPLANATIONS, ResidualFact, Verdict, VerdictReport
 from graders.verifier.xla_memory import describe as describe_xla
+from server.web.budget_view import optimum_values
 from server.web.diagnosis import Diagnosis, Recompute, diagnose
 from server.web.formatting import FILTERS
 from server.web.plane import plane
@@ -275,6 +276,7 @@ def _not_graded(data: dict[str, Any]) -> dict:
         "rows": [],
         "by_value": False,
         "budget": None,
+        "optimum_values": [],
         "charts": {},
         "plane": None,
         "comm_plane": None,
@@ -316,6 +318,7 @@ def panel_context(report: VerdictReport | Mapping[str, Any]) -> dict:
         "rows": residual_rows(residuals) if residuals else [],
         "by_value": compares_values(residuals) if residuals else False,
         "budget": residuals.get("budget_bytes") if residuals else None,
+        "optimum_values": optimum_values(residuals) if residuals else [],
         "charts": memory_bars(residuals) if residuals else {},
         # a loop whose trip count could not be read: the FLOPs are a lower bound, not a point to draw
         "plane": plane(residuals) if residuals and flops_exact else None,

@@ -352,6 +352,9 @@ def test_the_panel_plots_memory_against_recomputation_on_desktop_and_phone(
                 assert chart.locator("line.budget").count() == 1
                 assert "the least any policy recomputes" in chart.inner_text()
                 assert "Policy score 0.760" in page.locator(".check[data-check=recompute]").inner_text()
+                optimum = page.locator("#optimum-values")
+                assert "8.45 M" in optimum.inner_text() and "tanh f32[64,64]" in optimum.inner_text()
+                assert optimum.locator("li.missing").count() == 1  # the four narrow values it keeps
             else:
                 assert page.locator("line.frontier").count() == 0
             overflow = page.evaluate("document.scrollingElement.scrollWidth - window.innerWidth")

@@ -93,3 +93,22 @@ def test_the_score_takes_the_policy_fraction() -> None:
     assert score_of(checks, scoring) == 1.0
     checks[2] = CheckResult(name="residuals", passed=False, message="")  # over the budget
     assert score_of(checks, scoring) == pytest.approx(0.67)
+
+
+def test_the_panel_names_the_values_the_optimum_keeps_that_yours_does_not() -> None:
+    from server.web.budget_view import optimum_values
+
+    report = {
+        "optimum": {"saved": ["argument x f32[8,4]", "tanh f32[8,4]", "tanh f32[8,4]"]},
+        "submitted": [
+            {"shape": [8, 4], "dtype": "float32", "source": "argument x"},
+            {"shape": [8, 4], "dtype": "float32", "source": "tanh"},
+            {"shape": [8, 4], "dtype": "float32", "source": "dot_general"},
+        ],
+    }
+    rows = optimum_values(report)
+    assert [(r.label, r.optimum, r.yours, r.missing) for r in rows] == [
+        ("tanh f32[8,4]", 2, 1, 1),  # what to act on first
+        ("argument x f32[8,4]", 1, 1, 0),
+    ]
+    assert optimum_values({"submitted": []}) == [] and optimum_values({"optimum": {"saved": "junk"}}) == []
