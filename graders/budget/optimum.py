@@ -138,11 +138,24 @@ def least_recompute(graph: ForwardGraph, budget_bytes: int, *, time_limit_s: flo
     bound = flops if optimal else _floor(getattr(first, "mip_dual_bound", None))
     cap = LinearConstraint(np.concatenate([zeros, costs])[None, :], -np.inf, flops + 0.5)
     second = _solve(np.concatenate([sizes, zeros]), [*structure, budget, cap], upper, time_limit_s)
-    x = second.x if second.x is not None else first.x
-    saved = frozenset(v for v, s in zip(nodes, np.round(x[:n]), strict=True) if s > 0.5)
-    recomputed = graph.recompute_of(saved)
-    assert recomputed is not None and recomputed <= flops  # the model's policy runs as the graph says
-    return Solution(recomputed, graph.bytes_of(saved), saved, optimal, min(bound, recomputed), time.monotonic() - start)
+    # HiGHS's tolerances can let a cheap node through a row of large coefficients (measured: one
+    # FLOP over the cap on an attention block), so each candidate policy is costed exactly
+    # (`ForwardGraph.recompute_of`) and the best one within the budget kept
+    best: tuple[int, int, frozenset[int]] | None = None
+    for found in (first, second):
+        if found.x is None:
+            continue
+        saved = frozenset(v for v, kept in zip(nodes, np.round(found.x[:n]), strict=True) if kept > 0.5)
+        recomputed = graph.recompute_of(saved)
+        if recomputed is None or graph.bytes_of(saved) > budget_bytes:
+            continue
+        candidate = (recomputed, graph.bytes_of(saved), saved)
+        if best is None or candidate[:2] < best[:2]:
+            best = candidate
+    if best is None:  # no solution within the tolerances: reported as none found in time
+        return Solution(None, 0, frozenset(), False, _floor(bound), time.monotonic() - start)
+    recomputed, nbytes, saved = best
+    return Solution(recomputed, nbytes, saved, optimal, min(bound, recomputed), time.monotonic() - start)
 
 
 def _floor(bound: object) -> int:
@@ -169,7 +182,10 @@ def frontier(
         found = least_recompute(graph, budget, time_limit_s=time_limit_s)
         if found.recompute_flops is None:
             break
-        points.append(found)
+        if points and found.recompute_flops == points[-1].recompute_flops:
+            points[-1] = found  # the same recomputation for fewer bytes: the earlier point is no breakpoint
+        else:
+            points.append(found)
         if found.saved_bytes == 0:
             break
         budget = found.saved_bytes - 1
