@@ -16,7 +16,8 @@ from graders.budget.extract import forward_graph
 from graders.budget.optimum import DEFAULT_TIME_LIMIT_S, Solution, frontier
 from graders.problems.hidden_inputs import case_arg_specs, leaf_names
 from graders.problems.problem import load_problem
-from graders.reference.build import checkpoint_disabled, import_file
+from graders.reference.build import import_file
+from graders.reference.plain import checkpoint_disabled
 from graders.untrusted.parse import deserialize
 from jailside.export import export_case
 

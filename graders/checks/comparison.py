@@ -82,6 +82,12 @@ def device_bytes(residuals: list[ResidualFact]) -> int:
     return sum(r.nbytes if r.device_bytes is None else r.device_bytes for r in residuals if r.on_device)
 
 
+def host_bytes(residuals: list[ResidualFact]) -> int:
+    """Residual bytes a policy offloads to host memory, counted as `device_bytes` counts the rest
+    (on a mesh, what one device's share of the host keeps)."""
+    return sum(r.nbytes if r.device_bytes is None else r.device_bytes for r in residuals if not r.on_device)
+
+
 @dataclass
 class CaseRun:
     """The submission's artifacts run on one case's hidden inputs.

@@ -128,11 +128,24 @@ def candidate_layouts(source: tuple[int, ...], target: tuple[int, ...]) -> Itera
                 yield Layout(split or (1,), permutation or (0,), target)
 
 
+def _per_device(source: tuple[int, ...], target: tuple[int, ...]) -> Iterator[Layout]:
+    """The layouts of `candidate_layouts` between two values stacked by device (`[devices,
+    *piece]`) that keep the device axis where it is: each device's piece in another layout, no
+    element moved to another device's piece."""
+    if not source or not target or source[0] != target[0]:
+        return
+    devices = source[0]
+    for layout in candidate_layouts(source[1:], target[1:]):
+        yield Layout((devices, *layout.split), (0, *(p + 1 for p in layout.permutation)), (devices, *layout.target))
+
+
 def find_layout(
     got: np.ndarray,
     reference: np.ndarray,
     equal: Callable[[np.ndarray, np.ndarray], bool],
     budget: LayoutBudget | None = None,
+    *,
+    by_device: bool = False,
 ) -> Layout | None:
     """The layout in which `reference` holds the values of `got`, or None.
 
@@ -141,6 +154,10 @@ def find_layout(
         reference: the reference's residual on the same input, of the same dtype and size.
         equal: whether two arrays of one shape hold the same values (the residual tolerance).
         budget: what the case's search may still do (`LayoutBudget`, spent here); None: a fresh one.
+        by_device: both are stacked by device (`[devices, *piece]`, a problem on a mesh): only
+            layouts of each device's piece count, never one that takes an element from another
+            device's piece (a value split over features where the policy splits it over the batch
+            holds the same global numbers, but no device keeps what the policy's device keeps).
 
     The reference's own layout is tried first when the shapes agree, whatever is left of the
     budget. Other candidates are screened on SAMPLE_POSITIONS elements at fixed, spread
@@ -155,7 +172,8 @@ def find_layout(
     flat = got.reshape(-1)
     step = max(1, got.size // SAMPLE_POSITIONS)
     positions = np.arange(0, got.size, step)[:SAMPLE_POSITIONS]
-    for layout in candidate_layouts(tuple(reference.shape), tuple(got.shape)):
+    search = _per_device if by_device else candidate_layouts
+    for layout in search(tuple(reference.shape), tuple(got.shape)):
         if same_shape and layout.is_identity(reference.shape, got.shape):
             continue  # compared above
         if budget.screens <= 0 or budget.whole <= 0:

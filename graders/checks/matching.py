@@ -66,7 +66,8 @@ def _same_values(run: CaseRun, spec: ProblemSpec, i: int, j: int, budget: Layout
     def equal_on(k: int) -> Callable[[np.ndarray, np.ndarray], bool]:
         return lambda got, ref: residuals_equal(got, ref, error[k], tol)
 
-    layout = find_layout(sub_values[0][i], ref_values[0][j], equal_on(0), budget)
+    on_mesh = run.residuals[i].device_shape is not None  # values stacked by device: pieces compared
+    layout = find_layout(sub_values[0][i], ref_values[0][j], equal_on(0), budget, by_device=on_mesh)
     if layout is None:
         return None
     for k in inputs[1:]:

@@ -11,7 +11,7 @@ from typing import Any
 from graders.artifact_limits import Aval
 from graders.checks.budget import over_budget
 from graders.checks.check import Advice, CheckContext, Evidence, ScorePart
-from graders.checks.comparison import CaseRun, device_bytes, is_bookkeeping
+from graders.checks.comparison import CaseRun, device_bytes, host_bytes, is_bookkeeping
 from graders.checks.matching import match_values, with_matches
 from graders.problems.memory_rule import MemoryRule
 from graders.problems.spec import ProblemSpec
@@ -314,8 +314,8 @@ def check_residuals(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
             "submitted_count": len(submitted),
             "expected_bytes": exp_bytes,
             "submitted_bytes": sub_bytes,
-            "expected_host_bytes": exp_bytes - exp_device,
-            "submitted_host_bytes": sub_bytes - sub_device,
+            "expected_host_bytes": host_bytes(expected),
+            "submitted_host_bytes": host_bytes(submitted),
             "expected_bwd_flops": run.expected.bwd_flops,
             "submitted_bwd_flops": run.bwd_flops,
         }

@@ -12,6 +12,7 @@ from graders.budget.extract import forward_graph
 from graders.budget.graph import ForwardGraph
 from graders.budget.optimum import Solution, frontier, least_recompute
 from graders.reference.failures import ReferenceCheckError
+from graders.reference.plain import checkpoint_disabled
 from graders.untrusted.parse import deserialize
 from jailside.export import export_case
 
@@ -20,8 +21,6 @@ MAX_SAVED_LABELS = 64  # values of the optimum named in the expectation, in prog
 
 def _graph(plain_fn: Callable[..., Any], specs: list[dict[str, Any]], names: list[str]) -> ForwardGraph:
     # jax.checkpoint is looked up when the function runs: disabled while it is traced too
-    from graders.reference.build import checkpoint_disabled  # build imports this module
-
     with checkpoint_disabled():
         fwd_blob, _, n_out = export_case(plain_fn, specs, None)
     return forward_graph(deserialize(fwd_blob), n_out, arg_names=names)

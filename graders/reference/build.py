@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ from graders.reference.expectation import (
     named_sources,
 )
 from graders.reference.failures import ReferenceCheckError, ReferenceSolutionError
+from graders.reference.plain import checkpoint_disabled
 from graders.reference.self_checks import (
     FD_STEP,
     check_deterministic,
@@ -81,32 +82,6 @@ def import_file(path: Path, module_name: str) -> Any:
     sys.modules[module_name] = module
     spec.loader.exec_module(module)
     return module
-
-
-@contextlib.contextmanager
-def checkpoint_disabled() -> Iterator[None]:
-    """Makes `jax.checkpoint` (and its aliases) the identity while a module is imported and traced,
-    to see what the same function saves without any checkpoint."""
-    # JAX only in the child that builds expectations: the server imports this package
-    import jax
-    import jax.ad_checkpoint
-
-    def identity_checkpoint(fun: Callable[..., Any] | None = None, **_: Any) -> Any:
-        return fun if fun is not None else (lambda f: f)
-
-    saved = {
-        (mod, name): getattr(mod, name)
-        for mod in (jax, jax.ad_checkpoint)
-        for name in ("checkpoint", "remat")
-        if hasattr(mod, name)
-    }
-    try:
-        for mod, name in saved:
-            setattr(mod, name, identity_checkpoint)
-        yield
-    finally:
-        for (mod, name), value in saved.items():
-            setattr(mod, name, value)
 
 
 def _import_reference(problem: Problem) -> tuple[Callable[..., Any], Callable[..., Any] | None]:
