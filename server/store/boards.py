@@ -92,7 +92,7 @@ class BoardStore:
                 if user_id is not None and user_id not in best:
                     best[user_id] = (sid, float(score or 0.0), verdict or "", created_at, name)
             ids = [b[0] for b in best.values()]
-            reports = dict(session.execute(select(s.id, s.result_json).where(s.id.in_(ids))).tuples().all())
+            reports = {sid: text for sid, text in session.execute(select(s.id, s.result_json).where(s.id.in_(ids)))}
         out = []
         for user_id, (sid, score, verdict, created_at, name) in best.items():
             nbytes, flops = _point(reports.get(sid))
