@@ -22,6 +22,7 @@ from server.authz import Action, CourseTarget, decide
 from server.courses.page_rendering import render_staff_page
 from server.deps import ServicesDep
 from server.store.boards import BoardEntry, BoardStore
+from server.web.plane import Plane, class_plane
 from server.web.rendering import require_action, require_teacher, require_user
 from server.web.sessions import OptionalUser, PrincipalDep, check_csrf
 
@@ -38,6 +39,17 @@ class BoardRow:
     mine: bool
     entry: BoardEntry
     link: str | None
+
+
+def _plane(store: BoardStore, entries: list[BoardEntry], viewer_id: int) -> Plane | None:
+    """The class's points (the viewer's marked), with the frontier of the best entry's verdict."""
+    points = [
+        (e.residual_bytes, e.recompute_flops, e.user_id == viewer_id)
+        for e in entries
+        if e.residual_bytes is not None and e.recompute_flops is not None
+    ]
+    frontier, budget = store.frontier(entries[0].submission_id) if entries else ([], None)
+    return class_plane(points, frontier, budget)
 
 
 def _rows(entries: list[BoardEntry], viewer_id: int, *, names: bool, staff: bool) -> list[BoardRow]:
@@ -69,9 +81,11 @@ def course_board(
         raise HTTPException(status.HTTP_404_NOT_FOUND, "the course has no such assignment")
     assert services.engine is not None
     staff = decide(principal, Action.COURSE_VIEW, CourseTarget.of(course))
-    entries = BoardStore(services.engine).board(slug, course.id)
+    store = BoardStore(services.engine)
+    entries = store.board(slug, course.id)
     rows = _rows(entries, user.id, names=course.board_names, staff=staff)
-    return render_staff_page(request, "board.html", user, slug=slug, course=course, rows=rows, staff=staff)
+    plane = _plane(store, entries, user.id)
+    return render_staff_page(request, "board.html", user, slug=slug, course=course, rows=rows, staff=staff, plane=plane)
 
 
 @router.post("/instructor/courses/{key}/board", response_class=HTMLResponse)
@@ -105,5 +119,8 @@ def problem_board(
     """For admins: every account's best submission of a problem."""
     user = require_action(user, principal, request, Action.SUBMISSIONS_ALL)
     assert services.engine is not None
-    rows = _rows(BoardStore(services.engine).board(slug), user.id, names=True, staff=True)
-    return render_staff_page(request, "board.html", user, slug=slug, course=None, rows=rows, staff=True)
+    store = BoardStore(services.engine)
+    entries = store.board(slug)
+    rows = _rows(entries, user.id, names=True, staff=True)
+    plane = _plane(store, entries, user.id)
+    return render_staff_page(request, "board.html", user, slug=slug, course=None, rows=rows, staff=True, plane=plane)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import sessionmaker
@@ -98,3 +99,20 @@ class BoardStore:
             nbytes, flops = _point(reports.get(sid))
             out.append(BoardEntry(user_id, name, sid, score, verdict, nbytes, flops, created_at))
         return out
+
+    def frontier(self, submission_id: str) -> tuple[list[dict[str, Any]], int | None]:
+        """A graded submission's budget-problem frontier and budget (`ResidualReport.frontier`,
+        `budget_bytes`): what the board draws the class's points against; ([], None) without."""
+        with self._sessions() as session:
+            text = session.execute(
+                select(SubmissionRecord.result_json).where(SubmissionRecord.id == submission_id)
+            ).scalar_one_or_none()
+        if not text or len(text) > MAX_REPORT_CHARS:
+            return [], None
+        try:
+            residuals = json.loads(text).get("residuals") or {}
+        except (ValueError, AttributeError):
+            return [], None
+        frontier = residuals.get("frontier")
+        budget = residuals.get("budget_bytes")
+        return (frontier if isinstance(frontier, list) else []), (budget if isinstance(budget, int) else None)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,7 +95,7 @@ class Plane:
     @property
     def drawn(self) -> list[PlanePoint]:
         """Points in drawing order: the reference's ring under the others, yours on top."""
-        order = ["reference", "remat", "plain", "yours"]
+        order = ["class", "reference", "remat", "plain", "yours"]
         return sorted(self.points, key=lambda p: order.index(p.key))
 
 
@@ -185,6 +185,59 @@ def _communication_points(residuals: Mapping[str, Any]) -> list[tuple[str, str, 
     ]
 
 
+def _segments(
+    steps: list[tuple[int, int]], px: Callable[[float], float], py: Callable[[float], float], right: float
+) -> list[tuple[float, float, float, float]]:
+    """The frontier (bytes, least recompute), fewest recomputation first, as the steps of the
+    least recompute at each budget: that of the point with the most bytes at most the budget."""
+    segments = []
+    for i, (b, f) in enumerate(steps):
+        end = px(steps[i - 1][0]) if i else right
+        segments.append((px(b), py(f), end, py(f)))
+        if i:  # at the previous point's bytes the least recompute drops to its
+            segments.append((end, py(f), end, py(steps[i - 1][1])))
+    return segments
+
+
+def class_plane(
+    points: list[tuple[int, int, bool]], frontier: Sequence[Mapping[str, Any]] | None = None, budget: int | None = None
+) -> Plane | None:
+    """A class's points on (saved residual bytes, recompute FLOPs), the viewer's own marked
+    (`points`: bytes, FLOPs, mine), with a budget problem's frontier and budget; unlabelled (the
+    board's table names them). None without two points to draw."""
+    steps = _frontier_points({"frontier": frontier or []})
+    if len(points) + len(steps) < 2:
+        return None
+    xs = [float(b) for b, _, _ in points] + [float(b) for b, _ in steps] + ([float(budget)] if budget else [])
+    ys = [float(f) for _, f, _ in points] + [float(f) for _, f in steps]
+    x_lo, x_hi, x_ticks = _axis(xs, binary=True)
+    y_lo, y_hi, y_ticks = _axis(ys, binary=False)
+    plot_h = PLANE_BOTTOM - PLANE_TOP
+
+    def px(v: float) -> float:
+        return 100.0 * (v - x_lo) / (x_hi - x_lo)
+
+    def py(v: float) -> float:
+        return PLANE_BOTTOM - plot_h * (v - y_lo) / (y_hi - y_lo)
+
+    drawn = [
+        PlanePoint(key="yours" if mine else "class", name="you" if mine else "a classmate", nbytes=b, flops=f,
+                   x=px(b), y=py(f))
+        for b, f, mine in points
+    ]  # fmt: skip
+    n = len(x_ticks)
+    return Plane(
+        points=drawn,
+        x_ticks=[
+            Tick(px(v), t, "start" if i == 0 and n > 1 else "end" if i == n - 1 else "middle")
+            for i, (v, t) in enumerate(x_ticks)
+        ],
+        y_ticks=[Tick(py(v), t, "end") for v, t in y_ticks],
+        frontier=_segments(steps, px, py, px(x_hi)),
+        budget_x=px(budget) if budget else None,
+    )
+
+
 def _frontier_points(residuals: Mapping[str, Any]) -> list[tuple[int, int]]:
     """A budget problem's frontier as (bytes, least recompute FLOPs), fewest recomputation first
     (`ResidualReport.frontier`); [] otherwise."""
@@ -231,13 +284,7 @@ def plane(residuals: Mapping[str, Any], *, communication: bool = False) -> Plane
         out[g[0]] = dataclasses.replace(p, label_lines=lines, dx=dx, label_y=p.y + rel_top + 11, anchor=anchor)
 
     n = len(x_ticks)
-    right = px(x_hi)
-    segments = []  # least recompute at a budget b: that of the point with the most bytes <= b
-    for i, (b, f) in enumerate(steps):
-        end = px(steps[i - 1][0]) if i else right
-        segments.append((px(b), py(f), end, py(f)))
-        if i:  # at the previous point's bytes the least recompute drops to its
-            segments.append((end, py(f), end, py(steps[i - 1][1])))
+    segments = _segments(steps, px, py, px(x_hi))
     return Plane(
         frontier=segments,
         budget_x=px(int(budget)) if budget is not None else None,

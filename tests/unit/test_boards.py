@@ -25,7 +25,14 @@ def graded(site: Site, user_id: int, score: float, nbytes: int, flops: int, minu
     store = SubmissionStore(site.engine)
     record = store.create(problem=SLUG, source=SECRET_SOURCE, user_id=user_id)
     assert store.claim(record.id, worker_id="w", lease_s=60, max_attempts=3).record is not None
-    report = {"residuals": {"submitted_bytes": nbytes, "submitted_recompute_flops": flops}}
+    report = {
+        "residuals": {
+            "submitted_bytes": nbytes,
+            "submitted_recompute_flops": flops,
+            "budget_bytes": 640_000,
+            "frontier": [{"bytes": 638_976, "flops": 8_454_144}, {"bytes": 573_440, "flops": 17_907_712}],
+        }
+    }
     verdict = "ACCEPTED" if score > 0.67 else "WRONG_POLICY"
     assert store.finish(
         record.id, verdict=verdict, score=score, problem_version="v0", result_json=json.dumps(report), worker_id="w"
@@ -81,6 +88,9 @@ def test_a_student_sees_the_ranking_with_names_hidden_and_never_a_source(course)
     assert "Bob" not in page.text and "Cy" not in page.text and SECRET_SOURCE not in page.text
     assert "592.0 KiB" in page.text and "16.9 M" in page.text  # her best point, not her first
     assert page.text.count('href="/submissions/') == 1  # her own row only
+    plane = page.text.split('id="class-plane"', 1)[1].split("</figure>", 1)[0]
+    assert plane.count("data-point=") == 2 and plane.count('data-point="yours"') == 1  # two students, hers marked
+    assert 'class="frontier"' in plane and 'class="budget"' in plane
     assert site.client.get(f"/courses/other/board/{SLUG}").status_code == 404  # not her course
     assert site.client.get("/courses/rm-101/board/remat_sin_sin").status_code == 404  # not an assignment
 
