@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import typer
 
-from server.cli import accounts, courses, frontier, grade, packages, passwords, problem_new, problems, serve
+from server.cli import accounts, boards, courses, frontier, grade, packages, passwords, problem_new, problems, serve
 from server.cli.db import db_app
 from server.cli.lti import lti_app
 
@@ -33,6 +33,8 @@ accounts.users_app.command("reset-password")(passwords.reset_password)
 problems.problems_app.command("add")(packages.problems_add)
 problems.problems_app.command("frontier")(frontier.problems_frontier)
 problems.problems_app.command("new")(problem_new.problems_new)
+courses.courses_app.command("board")(boards.board_names)
+courses.courses_app.command("board-show")(boards.board_show)
 problems.problems_app.command("regrade")(courses.regrade)
 problems.problems_app.command("regrades")(courses.regrades)
 

@@ -215,3 +215,16 @@ def test_a_budget_scaffold_validates_with_its_scores_and_its_frontier_shows_the_
     for extra in (["--mesh", "data=2"], ["--framework", "flax"]):
         refused = run_in(here, "problems", "new", "other", "--budget", *extra)
         assert refused.returncode == 2 and "--budget alone" in refused.stderr
+
+
+def test_courses_board_sets_names_and_shows_the_board(tmp_path: Path) -> None:
+    assert run_cli("db", "upgrade", data_dir=tmp_path).returncode == 0
+    assert run_cli("courses", "create", "rm-101", "--title", "Remat 101", data_dir=tmp_path).returncode == 0
+    shown = run_cli("courses", "board", "rm-101", "names", data_dir=tmp_path)
+    assert shown.returncode == 0 and "display names" in shown.stdout, shown.stderr
+    hidden = run_cli("courses", "board", "rm-101", "anonymous", data_dir=tmp_path)
+    assert hidden.returncode == 0 and "their own row only" in hidden.stdout
+    assert run_cli("courses", "board", "rm-101", "maybe", data_dir=tmp_path).returncode == 2
+    board = run_cli("courses", "board-show", "rm-101", "budget_uneven_chain", data_dir=tmp_path)
+    assert board.returncode == 0 and "rm-101: budget_uneven_chain" in board.stdout, board.stderr
+    assert run_cli("courses", "board-show", "no-course", "x", data_dir=tmp_path).returncode == 2

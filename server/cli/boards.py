@@ -1,0 +1,62 @@
+"""`remat-judge courses board KEY names|anonymous` and `courses board-show KEY SLUG`: a course's class
+boards (`server.store.boards`) from the command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from server.cli.common import EXIT_USAGE, console, engine_for, err
+from server.cli.courses import find_course
+from server.store.boards import BoardStore
+
+DataDir = Annotated[Path | None, typer.Option(help="the server's data folder")]
+
+
+def board_names(
+    key: Annotated[str, typer.Argument(help="the course")],
+    show: Annotated[
+        str, typer.Argument(help="names: students see each other's display names; anonymous (the default)")
+    ],
+    data_dir: DataDir = None,
+) -> None:
+    """Whether the course's boards show its students each other's display names."""
+    if show not in ("names", "anonymous"):
+        err.print("say names or anonymous")
+        raise typer.Exit(EXIT_USAGE)
+    engine = engine_for(data_dir)
+    course = find_course(engine, key)
+    BoardStore(engine).set_board_names(course.id, show == "names")
+    console.print(
+        f"{escape(course.key)}: boards show students " + ("display names" if show == "names" else "their own row only")
+    )
+
+
+def board_show(
+    key: Annotated[str, typer.Argument(help="the course")],
+    slug: Annotated[str, typer.Argument(help="the assignment's problem")],
+    data_dir: DataDir = None,
+) -> None:
+    """Print a course's board of one problem as its staff see it: each student's best score and point."""
+    engine = engine_for(data_dir)
+    course = find_course(engine, key)
+    table = Table(title=f"{course.key}: {slug}")
+    for column in ("rank", "student", "score", "verdict", "saved bytes", "recompute FLOPs"):
+        table.add_column(column, justify="right" if column not in ("student", "verdict") else "left")
+    rank, last = 0, None
+    for i, e in enumerate(BoardStore(engine).board(slug, course.id), start=1):
+        if e.score != last:
+            rank, last = i, e.score
+        table.add_row(
+            str(rank),
+            escape(e.display_name),
+            f"{e.score:.4f}",
+            e.verdict,
+            f"{e.residual_bytes:,}" if e.residual_bytes is not None else "-",
+            f"{e.recompute_flops:,}" if e.recompute_flops is not None else "-",
+        )
+    console.print(table)
