@@ -144,4 +144,5 @@ def test_held_out_style_gets_its_verdict(slug: str, path: Path, judge_config: Ju
     expected = path.read_text().splitlines()[0].removeprefix("# expect:").strip()
     report = grade(path.read_text(), problem, judge_config)
     assert report.verdict == Verdict(expected), [f"{c.name}: {c.message}" for c in report.checks if not c.passed]
+    assert score_note(path.read_text(), report.score) == ""  # a budget style's `# score:` line
     assert jail_processes() == []
