@@ -185,6 +185,46 @@ def _communication_points(residuals: Mapping[str, Any]) -> list[tuple[str, str, 
     ]
 
 
+@dataclass(frozen=True)
+class _Scales:
+    """A plane's axes: ranges and ticks from the values drawn, and where a value lands (x in
+    percent of the plot's width, y in px)."""
+
+    x_lo: float
+    x_hi: float
+    y_lo: float
+    y_hi: float
+    x_ticks: list[tuple[float, str]]
+    y_ticks: list[tuple[float, str]]
+
+    @classmethod
+    def of(cls, xs: list[float], ys: list[float], *, y_binary: bool) -> _Scales:
+        """Bytes on x; FLOPs (or bytes, `y_binary`) on y (`_axis`)."""
+        x_lo, x_hi, x_ticks = _axis(xs, binary=True)
+        y_lo, y_hi, y_ticks = _axis(ys, binary=y_binary)
+        return cls(x_lo, x_hi, y_lo, y_hi, x_ticks, y_ticks)
+
+    def px(self, v: float) -> float:
+        return 100.0 * (v - self.x_lo) / (self.x_hi - self.x_lo)
+
+    def py(self, v: float) -> float:
+        return PLANE_BOTTOM - (PLANE_BOTTOM - PLANE_TOP) * (v - self.y_lo) / (self.y_hi - self.y_lo)
+
+    def plane(self, points: list[PlanePoint], steps: list[tuple[int, int]], budget: int | None) -> Plane:
+        """The `Plane` of `points`, with a frontier's steps and a budget's line where given."""
+        n = len(self.x_ticks)
+        return Plane(
+            points=points,
+            x_ticks=[
+                Tick(self.px(v), t, "start" if i == 0 and n > 1 else "end" if i == n - 1 else "middle")
+                for i, (v, t) in enumerate(self.x_ticks)
+            ],
+            y_ticks=[Tick(self.py(v), t, "end") for v, t in self.y_ticks],
+            frontier=_segments(steps, self.px, self.py, self.px(self.x_hi)),
+            budget_x=self.px(budget) if budget is not None else None,
+        )
+
+
 def _segments(
     steps: list[tuple[int, int]], px: Callable[[float], float], py: Callable[[float], float], right: float
 ) -> list[tuple[float, float, float, float]]:
@@ -209,33 +249,13 @@ def class_plane(
     if len(points) + len(steps) < 2:
         return None
     xs = [float(b) for b, _, _ in points] + [float(b) for b, _ in steps] + ([float(budget)] if budget else [])
-    ys = [float(f) for _, f, _ in points] + [float(f) for _, f in steps]
-    x_lo, x_hi, x_ticks = _axis(xs, binary=True)
-    y_lo, y_hi, y_ticks = _axis(ys, binary=False)
-    plot_h = PLANE_BOTTOM - PLANE_TOP
-
-    def px(v: float) -> float:
-        return 100.0 * (v - x_lo) / (x_hi - x_lo)
-
-    def py(v: float) -> float:
-        return PLANE_BOTTOM - plot_h * (v - y_lo) / (y_hi - y_lo)
-
+    scales = _Scales.of(xs, [float(f) for _, f, _ in points] + [float(f) for _, f in steps], y_binary=False)
     drawn = [
         PlanePoint(key="yours" if mine else "class", name="you" if mine else "a classmate", nbytes=b, flops=f,
-                   x=px(b), y=py(f))
+                   x=scales.px(b), y=scales.py(f))
         for b, f, mine in points
     ]  # fmt: skip
-    n = len(x_ticks)
-    return Plane(
-        points=drawn,
-        x_ticks=[
-            Tick(px(v), t, "start" if i == 0 and n > 1 else "end" if i == n - 1 else "middle")
-            for i, (v, t) in enumerate(x_ticks)
-        ],
-        y_ticks=[Tick(py(v), t, "end") for v, t in y_ticks],
-        frontier=_segments(steps, px, py, px(x_hi)),
-        budget_x=px(budget) if budget else None,
-    )
+    return scales.plane(drawn, steps, budget or None)
 
 
 def _frontier_points(residuals: Mapping[str, Any]) -> list[tuple[int, int]]:
@@ -262,39 +282,17 @@ def plane(residuals: Mapping[str, Any], *, communication: bool = False) -> Plane
     budget = None if communication else residuals.get("budget_bytes")
     xs = [float(b) for *_, b, _ in present] + [float(b) for b, _ in steps]
     xs += [float(budget)] if budget is not None else []
-    x_lo, x_hi, x_ticks = _axis(xs, binary=True)
     ys = [float(f) for *_, f in present] + [float(f) for _, f in steps]
-    y_lo, y_hi, y_ticks = _axis(ys, binary=communication)
-    plot_h = PLANE_BOTTOM - PLANE_TOP
-
-    def px(v: float) -> float:
-        return 100.0 * (v - x_lo) / (x_hi - x_lo)
-
-    def py(v: float) -> float:
-        return PLANE_BOTTOM - plot_h * (v - y_lo) / (y_hi - y_lo)
-
+    scales = _Scales.of(xs, ys, y_binary=communication)
     points = [
-        PlanePoint(key=k, name=n, nbytes=b, flops=f, x=px(b), y=py(f), y_in_bytes=communication)
+        PlanePoint(key=k, name=n, nbytes=b, flops=f, x=scales.px(b), y=scales.py(f), y_in_bytes=communication)
         for k, n, b, f in present
     ]
-
     out = list(points)
     for g, (_, lines, dx, rel_top, anchor, _) in _place_labels(points, _groups_on_top(points)):
         p = points[g[0]]  # 11: from the top of the label's box to the first line's baseline
         out[g[0]] = dataclasses.replace(p, label_lines=lines, dx=dx, label_y=p.y + rel_top + 11, anchor=anchor)
-
-    n = len(x_ticks)
-    segments = _segments(steps, px, py, px(x_hi))
-    return Plane(
-        frontier=segments,
-        budget_x=px(int(budget)) if budget is not None else None,
-        points=out,
-        x_ticks=[
-            Tick(px(v), t, "start" if i == 0 and n > 1 else "end" if i == n - 1 else "middle")
-            for i, (v, t) in enumerate(x_ticks)
-        ],
-        y_ticks=[Tick(py(v), t, "end") for v, t in y_ticks],
-    )
+    return scales.plane(out, steps, int(budget) if budget is not None else None)
 
 
 Box = tuple[float, float, float, float]  # left, top, right, bottom
