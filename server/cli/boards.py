@@ -12,7 +12,7 @@ from rich.table import Table
 
 from server.cli.common import EXIT_USAGE, console, engine_for, err
 from server.cli.courses import find_course
-from server.store.boards import BoardStore
+from server.store.boards import BoardStore, ranked
 
 DataDir = Annotated[Path | None, typer.Option(help="the server's data folder")]
 
@@ -47,10 +47,7 @@ def board_show(
     table = Table(title=f"{course.key}: {slug}")
     for column in ("rank", "student", "score", "verdict", "saved bytes", "recompute FLOPs"):
         table.add_column(column, justify="right" if column not in ("student", "verdict") else "left")
-    rank, last = 0, None
-    for i, e in enumerate(BoardStore(engine).board(slug, course.id), start=1):
-        if e.score != last:
-            rank, last = i, e.score
+    for rank, e in ranked(BoardStore(engine).board(slug, course.id)):
         table.add_row(
             str(rank),
             escape(e.display_name),

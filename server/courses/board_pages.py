@@ -19,9 +19,10 @@ from fastapi import APIRouter, Form, HTTPException, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from server.authz import Action, CourseTarget, decide
+from server.courses.course_pages import staffed_course
 from server.courses.page_rendering import render_staff_page
 from server.deps import ServicesDep
-from server.store.boards import BoardEntry, BoardStore
+from server.store.boards import BoardEntry, BoardStore, ranked
 from server.web.plane import Plane, class_plane
 from server.web.rendering import require_action, require_teacher, require_user
 from server.web.sessions import OptionalUser, PrincipalDep, check_csrf
@@ -53,12 +54,9 @@ def _plane(store: BoardStore, entries: list[BoardEntry], viewer_id: int) -> Plan
 
 
 def _rows(entries: list[BoardEntry], viewer_id: int, *, names: bool, staff: bool) -> list[BoardRow]:
-    """Ranked rows (equal scores share a rank), named for this viewer."""
+    """Ranked rows (`ranked`), named for this viewer."""
     rows = []
-    rank, last = 0, None
-    for i, e in enumerate(entries, start=1):
-        if e.score != last:
-            rank, last = i, e.score
+    for rank, e in ranked(entries):
         mine = e.user_id == viewer_id
         name = e.display_name if names or staff else ("you" if mine else "a classmate")
         if mine and (names or staff):
@@ -101,12 +99,7 @@ def course_board_names(
     """Whether the course's boards show students each other's display names (its staff decide)."""
     require_teacher(user, principal, request)
     check_csrf(request, csrf_token)
-    course = services.courses.get(key)
-    target = CourseTarget.of(course) if course is not None else None
-    if course is None or target is None or not decide(principal, Action.COURSE_VIEW, target):
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such course")
-    if not decide(principal, Action.COURSE_EDIT, target):
-        raise HTTPException(status.HTTP_403_FORBIDDEN, "your role in this course does not allow that")
+    course = staffed_course(services, key, principal, Action.COURSE_EDIT)
     assert services.engine is not None
     BoardStore(services.engine).set_board_names(course.id, board_names == "on")
     return RedirectResponse(f"/instructor/courses/{course.key}", status_code=status.HTTP_303_SEE_OTHER)

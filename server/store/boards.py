@@ -43,6 +43,17 @@ class BoardEntry:
     submitted_at: datetime
 
 
+def ranked(entries: list[BoardEntry]) -> list[tuple[int, BoardEntry]]:
+    """(rank, entry) of a board, best first: equal scores share a rank (1, 1, 3)."""
+    out = []
+    rank, last = 0, None
+    for i, e in enumerate(entries, start=1):
+        if e.score != last:
+            rank, last = i, e.score
+        out.append((rank, e))
+    return out
+
+
 def _point(result_json: str | None) -> tuple[int | None, int | None]:
     """(residual bytes, recompute FLOPs) of a stored verdict, or Nones when it has no report."""
     if not result_json or len(result_json) > MAX_REPORT_CHARS:
