@@ -16,6 +16,13 @@ a good policy from a wasteful one.
 from __future__ import annotations
 
 from graders.checks.comparison import CaseRun, device_bytes, is_bookkeeping
+from graders.verdict import ResidualFact
+
+
+def budgeted_bytes(residuals: list[ResidualFact]) -> int:
+    """What a budget counts: residual bytes kept on the device (`device_bytes`), loop counters and
+    branch indices left out (`is_bookkeeping`: no policy)."""
+    return device_bytes([r for r in residuals if not is_bookkeeping(r)])
 
 
 def over_budget(run: CaseRun) -> str:
@@ -24,7 +31,7 @@ def over_budget(run: CaseRun) -> str:
     budget = run.expected.budget.get("budget_bytes")
     if budget is None:
         return ""
-    kept = device_bytes([r for r in run.residuals if not is_bookkeeping(r)])  # a loop counter is no policy
+    kept = budgeted_bytes(run.residuals)
     if kept <= budget:
         return ""
     return (

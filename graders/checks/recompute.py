@@ -67,6 +67,13 @@ def formulation_allowance(run: CaseRun) -> int:
     return max(0, min(beyond_forward, own))
 
 
+def forgiven(run: CaseRun) -> int:
+    """FLOPs of recomputation forgiven for how a submission is written: `WRITING_PASSES`
+    elementwise passes over the largest value of the reference's backward program, and its
+    `formulation_allowance`."""
+    return WRITING_PASSES * run.expected.bwd_largest_value_elements + formulation_allowance(run)
+
+
 def _excess_named(run: CaseRun) -> str:
     """The recomputed operations the submission does more of than the reference, costliest first
     (at most three): "`dot_general(...) -> f32[32,256]` (268,435,456 FLOPs, which the policy
@@ -97,7 +104,7 @@ def _recompute_failure(run: CaseRun, rule: MemoryRule, figures: tuple[int, int |
     exp = run.expected
     recompute, residual = figures
     slack = rule.recompute_slack or 0.0
-    margin = WRITING_PASSES * exp.bwd_largest_value_elements + formulation_allowance(run)
+    margin = forgiven(run)
     some = "at least " if at_least else ""
     if exp.bwd_recompute_flops is not None:
         allowed = exp.bwd_recompute_flops * (1 + slack) + margin
@@ -178,8 +185,7 @@ def _budget_policy(runs: list[CaseRun], judged_cases: set[str], details: dict[st
     scored = []
     for run in runs:
         if run.expected.name in judged_cases and run.bwd_flops_exact and run.expected.bwd_flops_exact:
-            margin = WRITING_PASSES * run.expected.bwd_largest_value_elements + formulation_allowance(run)
-            found = policy_fraction(run, margin)
+            found = policy_fraction(run, forgiven(run))
             if found is not None:
                 scored.append(found)
     if not scored:

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from graders.artifact_limits import Aval, VerifyLimits
-from graders.checks.comparison import device_bytes, is_bookkeeping
+from graders.checks.budget import budgeted_bytes
 from graders.checks.residuals import describe_residuals, with_layouts
 from graders.problems.hidden_inputs import case_arg_specs, hidden_inputs, leaf_names, random_cotangents
 from graders.problems.problem import Problem
@@ -215,8 +215,7 @@ def _expect_case(
     )  # fmt: skip
     if problem.spec.memory.rule == "budget":
         budget = problem.spec.memory.budgets[case.name]
-        kept = device_bytes([r for r in residuals if not is_bookkeeping(r)])  # as the residuals check counts
-        expectation.budget = budget_facts(plain_fn, specs, case.name, budget, kept, names)
+        expectation.budget = budget_facts(plain_fn, specs, case.name, budget, budgeted_bytes(residuals), names)
     _add_hidden_inputs(expectation, problem, case, seed)
     data = CaseData(
         fwd=fwd,
