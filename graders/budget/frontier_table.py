@@ -16,6 +16,7 @@ from graders.budget.extract import forward_graph
 from graders.budget.optimum import DEFAULT_TIME_LIMIT_S, Solution, frontier
 from graders.problems.hidden_inputs import case_arg_specs, leaf_names
 from graders.problems.problem import load_problem
+from graders.reference.budget_facts import solution_point
 from graders.reference.build import import_file
 from graders.reference.plain import checkpoint_disabled
 from graders.untrusted.parse import deserialize
@@ -47,15 +48,7 @@ def case_frontiers(folder: Path, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S) 
                 "case": case.name,
                 "forward_flops": sum(graph.costs),
                 "points": [
-                    {
-                        "bytes": p.saved_bytes,
-                        "flops": p.recompute_flops,
-                        "bound_flops": p.bound_flops,
-                        "optimal": p.optimal,
-                        "seconds": round(p.seconds, 3),
-                        "saved": len(p.saved),
-                    }
-                    for p in points
+                    {**solution_point(p), "seconds": round(p.seconds, 3), "saved": len(p.saved)} for p in points
                 ],
             }
         )

@@ -26,7 +26,8 @@ def _graph(plain_fn: Callable[..., Any], specs: list[dict[str, Any]], names: lis
     return forward_graph(deserialize(fwd_blob), n_out, arg_names=names)
 
 
-def _point(solution: Solution) -> dict[str, Any]:
+def solution_point(solution: Solution) -> dict[str, Any]:
+    """One frontier point as expectations and `problems frontier` keep it."""
     return {
         "bytes": solution.saved_bytes,
         "flops": solution.recompute_flops,
@@ -82,7 +83,7 @@ def budget_facts(
     saved = [graph.labels[v] for v in sorted(best.saved)][:MAX_SAVED_LABELS]
     return {
         "budget_bytes": budget,
-        "optimum": {**_point(best), "seconds": round(best.seconds, 3), "saved": saved},
-        "frontier": [_point(p) for p in frontier(graph)],
+        "optimum": {**solution_point(best), "seconds": round(best.seconds, 3), "saved": saved},
+        "frontier": [solution_point(p) for p in frontier(graph)],
         "forward_flops": sum(graph.costs),
     }
