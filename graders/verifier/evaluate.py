@@ -33,7 +33,7 @@ import numpy as np
 
 from graders.verifier.collectives import Communication, communication
 from graders.verifier.fd import fd_opinion, shifted_inputs
-from graders.verifier.placement import device_layout, device_pieces, placed
+from graders.verifier.placement import device_layout, device_pieces, piece_bytes, placed
 from graders.verifier.xla_memory import xla_memory
 
 # XLA options of every program compiled here, the reference's and the submissions' alike (so they
@@ -207,7 +207,7 @@ def _mesh_figures(case: CaseData, fwd: Any, bwd: Any, returned: Sequence[Any]) -
     `returned` is what its fwd returned for one input."""
     assert case.mesh is not None
     communicated = communication(bwd.as_text(), math.prod(case.mesh["axes"].values()))
-    primal = sum(device_layout(o)["device_bytes"] for o in returned[: case.n_out])
+    primal = sum(piece_bytes(o) for o in returned[: case.n_out])
     memory = {"fwd": xla_memory(fwd), "bwd": xla_memory(bwd), "primal_output_bytes": primal, "outputs": len(returned)}
     return communicated, memory
 
@@ -244,9 +244,10 @@ def _run_group(cases: Sequence[CaseData], indices: Sequence[int]) -> list[CaseVa
                 communicated, memory = _mesh_figures(cases[0], fwd, bwd, returned[0])
         for i, (case, outs, grads) in enumerate(zip(cases, returned, _run(bwd, bwd_args, indices[0]), strict=True)):
             pieces = np.asarray if case.mesh is None else device_pieces  # on a mesh, what each device keeps
-            residuals[i].append([pieces(r) for r in outs[case.n_out :]])
-            if case.mesh is not None and not layouts[i]:
-                layouts[i] = [device_layout(r) for r in outs[case.n_out :]]
+            kept = [pieces(r) for r in outs[case.n_out :]]
+            residuals[i].append(kept)
+            if case.mesh is not None and not layouts[i]:  # the pieces just read, not read again
+                layouts[i] = [device_layout(r, k) for r, k in zip(outs[case.n_out :], kept, strict=True)]
             gradients[i].append([np.asarray(g) for g in grads])
 
     values = []

@@ -51,8 +51,15 @@ def device_pieces(array: Any) -> np.ndarray:
     return np.stack([np.asarray(s.data) for s in shards])
 
 
-def device_layout(array: Any) -> dict[str, Any]:
-    """Where each device keeps its piece of one JAX array, as `ResidualFact`'s per-device fields.
+def piece_bytes(array: Any) -> int:
+    """Bytes of the piece of one JAX array each device holds (`sharding.shard_shape`)."""
+    piece = array.sharding.shard_shape(tuple(int(d) for d in array.shape))
+    return int(math.prod(int(d) for d in piece) * np.dtype(array.dtype).itemsize)
+
+
+def device_layout(array: Any, pieces: np.ndarray) -> dict[str, Any]:
+    """Where each device keeps its piece of one JAX array, as `ResidualFact`'s per-device fields;
+    `pieces` are its pieces stacked by device (`device_pieces`), read once by the caller.
 
     Returns:
         `{"device_shape": [int, ...]` (the piece one device holds, `sharding.shard_shape`),
@@ -73,12 +80,10 @@ def device_layout(array: Any) -> dict[str, Any]:
         tuple((s.start or 0, shape[i] if s.stop is None else s.stop) for i, s in enumerate(indices[d])) for d in devices
     ]
     distinct = len(set(ranges))
-    shards = sorted(array.addressable_shards, key=lambda s: s.device.id)
-    first = np.asarray(shards[0].data)
-    same = distinct > 1 and all(np.array_equal(first, np.asarray(s.data), equal_nan=True) for s in shards[1:])
+    same = distinct > 1 and all(np.array_equal(pieces[0], p, equal_nan=True) for p in pieces[1:])
     return {
         "device_shape": piece,
-        "device_bytes": math.prod(piece) * np.dtype(array.dtype).itemsize,
+        "device_bytes": piece_bytes(array),
         "replicas": max(1, len(devices) // max(1, distinct)),
         "device_memory_kind": str(sharding.memory_kind or "device"),
         "devices": len(devices),
