@@ -244,8 +244,7 @@ def _run_group(cases: Sequence[CaseData], indices: Sequence[int]) -> list[CaseVa
                 communicated, memory = _mesh_figures(cases[0], fwd, bwd, returned[0])
         for i, (case, outs, grads) in enumerate(zip(cases, returned, _run(bwd, bwd_args, indices[0]), strict=True)):
             pieces = np.asarray if case.mesh is None else device_pieces  # on a mesh, what each device keeps
-            kept = [pieces(r) for r in outs[case.n_out :]]
-            residuals[i].append(kept)
+            residuals[i].append(kept := [pieces(r) for r in outs[case.n_out :]])
             if case.mesh is not None and not layouts[i]:  # the pieces just read, not read again
                 layouts[i] = [device_layout(r, k) for r, k in zip(outs[case.n_out :], kept, strict=True)]
             gradients[i].append([np.asarray(g) for g in grads])

@@ -211,40 +211,27 @@ def memory_bars(residuals: Mapping[str, Any]) -> dict[str, list[Bar]]:
     holds while it runs by XLA's count (`graders.verifier.xla_memory.held_bytes`), and every bar is
     per device."""
     r = residuals.get
-    if on_mesh(residuals):
+    mesh = on_mesh(residuals)
+    if mesh:
         mine, theirs = r("submitted_xla_memory") or {}, r("expected_xla_memory") or {}
-        return {
-            "Residual bytes per device (saved for the backward pass)": _bars(
-                [
-                    ("yours", r("submitted_bytes", 0), "yours"),
-                    ("reference", r("expected_bytes", 0), "reference"),
-                    ("no checkpoint", r("no_checkpoint_bytes"), "plain"),
-                ]
-            ),
-            "Backward pass buffers per device (XLA: arguments, outputs, temporaries)": _bars(
-                [
-                    ("yours", mine.get("bwd_device_bytes"), "yours"),
-                    ("reference", theirs.get("bwd_device_bytes"), "reference"),
-                    ("no checkpoint", r("no_checkpoint_bwd_device_bytes"), "plain"),
-                ]
-            ),
-        }
-    return {
-        "Residual bytes (saved for the backward pass)": _bars(
-            [
-                ("yours", r("submitted_bytes", 0), "yours"),
-                ("reference", r("expected_bytes", 0), "reference"),
-                ("no checkpoint", r("no_checkpoint_bytes"), "plain"),
-            ]
-        ),
-        "Backward pass peak live bytes": _bars(
-            [
-                ("yours", r("submitted_bwd_peak_bytes"), "yours"),
-                ("reference", r("expected_bwd_peak_bytes"), "reference"),
-                ("no checkpoint", r("no_checkpoint_bwd_peak_bytes"), "plain"),
-            ]
-        ),
-    }
+        title = "Backward pass buffers per device (XLA: arguments, outputs, temporaries)"
+        peaks = (mine.get("bwd_device_bytes"), theirs.get("bwd_device_bytes"), r("no_checkpoint_bwd_device_bytes"))
+    else:
+        title = "Backward pass peak live bytes"
+        peaks = (r("submitted_bwd_peak_bytes"), r("expected_bwd_peak_bytes"), r("no_checkpoint_bwd_peak_bytes"))
+    saved = (
+        "Residual bytes per device (saved for the backward pass)"
+        if mesh
+        else "Residual bytes (saved for the backward pass)"
+    )
+    kept = (r("submitted_bytes", 0), r("expected_bytes", 0), r("no_checkpoint_bytes"))
+    return {saved: _sides(kept), title: _sides(peaks)}
+
+
+def _sides(values: tuple[int | None, int | None, int | None]) -> list[Bar]:
+    """Bars of yours, the reference's and the no-checkpoint variant's figure (None: no bar)."""
+    sides = (("yours", "yours"), ("reference", "reference"), ("no checkpoint", "plain"))
+    return _bars([(who, value, kind) for (who, kind), value in zip(sides, values, strict=True)])
 
 
 def xla_lines(residuals: Mapping[str, Any]) -> list[tuple[str, str]]:
