@@ -193,7 +193,11 @@ class ResidualReport(BaseModel):
     backward pass runs}; empty on one device; `*_bwd_device_bytes` the same for the variants.
     On a budget problem: `budget_bytes` (the case's), `optimum` (the least recomputation any policy
     within it needs, and what that policy keeps: `graders.reference.budget_facts`) and `frontier`
-    (budget -> least recomputation, each point {"bytes", "flops", "bound_flops", "optimal"})."""
+    (budget -> least recomputation, each point {"bytes", "flops", "bound_flops", "optimal"});
+    `budget_of`: what the budget counts, "residuals" or "peak" (the backward pass's static peak:
+    then the frontier's bytes are peaks and the optimum is the best measured schedule); `schedules`:
+    the reference's named schedules as measured (`graders.reference.schedules`: {"label", "bytes",
+    "peak_bytes", "flops"})."""
 
     case: str | None = None
     expected: list[ResidualFact] = Field(default_factory=list)
@@ -228,6 +232,8 @@ class ResidualReport(BaseModel):
     budget_bytes: int | None = None
     optimum: dict[str, Any] = Field(default_factory=dict)
     frontier: list[dict[str, Any]] = Field(default_factory=list)
+    budget_of: str | None = None
+    schedules: list[dict[str, Any]] = Field(default_factory=list)
     expected_xla_memory: dict[str, Any] = Field(default_factory=dict)
     submitted_xla_memory: dict[str, Any] = Field(default_factory=dict)
     flops_exact: bool = True

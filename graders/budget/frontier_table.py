@@ -19,13 +19,16 @@ from graders.problems.problem import load_problem
 from graders.reference.budget_facts import solution_point
 from graders.reference.build import import_file
 from graders.reference.plain import checkpoint_disabled
+from graders.reference.schedules import measure_schedules, schedule_table
 from graders.untrusted.parse import deserialize
 from jailside.export import export_case
 
 
 def case_frontiers(folder: Path, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> list[dict[str, Any]]:
-    """Per case: {"case", "forward_flops", "points": [{"bytes", "flops", "bound_flops", "optimal",
-    "seconds", "saved"}]} (saved: how many values the policy keeps).
+    """Per case: {"case", "forward_flops", "budget_of", "points": [{"bytes", "flops", "bound_flops",
+    "optimal", "seconds", "saved"}] (saved: how many values the policy keeps; [] on a budget of the
+    peak, which this model does not bound), "schedules": the reference and its `SCHEDULES` measured
+    (`graders.reference.schedules.measure_schedules`)}.
 
     Raises:
         Whatever importing, exporting or reading the reference raises; ValueError for a problem
@@ -37,16 +40,22 @@ def case_frontiers(folder: Path, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S) 
     with checkpoint_disabled():
         module = import_file(problem.reference_path, f"_remat_frontier_{problem.slug}")
         fn = getattr(module, problem.spec.entry_point)
+    reference = import_file(problem.reference_path, f"_remat_frontier_ref_{problem.slug}")
+    measured = {"the reference": getattr(reference, problem.spec.entry_point), **schedule_table(reference)}
+    budget_of = problem.spec.memory.budget_of
     out = []
     for case in problem.spec.cases:
+        specs = case_arg_specs(problem.spec, case)
         with checkpoint_disabled():
-            fwd_blob, _, n_out = export_case(fn, case_arg_specs(problem.spec, case), None)
+            fwd_blob, _, n_out = export_case(fn, specs, None)
         graph = forward_graph(deserialize(fwd_blob), n_out, arg_names=leaf_names(problem.spec))
-        points: list[Solution] = frontier(graph, time_limit_s=time_limit_s)
+        points: list[Solution] = [] if budget_of == "peak" else frontier(graph, time_limit_s=time_limit_s)
         out.append(
             {
                 "case": case.name,
                 "forward_flops": sum(graph.costs),
+                "budget_of": budget_of,
+                "schedules": measure_schedules(measured, specs, case.name),
                 "points": [
                     {**solution_point(p), "seconds": round(p.seconds, 3), "saved": len(p.saved)} for p in points
                 ],

@@ -15,8 +15,11 @@ a good policy from a wasteful one.
 
 from __future__ import annotations
 
+from graders.checks.check import Advice
 from graders.checks.comparison import CaseRun, device_bytes, is_bookkeeping
 from graders.verdict import ResidualFact
+
+OVER_BUDGET = "over the budget of"  # in every over-budget message; the residuals check's advice reads it
 
 
 def budgeted_bytes(residuals: list[ResidualFact]) -> int:
@@ -26,17 +29,39 @@ def budgeted_bytes(residuals: list[ResidualFact]) -> int:
 
 
 def over_budget(run: CaseRun) -> str:
-    """Why a case's residuals do not fit its budget, or "" when they do (bytes a policy offloads
-    to host memory do not count, nor a loop counter's: `is_bookkeeping`)."""
-    budget = run.expected.budget.get("budget_bytes")
+    """Why a case does not fit its budget, or "" when it does. A budget of residuals counts the
+    bytes kept on the device (`budgeted_bytes`: offloaded ones and loop counters do not count); a
+    budget of the peak (`budget_of = "peak"`) counts the backward pass's static peak live bytes,
+    its ops in program order (`ModuleInfo.peak_live_bytes`)."""
+    facts = run.expected.budget
+    budget = facts.get("budget_bytes")
     if budget is None:
         return ""
+    if facts.get("budget_of") == "peak":
+        peak = run.bwd_peak_bytes
+        if peak <= budget:
+            return ""
+        return (
+            f"holds up to {peak:,} bytes live at once in its backward pass (counted statically, its ops in "
+            f"program order), {peak - budget:,} {OVER_BUDGET} {budget:,}: nest checkpoints so each part "
+            "is rebuilt just before its own backward pass, or keep fewer values"
+        )
     kept = budgeted_bytes(run.residuals)
     if kept <= budget:
         return ""
     return (
-        f"keeps {kept:,} bytes of residuals on the device, {kept - budget:,} over the budget of {budget:,}: "
+        f"keeps {kept:,} bytes of residuals on the device, {kept - budget:,} {OVER_BUDGET} {budget:,}: "
         "save fewer values (recompute more of them) to fit"
+    )
+
+
+def budget_advice(message: str) -> Advice:
+    """The panel's words for a submission over its budget (`message`: the residuals check's)."""
+    return Advice(
+        message.split("\n", 1)[0],
+        headline="Your program does not fit the memory budget",
+        advice="Any policy within the budget is accepted: keep fewer values, or nest checkpoints so the "
+        "backward pass rebuilds one part at a time.",
     )
 
 
@@ -53,10 +78,16 @@ def policy_fraction(run: CaseRun, margin: int) -> tuple[float, str] | None:
     best = int(optimum["flops"])
     yours = max(0, run.bwd_recompute.flops - margin)
     fraction = 1.0 if yours <= best else (forward + best) / (forward + yours)
-    least = "the least" if optimum.get("optimal") else "the least found (the solver stopped early)"
+    if optimum.get("measured"):
+        least = f"the least of the {optimum['measured']} schedules the judge measured within the budget"
+        budget = f"a backward peak of {facts['budget_bytes']:,} bytes"
+    else:
+        least = "the least" if optimum.get("optimal") else "the least found (the solver stopped early)"
+        least += " any policy within the budget needs"
+        budget = f"{facts['budget_bytes']:,} bytes"
     why = (
-        f"{run.label}: your backward pass recomputes {run.bwd_recompute.flops:,} FLOPs; {least} any policy within "
-        f"the budget of {facts['budget_bytes']:,} bytes needs is {best:,}. Policy score {fraction:.3f} = "
+        f"{run.label}: your backward pass recomputes {run.bwd_recompute.flops:,} FLOPs; {least} "
+        f"({budget}) is {best:,}. Policy score {fraction:.3f} = "
         f"(forward {forward:,} + least {best:,}) / (forward + yours)"
     )
     return fraction, why

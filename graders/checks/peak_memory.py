@@ -91,11 +91,16 @@ def check_peak_memory(runs: list[CaseRun], *, rule: MemoryRule) -> CheckResult:
         )
     summary = _summary(runs[-1]) if runs else ""
     if not rule.bounds_peak:
+        why = {
+            "exact": "this problem's rule is an exact residual signature",
+            "budget": f"this problem's budget, of its {'peak' if rule.budget_of == 'peak' else 'residual bytes'}, "
+            "is judged with the residuals",
+        }.get(rule.rule, "")
         return CheckResult(
             name="peak_memory",
             passed=True,
             judged=False,
-            message="reported only (this problem's rule is an exact residual signature)" + summary,
+            message=f"reported only ({why})" + summary,
             details=details,
         )
     return CheckResult(

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from graders.artifact_limits import Aval
-from graders.checks.budget import over_budget
+from graders.checks.budget import OVER_BUDGET, budget_advice, over_budget
 from graders.checks.check import Advice, CheckContext, Evidence, ScorePart
 from graders.checks.comparison import CaseRun, device_bytes, host_bytes, is_bookkeeping
 from graders.checks.matching import match_values, with_matches
@@ -331,9 +331,12 @@ def check_residuals(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
             name="residuals", passed=False, message=failure, details=details, verdict=Verdict.WRONG_POLICY
         )
     if rule.rule == "budget":
-        return CheckResult(
-            name="residuals", passed=True, message="keeps within the budget on every case", details=details
+        fits = (
+            "peaks within the budget on every case"
+            if rule.budget_of == "peak"
+            else "keeps within the budget on every case"
         )
+        return CheckResult(name="residuals", passed=True, message=fits, details=details)
     if rule.rule == "exact":
         kind = "the same values as" if rule.match == "values" else "residuals of the same shapes and dtypes as"
     else:
@@ -365,6 +368,8 @@ class ResidualsCheck:
     def explain(self, evidence: Evidence) -> Advice:
         """Names the values saved only by the submission and only by the reference, with what to
         change; a failure about memory kinds says where to keep them instead."""
+        if OVER_BUDGET in evidence.message:
+            return budget_advice(evidence.message)
         if OTHER_MEMORY in evidence.message:
             return Advice(
                 evidence.message.split("\n", 1)[0],

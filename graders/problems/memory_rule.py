@@ -35,6 +35,13 @@ class MemoryRule(StrictModel):
     the bytes of residuals its policy may keep on the device; any program with the right values and
     gradients within it is ACCEPTED, and the policy part of the score is how close its
     recomputation comes to the least any policy within the budget needs (`graders.checks.budget`).
+    `budget_of` (for `budget`): what the budget bounds. "residuals" (default): the bytes of
+    residuals kept on the device, and the least recomputation is solved for exactly over every
+    choice of saved values (`graders.budget.optimum`). "peak": the backward pass's peak live bytes,
+    counted statically with its ops in program order (what `ModuleInfo.peak_live_bytes` counts);
+    that peak depends on the schedule JAX emits, which no model here predicts to the byte, so the
+    least recomputation is the least of the reference and the schedules its `SCHEDULES` names,
+    each measured like a submission (`graders.reference.schedules`).
     """
 
     rule: Literal["exact", "at_most", "budget"] = "exact"
@@ -44,6 +51,7 @@ class MemoryRule(StrictModel):
     recompute_slack: Annotated[float, Field(ge=0, le=100)] | None = 0.25
     compare_kinds: bool = True
     budgets: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
+    budget_of: Literal["residuals", "peak"] = "residuals"
 
     @model_validator(mode="after")
     def _budgets_only_with_their_rule(self) -> MemoryRule:
@@ -51,8 +59,13 @@ class MemoryRule(StrictModel):
             raise ValueError('rule = "budget" needs budgets = { <case> = <bytes>, ... } for every case')
         if self.rule != "budget" and self.budgets:
             raise ValueError('budgets are read only with rule = "budget"')
+        if self.rule != "budget" and self.budget_of != "residuals":
+            raise ValueError('budget_of is read only with rule = "budget"')
         if self.rule == "budget" and self.bound_bwd_peak:
-            raise ValueError("a budget problem bounds residual bytes; bound_bwd_peak is not read with it")
+            raise ValueError(
+                "a budget problem bounds what budget_of says; bound_bwd_peak is not read with it "
+                '(use budget_of = "peak")'
+            )
         return self
 
     @property

@@ -78,9 +78,10 @@ def size_warnings(reference: VerdictReport) -> list[str]:
     reference saves the most, its residuals differ from the same function without any checkpoint
     by less than `SEPARATING_BYTES` (1 MiB; per device on a mesh, both counts being per device).
     Every wrong policy is still judged by value, but a student sees a mistake that costs a few
-    bytes, and `at_most` bounds and the charts say little."""
+    bytes, and `at_most` bounds and the charts say little. None for a budget problem: its budget,
+    chosen from `problems frontier`, decides what fits, not a comparison with the reference."""
     report = reference.residuals
-    if report is None or report.no_checkpoint_bytes is None:
+    if report is None or report.no_checkpoint_bytes is None or report.budget_bytes is not None:
         return []
     gap = abs(report.no_checkpoint_bytes - report.expected_bytes)
     if gap >= SEPARATING_BYTES:

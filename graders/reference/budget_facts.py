@@ -10,6 +10,7 @@ from typing import Any
 
 from graders.budget.extract import forward_graph
 from graders.budget.graph import ForwardGraph
+from graders.budget.measured import best_within, peak_frontier
 from graders.budget.optimum import Solution, frontier, least_recompute
 from graders.reference.failures import ReferenceCheckError
 from graders.reference.plain import checkpoint_disabled
@@ -36,13 +37,55 @@ def solution_point(solution: Solution) -> dict[str, Any]:
     }
 
 
+def _peak_facts(
+    case: str, budget: int, reference: dict[str, Any], schedules: list[dict[str, Any]], forward_flops: int
+) -> dict[str, Any]:
+    """A budget on the backward pass's peak: the optimum is the best measured schedule within it
+    (`graders.budget.measured`), the reference among them."""
+    candidates = [{"label": "the reference", **reference}, *schedules]
+    best = best_within(candidates, budget)
+    if best is None:  # the reference fits (checked first): unreachable but for a changed check
+        raise ReferenceCheckError("runtime_error", f"case {case!r}: no measured schedule fits the budget")
+    return {
+        "budget_bytes": budget,
+        "budget_of": "peak",
+        "optimum": {
+            "bytes": best["peak_bytes"],
+            "flops": best["flops"],
+            "bound_flops": None,
+            "optimal": False,
+            "measured": len(candidates),
+            "label": best["label"],
+            "saved": [],
+        },
+        "frontier": peak_frontier(candidates),
+        "forward_flops": forward_flops,
+        "schedules": schedules,
+    }
+
+
+def _reference_fits(case: str, budget: int, reference: dict[str, Any], budget_of: str) -> None:
+    """Raises ReferenceCheckError (memory_limit) when the reference is over its own budget."""
+    kept = reference["peak_bytes"] if budget_of == "peak" else reference["bytes"]
+    if kept > budget:
+        what = "peaks at" if budget_of == "peak" else "keeps"
+        raise ReferenceCheckError(
+            "memory_limit",
+            f"case {case!r}: the reference {what} {kept:,} bytes ({budget_of}), over the case's own "
+            f"budget of {budget:,} (memory.budgets)",
+        )
+
+
 def budget_facts(
     plain_fn: Callable[..., Any] | None,
     specs: list[dict[str, Any]],
     case: str,
     budget: int,
-    reference_bytes: int,
+    reference: dict[str, Any],
     names: list[str],
+    *,
+    budget_of: str = "residuals",
+    schedules: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The optimum of one case of a budget problem.
 
@@ -50,24 +93,25 @@ def budget_facts(
         plain_fn: the reference imported with its checkpoints disabled
             (`graders.reference.build.checkpoint_disabled`); its export is what the optimum reads.
         specs: the case's argument specs; case: its name, for messages.
-        budget: the case's budget (bytes of residuals kept on the device).
-        reference_bytes: what the reference itself keeps there.
+        budget: the case's budget in bytes (of residuals kept on the device, or of the backward
+            pass's static peak: `budget_of`).
+        reference: the reference's own point: {"bytes": residual bytes a budget counts,
+            "peak_bytes": its backward pass's static peak, "flops": its recomputation}.
         names: the input leaves' names, in order (`graders.problems.hidden_inputs.leaf_names`).
+        budget_of: "residuals" (the optimum solved over every choice of saved values,
+            `graders.budget.optimum`) or "peak" (the best of the reference and `schedules`).
+        schedules: the reference's named schedules measured (`graders.reference.schedules`).
 
     Returns:
-        {"budget_bytes", "optimum": {"bytes", "flops", "bound_flops", "optimal", "seconds", "saved": [labels]},
-        "frontier": [{"bytes", "flops", "bound_flops", "optimal"}, ...], "forward_flops"}.
+        {"budget_bytes", "budget_of", "optimum": {"bytes", "flops", "bound_flops", "optimal", "saved":
+        [labels], ...}, "frontier": [{"bytes", "flops", "bound_flops", "optimal"}, ...], "forward_flops",
+        "schedules": the measured schedules}.
 
     Raises:
         ReferenceCheckError: memory_limit when the reference is over its own budget; runtime_error
             when the reference cannot run without its checkpoints or no policy fits the budget.
     """
-    if reference_bytes > budget:
-        raise ReferenceCheckError(
-            "memory_limit",
-            f"case {case!r}: the reference keeps {reference_bytes:,} bytes of residuals, over the case's own "
-            f"budget of {budget:,} (memory.budgets)",
-        )
+    _reference_fits(case, budget, reference, budget_of)
     if plain_fn is None:
         raise ReferenceCheckError(
             "runtime_error",
@@ -75,6 +119,8 @@ def budget_facts(
             "from that program",
         )
     graph = _graph(plain_fn, specs, names)
+    if budget_of == "peak":
+        return _peak_facts(case, budget, reference, list(schedules or []), sum(graph.costs))
     best = least_recompute(graph, budget)
     if best.recompute_flops is None:
         raise ReferenceCheckError(
@@ -83,7 +129,9 @@ def budget_facts(
     saved = [graph.labels[v] for v in sorted(best.saved)][:MAX_SAVED_LABELS]
     return {
         "budget_bytes": budget,
+        "budget_of": "residuals",
         "optimum": {**solution_point(best), "seconds": round(best.seconds, 3), "saved": saved},
         "frontier": [solution_point(p) for p in frontier(graph)],
         "forward_flops": sum(graph.costs),
+        "schedules": list(schedules or []),
     }

@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,7 @@ from graders.reference.expectation import (
 )
 from graders.reference.failures import ReferenceCheckError, ReferenceSolutionError
 from graders.reference.plain import checkpoint_disabled
+from graders.reference.schedules import measure_schedules, schedule_table
 from graders.reference.self_checks import (
     FD_STEP,
     check_deterministic,
@@ -84,8 +85,11 @@ def import_file(path: Path, module_name: str) -> Any:
     return module
 
 
-def _import_reference(problem: Problem) -> tuple[Callable[..., Any], Callable[..., Any] | None]:
-    """(the reference's entry point, the same imported with checkpoints disabled or None when that fails).
+def _import_reference(
+    problem: Problem,
+) -> tuple[Callable[..., Any], Callable[..., Any] | None, dict[str, Callable[..., Any]]]:
+    """(the reference's entry point, the same imported with checkpoints disabled or None when that
+    fails, its named schedules: `graders.reference.schedules.schedule_table`).
 
     Raises:
         ReferenceCheckError: runtime_error, when reference.py or its entry point cannot be imported.
@@ -93,6 +97,9 @@ def _import_reference(problem: Problem) -> tuple[Callable[..., Any], Callable[..
     try:
         module = import_file(problem.reference_path, f"_remat_reference_{problem.slug}")
         fn = getattr(module, problem.spec.entry_point)
+        table = schedule_table(module)
+    except ReferenceCheckError:
+        raise
     except Exception as exc:
         raise ReferenceCheckError(
             "runtime_error",
@@ -105,7 +112,7 @@ def _import_reference(problem: Problem) -> tuple[Callable[..., Any], Callable[..
             plain_fn = getattr(plain_module, problem.spec.entry_point)
     except Exception:  # noqa: BLE001 - a reference that needs its checkpoints: no plain comparison
         plain_fn = None
-    return fn, plain_fn
+    return fn, plain_fn, table
 
 
 def _case_expectation(
@@ -179,6 +186,30 @@ def _add_hidden_inputs(expectation: CaseExpectation, problem: Problem, case: Cas
         expectation.fd_directions.append(draw(expectation.input_avals, case.name + "/fd-direction", k))
 
 
+def _budget(
+    problem: Problem,
+    case: str,
+    specs: list[dict[str, Any]],
+    plain_fn: Callable[..., Any] | None,
+    residuals: list[ResidualFact],
+    bwd_info: ModuleInfo,
+    names: list[str],
+    schedules: Mapping[str, Callable[..., Any]],
+) -> dict[str, Any]:
+    """A budget problem's facts of one case: its optimum and frontier (`budget_facts`), with the
+    reference's named schedules measured."""
+    memory = problem.spec.memory
+    reference = {
+        "bytes": budgeted_bytes(residuals),
+        "peak_bytes": bwd_info.peak_live_bytes,
+        "flops": bwd_info.recompute_flops,
+    }
+    measured = measure_schedules(schedules, specs, case)
+    return budget_facts(
+        plain_fn, specs, case, memory.budgets[case], reference, names, budget_of=memory.budget_of, schedules=measured
+    )
+
+
 def _expect_case(
     problem: Problem,
     case: CaseSpec,
@@ -190,6 +221,7 @@ def _expect_case(
     limits: VerifyLimits,
     export_s: float,
     export_budget_s: float | None,
+    schedules: Mapping[str, Callable[..., Any]],
 ) -> tuple[CaseExpectation, CaseData, tuple[str, str], float]:
     """(expectation, programs to run, program digests, export seconds so far) of one case.
 
@@ -214,8 +246,7 @@ def _expect_case(
         output_avals=out_avals[:n_out], residuals=residuals, mesh=mesh,
     )  # fmt: skip
     if problem.spec.memory.rule == "budget":
-        budget = problem.spec.memory.budgets[case.name]
-        expectation.budget = budget_facts(plain_fn, specs, case.name, budget, budgeted_bytes(residuals), names)
+        expectation.budget = _budget(problem, case.name, specs, plain_fn, residuals, bwd_info, names, schedules)
     _add_hidden_inputs(expectation, problem, case, seed)
     data = CaseData(
         fwd=fwd,
@@ -241,6 +272,7 @@ def _expect_cases(
     seed: bytes,
     limits: VerifyLimits,
     export_budget_s: float | None,
+    schedules: Mapping[str, Callable[..., Any]],
 ) -> tuple[list[CaseExpectation], list[CaseData], list[tuple[str, str]]]:
     """(expectation, programs to run, program digests) of every case in order (`_expect_case`),
     the export seconds counted across the cases against `export_budget_s`.
@@ -263,6 +295,7 @@ def _expect_cases(
             limits=limits,
             export_s=export_s,
             export_budget_s=export_budget_s,
+            schedules=schedules,
         )
         digests.append(digest)
         cases.append(expectation)
@@ -291,11 +324,12 @@ def build_expectations(
     import jax
 
     limits = limits or VerifyLimits()
-    fn, plain_fn = _import_reference(problem)
+    fn, plain_fn, schedules = _import_reference(problem)
     names = leaf_names(problem.spec)
     cases, artifacts, digests = _expect_cases(
-        problem, fn, plain_fn, names=names, seed=seed, limits=limits, export_budget_s=export_budget_s
-    )
+        problem, fn, plain_fn, names=names, seed=seed, limits=limits, export_budget_s=export_budget_s,
+        schedules=schedules,
+    )  # fmt: skip
     values = run_reference(artifacts, cases, limits)
     failures: list[ReferenceCheckError] = []
     try:

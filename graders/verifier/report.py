@@ -64,12 +64,21 @@ def residual_report(runs: list[CaseRun]) -> ResidualReport | None:
         full_remat_bwd_received_bytes=exp.full_remat_bwd_received_bytes,
         no_checkpoint_bwd_device_bytes=exp.plain_bwd_device_bytes,
         full_remat_bwd_device_bytes=exp.full_remat_bwd_device_bytes,
-        budget_bytes=exp.budget.get("budget_bytes"),
-        optimum=dict(exp.budget.get("optimum") or {}),
-        frontier=list(exp.budget.get("frontier") or []),
+        **_budget_fields(exp.budget),
         expected_xla_memory=_xla(exp.xla_memory, _bytes(exp.residuals)),
         submitted_xla_memory=_xla(chosen.xla_memory, _bytes(chosen.residuals)),
     )
+
+
+def _budget_fields(facts: dict[str, Any]) -> dict[str, Any]:
+    """A budget problem's fields of the report (`graders.reference.budget_facts`); none otherwise."""
+    return {
+        "budget_bytes": facts.get("budget_bytes"),
+        "optimum": dict(facts.get("optimum") or {}),
+        "frontier": list(facts.get("frontier") or []),
+        "budget_of": facts.get("budget_of") or ("residuals" if facts else None),
+        "schedules": list(facts.get("schedules") or []),
+    }
 
 
 def _xla(memory: dict[str, Any], judge_bytes: int) -> dict[str, Any]:

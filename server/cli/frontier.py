@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -24,7 +24,9 @@ def problems_frontier(
     """Print, for each case, every budget where more bytes buy less recomputation: the saved
     residual bytes, the least recompute FLOPs any checkpoint policy reaches within them (solved
     with scipy.optimize.milp; "at least" where a solve stopped at its time limit) and how many
-    values it keeps. Choose `memory.budgets` between two rows. Runs the reference here."""
+    values it keeps; then the reference and its SCHEDULES as measured (residual bytes, backward
+    peak, recomputation: a budget of the peak takes the best that fits). Choose `memory.budgets`
+    between two rows. Runs the reference here."""
     settings = settings_for(problems_dir=problems_dir)
     folder = settings.problems_dir / slug
     if not (folder / "problem.toml").is_file() or not (folder / "reference.py").is_file():
@@ -36,10 +38,30 @@ def problems_frontier(
         err.print(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "frontier failed", markup=False)
         raise typer.Exit(1)
     for case in json.loads(done.stdout):
-        table = Table(title=f"{slug}: case {case['case']!r} (forward pass {case['forward_flops']:,} FLOPs)")
-        for column in ("saved residual bytes", "least recompute FLOPs", "values kept", "solve s"):
-            table.add_column(column, justify="right")
-        for p in case["points"]:
-            flops = f"{p['flops']:,}" if p["optimal"] else f"at least {p['bound_flops']:,} (found {p['flops']:,})"
-            table.add_row(f"{p['bytes']:,}", flops, str(p["saved"]), f"{p['seconds']:.2f}")
-        console.print(table)
+        title = f"{slug}: case {case['case']!r} (forward pass {case['forward_flops']:,} FLOPs)"
+        if case["points"]:
+            console.print(_frontier_table(title, case["points"]))
+        if case["schedules"]:
+            console.print(_schedules_table(f"{title}: the schedules measured", case["schedules"]))
+
+
+def _frontier_table(title: str, points: list[dict[str, Any]]) -> Table:
+    """The residual-bytes frontier: budget against the least recomputation solved for."""
+    table = Table(title=title)
+    for column in ("saved residual bytes", "least recompute FLOPs", "values kept", "solve s"):
+        table.add_column(column, justify="right")
+    for p in points:
+        flops = f"{p['flops']:,}" if p["optimal"] else f"at least {p['bound_flops']:,} (found {p['flops']:,})"
+        table.add_row(f"{p['bytes']:,}", flops, str(p["saved"]), f"{p['seconds']:.2f}")
+    return table
+
+
+def _schedules_table(title: str, schedules: list[dict[str, Any]]) -> Table:
+    """The reference and its SCHEDULES as measured: a budget of the peak takes the best that fits."""
+    table = Table(title=title)
+    table.add_column("schedule")
+    for column in ("residual bytes", "backward peak bytes", "recompute FLOPs"):
+        table.add_column(column, justify="right")
+    for s in sorted(schedules, key=lambda s: (s["peak_bytes"], s["flops"])):
+        table.add_row(s["label"], f"{s['bytes']:,}", f"{s['peak_bytes']:,}", f"{s['flops']:,}")
+    return table

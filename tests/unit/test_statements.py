@@ -41,13 +41,21 @@ BUDGET_RULES = {
     "budget": ("bytes of the residuals", "WRONG_POLICY, with by how much", "least any policy within the budget"),
 }
 
+# a budget of the backward pass's peak says which peak it means and where its optimum comes from
+PEAK_BUDGET_RULES = {
+    "bookkeeping": RULES["bookkeeping"],
+    "recompute": RULES["recompute"],
+    "budget": ("in program order", "WRONG_POLICY, with by how much", "least of the schedules the judge measured"),
+}
 
-def missing(statement: str, *, budget: bool = False) -> list[str]:
-    """What the statement's measuring section leaves unsaid: the section itself, or a rule's phrase."""
+
+def missing(statement: str, *, budget: str | None = None) -> list[str]:
+    """What the statement's measuring section leaves unsaid: the section itself, or a rule's phrase
+    (`budget`: None, or what a budget problem's budget counts, "residuals" or "peak")."""
     section = measuring_section(statement)
     if section is None:
         return [SECTION]
-    rules = BUDGET_RULES if budget else RULES
+    rules = {None: RULES, "residuals": BUDGET_RULES, "peak": PEAK_BUDGET_RULES}[budget]
     return [f"{rule}: {phrase}" for rule, phrases in rules.items() for phrase in phrases if phrase not in section]
 
 
@@ -62,7 +70,8 @@ def test_the_bank_has_problems() -> None:
 @pytest.mark.parametrize("slug", problem_slugs())
 def test_a_statement_says_what_is_left_out_layout_and_recompute(slug: str) -> None:
     statement = (PROBLEMS / slug / "statement.md").read_text(encoding="utf-8")
-    budget = 'rule = "budget"' in (PROBLEMS / slug / "problem.toml").read_text(encoding="utf-8")
+    toml = (PROBLEMS / slug / "problem.toml").read_text(encoding="utf-8")
+    budget = None if 'rule = "budget"' not in toml else "peak" if 'budget_of = "peak"' in toml else "residuals"
     assert missing(statement, budget=budget) == []
 
 
@@ -87,6 +96,6 @@ def test_a_statement_without_one_rule_or_the_section_is_caught() -> None:
 def test_a_scaffolded_budget_statement_says_the_budget_rules(tmp_path: Path) -> None:
     made = scaffold(tmp_path, "open_chain", budget=True)
     statement = (made / "statement.md").read_text(encoding="utf-8")
-    assert missing(statement, budget=True) == []
+    assert missing(statement, budget="residuals") == []
     assert "{slug}" not in statement and "`open_chain(ws, x)`" in statement  # every placeholder filled
     assert "\\leftarrow" in statement and "\\\\leftarrow" not in statement  # TeX, one backslash

@@ -1,0 +1,63 @@
+# A budget on the backward pass's peak. One checkpoint per layer keeps one carry per layer, and
+# the backward pass holds them all: over the budget in `large`. Two levels, as `nn.remat_scan`
+# nests them: an outer scan over groups of layers keeps one carry per group; the backward pass of
+# each group rebuilds only that group. The reference checkpoints both levels (the textbook
+# remat_scan), which recomputes every layer twice; SCHEDULES lists the schedules the judge measures
+# beside it, and the best of them within the budget is the optimum.
+import math
+
+import jax
+import jax.numpy as jnp
+
+
+def _layer(h, w):
+    return jnp.tanh(h @ w), None
+
+
+def _groups(n_layers):
+    """The group size: the largest divisor of n_layers at most its square root."""
+    return max(g for g in range(1, math.isqrt(n_layers) + 1) if n_layers % g == 0)
+
+
+def _two_levels(ws, x, *, group, outer, inner):
+    layer = jax.checkpoint(_layer) if inner else _layer
+
+    def run_group(h, wg):
+        return jax.lax.scan(layer, h, wg)[0], None
+
+    run = jax.checkpoint(run_group) if outer else run_group
+    grouped = ws.reshape(ws.shape[0] // group, group, *ws.shape[1:])
+    return jax.lax.scan(run, x, grouped)[0]
+
+
+def scan_layers(ws, x):
+    return _two_levels(ws, x, group=_groups(ws.shape[0]), outer=True, inner=True)
+
+
+def _no_checkpoint(ws, x):
+    return jax.lax.scan(_layer, x, ws)[0]
+
+
+def _every_layer(ws, x):
+    return jax.lax.scan(jax.checkpoint(_layer), x, ws)[0]
+
+
+def _around_the_scan(ws, x):
+    return jax.checkpoint(_no_checkpoint)(ws, x)
+
+
+def _schedule(group_of, **levels):
+    return lambda ws, x: _two_levels(ws, x, group=group_of(ws.shape[0]), **levels)
+
+
+SCHEDULES = {
+    "no checkpoint": _no_checkpoint,
+    "every layer": _every_layer,
+    "one checkpoint around the scan": _around_the_scan,
+    "groups of √n, both levels": _schedule(_groups, outer=True, inner=True),
+    "groups of √n, outer level only": _schedule(_groups, outer=True, inner=False),
+    "groups of 2, outer level only": _schedule(lambda n: 2, outer=True, inner=False),
+    "groups of n/2, outer level only": _schedule(lambda n: n // 2, outer=True, inner=False),
+    "groups of 2, both levels": _schedule(lambda n: 2, outer=True, inner=True),
+    "groups of n/2, both levels": _schedule(lambda n: n // 2, outer=True, inner=True),
+}
