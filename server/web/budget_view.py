@@ -46,3 +46,29 @@ def optimum_values(residuals: Mapping[str, Any]) -> list[KeptValue]:
     mine = Counter(_key(f) for f in residuals.get("submitted") or [] if isinstance(f, Mapping))
     rows = [KeptValue(label, n, min(mine.get(label, 0), n)) for label, n in theirs.items()]
     return sorted(rows, key=lambda r: (-r.missing, r.label))
+
+
+def peak_points(residuals: Mapping[str, Any]) -> list[tuple[str, str, Any, Any]]:
+    """On a budget of the backward pass's peak: (key, name, peak bytes, recompute FLOPs) of yours,
+    the reference's, no checkpoint and everything recomputed, as `server.web.plane` draws them."""
+    r = residuals.get
+    return [
+        ("yours", "yours", r("submitted_bwd_peak_bytes"), r("submitted_recompute_flops")),
+        ("reference", "reference", r("expected_bwd_peak_bytes"), r("expected_recompute_flops")),
+        ("plain", "no checkpoint", r("no_checkpoint_bwd_peak_bytes"), 0 if r("no_checkpoint_bwd_peak_bytes") else None),
+        ("remat", "everything recomputed", r("full_remat_bwd_peak_bytes"), r("full_remat_recompute_flops")),
+    ]
+
+
+def schedule_points(residuals: Mapping[str, Any], *, peak: bool) -> list[tuple[str, str, int, int]]:
+    """A budget problem's named schedules as measured (`ResidualReport.schedules`: the uniform
+    heuristics an author lists), as ("schedule", label, bytes, recompute FLOPs): bytes saved, or
+    with `peak` the backward pass's peak. [] for another problem or a report stored before."""
+    out = []
+    for s in residuals.get("schedules") or []:
+        if not isinstance(s, Mapping):
+            continue
+        nbytes, flops = s.get("peak_bytes" if peak else "bytes"), s.get("flops")
+        if isinstance(nbytes, int) and isinstance(flops, int):
+            out.append(("schedule", str(s.get("label", ""))[:60], nbytes, flops))
+    return out

@@ -11,35 +11,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from server.web.budget_view import peak_points, schedule_points
 from server.web.formatting import human_bytes, human_flops
 
 # Geometry of the plane's SVG (pixels). x positions are percentages of the SVG's width (so the
 # chart fills any width while text keeps its size); the SVG sits in a left gutter of
 # PLANE_GUTTER px for the y-axis numbers and draws them at negative x (overflow visible).
 PLANE_HEIGHT = 250
-
-
 PLANE_TOP = 30
-
-
 PLANE_BOTTOM = 204
-
-
 PLANE_GUTTER = 50
-
-
 PLANE_RIGHT = 14
-
-
 _NOMINAL_WIDTH = 210.0  # labels are placed so that they do not collide even this narrow
-
-
 _CHAR_W = 7.0  # px per character at 12px, generous
-
-
 _LINE_H = 14.0
-
-
 _TICK_CHAR_W = 6.5  # px per character of an 11px axis number
 
 
@@ -55,7 +40,7 @@ class PlanePoint:
     """One labelled point. `x` in percent of the plot width, `y` in px; `label_lines` drawn at
     (`x`% + `dx` px, `label_y` px) with `anchor`; `label` empty when another point's label names it."""
 
-    key: str  # "yours" | "reference" | "plain" | "remat"
+    key: str  # "yours" | "reference" | "plain" | "remat" | "schedule" (a budget problem's) | "class"
     name: str
     nbytes: int
     flops: int
@@ -66,6 +51,7 @@ class PlanePoint:
     label_y: float = 0.0
     anchor: str = "start"
     y_in_bytes: bool = False  # the y value (`flops`) is bytes communicated, not FLOPs recomputed
+    x_word: str = "saved"  # what the x value (`nbytes`) is: "saved", or "at its peak" on a budget of the peak
 
     @property
     def y_text(self) -> str:
@@ -76,7 +62,7 @@ class PlanePoint:
 
     @property
     def description(self) -> str:
-        return f"{self.name}: {human_bytes(self.nbytes)} saved, {self.y_text}"
+        return f"{self.name}: {human_bytes(self.nbytes)} {self.x_word}, {self.y_text}"
 
 
 @dataclass(frozen=True)
@@ -95,7 +81,7 @@ class Plane:
     @property
     def drawn(self) -> list[PlanePoint]:
         """Points in drawing order: the reference's ring under the others, yours on top."""
-        order = ["class", "reference", "remat", "plain", "yours"]
+        order = ["schedule", "class", "reference", "remat", "plain", "yours"]
         return sorted(self.points, key=lambda p: order.index(p.key))
 
 
@@ -269,30 +255,44 @@ def _frontier_points(residuals: Mapping[str, Any]) -> list[tuple[int, int]]:
 
 
 def plane(residuals: Mapping[str, Any], *, communication: bool = False) -> Plane | None:
-    """Up to four points: yours, the reference's, no checkpoint (recomputes nothing) and the
-    reference under one plain `jax.checkpoint` (everything recomputed). x is the saved residual
-    bytes (per device on a mesh); y the backward pass's recompute FLOPs or, with `communication`
-    (a mesh), the bytes one device receives through its backward pass's collectives
-    (`graders.verifier.collectives`). None when fewer than two points have numbers."""
-    given = _communication_points(residuals) if communication else _recompute_points(residuals)
+    """Up to four labelled points: yours, the reference's, no checkpoint (recomputes nothing) and
+    the reference under one plain `jax.checkpoint` (everything recomputed), and on a budget problem
+    its named schedules, unlabelled (the legend names them). x is the saved residual bytes (per
+    device on a mesh), or on a budget of the peak the backward pass's static peak; y the backward
+    pass's recompute FLOPs or, with `communication` (a mesh), the bytes one device receives through
+    its backward pass's collectives (`graders.verifier.collectives`). None when fewer than two
+    points have numbers."""
+    peak = not communication and residuals.get("budget_of") == "peak"
+    given = (
+        _communication_points(residuals)
+        if communication
+        else peak_points(residuals)
+        if peak
+        else _recompute_points(residuals)
+    )
     present = [(k, n, int(b), int(f)) for k, n, b, f in given if b is not None and f is not None]
+    extra = [] if communication else schedule_points(residuals, peak=peak)
     if len(present) < 2:
         return None
     steps = [] if communication else _frontier_points(residuals)
     budget = None if communication else residuals.get("budget_bytes")
-    xs = [float(b) for *_, b, _ in present] + [float(b) for b, _ in steps]
+    xs = [float(b) for *_, b, _ in present + extra] + [float(b) for b, _ in steps]
     xs += [float(budget)] if budget is not None else []
-    ys = [float(f) for *_, f in present] + [float(f) for _, f in steps]
+    ys = [float(f) for *_, f in present + extra] + [float(f) for _, f in steps]
     scales = _Scales.of(xs, ys, y_binary=communication)
-    points = [
-        PlanePoint(key=k, name=n, nbytes=b, flops=f, x=scales.px(b), y=scales.py(f), y_in_bytes=communication)
-        for k, n, b, f in present
-    ]
+    word = "at its peak" if peak else "saved"
+
+    def point(k: str, n: str, b: int, f: int) -> PlanePoint:
+        return PlanePoint(
+            key=k, name=n, nbytes=b, flops=f, x=scales.px(b), y=scales.py(f), y_in_bytes=communication, x_word=word
+        )
+
+    points = [point(*p) for p in present]
     out = list(points)
     for g, (_, lines, dx, rel_top, anchor, _) in _place_labels(points, _groups_on_top(points)):
         p = points[g[0]]  # 11: from the top of the label's box to the first line's baseline
         out[g[0]] = dataclasses.replace(p, label_lines=lines, dx=dx, label_y=p.y + rel_top + 11, anchor=anchor)
-    return scales.plane(out, steps, int(budget) if budget is not None else None)
+    return scales.plane(out + [point(*p) for p in extra], steps, int(budget) if budget is not None else None)
 
 
 Box = tuple[float, float, float, float]  # left, top, right, bottom
