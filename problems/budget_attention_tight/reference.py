@@ -21,3 +21,16 @@ def _block(params, x):
 def attention_block(params, x):
     policy = jax.checkpoint_policies.save_only_these_names("attended", "y")
     return jax.checkpoint(_block, policy=policy)(params, x)
+
+
+def _policy(policy):
+    return lambda params, x: jax.checkpoint(_block, policy=policy)(params, x)
+
+
+# common policies, measured by the judge and drawn on the panel beside the optimum
+SCHEDULES = {
+    "every matmul output (dots_saveable)": _policy(jax.checkpoint_policies.dots_saveable),
+    "the projections q, k, v": _policy(jax.checkpoint_policies.save_only_these_names("q", "k", "v")),
+    "the attention scores": _policy(jax.checkpoint_policies.save_only_these_names("scores")),
+    "the MLP's hidden layer": _policy(jax.checkpoint_policies.save_only_these_names("hidden")),
+}
