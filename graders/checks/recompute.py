@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graders.checks.budget import policy_fraction
+from graders.checks.budget import over_budget, policy_fraction
 from graders.checks.check import Advice, CheckContext, Evidence, ScorePart
 from graders.checks.comparison import CaseRun
 from graders.problems.memory_rule import MemoryRule
@@ -183,6 +183,15 @@ def _budget_policy(runs: list[CaseRun], judged_cases: set[str], details: dict[st
     """A budget problem's policy score (`graders.checks.budget.policy_fraction`): the smallest
     share over the judged cases, never a failure (fitting the budget is the residuals check's)."""
     scored = []
+    over = [run for run in runs if over_budget(run)]
+    if over:  # recomputing little is no credit when it is bought with memory the budget does not give
+        return CheckResult(
+            name="recompute",
+            passed=True,
+            judged=False,
+            details=details,
+            message=f"not scored: {over[0].label} is over its budget (the residuals check says by how much)",
+        )
     for run in runs:
         if run.expected.name in judged_cases and run.bwd_flops_exact and run.expected.bwd_flops_exact:
             found = policy_fraction(run, forgiven(run))

@@ -1,4 +1,4 @@
-# A budget on the backward pass's peak. One checkpoint per layer keeps one carry per layer, and
+# A budget on the backward pass's peak. One checkpoint on the scanned layer keeps one carry per layer, and
 # the backward pass holds them all: over the budget in `large`. Two levels, as `nn.remat_scan`
 # nests them: an outer scan over groups of layers keeps one carry per group; the backward pass of
 # each group rebuilds only that group. The reference checkpoints both levels (the textbook
@@ -50,6 +50,30 @@ def _schedule(group_of, **levels):
     return lambda ws, x: _two_levels(ws, x, group=group_of(ws.shape[0]), **levels)
 
 
+def _last_layers_kept(ws, x):
+    """Groups of 2, outer level only, but the last 3/8 of the layers in a plain scan: their values
+    are kept, and their backward pass runs first, before any group is rebuilt."""
+    n = ws.shape[0]
+    kept = 3 * n // 8
+    group = 2 if (n - kept) % 2 == 0 else 1
+    h = _two_levels(ws[: n - kept], x, group=group, outer=True, inner=False)
+    return jax.lax.scan(_layer, h, ws[n - kept :])[0]
+
+
+def _python_loop(group_of):
+    """A checkpoint around each group of layers, the groups unrolled in a Python loop."""
+
+    def run(ws, x):
+        group = group_of(ws.shape[0])
+        run_group = jax.checkpoint(lambda h, wg: jax.lax.scan(_layer, h, wg)[0])
+        h = x
+        for start in range(0, ws.shape[0], group):
+            h = run_group(h, ws[start : start + group])
+        return h
+
+    return run
+
+
 SCHEDULES = {
     "no checkpoint": _no_checkpoint,
     "every layer": _every_layer,
@@ -60,4 +84,7 @@ SCHEDULES = {
     "groups of n/2, outer level only": _schedule(lambda n: n // 2, outer=True, inner=False),
     "groups of 2, both levels": _schedule(lambda n: 2, outer=True, inner=True),
     "groups of n/2, both levels": _schedule(lambda n: n // 2, outer=True, inner=True),
+    "every layer, in a Python loop": _python_loop(lambda n: 1),
+    "groups of √n, in a Python loop": _python_loop(_groups),
+    "groups of 2, outer level only, the last 3/8 kept": _last_layers_kept,
 }

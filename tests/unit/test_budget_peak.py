@@ -128,3 +128,11 @@ def test_the_plane_of_a_peak_budget_draws_peaks_and_the_schedules() -> None:
     assert residual_plane is not None
     assert {p.key: p.nbytes for p in residual_plane.points}["yours"] == 327_680
     assert [p.nbytes for p in residual_plane.points if p.key == "schedule"] == [524_288]
+
+
+def test_a_program_over_its_budget_gets_no_word_of_praise_for_recomputing_little() -> None:
+    spec = rule_spec(rule="budget", budgets={"small": 5_000}, budget_of="peak")
+    run = peak_run(9_000, recompute=0)
+    run.bwd_flops = run.expected.bwd_flops = 2_000
+    result = check_recompute([run], rule=spec.memory)
+    assert not result.judged and result.fraction is None and "over its budget" in result.message
