@@ -45,15 +45,17 @@ def board_show(
     engine = engine_for(data_dir)
     course = find_course(engine, key)
     table = Table(title=f"{course.key}: {slug}")
-    for column in ("rank", "student", "score", "verdict", "saved bytes", "recompute FLOPs"):
+    entries = BoardStore(engine).board(slug, course.id)
+    memory = "backward peak bytes" if any(e.peak for e in entries) else "saved bytes"
+    for column in ("rank", "student", "score", "verdict", memory, "recompute FLOPs"):
         table.add_column(column, justify="right" if column not in ("student", "verdict") else "left")
-    for rank, e in ranked(BoardStore(engine).board(slug, course.id)):
+    for rank, e in ranked(entries):
         table.add_row(
             str(rank),
             escape(e.display_name),
             f"{e.score:.4f}",
             e.verdict,
-            f"{e.residual_bytes:,}" if e.residual_bytes is not None else "-",
+            f"{e.memory_bytes:,}" if e.memory_bytes is not None else "-",
             f"{e.recompute_flops:,}" if e.recompute_flops is not None else "-",
         )
     console.print(table)

@@ -45,9 +45,9 @@ class BoardRow:
 def _plane(store: BoardStore, entries: list[BoardEntry], viewer_id: int) -> Plane | None:
     """The class's points (the viewer's marked), with the frontier of the best entry's verdict."""
     points = [
-        (e.residual_bytes, e.recompute_flops, e.user_id == viewer_id)
+        (e.memory_bytes, e.recompute_flops, e.user_id == viewer_id)
         for e in entries
-        if e.residual_bytes is not None and e.recompute_flops is not None
+        if e.memory_bytes is not None and e.recompute_flops is not None
     ]
     frontier, budget = store.frontier(entries[0].submission_id) if entries else ([], None)
     return class_plane(points, frontier, budget)
@@ -83,7 +83,10 @@ def course_board(
     entries = store.board(slug, course.id)
     rows = _rows(entries, user.id, names=course.board_names, staff=staff)
     plane = _plane(store, entries, user.id)
-    return render_staff_page(request, "board.html", user, slug=slug, course=course, rows=rows, staff=staff, plane=plane)
+    return render_staff_page(
+        request, "board.html", user, slug=slug, course=course, rows=rows, staff=staff, plane=plane,
+        peak=any(e.peak for e in entries),
+    )  # fmt: skip
 
 
 @router.post("/instructor/courses/{key}/board", response_class=HTMLResponse)
@@ -116,4 +119,7 @@ def problem_board(
     entries = store.board(slug)
     rows = _rows(entries, user.id, names=True, staff=True)
     plane = _plane(store, entries, user.id)
-    return render_staff_page(request, "board.html", user, slug=slug, course=None, rows=rows, staff=True, plane=plane)
+    return render_staff_page(
+        request, "board.html", user, slug=slug, course=None, rows=rows, staff=True, plane=plane,
+        peak=any(e.peak for e in entries),
+    )  # fmt: skip

@@ -28,8 +28,9 @@ class BoardEntry:
         user_id, display_name: the account.
         submission_id: the best submission (the highest score; the earliest among equals).
         score: its score in [0, 1]; verdict: its verdict's name.
-        residual_bytes: what its policy keeps (bytes), recompute_flops: what its backward pass
-            recomputes (FLOPs), both from its verdict's residual report (None when it has none).
+        memory_bytes: what its policy keeps (bytes of residuals) or, on a budget of the backward
+            pass's peak (`peak`), that peak (bytes); recompute_flops: what its backward pass
+            recomputes (FLOPs); both from its verdict's residual report (None when it has none).
         submitted_at: when it was stored (UTC).
     """
 
@@ -38,9 +39,10 @@ class BoardEntry:
     submission_id: str
     score: float
     verdict: str
-    residual_bytes: int | None
+    memory_bytes: int | None
     recompute_flops: int | None
     submitted_at: datetime
+    peak: bool = False
 
 
 def ranked(entries: list[BoardEntry]) -> list[tuple[int, BoardEntry]]:
@@ -54,16 +56,23 @@ def ranked(entries: list[BoardEntry]) -> list[tuple[int, BoardEntry]]:
     return out
 
 
-def _point(result_json: str | None) -> tuple[int | None, int | None]:
-    """(residual bytes, recompute FLOPs) of a stored verdict, or Nones when it has no report."""
+def _point(result_json: str | None) -> tuple[int | None, int | None, bool]:
+    """(residual bytes, or the backward pass's peak on a budget of the peak; recompute FLOPs;
+    whether it is the peak) of a stored verdict, or Nones when it has no report."""
     if not result_json or len(result_json) > MAX_REPORT_CHARS:
-        return None, None
+        return None, None, False
     try:
         residuals = json.loads(result_json).get("residuals") or {}
     except (ValueError, AttributeError):
-        return None, None
-    nbytes, flops = residuals.get("submitted_bytes"), residuals.get("submitted_recompute_flops")
-    return (int(nbytes) if isinstance(nbytes, int) else None, int(flops) if isinstance(flops, int) else None)
+        return None, None, False
+    peak = residuals.get("budget_of") == "peak"
+    nbytes = residuals.get("submitted_bwd_peak_bytes" if peak else "submitted_bytes")
+    flops = residuals.get("submitted_recompute_flops")
+    return (
+        int(nbytes) if isinstance(nbytes, int) else None,
+        int(flops) if isinstance(flops, int) else None,
+        peak,
+    )
 
 
 class BoardStore:
@@ -107,8 +116,8 @@ class BoardStore:
             reports = {sid: text for sid, text in session.execute(select(s.id, s.result_json).where(s.id.in_(ids)))}
         out = []
         for user_id, (sid, score, verdict, created_at, name) in best.items():
-            nbytes, flops = _point(reports.get(sid))
-            out.append(BoardEntry(user_id, name, sid, score, verdict, nbytes, flops, created_at))
+            nbytes, flops, peak = _point(reports.get(sid))
+            out.append(BoardEntry(user_id, name, sid, score, verdict, nbytes, flops, created_at, peak))
         return out
 
     def frontier(self, submission_id: str) -> tuple[list[dict[str, Any]], int | None]:

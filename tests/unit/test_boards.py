@@ -20,8 +20,11 @@ AT = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 SECRET_SOURCE = "def f(x):  # ada's secret solution"
 
 
-def graded(site: Site, user_id: int, score: float, nbytes: int, flops: int, minutes: int) -> str:
-    """A submission graded as a worker stores it, with a residual report's point."""
+def graded(
+    site: Site, user_id: int, score: float, nbytes: int, flops: int, minutes: int, peak: int | None = None
+) -> str:
+    """A submission graded as a worker stores it, with a residual report's point (and with `peak`,
+    the report of a budget on the backward pass's peak)."""
     store = SubmissionStore(site.engine)
     record = store.create(problem=SLUG, source=SECRET_SOURCE, user_id=user_id)
     assert store.claim(record.id, worker_id="w", lease_s=60, max_attempts=3).record is not None
@@ -33,6 +36,8 @@ def graded(site: Site, user_id: int, score: float, nbytes: int, flops: int, minu
             "frontier": [{"bytes": 638_976, "flops": 8_454_144}, {"bytes": 573_440, "flops": 17_907_712}],
         }
     }
+    if peak is not None:
+        report["residuals"].update(budget_of="peak", submitted_bwd_peak_bytes=peak, budget_bytes=1_200_000)
     verdict = "ACCEPTED" if score > 0.67 else "WRONG_POLICY"
     assert store.finish(
         record.id, verdict=verdict, score=score, problem_version="v0", result_json=json.dumps(report), worker_id="w"
@@ -121,3 +126,13 @@ def test_a_student_cannot_change_the_setting(course) -> None:  # type: ignore[no
         "/instructor/courses/rm-101/board", data={"board_names": "on", "csrf_token": csrf}, follow_redirects=False
     )
     assert answer.status_code == 403
+
+
+def test_a_board_of_a_peak_budget_shows_each_students_peak(course) -> None:  # type: ignore[no-untyped-def]
+    site, people = course
+    graded(site, people["sam"].id, 1.0, 950_272, 8_462_336, 30, peak=1_163_268)
+    site.sign_in("prof@uni.example")
+    page = site.client.get(f"/instructor/problems/{SLUG}/board").text
+    assert '<th scope="col" class="num">Peak</th>' in page and "backward pass peak bytes" in page
+    assert 'title="1,163,268 bytes"' in page  # the point is the peak, not the 950,272 bytes of residuals
+    assert 'title="950,272 bytes"' not in page
