@@ -16,7 +16,7 @@ a good policy from a wasteful one.
 from __future__ import annotations
 
 from graders.checks.check import Advice
-from graders.checks.comparison import CaseRun, device_bytes, is_bookkeeping
+from graders.checks.comparison import CaseRun, device_bytes, host_bytes, is_bookkeeping
 from graders.verdict import ResidualFact
 
 OVER_BUDGET = "over the budget of"  # in every over-budget message; the residuals check's advice reads it
@@ -41,10 +41,17 @@ def over_budget(run: CaseRun) -> str:
         peak = run.bwd_peak_bytes
         if peak <= budget:
             return ""
+        offloaded = host_bytes(run.residuals)
+        host = (
+            f"; the {offloaded:,} bytes you offload to host memory count here too (the backward program "
+            "reads every residual as an argument, live from its start)"
+            if offloaded
+            else ""
+        )
         return (
             f"holds up to {peak:,} bytes live at once in its backward pass (counted statically, its ops in "
             f"program order), {peak - budget:,} {OVER_BUDGET} {budget:,}: nest checkpoints so each part "
-            "is rebuilt just before its own backward pass, or keep fewer values"
+            f"is rebuilt just before its own backward pass, or keep fewer values{host}"
         )
     kept = budgeted_bytes(run.residuals)
     if kept <= budget:
@@ -79,15 +86,16 @@ def policy_fraction(run: CaseRun, margin: int) -> tuple[float, str] | None:
     yours = max(0, run.bwd_recompute.flops - margin)
     fraction = 1.0 if yours <= best else (forward + best) / (forward + yours)
     if optimum.get("measured"):
-        least = f"the least of the {optimum['measured']} schedules the judge measured within the budget"
+        least = f"the least the judge measured within the budget, of the reference and {optimum['measured']} schedules"
         budget = f"a backward peak of {facts['budget_bytes']:,} bytes"
     else:
         least = "the least" if optimum.get("optimal") else "the least found (the solver stopped early)"
         least += " any policy within the budget needs"
         budget = f"{facts['budget_bytes']:,} bytes"
+    less = f" less {min(margin, run.bwd_recompute.flops):,} allowed for how it is written" if margin else ""
     why = (
         f"{run.label}: your backward pass recomputes {run.bwd_recompute.flops:,} FLOPs; {least} "
         f"({budget}) is {best:,}. Policy score {fraction:.3f} = "
-        f"(forward {forward:,} + least {best:,}) / (forward + yours)"
+        f"(forward {forward:,} + least {best:,}) / (forward + yours{less})"
     )
     return fraction, why

@@ -17,7 +17,7 @@ from typing import Any
 from graders.reference.failures import ReferenceCheckError
 from graders.reference.variants import variant_facts
 
-MAX_SCHEDULES = 64  # each costs an export and a read of both programs per case (0.05 s for a 6-layer chain)
+MAX_SCHEDULES = 128  # each costs an export and a read of both programs per case (0.05 s for a 6-layer chain)
 MAX_LABEL = 60  # characters: a label is drawn beside its point
 
 

@@ -2,52 +2,69 @@
 # lower the peak: in program order its backward pass rebuilds every value before it differentiates
 # any, so it peaks where no checkpoint does. Separate checkpoints (segments) do: each segment is
 # rebuilt just before its own backward pass. The reference checkpoints layers 1-2, the wide pair,
-# and runs layers 3-6 without a checkpoint: their values are kept, their backward pass runs first,
-# and only the wide pair is rebuilt. SCHEDULES holds every segmentation of the six layers, with the
-# last segment checkpointed or not; the least recomputation among those within the budget is the
-# optimum.
+# keeping the narrow product of layer 2 by name, and runs layers 3-6 without a checkpoint: their
+# values are kept, their backward pass runs first, and only layer 1 is rebuilt. SCHEDULES holds
+# every segmentation of the six layers, with the last segment checkpointed or not, and each
+# checkpointed segment keeping its narrow products by name or nothing; the least recomputation
+# among those within the budget is the optimum.
 import itertools
 
 import jax
 import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
+
+NARROW = (1, 2, 4, 5)  # the layers (from 0) whose product h @ W is (B, d)
 
 
-def _layers(ws, x):
-    h = x
-    for w in ws:
-        h = jnp.tanh(h @ w)
-    return h
+def _layers(first):
+    """Layers first, first + 1, ... of the chain, each product named z<layer>."""
+
+    def run(ws, h):
+        for i, w in enumerate(ws, start=first):
+            h = jnp.tanh(checkpoint_name(h @ w, f"z{i}"))
+        return h
+
+    return run
 
 
-def _segments(cuts, last_plain):
-    """A checkpoint around each run of layers between `cuts`; the last run without one when
-    `last_plain`."""
+def _segments(cuts, last_plain, keep_narrow):
+    """A checkpoint around each run of layers between `cuts` (keeping the run's narrow products
+    by name when `keep_narrow`); the last run without one when `last_plain`."""
 
     def run(ws, x):
         bounds = [0, *cuts, len(ws)]
         h = x
-        for i, (start, stop) in enumerate(zip(bounds, bounds[1:])):
-            plain = last_plain and stop == len(ws)
-            h = (_layers if plain else jax.checkpoint(_layers))(ws[start:stop], h)
+        for start, stop in zip(bounds, bounds[1:]):
+            body = _layers(start)
+            if not (last_plain and stop == len(ws)):
+                names = [f"z{i}" for i in range(start, stop) if i in NARROW] if keep_narrow else []
+                body = jax.checkpoint(body, policy=jax.checkpoint_policies.save_only_these_names(*names))
+            h = body(ws[start:stop], h)
         return h
 
     return run
 
 
 def chain_peak(ws, x):
-    return _segments((2,), last_plain=True)(ws, x)
+    return _segments((2,), last_plain=True, keep_narrow=True)(ws, x)
 
 
-def _label(cuts, last_plain):
+def _label(cuts, last_plain, keep_narrow):
     bounds = [0, *cuts, 6]
     runs = " | ".join(f"{a + 1}-{b}" if b > a + 1 else f"{b}" for a, b in zip(bounds, bounds[1:]))
-    return f"segments {runs}" + (", the last plain" if last_plain else "")
+    return (
+        f"segments {runs}"
+        + (", last plain" if last_plain else "")
+        + (", narrow kept" if keep_narrow else "")
+    )
 
 
-# every segmentation of the six layers, the last segment checkpointed or kept: 64 schedules
+# every segmentation of the six layers, the last segment checkpointed or kept, each checkpointed
+# segment keeping its narrow products or nothing: 128 schedules
 SCHEDULES = {
-    _label(cuts, plain): _segments(cuts, plain)
+    _label(cuts, plain, keep): _segments(cuts, plain, keep)
     for k in range(6)
     for cuts in itertools.combinations(range(1, 6), k)
     for plain in (False, True)
+    for keep in (False, True)
 }

@@ -59,6 +59,9 @@ def diagnose(
     """The diagnosis of a verdict (see `Diagnosis`): the first failed check's headline and what it
     says of itself (`Check.explain`); the verdict's general words for a check no registry knows."""
     failed = next((c for c in checks if c.state == "fail"), None)
+    if verdict == Verdict.ACCEPTED and residuals and residuals.get("budget_bytes") is not None:
+        fits = "your backward pass's peak fits" if residuals.get("budget_of") == "peak" else "your residuals fit"
+        return Diagnosis(f"Values and gradients are right, and {fits} the memory budget", "", "")
     if verdict == Verdict.ACCEPTED or failed is None:
         return Diagnosis(VERDICT_EXPLANATIONS[verdict], "", "")
     check = explainer(failed.name)

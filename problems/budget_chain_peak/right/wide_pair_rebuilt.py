@@ -1,7 +1,8 @@
 # expect: ACCEPTED
-# score: 1.0
+# score: below 1
 # only the wide pair (layers 1 and 2) under a checkpoint; layers 3 to 6 run plainly, so their
-# values are kept and their backward pass runs before the pair is rebuilt
+# values are kept and their backward pass runs before the pair is rebuilt; it rebuilds layer 2 too,
+# whose narrow product the budget would let it keep (right/pair_keeps_narrow_product.py)
 import jax
 import jax.numpy as jnp
 

@@ -1,0 +1,28 @@
+# expect: WRONG_POLICY
+# two segments offloading their wide products to pinned_host: offloaded residuals count in this peak (held out: written apart from the package)
+import jax
+import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
+
+
+def _seg(tag):
+    def run(ws, h):
+        for i, w in enumerate(ws):
+            h = jnp.tanh(checkpoint_name(h @ w, f"{tag}{i}"))
+        return h
+
+    policy = jax.checkpoint_policies.save_and_offload_only_these_names(
+        names_which_can_be_saved=[f"{tag}1", f"{tag}2"],
+        names_which_can_be_offloaded=[f"{tag}0"],
+        offload_src="device",
+        offload_dst="pinned_host",
+    )
+    return jax.checkpoint(run, policy=policy)
+
+
+_first, _second = _seg("a"), _seg("b")
+
+
+def chain_peak(ws, x):
+    h = _first(ws[:3], x)
+    return _second(ws[3:], h)
