@@ -280,6 +280,16 @@ def _not_graded(data: dict[str, Any]) -> dict:
     }
 
 
+def _explanation(verdict: Verdict, residuals: Mapping[str, Any] | None) -> str:
+    """The verdict's words; an ACCEPTED budget problem's say what its score then means."""
+    if verdict == Verdict.ACCEPTED and residuals and residuals.get("budget_bytes") is not None:
+        return (
+            "Values and gradients are right and the program fits the memory budget; the score says how close "
+            "its recomputation comes to the best known within it."
+        )
+    return VERDICT_EXPLANATIONS[verdict]
+
+
 def panel_context(report: VerdictReport | Mapping[str, Any]) -> dict:
     """Everything `_panel.html` needs (a submission that ended without a verdict: `_not_graded`)."""
     data = report_data(report)
@@ -303,7 +313,7 @@ def panel_context(report: VerdictReport | Mapping[str, Any]) -> dict:
         "report": data,
         "verdict": verdict.value,
         "accepted": verdict == Verdict.ACCEPTED,
-        "explanation": VERDICT_EXPLANATIONS[verdict],
+        "explanation": _explanation(verdict, residuals),
         "checks": checks,
         "rows": residual_rows(residuals) if residuals else [],
         "by_value": compares_values(residuals) if residuals else False,

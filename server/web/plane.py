@@ -26,6 +26,7 @@ _NOMINAL_WIDTH = 210.0  # labels are placed so that they do not collide even thi
 _CHAR_W = 7.0  # px per character at 12px, generous
 _LINE_H = 14.0
 _TICK_CHAR_W = 6.5  # px per character of an 11px axis number
+LISTED_SCHEDULES = 8  # a budget problem's schedules the legend names; of more, only those on the frontier
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class PlanePoint:
     anchor: str = "start"
     y_in_bytes: bool = False  # the y value (`flops`) is bytes communicated, not FLOPs recomputed
     x_word: str = "saved"  # what the x value (`nbytes`) is: "saved", or "at its peak" on a budget of the peak
+    listed: bool = True  # named in the legend (of many schedules, those on the frontier: `LISTED_SCHEDULES`)
 
     @property
     def y_text(self) -> str:
@@ -292,7 +294,12 @@ def plane(residuals: Mapping[str, Any], *, communication: bool = False) -> Plane
     for g, (_, lines, dx, rel_top, anchor, _) in _place_labels(points, _groups_on_top(points)):
         p = points[g[0]]  # 11: from the top of the label's box to the first line's baseline
         out[g[0]] = dataclasses.replace(p, label_lines=lines, dx=dx, label_y=p.y + rel_top + 11, anchor=anchor)
-    return scales.plane(out + [point(*p) for p in extra], steps, int(budget) if budget is not None else None)
+    on_frontier = set(steps)
+    drawn = [
+        dataclasses.replace(point(*p), listed=len(extra) <= LISTED_SCHEDULES or (p[2], p[3]) in on_frontier)
+        for p in extra
+    ]
+    return scales.plane(out + drawn, steps, int(budget) if budget is not None else None)
 
 
 Box = tuple[float, float, float, float]  # left, top, right, bottom

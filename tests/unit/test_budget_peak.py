@@ -147,3 +147,29 @@ def test_over_a_peak_budget_with_offloaded_residuals_says_they_count() -> None:
     result = check_residuals([peak_run(6_000, [*REFERENCE_RESIDUALS, offloaded])], spec=spec)
     assert not result.passed and "the 256 bytes you offload to host memory count here too" in result.message
     assert "offload" not in check_residuals([peak_run(6_000)], spec=spec).message
+
+
+def test_of_many_schedules_the_legend_names_those_on_the_frontier() -> None:
+    from server.web.rendering import templates
+
+    schedules = [{"label": f"s{i}", "bytes": 1, "peak_bytes": 1_000 + i, "flops": 5_000 - i} for i in range(12)]
+    report = {
+        "budget_of": "peak",
+        "budget_bytes": 1_020,
+        "submitted_bwd_peak_bytes": 1_005,
+        "expected_bwd_peak_bytes": 1_011,
+        "submitted_recompute_flops": 4_995,
+        "expected_recompute_flops": 4_989,
+        "frontier": [{"bytes": 1_011, "flops": 4_989}, {"bytes": 1_003, "flops": 4_997}],
+        "schedules": schedules,
+    }
+    drawn = plane(report)
+    assert drawn is not None
+    listed = [p.name for p in drawn.points if p.key == "schedule" and p.listed]
+    assert listed == ["s3", "s11"]  # the two on the frontier; the other ten only as points
+    html = templates.env.from_string(
+        '{% from "_plane.html" import plane_figure %}{{ plane_figure(p, "x", "c", "y", "x", "a") }}'
+    ).render(p=drawn)
+    assert "10 more schedules measured" in html and html.count("<title>") == 14  # every point hovers its name
+    few = plane({**report, "schedules": schedules[:8]})
+    assert few is not None and all(p.listed for p in few.points)
