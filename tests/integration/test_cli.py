@@ -212,6 +212,7 @@ def test_a_budget_scaffold_validates_with_its_scores_and_its_frontier_shows_the_
     frontier = run_in(here, "problems", "frontier", "open_chain")
     assert frontier.returncode == 0, frontier.stderr
     assert "311,296" in frontier.stdout and "327,680" in frontier.stdout  # the large budget, 320,000, between
+    assert "the schedules measured" in frontier.stdout and "every layer" in frontier.stdout  # its SCHEDULES
     for extra in (["--mesh", "data=2"], ["--framework", "flax"]):
         refused = run_in(here, "problems", "new", "other", "--budget", *extra)
         assert refused.returncode == 2 and "--budget alone" in refused.stderr
