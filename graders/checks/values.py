@@ -20,10 +20,13 @@ def check_values(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
         spec: the problem (the fixed tolerance per dtype, the floor of the calibrated one).
 
     Returns:
-        A "value" CheckResult that fails with WRONG_ANSWER on the first mismatch it reports.
+        A "value" CheckResult that fails with WRONG_ANSWER on the first mismatch it reports, with
+        the worst one's size and place when it is more than twice as far off (a small case that only
+        just fails would understate an error a larger case shows a thousand times over).
     """
     per_case = {}
     failure = None
+    worst_failing: tuple[float, str] = (0.0, "")  # (times the tolerance, where) of the worst mismatch
     for run in runs:
         worst = 0.0
         for k, (got, want) in enumerate(zip(run.outputs, run.expected.outputs, strict=True)):
@@ -33,6 +36,8 @@ def check_values(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
                     g, w, error_of(run.expected.output_errors, k, i), spec.tolerance_for(avals.dtype)
                 )
                 worst = max(worst, cmp.ratio)
+                if not cmp.passed and cmp.ratio > worst_failing[0]:
+                    worst_failing = (cmp.ratio, f"{run.label}, hidden input {k + 1}")
                 if not cmp.passed and failure is None:
                     rel = cmp.max_abs_diff / cmp.max_abs_expected if cmp.max_abs_expected else float("inf")
                     which = f"output {i} " if len(got) > 1 else "the output "
@@ -40,11 +45,14 @@ def check_values(runs: list[CaseRun], *, spec: ProblemSpec) -> CheckResult:
                         f"{run.label}, hidden input {k + 1} of {len(run.outputs)}: {which}differs from "
                         f"the expected value by up to {cmp.max_abs_diff:.4g} "
                         f"({rel:.2%} of its largest magnitude), {cmp.ratio:.3g} times the tolerance, "
-                        f"which allows for float32 rounding in any summation order. Check the "
-                        f"formula against the statement."
+                        f"which allows for float32 rounding in any summation order"
                     )
+                    first_ratio = cmp.ratio
         per_case[run.expected.name] = {"worst_error_to_tolerance": worst}
     if failure:
+        if worst_failing[0] > 2 * first_ratio:  # the first mismatch understates it: say how far it goes
+            failure += f" (and {worst_failing[0]:.3g} times it in {worst_failing[1]})"
+        failure += ". Check the formula against the statement."
         return CheckResult(name="value", passed=False, message=failure, details=per_case, verdict=Verdict.WRONG_ANSWER)
     n = sum(len(r.outputs) for r in runs)
     return CheckResult(

@@ -4,6 +4,7 @@ on hand-built CaseExpectation / CaseRun objects."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -333,6 +334,16 @@ def test_value_check_finds_mismatch_on_a_later_hidden_input(spec: ProblemSpec) -
     run = CaseRun(expected=exp, outputs=[[np.float32(1.0)], [np.float32(2.0)], [np.float32(-3.0)]])
     result = check_values([run], spec=spec)
     assert not result.passed and "hidden input 3 of 3" in result.message
+
+
+def test_value_check_says_how_far_the_worst_mismatch_goes(spec: ProblemSpec) -> None:
+    exp = expectation(outputs=[[np.float32(1.0)], [np.float32(2.0)], [np.float32(3.0)]])
+    run = CaseRun(expected=exp, outputs=[[np.float32(1.1)], [np.float32(2.0)], [np.float32(30.0)]])
+    result = check_values([run], spec=spec)
+    assert not result.passed and "hidden input 1 of 3" in result.message  # the first, then the worst
+    assert re.search(r"\(and [\d.e+]+ times it in case 'small' \(.*\), hidden input 3\)\. Check", result.message)
+    near = CaseRun(expected=exp, outputs=[[np.float32(1.1)], [np.float32(2.0)], [np.float32(3.3)]])
+    assert "times it in" not in check_values([near], spec=spec).message  # no worse than twice: said once
 
 
 def gradient_run(got_w: np.ndarray, got_x: np.ndarray) -> CaseRun:
