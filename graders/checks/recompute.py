@@ -91,8 +91,9 @@ def _excess_named(run: CaseRun) -> str:
         reverse=True,
     )[:3]
     parts = []
-    for flops, sig in extra:
-        why = "which the required policy does not recompute" if sig not in theirs else "more often than the policy does"
+    required, policy = ("the reference",) * 2 if run.expected.budget else ("the required policy", "the policy")
+    for flops, sig in extra:  # an open problem has no required policy: its comparison is the reference
+        why = f"which {required} does not recompute" if sig not in theirs else f"more often than {policy} does"
         parts.append(f"`{figures.named.get(sig, 'an operation')}` ({flops:,} FLOPs, {why})")
     return "; ".join(parts)
 
