@@ -44,14 +44,14 @@ class PlanePoint:
     key: str  # "yours" | "reference" | "plain" | "remat" | "schedule" (a budget problem's) | "class"
     name: str
     nbytes: int
-    flops: int
+    y_value: int  # FLOPs recomputed, or with `y_in_bytes` bytes received
     x: float
     y: float
     label_lines: tuple[str, ...] = ()
     dx: float = 0.0
     label_y: float = 0.0
     anchor: str = "start"
-    y_in_bytes: bool = False  # the y value (`flops`) is bytes communicated, not FLOPs recomputed
+    y_in_bytes: bool = False  # the y value is bytes communicated, not FLOPs recomputed
     x_word: str = "saved"  # what the x value (`nbytes`) is: "saved", or "at its peak" on a budget of the peak
     listed: bool = True  # named in the legend (of many schedules, those on the frontier: `LISTED_SCHEDULES`)
 
@@ -59,8 +59,8 @@ class PlanePoint:
     def y_text(self) -> str:
         """The y value as the legend says it: "1.5 MFLOPs recomputed" or "143 KiB received"."""
         if self.y_in_bytes:
-            return f"{human_bytes(self.flops)} received"
-        return f"{human_flops(self.flops)} recomputed"
+            return f"{human_bytes(self.y_value)} received"
+        return f"{human_flops(self.y_value)} recomputed"
 
     @property
     def description(self) -> str:
@@ -239,7 +239,7 @@ def class_plane(
     xs = [float(b) for b, _, _ in points] + [float(b) for b, _ in steps] + ([float(budget)] if budget else [])
     scales = _Scales.of(xs, [float(f) for _, f, _ in points] + [float(f) for _, f in steps], y_binary=False)
     drawn = [
-        PlanePoint(key="yours" if mine else "class", name="you" if mine else "a classmate", nbytes=b, flops=f,
+        PlanePoint(key="yours" if mine else "class", name="you" if mine else "a classmate", nbytes=b, y_value=f,
                    x=scales.px(b), y=scales.py(f))
         for b, f, mine in points
     ]  # fmt: skip
@@ -286,7 +286,7 @@ def plane(residuals: Mapping[str, Any], *, communication: bool = False) -> Plane
 
     def point(k: str, n: str, b: int, f: int) -> PlanePoint:
         return PlanePoint(
-            key=k, name=n, nbytes=b, flops=f, x=scales.px(b), y=scales.py(f), y_in_bytes=communication, x_word=word
+            key=k, name=n, nbytes=b, y_value=f, x=scales.px(b), y=scales.py(f), y_in_bytes=communication, x_word=word
         )
 
     points = [point(*p) for p in present]
@@ -326,7 +326,7 @@ def _label_candidates(points: list[PlanePoint], g: list[int]) -> list[Candidate]
     label of group `g` (at the chart's narrowest width, `_NOMINAL_WIDTH`)."""
     W = _NOMINAL_WIDTH
     p = points[g[0]]
-    same = all((points[i].nbytes, points[i].flops) == (p.nbytes, p.flops) for i in g)
+    same = all((points[i].nbytes, points[i].y_value) == (p.nbytes, p.y_value) for i in g)
     text = (" = " if same else ", ").join(points[i].name for i in g)  # "=" only when the numbers are equal
     variants: list[tuple[str, ...]] = [(text,)]
     if len(g) == 1 and " " in text and len(text) > 10:
