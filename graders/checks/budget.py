@@ -23,14 +23,22 @@ OVER_BUDGET = "over the budget of"  # in every over-budget message; the residual
 
 
 def budgeted_bytes(residuals: list[ResidualFact]) -> int:
-    """What a budget counts: residual bytes kept on the device (`device_bytes`), loop counters and
-    branch indices left out (`is_bookkeeping`: no policy)."""
-    return device_bytes([r for r in residuals if not is_bookkeeping(r)])
+    """What a budget of residuals counts: every residual byte the policy keeps for the backward
+    pass, on the device or offloaded to host memory (`device_bytes` + `host_bytes`), loop counters
+    and branch indices left out (`is_bookkeeping`: no policy).
+
+    Offloaded bytes count because this judge prices recomputation and nothing else: a transfer to
+    host memory and back would be free, so "offload everything" would fit any budget and recompute
+    nothing (measured: budget_attention_tight's block with every activation offloaded kept 229,376
+    bytes on the device and recomputed 114,818 FLOPs, where the least any policy keeping its
+    values needs is 9,535,488), and the optimum would be the trivial policy."""
+    kept = [r for r in residuals if not is_bookkeeping(r)]
+    return device_bytes(kept) + host_bytes(kept)
 
 
 def over_budget(run: CaseRun) -> str:
     """Why a case does not fit its budget, or "" when it does. A budget of residuals counts the
-    bytes kept on the device (`budgeted_bytes`: offloaded ones and loop counters do not count); a
+    bytes kept for the backward pass, offloaded ones too (`budgeted_bytes`; not loop counters); a
     budget of the peak (`budget_of = "peak"`) counts the backward pass's static peak live bytes,
     its ops in program order (`ModuleInfo.peak_live_bytes`)."""
     facts = run.expected.budget
@@ -56,8 +64,15 @@ def over_budget(run: CaseRun) -> str:
     kept = budgeted_bytes(run.residuals)
     if kept <= budget:
         return ""
+    offloaded = host_bytes([r for r in run.residuals if not is_bookkeeping(r)])
+    host = (
+        f" ({offloaded:,} of them offloaded to host memory, which count too: the judge prices recomputation, "
+        "not transfers, so offloading does not make room)"
+        if offloaded
+        else ""
+    )
     return (
-        f"keeps {kept:,} bytes of residuals on the device, {kept - budget:,} {OVER_BUDGET} {budget:,}: "
+        f"keeps {kept:,} bytes of residuals{host}, {kept - budget:,} {OVER_BUDGET} {budget:,}: "
         "save fewer values (recompute more of them) to fit"
     )
 

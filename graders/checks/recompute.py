@@ -191,7 +191,9 @@ def _budget_policy(runs: list[CaseRun], judged_cases: set[str], details: dict[st
             passed=True,
             judged=False,
             details=details,
-            message=f"not scored: {over[0].label} is over its budget (the residuals check says by how much)",
+            message="not scored: over the budget in case "
+            + ", ".join(repr(run.expected.name) for run in over)
+            + " (the residuals check says by how much)",
         )
     for run in runs:
         if run.expected.name in judged_cases and run.bwd_flops_exact and run.expected.bwd_flops_exact:

@@ -44,7 +44,7 @@ dims = {{ B = 64, d = 64, D = 512 }}
 rtol = 1e-4
 atol = 1e-5
 
-# Bytes of residuals each case's policy may keep on the device. The arguments the backward pass
+# Bytes of residuals each case's policy may keep (offloaded ones too). The arguments the backward pass
 # reads always count (294,912 bytes in "large"); `remat-judge problems frontier {slug}` prints
 # every budget where more bytes buy less recomputation: put each budget between two rows.
 [memory]
@@ -177,10 +177,10 @@ budgets per case and what they leave room for besides the arguments.
 ## How this judge measures it
 
 - **The budget.** The judge exports your function's forward and backward programs and adds up the
-  bytes of the residuals the forward program hands to the backward pass, kept on the device (the
-  list `jax.ad_checkpoint.print_saved_residuals` prints). Over the budget in any case is
-  WRONG_POLICY, with by how much. Values are not compared one to one: any residuals that fit are
-  fine.
+  bytes of the residuals the forward program hands to the backward pass, wherever they are kept (the
+  list `jax.ad_checkpoint.print_saved_residuals` prints; offloaded ones count too: this judge prices
+  recomputation, not transfers). Over the budget in any case is WRONG_POLICY, with by how much.
+  Values are not compared one to one: any residuals that fit are fine.
 - **The score.** Values and gradients are compared with the reference's on hidden inputs. The
   policy part is $(F + R^*) / (F + R)$, capped at 1: $F$ the forward pass's FLOPs, $R$ what your
   backward pass recomputes, $R^*$ the least any policy within the budget recomputes, on the case

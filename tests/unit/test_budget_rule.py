@@ -54,7 +54,7 @@ def test_any_residuals_within_the_budget_pass_and_over_it_fail_by_how_much() -> 
     over.append(residual([8, 4], note="output of cos"))  # 512 B
     result = check_residuals([budget_run(over)], spec=spec)
     assert not result.passed and result.verdict is Verdict.WRONG_POLICY
-    assert "keeps 512 bytes of residuals on the device, 112 over the budget of 400" in result.message
+    assert "keeps 512 bytes of residuals, 112 over the budget of 400" in result.message
     assert "required policy" not in result.message  # an open problem has none
     loop_counter = residual([], dtype="int32", note="from the argument i")  # bookkeeping: never counted
     assert check_residuals([budget_run([*other, loop_counter])], spec=spec).passed
@@ -112,3 +112,15 @@ def test_the_panel_names_the_values_the_optimum_keeps_that_yours_does_not() -> N
         ("argument x f32[8,4]", 1, 1, 0),
     ]
     assert optimum_values({"submitted": []}) == [] and optimum_values({"optimum": {"saved": "junk"}}) == []
+
+
+def test_offloaded_residuals_count_against_a_residual_budget() -> None:
+    """Offloading is not free room: the judge prices recomputation, not transfers, so "offload
+    everything" would fit any budget and recompute nothing."""
+    spec = rule_spec(rule="budget", budgets={"small": 400})
+    offloaded = residual([8, 4], note="output of cos")  # 128 bytes
+    offloaded.memory_kind = "pinned_host"
+    result = check_residuals([budget_run([*REFERENCE_RESIDUALS, offloaded])], spec=spec)  # 320 + 128
+    assert not result.passed and result.verdict is Verdict.WRONG_POLICY
+    assert "keeps 448 bytes of residuals (128 of them offloaded to host memory, which count too" in result.message
+    assert "48 over the budget of 400" in result.message

@@ -1,8 +1,8 @@
-# expect: ACCEPTED
-# score: 1.0 (capped): host bytes do not count against the device budget
+# expect: WRONG_POLICY
 # Keeps the four narrow products on the device (as the optimum) AND offloads the two wide ones,
-# z0 and z3, to pinned host with save_and_offload_only_these_names: device residuals = arguments
-# + 4 narrow = 640,000 - 1,024 bytes in `large`, within the budget; nothing is recomputed but tanh.
+# z0 and z3, to pinned host with save_and_offload_only_these_names. Offloaded bytes count against a
+# residual budget (the judge prices recomputation, not transfers): 638,976 + 262,144 bytes in
+# `large`, over the 640,000 budget. Before stop 41 this was ACCEPTED with 1.0, a score for free.
 import jax
 import jax.numpy as jnp
 from jax.ad_checkpoint import checkpoint_name

@@ -1,0 +1,20 @@
+# expect: WRONG_GRADIENT
+# stop_gradient on x @ wk: right values, no gradient for wk (held out: written apart from the package)
+import jax
+import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
+
+
+def _block(params, x):
+    wq, wk, wv, wo, w1, w2 = params
+    q = x @ wq
+    k = jax.lax.stop_gradient(x @ wk)
+    v = x @ wv
+    p = jax.nn.softmax((q @ k.T) * (x.shape[1] ** -0.5), axis=-1)
+    a = checkpoint_name(p @ v, "attended")
+    y = checkpoint_name(x + a @ wo, "y")
+    return y + jnp.tanh(y @ w1) @ w2
+
+
+def attention_block(params, x):
+    return jax.checkpoint(_block, policy=jax.checkpoint_policies.save_only_these_names("attended", "y"))(params, x)
