@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from graders.artifact_limits import ReadLimits
-from graders.budget.graph import ForwardGraph
+from graders.budget.graph import ForwardGraph, ancestors
 from graders.untrusted.flops import FlopCounter
 from graders.untrusted.parse import ir_context, parse_module
 from graders.untrusted.reader import module_functions
@@ -45,18 +45,6 @@ def _region_reads(op: Any, index: dict[Any, int]) -> set[int]:
             raise ArtifactError("an op's regions hold too many ops to read")
         found.update(index[v] for v in inner.operands if v in index)
         stack.extend(x for region in inner.regions for block in region.blocks for x in block.operations)
-    return found
-
-
-def _ancestors(roots: set[int], operands: list[tuple[int, ...]]) -> set[int]:
-    """`roots` and every node they read, transitively."""
-    found: set[int] = set()
-    stack = list(roots)
-    while stack:
-        v = stack.pop()
-        if v not in found:
-            found.add(v)
-            stack.extend(operands[v])
     return found
 
 
@@ -103,7 +91,7 @@ def forward_graph(
                 index[r] = node
         returned = list(ops[-1].operands)
         needed = frozenset(index[v] for v in returned[n_out:] if v in index)
-        primal = _ancestors({index[v] for v in returned[:n_out] if v in index}, operands)
+        primal = ancestors({index[v] for v in returned[:n_out] if v in index}, operands)
         return ForwardGraph(
             costs=[c if v in primal else 0 for v, c in enumerate(costs)],
             sizes=sizes,

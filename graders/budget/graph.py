@@ -7,6 +7,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+def ancestors(roots: set[int] | frozenset[int], operands: list[tuple[int, ...]]) -> set[int]:
+    """`roots` and every node they read, transitively (iterative: linear in the nodes reached)."""
+    found: set[int] = set()
+    stack = list(roots)
+    while stack:
+        v = stack.pop()
+        if v not in found:
+            found.add(v)
+            stack.extend(operands[v])
+    return found
+
+
 @dataclass(frozen=True)
 class ForwardGraph:
     """A forward program as a DAG, nodes in program order (every operand before its reader).

@@ -30,7 +30,7 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_array
 
-from graders.budget.graph import ForwardGraph
+from graders.budget.graph import ForwardGraph, ancestors
 
 DEFAULT_TIME_LIMIT_S = 10.0  # per solve; where HiGHS stops early the proven bound is reported
 MAX_FRONTIER_POINTS = 64
@@ -61,14 +61,7 @@ class Solution:
 
 def _relevant(graph: ForwardGraph) -> list[int]:
     """The nodes that matter: the needed ones and everything they read, in program order."""
-    keep: set[int] = set()
-    stack = list(graph.needed)
-    while stack:
-        v = stack.pop()
-        if v not in keep:
-            keep.add(v)
-            stack.extend(graph.operands[v])
-    return sorted(keep)
+    return sorted(ancestors(graph.needed, graph.operands))
 
 
 def _constraints(graph: ForwardGraph, nodes: list[int]) -> tuple[coo_array, np.ndarray]:
