@@ -17,22 +17,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 
-def _fits(point: Mapping[str, Any], budget: int) -> bool:
-    return point.get("peak_bytes") is not None and point.get("flops") is not None and point["peak_bytes"] <= budget
-
-
-def best_within(points: Sequence[Mapping[str, Any]], budget: int) -> Mapping[str, Any] | None:
-    """The point of least recomputation whose peak fits `budget` (bytes), the lower peak on a tie
-    and the earlier point on a full tie; None when none fits.
-
-    `points`: {"label", "peak_bytes", "flops", ...} as `graders.reference.schedules` measures them.
-    """
-    fitting = [p for p in points if _fits(p, budget)]
-    if not fitting:
-        return None
-    return min(fitting, key=lambda p: (int(p["flops"]), int(p["peak_bytes"])))
-
-
 def peak_frontier(points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The measured points no other beats on both peak and recomputation, as frontier points
     {"bytes": peak bytes, "flops", "bound_flops": None, "optimal": False, "label"}, the most bytes
@@ -57,3 +41,10 @@ def peak_frontier(points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 }
             )
     return best[::-1]
+
+
+def best_within(points: Sequence[Mapping[str, Any]], budget: int) -> dict[str, Any] | None:
+    """The frontier point (`peak_frontier`) of least recomputation whose peak fits `budget`
+    (bytes): the least recomputation measured within it, at the lowest peak that reaches it (the
+    earlier point on a full tie); None when nothing fits."""
+    return next((p for p in peak_frontier(points) if p["bytes"] <= budget), None)

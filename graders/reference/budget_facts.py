@@ -51,7 +51,7 @@ def _peak_facts(
         "budget_bytes": budget,
         "budget_of": "peak",
         "optimum": {
-            "bytes": best["peak_bytes"],
+            "bytes": best["bytes"],
             "flops": best["flops"],
             "bound_flops": None,
             "optimal": False,
