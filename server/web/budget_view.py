@@ -48,24 +48,13 @@ def optimum_values(residuals: Mapping[str, Any]) -> list[KeptValue]:
     return sorted(rows, key=lambda r: (-r.missing, r.label))
 
 
-def peak_points(residuals: Mapping[str, Any]) -> list[tuple[str, str, Any, Any]]:
-    """On a budget of the backward pass's peak: (key, name, peak bytes, recompute FLOPs) of yours,
-    the reference's, and without named schedules no checkpoint and everything recomputed, as
-    `server.web.plane` draws them. With schedules those two are left out: they are the reference
-    with its checkpoints removed or wrapped, whose peak follows the reference's structure (the
-    scan problem's reference without checkpoints peaks at 1.8 MiB, a plain scan at 2.5 MiB), and
-    the schedules include the plain program a student would write."""
-    r = residuals.get
-    mine = [
-        ("yours", "yours", r("submitted_bwd_peak_bytes"), r("submitted_recompute_flops")),
-        ("reference", "reference", r("expected_bwd_peak_bytes"), r("expected_recompute_flops")),
-    ]
-    if r("schedules"):  # the author's schedules are the comparison: the reference's own variants
-        return mine  # peak as its structure does (its groups without checkpoints), not as a student's would
-    return mine + [
-        ("plain", "no checkpoint", r("no_checkpoint_bwd_peak_bytes"), 0 if r("no_checkpoint_bwd_peak_bytes") else None),
-        ("remat", "everything recomputed", r("full_remat_bwd_peak_bytes"), r("full_remat_recompute_flops")),
-    ]
+def variants_misleading(residuals: Mapping[str, Any]) -> bool:
+    """Whether the report's no-checkpoint and everything-recomputed variants are left off its
+    charts: on a budget of the backward pass's peak with named schedules. They are the reference
+    with its checkpoints removed or wrapped, and their peak follows the reference's structure, not
+    a plain program's (the scan problem's reference without checkpoints peaks at 1.8 MiB, a plain
+    scan at 2.5 MiB); the schedules hold the plain program a student would write."""
+    return residuals.get("budget_of") == "peak" and bool(residuals.get("schedules"))
 
 
 def schedule_points(residuals: Mapping[str, Any], *, peak: bool) -> list[tuple[str, str, int, int]]:

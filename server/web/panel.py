@@ -24,7 +24,7 @@ from graders.artifact_limits import Aval
 from graders.checks.comparison import is_bookkeeping
 from graders.verdict import VERDICT_EXPLANATIONS, ResidualFact, Verdict, VerdictReport
 from graders.verifier.xla_memory import describe as describe_xla
-from server.web.budget_view import optimum_values
+from server.web.budget_view import optimum_values, variants_misleading
 from server.web.diagnosis import Diagnosis, Recompute, diagnose
 from server.web.formatting import FILTERS
 from server.web.plane import plane
@@ -218,9 +218,7 @@ def memory_bars(residuals: Mapping[str, Any]) -> dict[str, list[Bar]]:
         peaks = (mine.get("bwd_device_bytes"), theirs.get("bwd_device_bytes"), r("no_checkpoint_bwd_device_bytes"))
     else:
         title = "Backward pass peak live bytes"
-        # on a budget of the peak with named schedules, the reference without its checkpoints peaks
-        # as its structure does, not as a plain program: the plane's schedules hold that (budget_view)
-        plain = None if r("budget_of") == "peak" and r("schedules") else r("no_checkpoint_bwd_peak_bytes")
+        plain = None if variants_misleading(residuals) else r("no_checkpoint_bwd_peak_bytes")
         peaks = (r("submitted_bwd_peak_bytes"), r("expected_bwd_peak_bytes"), plain)
     saved = (
         "Residual bytes per device (saved for the backward pass)"

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from server.web.budget_view import peak_points, schedule_points
+from server.web.budget_view import schedule_points, variants_misleading
 from server.web.formatting import human_bytes, human_flops
 
 # Geometry of the plane's SVG (pixels). x positions are percentages of the SVG's width (so the
@@ -148,18 +148,22 @@ def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float,
     return max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
 
 
-def _recompute_points(residuals: Mapping[str, Any]) -> list[tuple[str, str, Any, Any]]:
+def _recompute_points(residuals: Mapping[str, Any], *, peak: bool) -> list[tuple[str, str, Any, Any]]:
+    """(key, name, x, recompute FLOPs) of yours, the reference's, no checkpoint (recomputes
+    nothing) and everything recomputed; x the saved residual bytes or, with `peak`, the backward
+    pass's peak (the variants left out where `variants_misleading`)."""
     r = residuals.get
-    return [
-        ("yours", "yours", r("submitted_bytes"), r("submitted_recompute_flops")),
-        ("reference", "reference", r("expected_bytes"), r("expected_recompute_flops")),
-        (
-            "plain",
-            "no checkpoint",
-            r("no_checkpoint_bytes"),
-            0 if r("no_checkpoint_bytes") is not None else None,
-        ),  # recomputes nothing
-        ("remat", "everything recomputed", r("full_remat_bytes"), r("full_remat_recompute_flops")),
+    suffix = "_bwd_peak_bytes" if peak else "_bytes"
+    mine = [
+        ("yours", "yours", r("submitted" + suffix), r("submitted_recompute_flops")),
+        ("reference", "reference", r("expected" + suffix), r("expected_recompute_flops")),
+    ]
+    if variants_misleading(residuals):
+        return mine
+    plain = r("no_checkpoint" + suffix)
+    return mine + [
+        ("plain", "no checkpoint", plain, 0 if plain is not None else None),  # recomputes nothing
+        ("remat", "everything recomputed", r("full_remat" + suffix), r("full_remat_recompute_flops")),
     ]
 
 
@@ -265,13 +269,7 @@ def plane(residuals: Mapping[str, Any], *, communication: bool = False) -> Plane
     its backward pass's collectives (`graders.verifier.collectives`). None when fewer than two
     points have numbers."""
     peak = not communication and residuals.get("budget_of") == "peak"
-    given = (
-        _communication_points(residuals)
-        if communication
-        else peak_points(residuals)
-        if peak
-        else _recompute_points(residuals)
-    )
+    given = _communication_points(residuals) if communication else _recompute_points(residuals, peak=peak)
     present = [(k, n, int(b), int(f)) for k, n, b, f in given if b is not None and f is not None]
     extra = [] if communication else schedule_points(residuals, peak=peak)
     if len(present) < 2:
