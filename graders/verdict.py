@@ -110,6 +110,9 @@ class ResidualFact(BaseModel):
         same_pieces: on a mesh, every device's piece holds the same numbers though the sharding
             gives each its own: the value is copied to every device (replicated by value), as a
             gathered weight a `shard_map` body saves is.
+        left_out: why the residual is bookkeeping, left out of comparisons and budgets (no
+            argument's data flows into it, or a branch index the backward pass only branches on:
+            `graders.checks.comparison.bookkeeping_reasons`); None for a residual like any other.
     """
 
     shape: list[int]
@@ -124,6 +127,7 @@ class ResidualFact(BaseModel):
     replicas: int = 1
     global_shape: list[int] | None = None
     same_pieces: bool = False
+    left_out: str | None = None
 
     @property
     def on_device(self) -> bool:

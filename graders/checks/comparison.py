@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,17 +27,51 @@ def residual_name(residual: ResidualFact) -> str:
     return f"saved {residual.short()}" + (f" ({residual.source})" if residual.source else "")
 
 
-BOOKKEEPING_ELEMENTS = 256  # an integer residual this small is a loop counter or a branch index
+MAX_BRANCH_INDEX_ELEMENTS = 256  # elements of branch indices one program may leave out, in all
+LOOP_BOOKKEEPING = "no argument's data flows into it (a loop counter or index)"
+BRANCH_BOOKKEEPING = "a branch index: the backward pass only uses it to pick a branch"
+
+
+def bookkeeping_reasons(
+    facts: Sequence[ResidualFact], depends: Sequence[bool], selectors: Sequence[bool]
+) -> list[str | None]:
+    """Why each residual is bookkeeping, or None where it is a residual like any other.
+
+    Decided on the artifacts, never on dtype or size alone (docs/ARCHITECTURE.md, "Bookkeeping
+    residuals"): an integer or boolean residual is left out of comparisons and budgets when
+    - no argument's data flows into it in the forward program (`depends`, per residual:
+      `ModuleInfo.depends_on_arguments`): a `fori_loop`'s counter (i32[] and its stacked i32[n],
+      measured with jax 0.10.2), a scan's indices, an iota; it tells the backward pass nothing
+      about the inputs; or
+    - it depends on the data but the backward program uses it only as a `case` index or `if`
+      predicate (`selectors`, per residual: `ModuleInfo.selector_arguments`): a `lax.cond` on
+      data saves its branch index as i32[] (stacked per iteration in a scan). Such a value carries
+      at most log2(branches) bits per element, so at most `MAX_BRANCH_INDEX_ELEMENTS` elements
+      of them are left out per program; past that, every one counts.
+    A float residual, and anything computed from the data that the backward pass reads as a
+    number (a bitcast or quantized activation, a mask, an `argmax`), is never left out. Where
+    `depends` or `selectors` is shorter than `facts` (not read), nothing is left out.
+    """
+    reasons: list[str | None] = [None] * len(facts)
+    branch: list[int] = []
+    for i, fact in enumerate(facts):
+        if np.dtype(fact.dtype).kind not in "iub":
+            continue
+        if i < len(depends) and not depends[i]:
+            reasons[i] = LOOP_BOOKKEEPING
+        elif i < len(selectors) and selectors[i]:
+            branch.append(i)
+    if sum(math.prod(facts[i].shape) for i in branch) <= MAX_BRANCH_INDEX_ELEMENTS:
+        for i in branch:
+            reasons[i] = BRANCH_BOOKKEEPING
+    return reasons
 
 
 def is_bookkeeping(fact: ResidualFact) -> bool:
-    """Whether a residual is loop or branch bookkeeping, not part of a policy: an integer (not
-    boolean) value of at most `BOOKKEEPING_ELEMENTS` elements. Measured: a `fori_loop` over 8 layers
-    saves its counter as i32[] and i32[8]; a `lax.cond` on data saves its branch index as i32[]. A
-    policy's integer values (a relu's mask is bool, a gather's indices are as large as the data) are
-    larger or boolean, and the float residuals must still match one to one. Left out of every
-    comparison of residuals, on both sides."""
-    return np.dtype(fact.dtype).kind in "iu" and math.prod(fact.shape) <= BOOKKEEPING_ELEMENTS
+    """Whether a residual is loop or branch bookkeeping, not part of a policy: it carries a reason
+    (`ResidualFact.left_out`, set by `bookkeeping_reasons` when the artifacts were read). Left out
+    of every comparison of residuals and every budget, on both sides."""
+    return fact.left_out is not None
 
 
 @dataclass(frozen=True)

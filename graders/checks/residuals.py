@@ -3,7 +3,6 @@ problem asks for (the memory rule), and the residual signatures and listings mes
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -63,80 +62,6 @@ def with_layouts(facts: list[ResidualFact], layouts: Sequence[dict[str, Any]]) -
     ]
 
 
-def describe_residuals(
-    avals: Sequence[Any],
-    notes: Sequence[Any] | None,
-    *,
-    sources: Sequence[str] | None = None,
-    hide_source: bool = False,
-    memory_kinds: Sequence[str] | None = None,
-) -> list[ResidualFact]:
-    """The residuals read from an artifact, in the artifact's order, with provenance and notes.
-
-    `saved_residuals` notes list the same values as the VJP's leaves, but not always in the same
-    order (measured with JAX 0.10.2: a relu's boolean mask comes before the intermediates it
-    follows in the VJP). So notes are attached only when their avals form the same multiset as the
-    artifact's; within one aval a note goes first to a residual whose provenance it names ("output
-    of sine" to a residual from `sine`), the rest in artifact order. Otherwise no notes: the
-    artifact decides, the notes only explain.
-
-    Args:
-        avals: residual avals read from the fwd artifact (objects with `.shape` and `.dtype`).
-        notes: `{"shape", "dtype", "note"}` dicts or objects, or None.
-        sources: per residual, its producing op read from the artifact (`ModuleInfo.sources`).
-        hide_source: drop "from <file>:<line> (<function>)" (for the reference: never show its
-            path or structure to students).
-        memory_kinds: per residual, where the forward program leaves it (`ModuleInfo.memory_kinds`).
-    """
-    facts = [
-        ResidualFact(
-            shape=list(a.shape),
-            dtype=str(a.dtype),
-            source=sources[i] if sources is not None and i < len(sources) else None,
-            memory_kind=memory_kinds[i] if memory_kinds is not None and i < len(memory_kinds) else "device",
-        )
-        for i, a in enumerate(avals)
-    ]
-    if notes:
-        _attach_notes(facts, notes, hide_source=hide_source)
-    return facts
-
-
-def _note_agrees(fact: ResidualFact, note: str) -> bool:
-    """Whether `note` names the op (or argument) the artifact says produced `fact`."""
-    if not fact.source:
-        return False
-    if fact.source.startswith("argument "):
-        return note.startswith(f"from the {fact.source}")
-    return note.startswith(f"output of {fact.source}")
-
-
-def _attach_notes(facts: list[ResidualFact], notes: Sequence[Any], *, hide_source: bool) -> None:
-    """Sets `note` on `facts` as `describe_residuals` says, or on none of them when the notes'
-    avals are not the artifact's multiset."""
-
-    def field(n: Any, name: str) -> Any:
-        return n[name] if isinstance(n, dict) else getattr(n, name)
-
-    described = [(Aval(tuple(field(n, "shape")), str(field(n, "dtype"))), str(field(n, "note"))) for n in notes]
-    if Counter(key for key, _ in described) != aval_signature(facts):
-        return
-    queues: dict[Aval, list[str]] = {}
-    for key, note in described:
-        if hide_source:
-            note = re.sub(r" from (?!the argument).*$", "", note)
-        queues.setdefault(key, []).append(note)
-    # within one aval, a note goes first to a residual whose provenance it names, then in order
-    for strict in (True, False):
-        for fact in facts:
-            if fact.note is not None:
-                continue
-            queue = queues[fact.aval]
-            chosen = next((i for i, note in enumerate(queue) if _note_agrees(fact, note)), None if strict else 0)
-            if chosen is not None:
-                fact.note = queue.pop(chosen)
-
-
 def format_residuals(
     residuals: list[ResidualFact], *, title: str, unmatched: str = "not saved by the required policy"
 ) -> str:
@@ -154,7 +79,7 @@ def format_residuals(
         if not r.on_device:
             where += f" [offloaded to {r.memory_kind}]"
         note = "" if r.note and r.source and r.note.startswith("from the argument") else (r.note or "")
-        mark = "  (loop counter, left out)" if is_bookkeeping(r) else f"  ({unmatched})" if r.matched is False else ""
+        mark = f"  (left out: {r.left_out})" if is_bookkeeping(r) else f"  ({unmatched})" if r.matched is False else ""
         mark += f"  ({r.layout})" if r.layout else ""
         lines.append(f"  {r.short():<{width}}  {where}{r.per_device()}  {note}".rstrip() + mark)
     return "\n".join(lines)

@@ -187,10 +187,14 @@ budgets per case and what they leave room for besides the arguments.
   whose backward pass costs the most.
 - **The optimum.** The judge reads the forward program with every checkpoint removed and solves for
   the values to keep, within the budget, that leave the least to recompute (an integer program).
-- **Bookkeeping is left out.** An integer residual of at most 256 elements is the bookkeeping of a
-  loop or a branch, not part of a policy: a `fori_loop` or `scan` loop counter, or the branch index
-  of a `lax.cond` or `lax.switch` on data. Such residuals are left out of the budget on both sides,
-  yours and the reference's, and the panel lists them as "loop counter, left out".
+- **Bookkeeping is left out.** A residual is bookkeeping, not part of a policy, only when it carries
+  nothing about the inputs, as the judge reads it from your program (never from a dtype or a size):
+  an integer or boolean value that no argument's data flows into (a `fori_loop` or `scan` loop
+  counter, an index built from `iota`), or the branch index of a `lax.cond` or `lax.switch` on data
+  that the backward pass uses only to pick a branch. Such residuals are left out of the budget on
+  both sides, yours and the reference's, and the panel lists each as "left out" with the reason.
+  Anything computed from the data, whatever its dtype (a relu's `bool` mask, an `argmax`, a value
+  bitcast or quantized to integers), is a residual like any other.
 - **Recomputation.** The recompute figure counts forward work done again: the FLOPs of the forward
   program's operations that your backward pass runs again from what was saved (a product $h W$
   computed again), not the derivative's own arithmetic.

@@ -36,7 +36,8 @@ import numpy as np
 
 from graders.artifact_limits import Aval, VerifyLimits
 from graders.checks.budget import budgeted_bytes
-from graders.checks.residuals import describe_residuals, with_layouts
+from graders.checks.described import describe_residuals
+from graders.checks.residuals import with_layouts
 from graders.problems.hidden_inputs import case_arg_specs, hidden_inputs, leaf_names, random_cotangents
 from graders.problems.problem import Problem
 from graders.problems.spec import CaseSpec
@@ -240,7 +241,11 @@ def _expect_case(
     notes = residual_notes(fn, specs, mesh)
     sources = named_sources(fwd_info.sources[n_out:], names)
     kinds = fwd_info.memory_kinds[n_out:]
-    residuals = describe_residuals(out_avals[n_out:], notes, sources=sources, hide_source=True, memory_kinds=kinds)
+    residuals = describe_residuals(
+        out_avals[n_out:], notes, sources=sources, hide_source=True, memory_kinds=kinds,
+        depends=fwd_info.depends_on_arguments[n_out:],
+        selectors=bwd_info.selector_arguments[: len(out_avals) - n_out],
+    )  # fmt: skip
     expectation = _case_expectation(
         case, specs, fn, plain_fn, fwd=fwd, fwd_info=fwd_info, bwd_info=bwd_info,
         output_avals=out_avals[:n_out], residuals=residuals, mesh=mesh,

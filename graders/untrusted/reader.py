@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from graders.artifact_limits import ReadLimits
+from graders.untrusted.dependence import argument_dependence, selector_arguments
 from graders.untrusted.digest import module_digest, program_digest
 from graders.untrusted.flops import FlopCounter
 from graders.untrusted.mesh_ops import MESH_DECLARATION
@@ -95,7 +96,10 @@ def inspect_module(
 
     Returns:
         ModuleInfo with op counts and disallowed ops; when nothing is disallowed, also peak live
-        bytes, FLOPs, the provenance of `main`'s outputs and the artifact's `normalized_digest`.
+        bytes, FLOPs, the provenance of `main`'s outputs and the artifact's `normalized_digest`;
+        for a forward program (no `cotangents`) which outputs depend on an argument, for a
+        backward program which arguments it uses only to pick branches
+        (`graders.untrusted.dependence`).
 
     Raises:
         ArtifactError: the module cannot be parsed, has no public `main`, exceeds a cap, or has a
@@ -112,7 +116,8 @@ def inspect_module(
             raise ArtifactError("the module has no main function")
         if info.disallowed:  # only walk modules we would run
             return info
-        for name in reader.call_order():
+        order = reader.call_order()
+        for name in order:
             reader.function_summary[name] = reader.walk_function(name)
         main = reader.function_summary["main"]
         info.peak_live_bytes = main.peak
@@ -122,6 +127,10 @@ def inspect_module(
         returned = list(main_block.operations)[-1].operands
         info.sources = [provenance_of(v, main_block, functions) for v in returned]
         info.memory_kinds = _result_memory_kinds(functions["main"], len(returned))
+        if cotangents:
+            info.selector_arguments = selector_arguments(functions, order)
+        else:
+            info.depends_on_arguments = argument_dependence(functions, order)
         info.digest = module_digest(module, exported)  # it strips the module's locations
         info.program_digest = program_digest(module, exported)  # last: it renames the module's functions
     return info

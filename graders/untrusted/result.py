@@ -61,6 +61,12 @@ class ModuleInfo:
         memory_kinds: per output of `main`, where the program leaves it: its result attribute
             `mhlo.memory_kind` ("device", or "pinned_host" for a value a checkpoint policy offloads
             to host memory, e.g. `save_and_offload_only_these_names`); "device" when unmarked.
+        depends_on_arguments: of a forward program, per output of `main`, whether any argument's
+            data flows into it (`graders.untrusted.dependence.argument_dependence`); empty for a
+            backward program.
+        selector_arguments: of a backward program, per argument of `main`, whether it is used
+            only as a branch index (`graders.untrusted.dependence.selector_arguments`); empty
+            for a forward program.
     """
 
     op_counts: Counter[str] = field(default_factory=Counter)
@@ -83,6 +89,8 @@ class ModuleInfo:
     largest_value_bytes: int = 0
     largest_value_elements: int = 0
     memory_kinds: list[str] = field(default_factory=list)
+    depends_on_arguments: list[bool] = field(default_factory=list)
+    selector_arguments: list[bool] = field(default_factory=list)
 
     @property
     def n_ops(self) -> int:

@@ -19,8 +19,9 @@ from typing import Any
 from graders.artifact_limits import Aval, VerifyLimits, is_differentiable
 from graders.checks.check import CheckContext
 from graders.checks.comparison import CaseRun, RecomputeFigures
+from graders.checks.described import describe_residuals
 from graders.checks.registry import run_checks, score_of
-from graders.checks.residuals import describe_residuals, with_layouts
+from graders.checks.residuals import with_layouts
 from graders.problems.problem import Problem
 from graders.reference.expectation import CaseExpectation, Expectations, named_sources
 from graders.untrusted.parse import deserialize, exported_avals, shared_ir_context
@@ -238,6 +239,8 @@ def _load_case(
         case.residual_notes,
         sources=named_sources(infos[0].sources[n_out:], leaf_names),
         memory_kinds=infos[0].memory_kinds[n_out:],
+        depends=infos[0].depends_on_arguments[n_out:],
+        selectors=infos[1].selector_arguments[: len(residual_avals)],
     )
     return _Loaded(
         expected,

@@ -11,6 +11,7 @@ headline in `server.web.diagnosis`, the view models both use in `server.web.view
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -78,15 +79,26 @@ def compares_values(residuals: Mapping[str, Any]) -> bool:
     return bool(items) and all(isinstance(r.get("matched"), bool) for r in items)
 
 
-BOOKKEEPING_NOTE = "loop counter, left out"
+OLD_BOOKKEEPING_ELEMENTS = 256  # what reports stored before `ResidualFact.left_out` left out
 
 
 def _bookkeeping(r: Mapping[str, Any]) -> bool:
-    """Whether a listed residual is a loop counter or branch index (`is_bookkeeping`)."""
+    """Whether a listed residual is bookkeeping (`is_bookkeeping`: it carries a reason). A report
+    stored before the judge read bookkeeping from the artifacts has no `left_out` field: its
+    verdict used the rule of then (an integer residual of at most 256 elements), so its panel does
+    too, to show what was judged."""
     try:
-        return is_bookkeeping(ResidualFact.model_validate(r))
+        fact = ResidualFact.model_validate(r)
     except (ValueError, TypeError):  # a stored report with a field we no longer read
         return False
+    if "left_out" not in r:
+        return fact.dtype.startswith(("int", "uint")) and math.prod(fact.shape) <= OLD_BOOKKEEPING_ELEMENTS
+    return is_bookkeeping(fact)
+
+
+def _left_out_note(r: Mapping[str, Any]) -> str:
+    """What the panel says of a bookkeeping residual: left out, and why."""
+    return f"left out: {r.get('left_out') or 'a loop counter or branch index'}"
 
 
 def _pairs(expected_aval: str, s: Mapping[str, Any]) -> bool:
@@ -118,7 +130,7 @@ def _saved_by_both(
 def residual_rows(residuals: Mapping[str, Any]) -> list[ResidualRow]:
     """Reference against yours, one row per residual, in the order the reference lists them, then
     what only you save, then the bookkeeping both sides keep (loop counters and branch indices,
-    left out of the comparison: `BOOKKEEPING_NOTE`). Residuals pair up when the verifier found the
+    left out of the comparison, each with its reason: `_left_out_note`). Residuals pair up when the verifier found the
     same value saved on both sides (`matched`, in the same layout or another one); in reports
     without that, when shape and dtype agree."""
     everything_expected = list(residuals.get("expected") or [])
@@ -163,13 +175,13 @@ def residual_rows(residuals: Mapping[str, Any]) -> list[ResidualRow]:
 
 def _left_out_rows(expected: list[Mapping[str, Any]], submitted: list[Mapping[str, Any]]) -> list[ResidualRow]:
     """A row per bookkeeping residual of either side, said to be left out of the comparison."""
-    left_out = Saved(source=None, note=BOOKKEEPING_NOTE)
     rows = []
     for side, items in (("reference", expected), ("yours", submitted)):
         for r in items:
             if _bookkeeping(r):
                 aval, nbytes = _aval(r)
                 mine = side == "yours"
+                left_out = Saved(source=None, note=_left_out_note(r))
                 rows.append(
                     ResidualRow(
                         aval=aval,

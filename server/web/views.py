@@ -70,5 +70,5 @@ class ResidualRow:
             "both": "saved by both",
             "reference": "only the reference saves this: you save less",
             "yours": "only you save this: you save more than needed",
-            "left out": "a loop counter or branch index: left out of the comparison",
+            "left out": "bookkeeping that carries nothing about the inputs: left out of the comparison",
         }[self.status]

@@ -10,7 +10,16 @@ import numpy as np
 import pytest
 
 from graders.artifact_limits import Aval
-from graders.checks.comparison import CaseRun, RecomputeFigures, compare_arrays, compare_calibrated
+from graders.checks.comparison import (
+    BRANCH_BOOKKEEPING,
+    LOOP_BOOKKEEPING,
+    MAX_BRANCH_INDEX_ELEMENTS,
+    CaseRun,
+    RecomputeFigures,
+    bookkeeping_reasons,
+    compare_arrays,
+    compare_calibrated,
+)
 from graders.checks.gradients import check_gradients
 from graders.checks.layout import LayoutBudget, find_layout
 from graders.checks.matching import residuals_equal
@@ -730,22 +739,39 @@ def test_a_branch_only_the_run_picks_is_judged_by_its_cheapest_side() -> None:
 
 
 def test_loop_counters_and_branch_indices_are_not_part_of_the_policy() -> None:
-    """A fori_loop saves its counter (i32[] and i32[L]); a lax.cond on data its branch index. The
-    float residuals still match one to one, and a large or boolean integer value still counts."""
+    """A fori_loop saves its counter (i32[] and i32[L]); a lax.cond on data its branch index: the
+    reader marks them bookkeeping (`left_out`). The float residuals still match one to one, and an
+    integer value the reader did not mark (a mask, an activation bitcast to small int32 pieces)
+    counts like any other, whatever its size."""
     same = [r.model_copy() for r in REFERENCE_RESIDUALS]
     counters = [residual([], "int32"), residual([8], "int32")]
+    for c in counters:
+        c.left_out = LOOP_BOOKKEEPING
     with_counters = same + [c.model_copy() for c in counters]
     run = run_with(with_counters, values=values_of(with_counters))
     assert check_residuals([run], spec=rule_spec(rule="exact")).passed
     mask = residual([8, 4], "bool")
     run = run_with(same + [mask], values=values_of(same + [mask]))
     assert not check_residuals([run], spec=rule_spec(rule="exact")).passed
-    indices = residual([1024], "int32")
-    run = run_with(same + [indices], values=values_of(same + [indices]))
-    assert not check_residuals([run], spec=rule_spec(rule="exact")).passed
+    for shape in ([1024], [256], [1]):  # unmarked integers count at any size
+        disguised = residual(shape, "int32")
+        run = run_with(same + [disguised], values=values_of(same + [disguised]))
+        assert not check_residuals([run], spec=rule_spec(rule="exact")).passed
     short = same[:-1] + [c.model_copy() for c in counters]  # counters do not stand in for a value
     run = run_with(short, values=values_of(short))
     assert not check_residuals([run], spec=rule_spec(rule="exact")).passed
+
+
+def test_bookkeeping_is_read_from_dependence_and_branch_use_never_from_dtype_alone() -> None:
+    """`bookkeeping_reasons`: an integer no argument flows into is a loop counter; one that
+    depends on the data is left out only when the backward pass only branches on it, and only up
+    to MAX_BRANCH_INDEX_ELEMENTS in all; a float is never left out."""
+    facts = [residual([], "int32"), residual([4], "int32"), residual([8, 4]), residual([], "int32")]
+    reasons = bookkeeping_reasons(facts, [False, True, False, True], [False, False, False, True])
+    assert reasons == [LOOP_BOOKKEEPING, None, None, BRANCH_BOOKKEEPING]
+    assert bookkeeping_reasons(facts, [], []) == [None] * 4  # not read: nothing left out
+    many = [residual([MAX_BRANCH_INDEX_ELEMENTS], "int32"), residual([1], "int32")]
+    assert bookkeeping_reasons(many, [True, True], [True, True]) == [None, None]
 
 
 def test_a_value_in_another_layout_is_the_same_residual() -> None:

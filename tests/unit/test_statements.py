@@ -1,7 +1,8 @@
 """What every statement tells students about the judging, fast: each problem's "How this judge
 measures it" section, and the one `problems new` writes, states what is left out of the residual
-comparison (small integer bookkeeping), that a value in another layout is the same residual, and
-that the recompute figure counts forward work done again, not the derivative's own arithmetic."""
+comparison (bookkeeping: values that carry nothing about the inputs), that a value in another
+layout is the same residual, and that the recompute figure counts forward work done again, not
+the derivative's own arithmetic."""
 
 from __future__ import annotations
 
@@ -18,7 +19,13 @@ SECTION = "## How this judge measures it"
 
 # per rule, the phrases its sentence must hold (whitespace-insensitive: statements wrap at 100 columns)
 RULES = {
-    "bookkeeping": ("256 elements", "loop counter", "left out", '"loop counter, left out"', "both sides"),
+    "bookkeeping": (
+        "no argument's data flows into",
+        "loop counter",
+        "only to pick a branch",
+        '"left out" with the reason',
+        "both sides",
+    ),
     "layout": ("another layout", "permuted", "reshape", "same residual", "reversed, rolled, shuffled"),
     "recompute": ("forward work", "runs again from what was saved", "not the derivative's own arithmetic"),
 }

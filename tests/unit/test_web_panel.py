@@ -201,7 +201,14 @@ def test_a_loop_counter_is_listed_as_left_out_and_another_layout_beside_its_valu
     report = copy.deepcopy(REPORT)
     transposed = fact([16, 64], "argument w1", True)
     transposed["layout"] = "the same values as the policy's f32[64,16] in another layout"
-    counter = {"shape": [8], "dtype": "int32", "note": None, "source": "iota", "matched": False}
+    counter = {
+        "shape": [8],
+        "dtype": "int32",
+        "note": None,
+        "source": "iota",
+        "matched": False,
+        "left_out": "no argument's data flows into it (a loop counter or index)",
+    }
     report["residuals"]["expected"] = [fact([64, 16], "argument w1", True)]
     report["residuals"]["submitted"] = [transposed, counter]
     html = render_panel(report, "r1")
@@ -209,7 +216,7 @@ def test_a_loop_counter_is_listed_as_left_out_and_another_layout_beside_its_valu
     rows = re.findall(r'<tr class="([^"]*)">(.*?)</tr>', table, re.S)
     assert [cls for cls, _ in rows] == ["same", "same"]
     assert "in another layout" in rows[0][1] and "f32[64,16]" in rows[0][1]
-    assert "loop counter, left out" in rows[1][1] and "i32[8]" in rows[1][1]
+    assert "left out: no argument&#39;s data flows into it" in rows[1][1] and "i32[8]" in rows[1][1]
     assert "not saved by the required policy" not in html
     assert "not saved" not in rows[1][1] and "left out of the comparison" in html
 
