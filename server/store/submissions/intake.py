@@ -111,6 +111,18 @@ class SubmissionIntake(Sessions):
                 update(SubmissionRecord).where(SubmissionRecord.id == submission_id).values(enqueued_at=utcnow())
             )
 
+    def mark_enqueued_many(self, submission_ids: list[str]) -> None:
+        """`mark_enqueued` for each of `submission_ids`, in one UPDATE (a batch of the sweeper)."""
+        if not submission_ids:
+            return
+        with self._sessions.begin() as session:
+            session.execute(
+                update(SubmissionRecord)
+                .where(SubmissionRecord.id.in_(submission_ids))
+                .values(enqueued_at=utcnow())
+                .execution_options(synchronize_session=False)
+            )
+
 
 def _hold_key(session: Session, idempotency: Idempotency, submission_id: str, now: datetime) -> None:
     """Stores the owner's idempotency key for `submission_id`, after deleting that owner's expired

@@ -3,9 +3,10 @@ while the claim holds, and what the sweeper must enqueue again (`server.grading.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import NamedTuple
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import ColumnElement, and_, or_, select, update
 
 from server.store.db import rowcount, utcnow
 from server.store.submissions.records import (
@@ -16,6 +17,23 @@ from server.store.submissions.records import (
     SubmissionStatus,
     lease_expired,
 )
+
+
+class Unclaimed(NamedTuple):
+    """A submission no worker holds (`LeaseStore.unclaimed`): "queued", or "running" whose lease
+    expired (`expired`: its grading's worker died)."""
+
+    id: str
+    created_at: datetime
+    expired: bool
+
+
+def _unclaimed(now: datetime) -> ColumnElement[bool]:
+    """ "queued", or "running" with a lease nobody holds any more."""
+    return or_(
+        SubmissionRecord.status == SubmissionStatus.QUEUED,
+        and_(SubmissionRecord.status == SubmissionStatus.RUNNING, lease_expired(now)),
+    )
 
 
 class LeaseStore(Sessions):
@@ -188,6 +206,43 @@ class LeaseStore(Sessions):
                 .limit(limit)
             ).all()
             return [(submission_id, bool(running)) for submission_id, running in rows]
+
+    def newest_unclaimed(self) -> tuple[datetime, str] | None:
+        """(created_at, id) of the newest submission no worker holds ("queued", or "running" with
+        an expired lease), or None: where a pass over `unclaimed` may stop, so that it ends
+        however fast new submissions arrive (those are the enqueuer's)."""
+        with self._sessions() as session:
+            row = session.execute(
+                select(SubmissionRecord.created_at, SubmissionRecord.id)
+                .where(_unclaimed(utcnow()))
+                .order_by(SubmissionRecord.created_at.desc(), SubmissionRecord.id.desc())
+                .limit(1)
+            ).first()
+        return None if row is None else (row[0], row[1])
+
+    def unclaimed(
+        self, *, after: tuple[datetime, str] | None, until: tuple[datetime, str], limit: int
+    ) -> list[Unclaimed]:
+        """One page of the submissions no worker holds, in (created_at, id) order: those after
+        `after` (None: from the oldest) up to `until` included, at most `limit` of them. Pass the
+        last one's (created_at, id) as the next page's `after`.
+        """
+        created, ident = SubmissionRecord.created_at, SubmissionRecord.id
+        now = utcnow()
+        conditions = [
+            _unclaimed(now),
+            or_(created < until[0], and_(created == until[0], ident <= until[1])),
+        ]
+        if after is not None:
+            conditions.append(or_(created > after[0], and_(created == after[0], ident > after[1])))
+        with self._sessions() as session:
+            rows = session.execute(
+                select(ident, created, SubmissionRecord.status == SubmissionStatus.RUNNING)
+                .where(*conditions)
+                .order_by(created, ident)
+                .limit(limit)
+            ).all()
+        return [Unclaimed(submission_id, created_at, bool(running)) for submission_id, created_at, running in rows]
 
     def unfinished(self) -> list[str]:
         """Ids of submissions "queued" (oldest first)."""
