@@ -1,10 +1,12 @@
 """`remat-judge worker`: a grading process of the distributed mode.
 
 Takes jobs from Redis (Dramatiq), grades them with `server.grading.grader.Grader` (its own fork servers
-for jails and verifiers) and announces each stored verdict on Redis. Any number of workers may run
-on any number of machines, sharing the database, Redis, the problem packages and the hidden seed.
-SIGTERM or SIGINT stops it gracefully: it takes no new job, finishes the ones it holds (up to
-`STOP_TIMEOUT_S`), and leaves the rest for the other workers.
+for jails and verifiers) and announces each stored verdict on Redis. At start it re-enqueues every
+waiting submission Redis does not hold (`server.grading.sweeper`): Redis may have restarted empty
+while no worker ran. Any number of workers may run on any number of machines, sharing the
+database, Redis, the problem packages and the hidden seed. SIGTERM or SIGINT stops it gracefully:
+it takes no new job, finishes the ones it holds (up to `STOP_TIMEOUT_S`), and leaves the rest for
+the other workers.
 """
 
 from __future__ import annotations
@@ -67,11 +69,9 @@ def run(
     worker = jobs.worker(concurrency)
     grader.start()
     warmup = start_warmup(settings, problems)  # in the background: jobs are taken meanwhile
-    try:
-        jobs.restarted()  # remember the Redis server's identity
-    except Exception:  # noqa: BLE001 - Redis is away; the sweeper retries
-        pass
-    sweeper.start()
+    # At once: remember the Redis server's identity and re-enqueue every waiting submission it
+    # does not hold (it may have restarted empty while no worker ran); retried while Redis is away.
+    sweeper.start(recover=True)
     metrics.IDLE_WORKERS.inc(concurrency)
     worker.start()
     log.info("worker %s: %d grading threads, problems from %s", worker_id, concurrency, settings.problems_dir)
@@ -98,7 +98,8 @@ def _stop_on_signals(stop: threading.Event) -> None:
 
 def _sweeper(settings: Settings, store: SubmissionStore, jobs: RedisJobs) -> Sweeper:
     """The sweeper of a worker: it re-enqueues on Redis only what Redis does not hold, an expired
-    claim ahead of the backlog."""
+    claim ahead of the backlog; a full pass at start (`Sweeper.start(recover=True)`) and after
+    each Redis restart."""
     return Sweeper(
         store,
         jobs.put,

@@ -140,6 +140,8 @@ class RedisJobs:
     def restarted(self) -> bool:
         """True once after the Redis server changed (its `run_id`) since the previous call: a
         restart without persistence loses every queued job, which the sweeper then re-enqueues.
+        The first call only remembers it (False): what a restart lost before the worker started
+        is the sweeper's start-up pass (`Sweeper.start(recover=True)`).
 
         Raises:
             QueueUnavailable: Redis cannot be reached.
