@@ -28,7 +28,8 @@ def residual_name(residual: ResidualFact) -> str:
 
 
 MAX_BRANCH_INDEX_ELEMENTS = 256  # elements of branch indices one program may leave out, in all
-LOOP_BOOKKEEPING = "no argument's data flows into it (a loop counter or index)"
+BOOKKEEPING_ELEMENTS = 256  # the most elements of one value computed without the data left out
+LOOP_BOOKKEEPING = "no input's data flows into it (a loop counter, an index or a PRNG key)"
 BRANCH_BOOKKEEPING = "a branch index: the backward pass only uses it to pick a branch"
 
 
@@ -37,12 +38,15 @@ def bookkeeping_reasons(
 ) -> list[str | None]:
     """Why each residual is bookkeeping, or None where it is a residual like any other.
 
-    Decided on the artifacts, never on dtype or size alone (docs/ARCHITECTURE.md, "Bookkeeping
-    residuals"): an integer or boolean residual is left out of comparisons and budgets when
-    - no argument's data flows into it in the forward program (`depends`, per residual:
-      `ModuleInfo.depends_on_arguments`): a `fori_loop`'s counter (i32[] and its stacked i32[n],
-      measured with jax 0.10.2), a scan's indices, an iota; it tells the backward pass nothing
-      about the inputs; or
+    Whether a value carries information about the inputs is read from the artifacts, never from
+    its dtype or size (docs/ARCHITECTURE.md, "Bookkeeping residuals"). An integer or boolean
+    residual is left out of comparisons and budgets when
+    - no floating-point argument's data flows into it in the forward program (`depends`, per
+      residual: `ModuleInfo.depends_on_arguments`) and it has at most `BOOKKEEPING_ELEMENTS`
+      elements: a `fori_loop`'s counter (i32[] and its stacked i32[n], measured with jax
+      0.10.2), a scan's indices, a PRNG key split from a key argument (uint32[2]). Such a value
+      holds no activation; the size bound only keeps real memory (a dropout mask drawn from a key,
+      bool[N, h]) in the budgets; or
     - it depends on the data but the backward program uses it only as a `case` index or `if`
       predicate (`selectors`, per residual: `ModuleInfo.selector_arguments`): a `lax.cond` on
       data saves its branch index as i32[] (stacked per iteration in a scan). Such a value carries
@@ -57,7 +61,7 @@ def bookkeeping_reasons(
     for i, fact in enumerate(facts):
         if np.dtype(fact.dtype).kind not in "iub":
             continue
-        if i < len(depends) and not depends[i]:
+        if i < len(depends) and not depends[i] and math.prod(fact.shape) <= BOOKKEEPING_ELEMENTS:
             reasons[i] = LOOP_BOOKKEEPING
         elif i < len(selectors) and selectors[i]:
             branch.append(i)

@@ -111,12 +111,13 @@ TODO: a small example that is not the task, with the real `print_saved_residuals
   values the reference saves, and a plausible wrong policy that saves other values.
 - **Bookkeeping is left out.** A residual is bookkeeping, not part of a policy, only when it carries
   nothing about the inputs, as the judge reads it from your program (never from a dtype or a size):
-  an integer or boolean value that no argument's data flows into (a `fori_loop` or `scan` loop
-  counter, an index built from `iota`), or the branch index of a `lax.cond` or `lax.switch` on data
-  that the backward pass uses only to pick a branch. Such residuals are left out of the comparison
-  on both sides, yours and the policy's, and the panel lists each as "left out" with the reason.
-  Anything computed from the data, whatever its dtype (a relu's `bool` mask, an `argmax`, a value
-  bitcast or quantized to integers), is a residual like any other.
+  an integer or boolean value of at most 256 elements that no floating-point input's data flows into
+  (a `fori_loop` or `scan` loop counter, an index built from `iota`, a PRNG key split from a key
+  argument), or the branch index of a `lax.cond` or `lax.switch` on data that the backward pass uses
+  only to pick a branch. Such residuals are left out of the comparison on both sides, yours and the
+  policy's, and the panel lists each as "left out" with the reason. Anything computed from the data,
+  whatever its dtype (a relu's `bool` mask, an `argmax`, a value bitcast or quantized to integers),
+  is a residual like any other.
 - **Layout does not matter.** A saved value that holds the same numbers as one of the policy's in
   another layout, with its axes permuted (a weight kept transposed, say) or split or merged by a
   reshape, counts as the same residual; its bytes are still compared. Any other reordering of its

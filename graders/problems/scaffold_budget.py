@@ -189,12 +189,13 @@ budgets per case and what they leave room for besides the arguments.
   the values to keep, within the budget, that leave the least to recompute (an integer program).
 - **Bookkeeping is left out.** A residual is bookkeeping, not part of a policy, only when it carries
   nothing about the inputs, as the judge reads it from your program (never from a dtype or a size):
-  an integer or boolean value that no argument's data flows into (a `fori_loop` or `scan` loop
-  counter, an index built from `iota`), or the branch index of a `lax.cond` or `lax.switch` on data
-  that the backward pass uses only to pick a branch. Such residuals are left out of the budget on
-  both sides, yours and the reference's, and the panel lists each as "left out" with the reason.
-  Anything computed from the data, whatever its dtype (a relu's `bool` mask, an `argmax`, a value
-  bitcast or quantized to integers), is a residual like any other.
+  an integer or boolean value of at most 256 elements that no floating-point input's data flows into
+  (a `fori_loop` or `scan` loop counter, an index built from `iota`, a PRNG key split from a key
+  argument), or the branch index of a `lax.cond` or `lax.switch` on data that the backward pass uses
+  only to pick a branch. Such residuals are left out of the budget on both sides, yours and the
+  reference's, and the panel lists each as "left out" with the reason. Anything computed from the
+  data, whatever its dtype (a relu's `bool` mask, an `argmax`, a value bitcast or quantized to
+  integers), is a residual like any other.
 - **Recomputation.** The recompute figure counts forward work done again: the FLOPs of the forward
   program's operations that your backward pass runs again from what was saved (a product $h W$
   computed again), not the derivative's own arithmetic.

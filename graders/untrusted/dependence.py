@@ -7,11 +7,12 @@ tells the backward pass nothing about the inputs. That is decided on the artifac
 residual's dtype or size (an activation bitcast to int32 and cut into 256-element pieces is an
 integer array as small as a loop counter):
 
-- `argument_dependence`: per output of a forward program's `main`, whether any argument's data
-  flows into it, through any op, call, loop carry or branch, including the implicit flows of a
-  data-dependent branch index or loop condition. A `fori_loop` counter (constants and `+ 1`), a
-  scan's stacked counters and an `iota` depend on none; a bitcast, a quantization, a comparison,
-  an `argmax` or a mask of an activation depend on it.
+- `argument_dependence`: per output of a forward program's `main`, whether the data of any of its
+  floating-point arguments flows into it, through any op, call, loop carry or branch, including
+  the implicit flows of a data-dependent branch index or loop condition. A `fori_loop` counter
+  (constants and `+ 1`), a scan's stacked counters, an `iota` and a PRNG key split from a key
+  argument depend on none; a bitcast, a quantization, a comparison, an `argmax` or a mask of an
+  activation depend on them.
 - `selector_arguments`: per argument of a backward program's `main`, whether every use of it is
   the index of a `case` (or the predicate of an `if`), reached only through data movement
   (reshape, convert, slices, a loop carry, a call). Such a value tells the backward pass which
@@ -33,6 +34,7 @@ from typing import Any
 
 from graders.untrusted.mesh_ops import MANUAL_COMPUTATION, SHARDING_OPS
 from graders.untrusted.ops import ALIASING_OPS, MOVE_OPS
+from graders.untrusted.parse import mlir_ir
 from graders.untrusted.provenance import callee_of
 
 # Ops whose results hold (some of) their operands' elements as they are: a selector may pass
@@ -291,7 +293,9 @@ def _summaries(functions: dict[str, Any], order: list[str], *, selector: bool) -
 
 
 def argument_dependence(functions: dict[str, Any], order: list[str]) -> list[bool]:
-    """Per output of `main`, whether any of its arguments' data flows into it.
+    """Per output of `main`, whether the data of any of its floating-point (or complex) arguments
+    flows into it: the inputs activations are computed from. An integer argument (a PRNG key's
+    data, token ids) is not counted: what is computed from it alone holds no activation.
 
     Args:
         functions: the module's functions by name, already bounded (`ModuleWalker.scan`).
@@ -299,12 +303,16 @@ def argument_dependence(functions: dict[str, Any], order: list[str]) -> list[boo
 
     Returns:
         One bool per operand of main's return: False only when the value is computed from
-        constants, iotas and device indices alone, whatever path it takes.
+        constants, iotas, device indices and integer arguments alone, whatever path it takes.
     """
     main = _summaries(functions, order, selector=False)
-    n_args = len(functions["main"].regions[0].blocks[0].arguments)
-    arguments = (1 << n_args) - 1
-    return [bool(m & arguments) for m in main.results]
+    ir = mlir_ir()
+    data = 0
+    for i, arg in enumerate(functions["main"].regions[0].blocks[0].arguments):
+        element = arg.type.maybe_downcast().element_type
+        if not isinstance(element, ir.IntegerType):
+            data |= 1 << i
+    return [bool(m & data) for m in main.results]
 
 
 def selector_arguments(functions: dict[str, Any], order: list[str]) -> list[bool]:

@@ -142,3 +142,43 @@ def test_a_loop_whose_trip_count_comes_from_the_data_carries_the_data() -> None:
 
     steps.defvjp(fwd, bwd)
     assert integer_reasons(lambda x, w: steps(x @ w[0])) == [None]
+
+
+def test_a_key_split_from_a_key_argument_is_bookkeeping_and_a_mask_drawn_from_it_counts() -> None:
+    """A PRNG key carries no activation (it comes from an integer argument alone): the split keys
+    a checkpointed dropout saves are left out; a dropout mask drawn outside the checkpoint,
+    bool[32, 16] from the key alone, is memory a policy keeps, and counts."""
+    specs = [
+        {"kind": "array", "name": "x", "shape": [32, 16], "dtype": "float32"},
+        SPECS[1],
+        {"kind": "array", "name": "key", "shape": [2], "dtype": "uint32"},
+    ]
+
+    def dropout(x, w, key):
+        k0, _ = jax.random.split(jax.random.wrap_key_data(key))
+
+        def layer(h, k):
+            h = jnp.tanh(h @ w[0])
+            return jnp.where(jax.random.bernoulli(k, 0.9, h.shape), h, 0.0)
+
+        return jax.checkpoint(layer)(x, k0).sum()
+
+    def mask_outside(x, w, key):
+        keep = jax.random.bernoulli(jax.random.wrap_key_data(key), 0.9, (32, 16))
+        return jnp.where(keep, jnp.tanh(x @ w[0]), 0.0).sum()
+
+    def read(fn: Callable[..., Any]) -> list[tuple[str, str | None]]:
+        fwd_blob, bwd_blob, n_out = export_case(fn, specs)
+        fwd, bwd = deserialize(fwd_blob), deserialize(bwd_blob)
+        avals = exported_avals(fwd.out_avals)[n_out:]
+        facts = describe_residuals(
+            avals,
+            None,
+            depends=inspect_module(fwd).depends_on_arguments[n_out:],
+            selectors=inspect_module(bwd, cotangents=n_out).selector_arguments[: len(avals)],
+        )
+        return [(f.dtype, f.left_out) for f in facts]
+
+    assert [r for d, r in read(dropout) if d == "uint32"] == [LOOP_BOOKKEEPING]
+    masks = [r for d, r in read(mask_outside) if d == "bool"]
+    assert masks == [None]  # 512 elements: past BOOKKEEPING_ELEMENTS, a residual like any other

@@ -20,7 +20,7 @@ SECTION = "## How this judge measures it"
 # per rule, the phrases its sentence must hold (whitespace-insensitive: statements wrap at 100 columns)
 RULES = {
     "bookkeeping": (
-        "no argument's data flows into",
+        "no floating-point input's data flows into",
         "loop counter",
         "only to pick a branch",
         '"left out" with the reason',

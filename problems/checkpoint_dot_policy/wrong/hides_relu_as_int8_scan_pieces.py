@@ -1,5 +1,5 @@
 # expect: WRONG_POLICY
-# Keeps relu(x @ w1) quantized to int8 in 64-element pieces stacked by a lax.scan, so each piece is
+# Keeps relu(x @ w1) quantized to int8 in 16-element pieces stacked by a lax.scan, so each piece is
 # a small integer array next to the scan's own counter. Quantized values still come from the data:
 # they are compared and counted like any residual (and the gradient is off as well).
 import jax
@@ -15,7 +15,7 @@ def _square_sum(h, w2):
 def _fwd(h, w2):
     y = h @ w2
     scale = jnp.max(jnp.abs(h)) + 1e-30
-    flat = h.reshape(-1, 64) / scale
+    flat = h.reshape(-1, 16) / scale
 
     def piece(carry, row):
         return carry, jnp.round(row * 127).astype(jnp.int8)
