@@ -19,6 +19,7 @@ from graders.problems.hidden_inputs import case_arg_specs
 from graders.problems.problem import Problem
 from graders.verdict import CheckResult, Verdict, VerdictReport, first_verdict
 from graders.verifier.client import ReferenceCheckFailed, Verifier, VerifierError, verifier_templates
+from jailside.paths import local_paths
 from jailside.protocol import JailRequest
 from sandbox.bundle import Bundle, BundleError, parse_bundle
 from sandbox.jail import JailError, JailOutcome, jail_templates, run_in_jail
@@ -91,7 +92,7 @@ def judge_outcome(outcome: JailOutcome, limits: JailLimits) -> tuple[CheckResult
         try:
             bundle = parse_bundle(outcome.bundle, limit_bytes=limits.bundle_limit_bytes)
         except BundleError as exc:
-            why = f"the process {_exit_text(outcome.exit_code)} without a valid result ({exc})"
+            why = f"the process {_exit_text(outcome.exit_code)} without a valid result ({local_paths(str(exc))})"
             if outcome.exit_code == 128 + signal.SIGXFSZ:
                 why += f"; it wrote a file larger than the {limits.file_size_limit_bytes:,}-byte limit"
             if outcome.process_limit_hit:
@@ -99,7 +100,8 @@ def judge_outcome(outcome: JailOutcome, limits: JailLimits) -> tuple[CheckResult
             candidates.append((Verdict.RUNTIME_ERROR, why))
     if bundle is not None and bundle.status != "ok":
         error = bundle.error
-        message = error.message if error else f"the submission failed ({bundle.status})"
+        # the jail's text, untrusted: it names no host path whatever the jail wrote
+        message = local_paths(error.message) if error else f"the submission failed ({bundle.status})"
         verdict = {"compile_error": Verdict.COMPILE_ERROR, "memory_error": Verdict.MEMORY_LIMIT_EXCEEDED}.get(
             bundle.status, Verdict.RUNTIME_ERROR
         )
@@ -128,7 +130,9 @@ def judge_outcome(outcome: JailOutcome, limits: JailLimits) -> tuple[CheckResult
 
 
 def _text(data: bytes) -> str:
-    return data.decode("utf-8", "replace")
+    """The jail's captured output as students see it: decoded, with no host path in it (a
+    library's warning on stderr names the library's file by its install path; `local_paths`)."""
+    return local_paths(data.decode("utf-8", "replace"))
 
 
 def internal_error_report(
@@ -328,7 +332,7 @@ def grade_once(source: str, problem: Problem, config: JudgeConfig) -> VerdictRep
             stderr=_text(outcome.stderr),
             checks=[sandbox_check],
             timing_ms={"sandbox": round(outcome.wall_ms, 1)},
-            jax_version=bundle.jax_version if bundle else None,
+            jax_version=local_paths(bundle.jax_version) if bundle and bundle.jax_version else None,
         )
         if bundle is None:
             report.verdict = sandbox_check.verdict

@@ -18,6 +18,7 @@ from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, cast
 
 from jailside.mesh import make_mesh, place
+from jailside.paths import local_paths
 
 if TYPE_CHECKING:
     from jax._src import core
@@ -215,7 +216,9 @@ def residual_notes(
 
     Advisory only: for people reading a verdict. Uses `jax._src.ad_checkpoint.saved_residuals`,
     which JAX 0.10.2 no longer exports publicly. Returns `[{"shape", "dtype", "note"}, ...]` in
-    the order the VJP stores residuals, or None when the description fails.
+    the order the VJP stores residuals, or None when the description fails. A frame in a library
+    is named relative to it (`flax/core/axes_scan.py:200:14`, `jailside.paths.local_paths`), never
+    by its path on the host.
     """
     try:
         # JAX only inside the jail's child (and the reference's): the runner's protocol stays light
@@ -237,7 +240,7 @@ def residual_notes(
             {
                 "shape": [int(d) for d in aval.shape],
                 "dtype": str(aval.dtype),
-                "note": re.sub(r"dynamic\[(\d+)\]", lambda m: names[int(m.group(1))], str(note)),
+                "note": local_paths(re.sub(r"dynamic\[(\d+)\]", lambda m: names[int(m.group(1))], str(note))),
             }
             for aval, note in found
         ]

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jailside.export import export_case, residual_notes
+from jailside.paths import local_paths
 from jailside.protocol import READY, JailRequest, decode
 
 SUBMISSION_FILENAME = "submission.py"
@@ -35,9 +36,11 @@ MAX_REQUEST_BYTES = 64 << 20  # far above any allowed source (REMAT_JUDGE_MAX_SO
 
 
 class _Failure(Exception):
-    """A submission failure with the bundle status it maps to."""
+    """A submission failure with the bundle status it maps to; its message and traceback name no
+    host path (an exception's text can: `jailside.paths.local_paths`)."""
 
     def __init__(self, status: str, kind: str, message: str, tb: str = "", case: str | None = None):
+        message, tb = local_paths(message), local_paths(tb)
         super().__init__(message)
         self.status, self.kind, self.message, self.tb, self.case = status, kind, message, tb, case
 

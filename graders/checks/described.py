@@ -12,6 +12,7 @@ from graders.artifact_limits import Aval
 from graders.checks.comparison import bookkeeping_reasons
 from graders.checks.residuals import aval_signature
 from graders.verdict import ResidualFact
+from jailside.paths import local_paths
 
 
 def describe_residuals(
@@ -31,7 +32,9 @@ def describe_residuals(
     follows in the VJP). So notes are attached only when their avals form the same multiset as the
     artifact's; within one aval a note goes first to a residual whose provenance it names ("output
     of sine" to a residual from `sine`), the rest in artifact order. Otherwise no notes: the
-    artifact decides, the notes only explain.
+    artifact decides, the notes only explain. Notes come out of the jail, untrusted: any host
+    path in one is rewritten whatever the jail sent (`jailside.paths.local_paths`: a library's
+    frame relative to the library, `flax/linen/linear.py:287:8`).
 
     Args:
         avals: residual avals read from the fwd artifact (objects with `.shape` and `.dtype`).
@@ -71,12 +74,14 @@ def _note_agrees(fact: ResidualFact, note: str) -> bool:
 
 def _attach_notes(facts: list[ResidualFact], notes: Sequence[Any], *, hide_source: bool) -> None:
     """Sets `note` on `facts` as `describe_residuals` says, or on none of them when the notes'
-    avals are not the artifact's multiset."""
+    avals are not the artifact's multiset; no note names a host path."""
 
     def field(n: Any, name: str) -> Any:
         return n[name] if isinstance(n, dict) else getattr(n, name)
 
-    described = [(Aval(tuple(field(n, "shape")), str(field(n, "dtype"))), str(field(n, "note"))) for n in notes]
+    described = [
+        (Aval(tuple(field(n, "shape")), str(field(n, "dtype"))), local_paths(str(field(n, "note")))) for n in notes
+    ]
     if Counter(key for key, _ in described) != aval_signature(facts):
         return
     queues: dict[Aval, list[str]] = {}
