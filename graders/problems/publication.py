@@ -26,6 +26,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from graders.atomic_files import replace_atomically
+
 MARKER = ".published"
 VERSIONS = ".versions"  # <problems>/.versions/<slug>/<version>/: the published snapshots
 # the files a version is made of: what students read, what a submission is judged by
@@ -73,11 +75,13 @@ def publication(root: Path, version: str) -> Publication:
 
 
 def mark_published(root: Path, version: str) -> None:
-    """Writes the marker of the package at `root`, recording `version` (atomically: a reader sees
-    the old marker or the new one)."""
-    temporary = root / f"{MARKER}.{os.getpid()}.tmp"
-    temporary.write_text(version + "\n", encoding="utf-8")
-    temporary.replace(root / MARKER)
+    """Writes the marker of the package at `root`, recording `version` (`replace_atomically`: a
+    reader sees the old marker or the new one).
+
+    Raises:
+        OSError: the marker cannot be written (the old one stays; no temporary file is left).
+    """
+    replace_atomically(root / MARKER, (version + "\n").encode("utf-8"))
 
 
 def mark_unpublished(root: Path) -> bool:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
+
+from graders.atomic_files import replace_atomically
 
 log = logging.getLogger(__name__)
 
@@ -60,15 +61,13 @@ def recorded_failure(directory: Path) -> ReferenceCheckError | None:
 
 
 def record_failure(directory: Path, failure: ReferenceCheckError) -> None:
-    """Keeps `failure` beside the entry at `directory` (atomically; a cache we cannot write costs
-    time, not correctness)."""
+    """Keeps `failure` beside the entry at `directory` (`replace_atomically`; a cache we cannot
+    write costs time, not correctness: a failed write is logged, not raised, and leaves no
+    temporary file)."""
     path = failure_path(directory)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        temporary.write_text(
-            json.dumps({"failures": [{"check": c, "message": m} for c, m in failure.failures]}), encoding="utf-8"
-        )
-        temporary.replace(path)
+        data = json.dumps({"failures": [{"check": c, "message": m} for c, m in failure.failures]})
+        replace_atomically(path, data.encode("utf-8"))
     except OSError as exc:
         log.warning("cannot record the reference failure of %s: %s", directory, exc)

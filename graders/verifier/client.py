@@ -17,13 +17,12 @@ import hashlib
 import importlib.metadata
 import json
 import logging
-import os
 import sys
-import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
 
+from graders.atomic_files import replace_atomically
 from graders.config import JudgeConfig
 from graders.problems.problem import Problem
 from graders.reference.expectation import META_FILE, cache_dir
@@ -197,13 +196,12 @@ class ResultCache:
         return result if jax_version is None or result.jax_version == jax_version else None
 
     def put(self, key: str, result: Result) -> None:
-        """Stores `result` (write to a temporary file, then rename)."""
+        """Stores `result` (`replace_atomically`), best effort: a write that fails (a full disk) is
+        logged, not raised, and leaves no temporary file in the cache."""
         path = self._path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile("wb", dir=path.parent, delete=False, suffix=".tmp") as f:
-                f.write(result.model_dump_json().encode())
-            os.replace(f.name, path)
+            replace_atomically(path, result.model_dump_json().encode(), mode=0o600)
         except OSError as exc:
             log.warning("cannot store a verifier result: %s", exc)
 
