@@ -1,6 +1,7 @@
 """What a child of a template may use and what the kernel accounted of it: `ChildLimits` (its
 cgroup's memory and process caps, uid, RLIMITs, namespaces, output caps, start-up time) and
-`ChildFacts` (OOM kill, process-limit hits, CPU time, peak memory), for `sandbox.supervise.Child`.
+`ChildFacts` (OOM kill and whose limit caused it, process-limit hits, CPU time, peak memory), for
+`sandbox.supervise.Child`.
 Standard library only.
 """
 
@@ -46,13 +47,21 @@ class ChildFacts:
     """What the kernel accounted of a child, read before its cgroup is removed.
 
     Attributes:
-        oom_killed: the cgroup's OOM killer fired.
+        oom_killed: the kernel's OOM killer killed a process of the child because the child
+            reached its own cgroup memory limit (the job's fault: MEMORY_LIMIT_EXCEEDED).
+        host_memory_kill: the OOM killer killed a process of the child for memory the host ran
+            out of (a limit above the child's cgroup, such as the worker's container, or the whole
+            machine): never the job's fault, a judge fault to retry. Decided from the kernel's
+            counters by `sandbox.jail_limits.memory_kill_cause`.
+        memory_kill_evidence: the kernel's counters behind those two, for logs ("" without a kill).
         process_limit_hit: a fork or clone failed at the cgroup's process limit.
         cpu_ms: CPU milliseconds of every process and thread of the child; None without a cgroup.
         peak_memory_bytes: its highest memory use; None without a cgroup.
     """
 
     oom_killed: bool = False
+    host_memory_kill: bool = False
+    memory_kill_evidence: str = ""
     process_limit_hit: bool = False
     cpu_ms: float | None = None
     peak_memory_bytes: int | None = None

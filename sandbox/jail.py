@@ -31,7 +31,7 @@ from pathlib import Path
 
 from jailside.protocol import READY, SIMULATED_DEVICES_FLAG, JailRequest
 from sandbox.child_limits import ChildLimits
-from sandbox.jail_limits import MIB, JailLimits
+from sandbox.jail_limits import HOST_MEMORY_KILL, MIB, JailLimits
 from sandbox.ready import shared_ready
 from sandbox.supervise import Child
 from sandbox.templates import SupervisorError, Templates, TemplateSpec, shared_templates
@@ -66,6 +66,21 @@ BOOTSTRAP = (
 
 class JailError(Exception):
     """The jail could not be started or used: a fault of the judge (INTERNAL_ERROR), not of a submission."""
+
+
+class HostMemoryKill(JailError):
+    """The kernel's OOM killer killed the jail because the host ran out of memory (a cgroup limit
+    above the jail's, such as the worker's container, lowered or reached by others; or the whole
+    machine), not because the submission passed its own limit: a judge fault like a lost worker,
+    retried (`graders.pipeline.grade`) and never the submission's verdict.
+
+    Attributes:
+        outcome: what was observed of the run (`host_memory_kill` set; its bundle is not judged).
+    """
+
+    def __init__(self, outcome: JailOutcome):
+        super().__init__(f"{HOST_MEMORY_KILL} ({outcome.memory_kill_evidence})")
+        self.outcome = outcome
 
 
 @dataclass(frozen=True)
@@ -104,6 +119,12 @@ class JailOutcome:
         exit_code: bubblewrap's exit status (128 + signal number when killed by a signal).
         wall_time_exceeded, cpu_time_exceeded, memory_exceeded, output_exceeded,
         bundle_too_large, process_limit_hit: what went wrong, as seen from outside.
+            `memory_exceeded` is an OOM kill for the jail's own cgroup limit only.
+        host_memory_kill: the kernel's OOM killer killed the jail for memory the host ran out of
+            (a limit above the jail's cgroup, or the whole machine), not for the jail's own limit:
+            a judge fault, never the submission's (`run_in_jail` raises `HostMemoryKill`).
+        memory_kill_evidence: the kernel's counters behind `memory_exceeded` or
+            `host_memory_kill` ("" without an OOM kill).
         wall_ms: milliseconds from handing over the request to the end of the jail.
         cpu_ms: CPU milliseconds of the whole jail (cgroup), or None without a cgroup.
         peak_memory_bytes: the jail's highest memory use (cgroup), or None.
@@ -121,6 +142,8 @@ class JailOutcome:
     output_exceeded: bool = False
     bundle_too_large: bool = False
     process_limit_hit: bool = False
+    host_memory_kill: bool = False
+    memory_kill_evidence: str = ""
     wall_ms: float = 0.0
     cpu_ms: float | None = None
     peak_memory_bytes: int | None = None
@@ -313,6 +336,8 @@ def run_in_jail(
         The outcome; the child is torn down (every process killed, cgroup removed, uid returned).
 
     Raises:
+        HostMemoryKill: the kernel's OOM killer killed the jail for the host's memory, not for the
+            jail's own limit (a judge fault; the outcome is on the exception).
         JailError: the jail could not be started or did not become ready (a judge fault).
     """
     try:
@@ -328,6 +353,9 @@ def run_in_jail(
         child.close()
         raise
     child.close(wait=False)  # the outcome holds the cgroup's facts; the teardown is off the critical path
+    if outcome.host_memory_kill:
+        log.warning("the host's memory pressure killed a jail (not its own limit): %s", outcome.memory_kill_evidence)
+        raise HostMemoryKill(outcome)
     return outcome
 
 
@@ -362,8 +390,11 @@ def _run(child: Child, request: JailRequest, limits: JailLimits) -> JailOutcome:
     outcome.output_exceeded = bool({"stdout", "stderr"} & child.exceeded)
     outcome.bundle_too_large = "result" in child.exceeded
     facts = child.facts()
-    # Decided from the kernel's accounting, never from what the jail's exit status claims.
+    # Decided from the kernel's accounting, never from what the jail's exit status claims; an OOM
+    # kill is the submission's only when the jail's own limit caused it (`memory_kill_cause`).
     outcome.memory_exceeded = facts.oom_killed
+    outcome.host_memory_kill = facts.host_memory_kill
+    outcome.memory_kill_evidence = facts.memory_kill_evidence
     outcome.process_limit_hit = facts.process_limit_hit
     outcome.cpu_ms, outcome.peak_memory_bytes = facts.cpu_ms, facts.peak_memory_bytes
     used_ms = None if facts.cpu_ms is None or cpu_ms_at_ready is None else facts.cpu_ms - cpu_ms_at_ready

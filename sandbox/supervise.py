@@ -12,8 +12,8 @@ code that starts, feeds, watches and kills them:
   uid before it runs anything: the child announces itself on its job socket, the kernel tells us
   its pid (SCM_CREDENTIALS), we move it into the cgroup and only then send its `JobSetup`. We
   pump its output pipes with caps, enforce the wall-clock limit, kill it (cgroup and process
-  group), and read the cgroup's facts (OOM kill, peak memory, CPU time, process-limit hits)
-  before the cgroup is removed.
+  group), and read the cgroup's facts (OOM kill, and whether the child's own limit or the host's
+  memory caused it; peak memory, CPU time, process-limit hits) before the cgroup is removed.
 
 Messages are the typed ones of `jailside/protocol.py`, shared by both ends of every pipe.
 Standard library plus `sandbox.jail_limits`; no JAX here (the server imports this module).
@@ -274,8 +274,11 @@ class Child:
         """The cgroup's accounting now (call after the child ended or was killed, before close)."""
         if self.cgroup is None:
             return ChildFacts()
+        kill = self.cgroup.memory_kill()
         return ChildFacts(
-            oom_killed=self.cgroup.oom_killed(),
+            oom_killed=kill.own_limit,
+            host_memory_kill=kill.by_host,
+            memory_kill_evidence=kill.evidence if kill.killed else "",
             process_limit_hit=self.cgroup.pids_limit_hit(),
             cpu_ms=self.cgroup.cpu_time_ms(),
             peak_memory_bytes=self.cgroup.peak_memory_bytes(),
