@@ -42,7 +42,7 @@ from graders.verifier.events import (
 from jailside.frameworks import framework_versions
 from jailside.protocol import SIMULATED_DEVICES_FLAG
 from sandbox.child_limits import ChildLimits
-from sandbox.jail_limits import MIB
+from sandbox.jail_limits import HOST_MEMORY_KILL, MIB
 from sandbox.ready import shared_ready
 from sandbox.supervise import Child
 from sandbox.templates import SupervisorError, Templates, TemplateSpec, shared_templates
@@ -289,6 +289,8 @@ class Verifier:
             message = f"{message}: the verifier failed before its job began ({lockdown})"
         elif tail and phase == "startup":
             message = f"{message}; verifier stderr: {tail}"
+        if facts.host_memory_kill:  # not memory_exceeded: a judge fault in either phase, retried
+            message = f"{message}; {HOST_MEMORY_KILL} ({facts.memory_kill_evidence})"
         return VerifierError(message, phase=phase, timed_out=timed_out, memory_exceeded=facts.oom_killed)
 
     def _building(self) -> bool:
@@ -346,7 +348,8 @@ class Verifier:
 
         From the moment the bundle is sent, a time-out or memory kill belongs to the submission:
         the child is reading or running its artifacts (phase "running"). An `error` event is an
-        exception in our code, never the submission's (phase "startup": INTERNAL_ERROR).
+        exception in our code, never the submission's (phase "startup": INTERNAL_ERROR); nor is
+        an OOM kill for the host's memory (`ChildFacts.host_memory_kill`: not `memory_exceeded`).
 
         Raises:
             VerifierError: phase "running" for a time-out or memory kill, else phase "startup".
