@@ -1,8 +1,9 @@
 """The container of a running app's parts (`Services`), built by the composition root
 (`server.runtime.build_services`) and handed to routes by `server.deps`. Low on purpose: it
-imports the types it holds only for type checking, so an edge that names `Services` pulls in none
-of the parts it does not use (docs/ARCHITECTURE.md, "The server's floors"). Every store a route
-uses is a field here, built once: routes never build one."""
+names only types from its own floor and below, and those only for type checking, so an edge that
+names `Services` pulls in none of the parts it does not use; LTI's service, from a floor above,
+it holds as an `object` that `server.lti.service.get_lti` reads back (docs/ARCHITECTURE.md, "The
+server's floors"). Every store a route uses is a field here, built once: routes never build one."""
 
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
     from server.grading.queue import JobQueue, WorkerPool
     from server.grading.redis_jobs import RedisJobs
     from server.grading.waits import CompletionHub
-    from server.lti.service import LtiService
     from server.platform.throttle import SignInThrottle
     from server.store.accounts import ClientStore, SessionStore, UserStore
     from server.store.course_store import CourseStore
@@ -55,7 +55,9 @@ class Services:
         pool: the grading threads of the embedded mode; None when scaled out (workers grade).
         redis_jobs: the Redis queue when scaled out, else None.
         engine: the database (for the queries of `access` and `server.problems.clusters`).
-        lti: the LTI tool's service (`server.lti.service.LtiService`); None in tests without LTI.
+        lti: the LTI tool's service (a `server.lti.service.LtiService`, held as an `object`: LTI
+            stands above the container, and `server.lti.service.get_lti` reads it back); None in
+            tests without LTI.
         lms_grades: the LMS side of courses' grades (`server.store.lms_grades.LmsGrades`): LTI's in a
             running judge, `NoLms` in a test that builds its own services.
     """
@@ -79,7 +81,7 @@ class Services:
     admission: Admission
     pool: WorkerPool | None = None
     redis_jobs: RedisJobs | None = None
-    lti: LtiService | None = None
+    lti: object | None = None
     lms_grades: LmsGrades = field(default_factory=NoLms)
     _throttle: SignInThrottle | None = field(default=None, init=False, repr=False)
     _throttle_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)

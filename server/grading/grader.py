@@ -33,7 +33,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from graders.config import JudgeConfig
 from graders.insight import fingerprint
@@ -41,11 +41,8 @@ from graders.pipeline import grade, internal_error_report
 from graders.problems.problem import ProblemRepository, ProblemUnavailable
 from graders.problems.spec import ProblemError
 from graders.verdict import CheckResult, Verdict, VerdictReport
+from server.delivery.senders import DueSender
 from server.platform import metrics
-
-if TYPE_CHECKING:
-    from server.lti.grade_sender import LtiGradeSender
-    from server.submissions.callback_sender import CallbackSender
 from server.platform.logs import submission_context
 from server.store.db import utcnow
 from server.store.faults import DATABASE, Outage, is_database_fault
@@ -60,6 +57,14 @@ def new_worker_id(kind: str) -> str:
     """A name for one worker process, unique across machines and restarts:
     `<kind>-<host>-<pid>-<random>` (at most 64 characters)."""
     return f"{kind}-{socket.gethostname()[:24]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"[:64]
+
+
+class GradePassback(Protocol):
+    """The LMS grade sender as the grader uses it (`server.lti.grade_sender.LtiGradeSender`, above)."""
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def verdict_stored(self, *, user_id: int | None, problem: str) -> int: ...
 
 
 class LeaseKeeper:
@@ -125,8 +130,8 @@ class Grader:
         lease_s: float,
         max_attempts: int,
         on_finished: Callable[[str], None] = lambda submission_id: None,
-        callbacks: CallbackSender | None = None,
-        grades: LtiGradeSender | None = None,
+        callbacks: DueSender | None = None,
+        grades: GradePassback | None = None,
     ):
         self.store, self.problems, self.config_factory = store, problems, config_factory
         self.worker_id, self.lease_s, self.max_attempts = worker_id, lease_s, max_attempts

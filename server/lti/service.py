@@ -124,14 +124,19 @@ class LtiService:
 
 
 def get_lti(services: ServicesDep) -> LtiService:
-    """The LTI tool's service of the app.
+    """The LTI tool's service of the app (the container holds it as an `object`: it names nothing
+    of the floors above it).
 
     Raises:
         HTTPException(404): an app built without LTI (a test's services).
+        TypeError: the container holds something else there (a mistake in building it).
     """
-    if services.lti is None:
+    lti = services.lti
+    if lti is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "LTI is not set up on this server")
-    return services.lti
+    if not isinstance(lti, LtiService):
+        raise TypeError(f"Services.lti holds a {type(lti).__name__}, not an LtiService")
+    return lti
 
 
 LtiDep = Annotated[LtiService, Depends(get_lti)]

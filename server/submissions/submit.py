@@ -19,7 +19,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from graders.problems.spec import ProblemError
 from server.delivery.targets import allowed_prefix
@@ -27,12 +27,13 @@ from server.platform import metrics
 from server.platform.text import unstorable_reason
 from server.store.accounts import ApiClientRecord
 from server.store.faults import is_database_fault
-from server.store.submissions import Idempotency, IdempotencyKeyTaken, SubmissionRecord
-from server.submissions.admission import Rejected
+from server.store.submissions import Idempotency, IdempotencyKeyTaken, SubmissionIntake, SubmissionRecord
+from server.submissions.admission import Admission, Rejected
 from server.submissions.refusal import Refusal
 
 if TYPE_CHECKING:
-    from server.services import Services
+    from graders.problems.problem import ProblemRepository
+    from server.settings import Settings
 
 log = logging.getLogger(__name__)
 MAX_EXTERNAL_ID_CHARS = 128  # the column's size (server/store/submissions/records.py)
@@ -54,6 +55,36 @@ class SubmitError(Exception):
 
 MAX_IDEMPOTENCY_KEY_CHARS = 255
 IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")  # visible ASCII, as an HTTP header's token or sf-string
+
+
+class JobSink(Protocol):
+    """Where a stored submission's job goes (`server.grading.queue.JobQueue`)."""
+
+    def put(self, submission_id: str) -> None: ...
+
+
+class QueueHealth(Protocol):
+    """Whether the shared queue answers (`server.grading.redis_jobs.RedisJobs`, scaled out)."""
+
+    def available(self) -> bool: ...
+
+
+class SubmitParts(Protocol):
+    """What `submit` needs of the app's parts: `server.services.Services` has them all, and the
+    container stands above submissions, so it is named here by what it holds, not by its type."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def problems(self) -> ProblemRepository: ...
+    @property
+    def admission(self) -> Admission: ...
+    @property
+    def submissions(self) -> SubmissionIntake: ...
+    @property
+    def jobs(self) -> JobSink: ...
+    @property
+    def redis_jobs(self) -> QueueHealth | None: ...
 
 
 def idempotency_key_of(header: str | None) -> str | None:
@@ -80,7 +111,7 @@ def request_fingerprint(*, problem: str, source: str, external_id: str | None, c
 
 
 def submit(
-    services: Services,
+    services: SubmitParts,
     *,
     problem: str,
     source: str,
@@ -96,7 +127,7 @@ def submit(
     `idempotency_key` answers the submission stored first (see the module docstring).
 
     Args:
-        services: the app's services.
+        services: the app's parts (`server.services.Services`, as `SubmitParts`).
         problem: the problem slug; source: the Python source (any line endings).
         owner_key: who submits, for rate limiting ("user:<id>", "client:<name>", "ip:<address>").
         user_id: the web account that owns the submission, if any.
@@ -175,7 +206,7 @@ def _check_text(*, problem: str, source: str, external_id: str | None, callback_
             raise SubmitError(Refusal.INVALID, f"{field} contains {reason}; send UTF-8 text without it")
 
 
-def _check_fields(services: Services, *, source: str, external_id: str | None, callback_url: str | None) -> None:
+def _check_fields(services: SubmitParts, *, source: str, external_id: str | None, callback_url: str | None) -> None:
     """Refuses an empty source, ids and URLs of the wrong length (INVALID) and a source over the
     size limit (TOO_LARGE)."""
     settings = services.settings
@@ -193,7 +224,7 @@ def _check_fields(services: Services, *, source: str, external_id: str | None, c
 
 
 def _check_target(
-    services: Services,
+    services: SubmitParts,
     *,
     problem: str,
     client: ApiClientRecord | None,
@@ -230,7 +261,7 @@ def _check_target(
             )
 
 
-def _admit(services: Services, owner_key: str) -> None:
+def _admit(services: SubmitParts, owner_key: str) -> None:
     """Admission control: the caller's rate limit (RATE_LIMITED), the queue's depth and, scaled
     out, whether Redis answers (UNAVAILABLE). A database fault propagates."""
     try:
@@ -262,7 +293,7 @@ def _admit(services: Services, owner_key: str) -> None:
 
 
 def _store_and_enqueue(
-    services: Services,
+    services: SubmitParts,
     *,
     problem: str,
     source: str,
@@ -304,7 +335,7 @@ def _store_and_enqueue(
     return record
 
 
-def _replay(services: Services, idempotency: Idempotency) -> SubmissionRecord | None:
+def _replay(services: SubmitParts, idempotency: Idempotency) -> SubmissionRecord | None:
     """The submission stored for this owner's key, if any (a repeat).
 
     Raises:
