@@ -1,6 +1,6 @@
 """The shape of the code, checked on its syntax trees (docs/ARCHITECTURE.md, "The map"): no
-import cycle, counting imports inside functions, between modules nor between the server's
-packages; an import inside a function only with its reason
+import cycle, counting imports inside functions and type-checking imports, between modules nor
+between the server's packages; an import inside a function only with its reason
 (a start-up or a jail kept light), the CLI's commands and the verifier child's entry point aside;
 no private name imported across modules; no module over 400 lines or function over 60
 (migrations aside); no two modules of one name (the CLI's command groups aside); comments that
@@ -35,15 +35,10 @@ MODULES = dict(_modules())
 
 def _imports(name: str, tree: ast.Module) -> Iterator[tuple[str, list[str], int]]:
     """(imported module, names, line) of every first-party import, at any depth, type-checking
-    imports left out (annotations only)."""
-    type_checking: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            type_checking |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    imports too: an annotation that names a type from a floor above is an edge the wrong way, which
+    an outside reader of the imports (pydeps, grimp) counts as one."""
     package = name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
     for node in ast.walk(tree):
-        if id(node) in type_checking:
-            continue
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] in PACKAGES:
@@ -68,7 +63,7 @@ def _target(module: str, names: list[str]) -> list[str]:
 
 
 def _module_graph() -> dict[str, set[str]]:
-    """Each module and the first-party modules it imports at run time, inside functions too."""
+    """Each module and the first-party modules it imports, inside functions and for type checking too."""
     graph = {
         name: {t for module, names, _ in _imports(name, tree) for t in _target(module, names) if t != name}
         for name, tree in TREES.items()
@@ -143,6 +138,14 @@ def test_a_cycle_of_packages_without_a_cycle_of_modules_is_found() -> None:
     graph = {"server.a.x": {"server.b.y"}, "server.b.y": set(), "server.b.z": {"server.a.w"}, "server.a.w": set()}
     assert _cycles(graph) == []
     assert _cycles(_package_graph(graph)) == [["server.a", "server.b", "server.a"]]
+
+
+def test_an_import_for_type_checking_only_is_an_edge() -> None:
+    """The positive control: the container naming LTI's service in an annotation depends on it."""
+    tree = ast.parse(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from server.lti.service import LtiService\n"
+    )
+    assert [module for module, _, _ in _imports("server.services", tree)] == ["server.lti.service"]
 
 
 def test_no_private_name_is_imported_from_another_module() -> None:
