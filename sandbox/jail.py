@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jailside.protocol import READY, SIMULATED_DEVICES_FLAG, JailRequest
-from sandbox.child_limits import ChildLimits
-from sandbox.jail_limits import HOST_MEMORY_KILL, MIB, JailLimits
+from sandbox.child_limits import HOST_MEMORY_KILL, ChildLimits
+from sandbox.jail_limits import MIB, JailLimits
 from sandbox.ready import shared_ready
 from sandbox.supervise import Child
 from sandbox.templates import SupervisorError, Templates, TemplateSpec, shared_templates
@@ -69,13 +69,10 @@ class JailError(Exception):
 
 
 class HostMemoryKill(JailError):
-    """The kernel's OOM killer killed the jail because the host ran out of memory (a cgroup limit
-    above the jail's, such as the worker's container, lowered or reached by others; or the whole
-    machine), not because the submission passed its own limit: a judge fault like a lost worker,
-    retried (`graders.pipeline.grade`) and never the submission's verdict.
-
-    Attributes:
-        outcome: what was observed of the run (`host_memory_kill` set; its bundle is not judged).
+    """The kernel's OOM killer killed the jail because the host ran out of memory (a limit above
+    the jail's, such as the worker's container, or the whole machine), not because the submission
+    passed its own: a judge fault, retried like a lost worker (`graders.pipeline.grade`), never a
+    verdict. `outcome`: what was observed of the run (its bundle is not judged).
     """
 
     def __init__(self, outcome: JailOutcome):
@@ -120,11 +117,8 @@ class JailOutcome:
         wall_time_exceeded, cpu_time_exceeded, memory_exceeded, output_exceeded,
         bundle_too_large, process_limit_hit: what went wrong, as seen from outside.
             `memory_exceeded` is an OOM kill for the jail's own cgroup limit only.
-        host_memory_kill: the kernel's OOM killer killed the jail for memory the host ran out of
-            (a limit above the jail's cgroup, or the whole machine), not for the jail's own limit:
-            a judge fault, never the submission's (`run_in_jail` raises `HostMemoryKill`).
-        memory_kill_evidence: the kernel's counters behind `memory_exceeded` or
-            `host_memory_kill` ("" without an OOM kill).
+        host_memory_kill: an OOM kill for the host's memory instead (`run_in_jail` raises
+            `HostMemoryKill`); memory_kill_evidence: the kernel's counters behind either, or "".
         wall_ms: milliseconds from handing over the request to the end of the jail.
         cpu_ms: CPU milliseconds of the whole jail (cgroup), or None without a cgroup.
         peak_memory_bytes: the jail's highest memory use (cgroup), or None.
@@ -336,8 +330,7 @@ def run_in_jail(
         The outcome; the child is torn down (every process killed, cgroup removed, uid returned).
 
     Raises:
-        HostMemoryKill: the kernel's OOM killer killed the jail for the host's memory, not for the
-            jail's own limit (a judge fault; the outcome is on the exception).
+        HostMemoryKill: an OOM kill for the host's memory, not the jail's limit (a judge fault).
         JailError: the jail could not be started or did not become ready (a judge fault).
     """
     try:
@@ -392,8 +385,7 @@ def _run(child: Child, request: JailRequest, limits: JailLimits) -> JailOutcome:
     facts = child.facts()
     # Decided from the kernel's accounting, never from what the jail's exit status claims; an OOM
     # kill is the submission's only when the jail's own limit caused it (`memory_kill_cause`).
-    outcome.memory_exceeded = facts.oom_killed
-    outcome.host_memory_kill = facts.host_memory_kill
+    outcome.memory_exceeded, outcome.host_memory_kill = facts.oom_killed, facts.host_memory_kill
     outcome.memory_kill_evidence = facts.memory_kill_evidence
     outcome.process_limit_hit = facts.process_limit_hit
     outcome.cpu_ms, outcome.peak_memory_bytes = facts.cpu_ms, facts.peak_memory_bytes

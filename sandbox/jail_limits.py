@@ -7,7 +7,8 @@ whole jail when they are exceeded.
 
 An OOM kill of a jail's process is the submission's only when the jail's own memory limit made
 the kernel's OOM killer fire; a kill for a limit above it (the worker's container) or for the
-whole machine is the host's, a fault of the judge (`JailCgroup.memory_kill`, `memory_kill_cause`).
+whole machine is the host's, a fault of the judge (`JailCgroup.memory_kill`; the counters and
+the rule: `sandbox.child_limits.read_memory_kill`).
 """
 
 from __future__ import annotations
@@ -19,108 +20,12 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandbox.child_limits import MemoryKill, cgroup_counter, limit_counts_above, read_memory_kill
+
 log = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-
-PEAK_MARGIN_BYTES = 4 * MIB
-"""How far below its own limit a cgroup's peak may stay when that limit made the OOM killer fire.
-The kernel charges memory in batches of up to 64 pages (MEMCG_CHARGE_BATCH, mm/memcontrol.c) and a
-transparent huge page is one 2 MiB charge: the charge that failed may leave the peak that much
-below the limit, never more."""
-MAX_ANCESTOR_LEVELS = 32
-"""Most cgroup levels above a jail read for evidence of whose limit ran out (a bound on the walk)."""
-HOST_MEMORY_KILL = (
-    "the host ran out of memory, not the submission: the kernel's OOM killer killed the jail "
-    "for a memory limit above the jail's own (the worker's container) or for the whole machine"
-)
-"""What an INTERNAL_ERROR caused by the host's memory says (the judge's fault, retried)."""
-
-
-@dataclass(frozen=True)
-class MemoryKill:
-    """What the kernel's OOM killer did to a cgroup's processes, and whose limit made it fire.
-
-    Attributes:
-        killed: the OOM killer killed a process of the cgroup (whichever OOM killer: the
-            cgroup's own, an ancestor cgroup's, or the whole machine's).
-        own_limit: the cgroup's own memory limit made it fire: the submission's verdict
-            (MEMORY_LIMIT_EXCEEDED). A kill that is not `own_limit` is the host's (`by_host`).
-        evidence: the kernel's counters the decision was made from, for logs and INTERNAL_ERROR.
-    """
-
-    killed: bool = False
-    own_limit: bool = False
-    evidence: str = ""
-
-    @property
-    def by_host(self) -> bool:
-        """True when the OOM killer killed a process of the cgroup for memory the host ran out of
-        (a limit above the cgroup's own, or the whole machine): never the submission's fault."""
-        return self.killed and not self.own_limit
-
-
-def memory_kill_cause(
-    *,
-    oom_kills: int | None,
-    own_ooms: int | None,
-    own_limit_hits: int | None,
-    peak_bytes: int | None,
-    limit_bytes: int | None,
-    above: str = "",
-) -> MemoryKill:
-    """Decides whether the jail's own limit or the host made the kernel's OOM killer kill a process
-    of the jail, from the jail cgroup's counters (the kernel's Documentation/admin-guide/cgroup-v2.rst,
-    "memory.events"; cgroup-v1/memory.rst, "memory.oom_control" and "memory.failcnt").
-
-    The kernel counts `oom_kill` on the cgroup of the process it kills, whichever limit ran out (the
-    cgroup's own, an ancestor's, or the machine's: mm/oom_kill.c, `__oom_kill_process`), so a kill
-    alone says nothing of its cause. cgroup v2 counts `oom` on the cgroup whose own `memory.max`
-    made the OOM killer run (and on that cgroup's ancestors, never on its descendants), so the
-    jail's `oom` (`memory.events.local`) is its own limit's. cgroup v1 shows no such counter (and
-    recent kernels no longer count `memory.memsw.failcnt`), so there the jail's peak against its
-    limit decides: an own-limit kill leaves the peak within `PEAK_MARGIN_BYTES` of the limit.
-    Where the counters cannot tell the causes apart, the jail's limit is blamed only when its
-    peak reached it.
-
-    Args:
-        oom_kills: processes of the jail the OOM killer killed (v2 `memory.events` `oom_kill`, v1
-            `memory.oom_control` `oom_kill`); None when the kernel does not count them (before 4.13).
-        own_ooms: times the jail's own limit made the OOM killer run (v2 `memory.events.local`
-            `oom`); None where the kernel does not show it (v1).
-        own_limit_hits: times a charge failed at the jail's own limit, reclaimed or not (v2 `max`;
-            v1 `memory.failcnt` plus `memory.memsw.failcnt`); None when unread.
-        peak_bytes: the jail's highest memory use (v2 `memory.peak`, v1 `memory.max_usage_in_bytes`
-            or `memory.memsw.max_usage_in_bytes`, the higher); None when unread.
-        limit_bytes: the jail's own memory limit (v2 `memory.max`, v1 the lower of
-            `memory.limit_in_bytes` and `memory.memsw.limit_in_bytes`); None when unlimited or unread.
-        above: what the cgroups above the jail counted meanwhile (evidence only: `JailCgroup`).
-
-    Returns:
-        Whether a process was killed, whether the jail's own limit was the cause, and the evidence.
-    """
-    peak_reached = None if peak_bytes is None or limit_bytes is None else peak_bytes >= limit_bytes - PEAK_MARGIN_BYTES
-    if oom_kills is None:  # no kill counter: the old rule, a limit reached is an OOM kill
-        killed = own = bool(own_limit_hits) and peak_reached is not False
-    elif oom_kills == 0:
-        killed = own = False
-    elif own_ooms is not None:
-        killed, own = True, own_ooms > 0 and peak_reached is not False
-    elif peak_reached is not None:
-        killed, own = True, peak_reached
-    else:
-        killed, own = True, False  # nothing says the jail reached its limit: not the submission's doing
-    counts = {"oom_kill": oom_kills, "own-limit oom": own_ooms, "own-limit hits": own_limit_hits}
-    parts = [f"{name} {n}" for name, n in counts.items() if n is not None]
-    if peak_bytes is not None:
-        of_limit = f" of its {limit_bytes / MIB:.0f} MiB limit" if limit_bytes is not None else " (no limit)"
-        parts.append(f"peak {peak_bytes / MIB:.1f} MiB{of_limit}")
-    evidence = "jail cgroup: " + ", ".join(parts) + (f"; {above}" if above else "")
-    if killed:
-        cause = "its own limit" if own else "the host's memory (a limit above the jail, or the whole machine)"
-        evidence += f"; killed for {cause}"
-    return MemoryKill(killed=killed, own_limit=own, evidence=evidence)
 
 
 @dataclass(frozen=True)
@@ -181,46 +86,6 @@ def _own_cgroup_v2() -> Path | None:
         if line.startswith("0::"):
             return CGROUP_ROOT / line[3:].lstrip("/")
     return None
-
-
-# the v1 memory counters `JailCgroup.memory_kill` reads, each also in its memory+swap form
-_V1_COUNTERS = tuple(
-    f"{memsw}{name}" for memsw in ("", "memsw.") for name in ("failcnt", "max_usage_in_bytes", "limit_in_bytes")
-)
-
-
-def _read_int_file(path: Path) -> int | None:
-    try:
-        return int(path.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _read_keyed_file(path: Path, key: str) -> int | None:
-    try:
-        for line in path.read_text().splitlines():
-            k, _, v = line.partition(" ")
-            if k == key:
-                return int(v)
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-def _known(*values: int | None) -> list[int]:
-    return [v for v in values if v is not None]
-
-
-def _sum_known(*values: int | None) -> int | None:
-    return sum(_known(*values)) if _known(*values) else None
-
-
-def _max_known(*values: int | None) -> int | None:
-    return max(_known(*values), default=None)
-
-
-def _min_known(*values: int | None) -> int | None:
-    return min(_known(*values), default=None)
 
 
 class JailCgroup:
@@ -362,92 +227,30 @@ class JailCgroup:
 
     def _read_int(self, controller: str, filename: str) -> int | None:
         d = self.dirs.get(controller)
-        return None if d is None else _read_int_file(d / filename)
+        return None if d is None else cgroup_counter(d / filename)
 
     def _read_keyed(self, controller: str, filename: str, key: str) -> int | None:
         d = self.dirs.get(controller)
-        return None if d is None else _read_keyed_file(d / filename, key)
+        return None if d is None else cgroup_counter(d / filename, key)
 
     def _memory_dir(self) -> Path | None:
         return self.dirs.get("memory" if self.version == 1 else "unified")
 
-    def ancestor_limit_counts(self) -> dict[Path, int]:
-        """How often each cgroup above this one (up to the hierarchy's root, at most
-        `MAX_ANCESTOR_LEVELS`) ran into its own memory limit: v2 `oom` of `memory.events.local`
-        (the times that cgroup's `memory.max` made the OOM killer run), v1 `memory.failcnt` (the
-        charges that failed at that cgroup's `memory.limit_in_bytes`). Unreadable ones are left out.
-        """
-        counts: dict[Path, int] = {}
-        own = self._memory_dir()
-        if own is None:
-            return counts
-        root = CGROUP_ROOT / "memory" if self.version == 1 else CGROUP_ROOT
-        d = own
-        for _ in range(MAX_ANCESTOR_LEVELS):
-            if d == root or root not in d.parents:
-                break
-            d = d.parent
-            if self.version == 1:
-                count = _read_int_file(d / "memory.failcnt")
-            else:
-                count = _read_keyed_file(d / "memory.events.local", "oom")
-                if count is None:
-                    count = _read_keyed_file(d / "memory.events", "oom")
-            if count is not None:
-                counts[d] = count
-        return counts
+    def _hierarchy_root(self) -> Path:
+        return CGROUP_ROOT / "memory" if self.version == 1 else CGROUP_ROOT
 
-    def _above(self) -> str:
-        """The cgroups above this one whose own limit ran out since it was made, as evidence."""
-        now = self.ancestor_limit_counts()
-        counter = "failcnt" if self.version == 1 else "oom"
-        rose = [
-            f"{d} ({counter} +{n - self.ancestors_at_start.get(d, 0)})"
-            for d, n in now.items()
-            if n > self.ancestors_at_start.get(d, 0)
-        ]
-        if rose:
-            return "above it, these cgroups reached their own limit meanwhile: " + ", ".join(rose)
-        return f"no cgroup above it ({len(now)} read) reached its own limit meanwhile"
+    def ancestor_limit_counts(self) -> dict[Path, int]:
+        """How often each cgroup above this one ran into its own memory limit (`limit_counts_above`)."""
+        own = self._memory_dir()
+        return {} if own is None else limit_counts_above(own, self.version, self._hierarchy_root())
 
     def memory_kill(self) -> MemoryKill:
         """Whether the kernel's OOM killer killed a process of this cgroup, and whether this
-        cgroup's own limit made it fire (`memory_kill_cause` says how that is decided).
-
-        Reads the cgroup's own counters (v2 `memory.events`, `memory.events.local`, `memory.peak`,
-        `memory.max`; v1 `memory.oom_control`, `memory.failcnt`, `memory.max_usage_in_bytes`,
-        `memory.limit_in_bytes` and their `memsw` forms) and, after a kill, those of its ancestors.
-        """
-        if self.version == 1:
-            kills = self._read_keyed("memory", "memory.oom_control", "oom_kill")
-            own_ooms = None
-            v1 = {name: self._read_int("memory", f"memory.{name}") for name in _V1_COUNTERS}
-            hits = _sum_known(v1["failcnt"], v1["memsw.failcnt"])
-            peak = _max_known(v1["max_usage_in_bytes"], v1["memsw.max_usage_in_bytes"])
-            limit = _min_known(v1["limit_in_bytes"], v1["memsw.limit_in_bytes"])
-            if limit is not None and limit >= 1 << 62:  # v1 writes "unlimited" as a huge number
-                limit = None
-        else:
-            kills = self._read_keyed("unified", "memory.events", "oom_kill")
-            local = self._read_keyed("unified", "memory.events.local", "oom") is not None
-            events = "memory.events.local" if local else "memory.events"  # the jail has no child cgroups
-            own_ooms = self._read_keyed("unified", events, "oom")
-            hits = self._read_keyed("unified", events, "max")
-            peak = self._read_int("unified", "memory.peak")
-            limit = self._read_int("unified", "memory.max")  # None for "max"
-        return memory_kill_cause(
-            oom_kills=kills,
-            own_ooms=own_ooms,
-            own_limit_hits=hits,
-            peak_bytes=peak,
-            limit_bytes=limit,
-            above=self._above() if kills else "",
-        )
-
-    def oom_killed(self) -> bool:
-        """True when the kernel's OOM killer killed a process of this cgroup because this cgroup
-        reached its own memory limit (`memory_kill`; a kill the host caused is not counted)."""
-        return self.memory_kill().own_limit
+        cgroup's own limit made it fire (`sandbox.child_limits.read_memory_kill`)."""
+        own = self._memory_dir()
+        if own is None:
+            return MemoryKill()
+        return read_memory_kill(own, self.version, self.ancestors_at_start, self._hierarchy_root())
 
     def peak_memory_bytes(self) -> int | None:
         """Highest memory use of the jail (bytes), as the kernel accounted it."""

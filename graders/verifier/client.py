@@ -41,8 +41,8 @@ from graders.verifier.events import (
 )
 from jailside.frameworks import framework_versions
 from jailside.protocol import SIMULATED_DEVICES_FLAG
-from sandbox.child_limits import ChildLimits
-from sandbox.jail_limits import HOST_MEMORY_KILL, MIB
+from sandbox.child_limits import HOST_MEMORY_KILL, ChildLimits
+from sandbox.jail_limits import MIB
 from sandbox.ready import shared_ready
 from sandbox.supervise import Child
 from sandbox.templates import SupervisorError, Templates, TemplateSpec, shared_templates

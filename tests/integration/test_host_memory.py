@@ -163,7 +163,6 @@ def test_a_kill_for_the_limit_above_the_jail_is_the_hosts(host: HostCgroup) -> N
         assert run_hog(jail) == -9
         kill = jail.memory_kill()
         assert kill.killed and kill.by_host and not kill.own_limit, kill.evidence
-        assert not jail.oom_killed()
         assert str(host.path) in kill.evidence  # named as the cgroup that ran out
     finally:
         assert jail.remove()
@@ -176,7 +175,6 @@ def test_a_kill_for_the_jails_own_limit_is_its_own(host: HostCgroup) -> None:
         assert run_hog(jail) == -9
         kill = jail.memory_kill()
         assert kill.killed and kill.own_limit and not kill.by_host, kill.evidence
-        assert jail.oom_killed()
     finally:
         assert jail.remove()
 
