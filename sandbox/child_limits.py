@@ -2,6 +2,7 @@
 cgroup's memory and process caps, uid, RLIMITs, namespaces, output caps, start-up time) and
 `ChildFacts` (OOM kill and whose limit caused it, process-limit hits, CPU time, peak memory), for
 `sandbox.supervise.Child`.
+
 How the kernel's memory counters of a cgroup tell an OOM kill for the child's own limit from one
 for the host's memory: `read_memory_kill` reads them, `memory_kill_cause` is the rule
 (`sandbox.jail_limits.JailCgroup.memory_kill` calls them). Standard library only.
@@ -85,7 +86,7 @@ def memory_kill_cause(
             or `memory.memsw.max_usage_in_bytes`, the higher); None when unread.
         limit_bytes: the jail's own memory limit (v2 `memory.max`, v1 the lower of
             `memory.limit_in_bytes` and `memory.memsw.limit_in_bytes`); None when unlimited or unread.
-        above: what the cgroups above the jail counted meanwhile (evidence only: `JailCgroup`).
+        above: what the cgroups above the jail counted meanwhile (evidence only: `read_memory_kill`).
 
     Returns:
         Whether a process was killed, whether the jail's own limit was the cause, and the evidence.
