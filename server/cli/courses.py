@@ -87,7 +87,9 @@ def list_courses(data_dir: DataDir = None) -> None:
 def assign(
     key: Annotated[str, typer.Argument(help="the course")],
     problem: Annotated[str, typer.Argument(help="the problem's slug")],
-    opens: Annotated[str, typer.Option(help="opening time (ISO 8601; empty: open now)")] = "",
+    opens: Annotated[
+        str, typer.Option(help="opening time, earlier attempts do not count (ISO 8601; empty: now, or as it was)")
+    ] = "",
     due: Annotated[str, typer.Option(help="deadline (ISO 8601; empty: none)")] = "",
     late: Annotated[LateRule, typer.Option(help="after the deadline: none (no credit) or penalty")] = LateRule.PENALTY,
     penalty_per_day: Annotated[float, typer.Option(help="fraction lost per started day late, 0-1")] = 0.0,
@@ -97,7 +99,8 @@ def assign(
     data_dir: DataDir = None,
     problems_dir: Annotated[Path | None, typer.Option(help="problem packages folder")] = None,
 ) -> None:
-    """Add a problem to a course, or change its dates and rules (LMS grades that change are sent)."""
+    """Add a problem to a course, or change its dates and rules (LMS grades that change are sent).
+    A new assignment without --opens opens now: attempts made before it do not count."""
     from server.courses import admin
 
     engine = engine_for(data_dir)
@@ -113,11 +116,13 @@ def assign(
             grace_minutes=grace_minutes,
         )
         lms = LtiCourseGrades(PassbackStore(engine))
-        admin.change_assignment(CourseStore(engine), course, problem, policy, _problems(problems_dir), lms)
+        made = admin.change_assignment(CourseStore(engine), course, problem, policy, _problems(problems_dir), lms)
     except (CourseError, ValueError) as exc:
         raise _fail(str(exc)) from None
+    # the opening time stored (now, for a new assignment without --opens), to the second, in UTC
+    opening = f"opens {made.opens_at:%Y-%m-%d %H:%M:%S} UTC" if made.opens_at else "open from the start"
     console.print(
-        f"{escape(course.key)}: {escape(problem)} opens {opens or 'now'}, due {due or 'never'}, "
+        f"{escape(course.key)}: {escape(problem)} {opening}, due {due or 'never'}, "
         f"late {late.value}"
         + (f" after {grace_minutes} min of grace" if grace_minutes and due else "")
         + (f" (-{penalty_per_day:g}/day, at most -{penalty_cap:g})" if late == LateRule.PENALTY and due else "")

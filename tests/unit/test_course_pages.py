@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import update
 
 from server.store.accounts import SiteRole, UserStore
+from server.store.course_store import CourseStore
 from server.store.submissions import SubmissionRecord, SubmissionStatus, SubmissionStore
 from server.web.sessions import hash_password
 from tests.unit.test_api_admission import make_client
@@ -89,6 +90,7 @@ def test_a_course_with_a_deadline_a_penalty_and_an_extension_grades_and_exports(
         "/instructor/courses/rm-101/assignments",
         data={
             "problem": SLUG,
+            "opens_at": "2026-11-01T00:00",  # before the attempts, which are dated near the deadline
             "due_at": "2026-11-10T12:00",
             "late_rule": "penalty",
             "penalty_per_day": "25",
@@ -238,6 +240,7 @@ def test_a_grace_period_from_the_form_keeps_a_minute_late_attempt_on_time(site: 
             "/instructor/courses/g1/assignments",
             data={
                 "problem": SLUG,
+                "opens_at": "2026-11-01T00:00",
                 "due_at": "2026-11-10T12:00",
                 "late_rule": "none",
                 "grace_minutes": "15",
@@ -261,3 +264,45 @@ def test_a_grace_period_from_the_form_keeps_a_minute_late_attempt_on_time(site: 
     assert "15 minutes of grace, then late attempts earn no credit" in re.sub(
         r"\s+", " ", site.client.get(f"/problems/{SLUG}").text
     )
+
+
+def test_a_problem_added_without_an_opening_time_opens_when_it_is_added(site: Site) -> None:
+    """README: earlier attempts do not count. The opening time is stored, and saving the form as
+    the page shows it (to the minute) keeps it."""
+    csrf = site.sign_in("prof@uni.example")
+    site.client.post("/instructor/courses", data={"key": "o1", "title": "Opening", "csrf_token": csrf})
+    ada = site.account("ada@uni.example", "Ada")
+    site.client.post(
+        "/instructor/courses/o1/enrollments", data={"email": "ada@uni.example", "role": "student", "csrf_token": csrf}
+    )
+    site.graded(ada.id, "ACCEPTED", 1.0, datetime.now(UTC) - timedelta(hours=1))  # before the assignment
+    before = datetime.now(UTC)
+    form = {"problem": SLUG, "csrf_token": csrf}
+    assert site.client.post("/instructor/courses/o1/assignments", data=form, follow_redirects=False).status_code == 303
+    courses = CourseStore(site.engine)
+    course = courses.get("o1")
+    assert course is not None
+    opened = courses.assignment(course.id, SLUG)
+    assert opened is not None and opened.opens_at is not None and before <= opened.opens_at <= datetime.now(UTC)
+    row = next(csv.DictReader(io.StringIO(site.client.get("/instructor/courses/o1/gradebook.csv").text)))
+    assert (row["score"], row["attempts"]) == ("", "0")  # the earlier attempt does not count
+
+    site.graded(ada.id, "WRONG_POLICY", 0.25, opened.opens_at + timedelta(seconds=1))
+    row = next(csv.DictReader(io.StringIO(site.client.get("/instructor/courses/o1/gradebook.csv").text)))
+    assert (row["score"], row["attempts"]) == ("0.2500", "1")
+
+    shown = re.search(r'name="opens_at" value="([^"]+)"', site.client.get("/instructor/courses/o1").text)
+    assert shown is not None and shown.group(1) == opened.opens_at.strftime("%Y-%m-%dT%H:%M")
+    saved = {**form, "opens_at": shown.group(1), "due_at": "2027-01-01T00:00"}
+    assert site.client.post("/instructor/courses/o1/assignments", data=saved, follow_redirects=False).status_code == 303
+    kept = courses.assignment(course.id, SLUG)
+    assert kept is not None and kept.opens_at == opened.opens_at and kept.due_at is not None
+
+
+def test_a_new_assignment_without_an_opening_time_refuses_a_deadline_already_past(site: Site) -> None:
+    csrf = site.sign_in("prof@uni.example")
+    site.client.post("/instructor/courses", data={"key": "o2", "title": "Past", "csrf_token": csrf})
+    answer = site.client.post(
+        "/instructor/courses/o2/assignments", data={"problem": SLUG, "due_at": "2020-01-01T00:00", "csrf_token": csrf}
+    )
+    assert answer.status_code == 422 and "the deadline is already past" in answer.text
