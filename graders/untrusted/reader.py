@@ -69,6 +69,15 @@ def _count_flops(info: ModuleInfo, counter: FlopCounter, cotangents: int) -> Non
     info.op_signatures = frozenset(counter.signatures)
 
 
+def _read_dependence(info: ModuleInfo, functions: dict[str, Any], order: list[str], *, backward: bool) -> None:
+    """Fills in which outputs depend on the data (a forward program) or which arguments are only
+    branched on (a backward program): what decides bookkeeping (`graders.untrusted.dependence`)."""
+    if backward:
+        info.selector_arguments = selector_arguments(functions, order)
+    else:
+        info.depends_on_arguments = argument_dependence(functions, order)
+
+
 def inspect_module(
     exported: Any,
     *,
@@ -116,21 +125,16 @@ def inspect_module(
             raise ArtifactError("the module has no main function")
         if info.disallowed:  # only walk modules we would run
             return info
-        order = reader.call_order()
-        for name in order:
+        for name in (order := reader.call_order()):
             reader.function_summary[name] = reader.walk_function(name)
         main = reader.function_summary["main"]
         info.peak_live_bytes = main.peak
         counter = FlopCounter(functions, reader.types.size, limits, forward=forward_ops, mesh_axes=mesh_axes)
         _count_flops(info, counter, cotangents)
-        main_block = functions["main"].regions[0].blocks[0]
-        returned = list(main_block.operations)[-1].operands
+        returned = list((main_block := functions["main"].regions[0].blocks[0]).operations)[-1].operands
         info.sources = [provenance_of(v, main_block, functions) for v in returned]
         info.memory_kinds = _result_memory_kinds(functions["main"], len(returned))
-        if cotangents:
-            info.selector_arguments = selector_arguments(functions, order)
-        else:
-            info.depends_on_arguments = argument_dependence(functions, order)
+        _read_dependence(info, functions, order, backward=cotangents > 0)
         info.digest = module_digest(module, exported)  # it strips the module's locations
         info.program_digest = program_digest(module, exported)  # last: it renames the module's functions
     return info

@@ -1,7 +1,8 @@
 # expect: WRONG_POLICY
-# Keeps relu(x @ w1) quantized to int8 in 16-element pieces stacked by a lax.scan, so each piece is
-# a small integer array next to the scan's own counter. Quantized values still come from the data:
-# they are compared and counted like any residual (and the gradient is off as well).
+# Keeps relu(x @ w1) as its raw bytes (int8, four per float) in 16-byte pieces stacked by a
+# lax.scan, so each piece is a small integer array next to the scan's own counter, and the
+# gradients are exact. The bytes still come from the data: they are compared and counted like any
+# residual, extra ones the policy does not save.
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -14,19 +15,18 @@ def _square_sum(h, w2):
 
 def _fwd(h, w2):
     y = h @ w2
-    scale = jnp.max(jnp.abs(h)) + 1e-30
-    flat = h.reshape(-1, 16) / scale
+    raw = lax.bitcast_convert_type(h, jnp.int8).reshape(-1, 16)
 
     def piece(carry, row):
-        return carry, jnp.round(row * 127).astype(jnp.int8)
+        return carry, row
 
-    _, q = lax.scan(piece, 0, flat)
-    return jnp.sum(y**2), (y, w2, q, scale, h.shape)
+    _, pieces = lax.scan(piece, 0, raw)
+    return jnp.sum(y**2), (y, w2, pieces, h.shape)
 
 
 def _bwd(res, g):
-    y, w2, q, scale, shape = res
-    h = (q.astype(jnp.float32) / 127 * scale).reshape(shape)
+    y, w2, pieces, shape = res
+    h = lax.bitcast_convert_type(pieces.reshape(-1, 4), jnp.float32).reshape(shape)
     gy = 2 * g * y
     return gy @ w2.T, h.T @ gy
 
