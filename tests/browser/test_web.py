@@ -473,6 +473,8 @@ def test_instructor_runs_a_course_with_a_gradebook_and_regrades_a_problem(
         new = page.locator("form[aria-label='new assignment']")
         new.locator("select[name=problem]").select_option("checkpoint_dot_policy")
         new.locator("input[name=due_at]").fill("2099-01-01T12:00")
+        # her attempts came first: an assignment opened now would not count them (README)
+        new.locator("input[name=opens_at]").fill("2020-01-01T00:00")
         new.locator("button[type=submit]").click()
         page.wait_for_url(f"{server.url}/instructor/courses/{key}")
         enroll = page.locator("form[aria-label='enroll']")
