@@ -25,6 +25,10 @@ class Settings(BaseSettings):
     Attributes:
         data_dir: SQLite database, reference cache and the generated hidden-input seed; default
             the working directory's `data/` (`server.platform.folders` says where each folder came from).
+        cache_dir: where the reference's expectations are cached; default `<data_dir>/cache`.
+            Several grading processes on one host (workers, test servers) may share one: a version
+            is built by one process at a time and entries are written by rename
+            (`graders.reference.cache_builds`), keyed by version and seed.
         problems_dir: the problem packages; default the working directory's `problems/` (never
             the install location: `problems new` in a clone writes into that clone).
         database_url: SQLAlchemy URL; default `sqlite:///<data_dir>/remat-judge.db`.
@@ -101,6 +105,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="REMAT_JUDGE_", extra="ignore")
 
     data_dir: Path = Path("data")
+    cache_dir: Path | None = None
     problems_dir: Path = Path("problems")
     database_url: str | None = None
     hidden_seed: str | None = Field(default=None, repr=False)
@@ -171,7 +176,7 @@ class Settings(BaseSettings):
     def judge_config(self) -> JudgeConfig:
         """What the grading pipeline needs from these settings."""
         return JudgeConfig(
-            cache_dir=(self.data_dir / "cache").resolve(),
+            cache_dir=(self.cache_dir or self.data_dir / "cache").resolve(),
             seed=self.seed_bytes(),
             jail_limits=JailLimits(
                 wall_time_limit_s=self.wall_time_limit_s,

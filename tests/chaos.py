@@ -29,7 +29,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support import PROBLEMS, Server, Worker, remat_judge
+from tests.support import PROBLEMS, TEST_SEED, Server, Worker, remat_judge
 
 DOT = PROBLEMS / "checkpoint_dot_policy"
 EXPECT = re.compile(r"^# expect:\s*([A-Z_]+)", re.MULTILINE)
@@ -97,7 +97,7 @@ class ChaosDeployment:
         (root / "redis").mkdir(parents=True, exist_ok=True)
         self.redis = RedisServer(redis_binary, root / "redis")
         self.env = {
-            "REMAT_JUDGE_HIDDEN_SEED": "chaos-seed",
+            "REMAT_JUDGE_HIDDEN_SEED": TEST_SEED,
             "REMAT_JUDGE_RATE_LIMIT": "",
             "REMAT_JUDGE_MAX_QUEUE_DEPTH": "0",
             "REMAT_JUDGE_LOG_FORMAT": "json",

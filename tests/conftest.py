@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
 from graders.pipeline import JudgeConfig
 from graders.problems.problem import Problem, ProblemRepository, load_problem
 from tests.services import *  # noqa: F403  (postgres_server, postgres_url, redis_server, redis_url, redis_factory)
-from tests.support import PROBLEMS, jail_available
+from tests.support import PROBLEMS, SHARED_CACHE_VARIABLE, TEST_SEED, jail_available
 
 SPREAD = "spread"
 """A module that sets `pytestmark = pytest.mark.spread` has its tests shared out among the
@@ -38,22 +39,34 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def shared_expectation_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One reference-expectation cache for this run: the library gradings' (`judge_config`) and
+    every test server's and worker's (`tests.support.Server`, `Worker`: `REMAT_JUDGE_CACHE_DIR`),
+    shared by the xdist workers (their base temp folders share a parent). Entries are keyed by
+    version and seed and written by rename, a build is locked per version, so a version is built
+    once per seed instead of once per server (measured: 3 to 4 s of CPU each). A test about
+    building sets its own cache."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        cache = tmp_path_factory.getbasetemp().parent / "expectation-cache"
+        cache.mkdir(exist_ok=True)
+    else:
+        cache = tmp_path_factory.mktemp("cache")
+    os.environ[SHARED_CACHE_VARIABLE] = str(cache)
+    return cache
+
+
 @pytest.fixture(scope="session")
-def judge_config(tmp_path_factory: pytest.TempPathFactory) -> JudgeConfig:
-    """A judge configuration with a test seed and a reference cache shared by this run's xdist
-    workers (entries are written by rename, and a race is settled by keeping either: they are the
-    same). Skips without bubblewrap, except in CI (CI=1), where a missing jail is a failure."""
+def judge_config(shared_expectation_cache: Path) -> JudgeConfig:
+    """A judge configuration with the suite's seed (`tests.support.TEST_SEED`, the test servers'
+    too) and the run's shared reference cache. Skips without bubblewrap, except in CI (CI=1),
+    where a missing jail is a failure."""
     reason = jail_available()
     if reason and os.environ.get("CI"):
         pytest.fail(reason)
     if reason:
         pytest.skip(reason)
-    if os.environ.get("PYTEST_XDIST_WORKER"):  # the workers' base temp folders share a parent
-        cache = tmp_path_factory.getbasetemp().parent / "expectation-cache"
-        cache.mkdir(exist_ok=True)
-    else:
-        cache = tmp_path_factory.mktemp("cache")
-    return JudgeConfig(cache_dir=cache, seed=b"integration-test-seed")
+    return JudgeConfig(cache_dir=shared_expectation_cache, seed=TEST_SEED.encode())
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,18 @@ import httpx
 
 REPO = Path(__file__).resolve().parents[1]
 PROBLEMS = REPO / "problems"
+TEST_SEED = "test-seed"  # the hidden-input seed of the library gradings and of every test server
+# where tests/conftest.py's `shared_expectation_cache` puts this run's expectation cache
+SHARED_CACHE_VARIABLE = "TESTS_SHARED_EXPECTATION_CACHE"
+
+
+def shared_cache_env() -> dict[str, str]:
+    """REMAT_JUDGE_CACHE_DIR for a server, worker or command of this run: the run's shared
+    expectation cache (none outside pytest)."""
+    import os
+
+    found = os.environ.get(SHARED_CACHE_VARIABLE)
+    return {"REMAT_JUDGE_CACHE_DIR": found} if found else {}
 
 
 def jail_available() -> str | None:
@@ -131,7 +143,7 @@ class Server:
         data_dir: Path,
         *,
         workers: int = 2,
-        env: dict[str, str] | None = None,
+        env: dict[str, str | None] | None = None,
         tls: tuple[Path, Path] | None = None,
     ):
         """`tls`: (certificate, key) PEM files: the server speaks HTTPS (`serve --ssl-certfile`)."""
@@ -147,7 +159,8 @@ class Server:
         # not about API keys submit without one
         self.env = {
             **os.environ,
-            "REMAT_JUDGE_HIDDEN_SEED": "test-seed",
+            "REMAT_JUDGE_HIDDEN_SEED": TEST_SEED,
+            **shared_cache_env(),
             "REMAT_JUDGE_WAIT_TIMEOUT_S": "90",
             "REMAT_JUDGE_ALLOW_ANONYMOUS_API": "true",
             "REMAT_JUDGE_PROBLEMS_DIR": str(PROBLEMS),
@@ -157,6 +170,8 @@ class Server:
             "REMAT_JUDGE_WARM_EXPECTATIONS": "false",
             **(env or {}),
         }
+        # a value of None in `env` unsets the variable (a test about building: its own cache)
+        self.env = {k: v for k, v in self.env.items() if v is not None}
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = data_dir / f"server-{self.port}.log"
 
@@ -215,7 +230,7 @@ def remat_judge(*args: str, env: dict[str, str], timeout_s: float = 120) -> subp
 class Worker:
     """A real `remat-judge worker` process (distributed mode), with its own log file."""
 
-    def __init__(self, data_dir: Path, env: dict[str, str], *, concurrency: int = 1, name: str = "worker"):
+    def __init__(self, data_dir: Path, env: dict[str, str | None], *, concurrency: int = 1, name: str = "worker"):
         import os
 
         self.data_dir, self.concurrency = data_dir, concurrency
@@ -223,8 +238,10 @@ class Worker:
             **os.environ,
             "REMAT_JUDGE_PROBLEMS_DIR": str(PROBLEMS),
             "REMAT_JUDGE_WARM_EXPECTATIONS": "false",  # as in Server: the test's grading alone
+            **shared_cache_env(),
             **env,
         }
+        self.env = {k: v for k, v in self.env.items() if v is not None}  # None unsets, as in Server
         self.metrics_port = free_port()
         self.log = data_dir / f"{name}-{self.metrics_port}.log"
         self.proc: subprocess.Popen[bytes] | None = None

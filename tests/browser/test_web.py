@@ -43,7 +43,7 @@ WITH_POLICY = NO_POLICY.replace(
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, judge_config: JudgeConfig) -> Iterator[Server]:
-    srv = Server(tmp_path_factory.mktemp("web-data"), env={"REMAT_JUDGE_HIDDEN_SEED": "browser-seed"}).start()
+    srv = Server(tmp_path_factory.mktemp("web-data")).start()
     yield srv
     srv.stop()
 

@@ -25,7 +25,7 @@ from sqlalchemy import create_engine, text
 from graders.config import JudgeConfig
 from server.grading.redis_jobs import RedisJobs
 from tests.services import RedisServer
-from tests.support import PROBLEMS, Server, Worker, remat_judge
+from tests.support import PROBLEMS, TEST_SEED, Server, Worker, remat_judge
 
 pytestmark = [pytest.mark.e2e, pytest.mark.jail]
 REFERENCE = (PROBLEMS / "checkpoint_dot_policy" / "reference.py").read_text()  # ACCEPTED in about a second
@@ -39,7 +39,7 @@ def _env(database_url: str, redis: RedisServer) -> dict[str, str]:
     return {
         "REMAT_JUDGE_DATABASE_URL": database_url,
         "REMAT_JUDGE_REDIS_URL": redis.url,
-        "REMAT_JUDGE_HIDDEN_SEED": "restart-seed",
+        "REMAT_JUDGE_HIDDEN_SEED": TEST_SEED,
         "REMAT_JUDGE_RATE_LIMIT": "",
         "REMAT_JUDGE_HEARTBEAT_TIMEOUT_S": "6",
         "REMAT_JUDGE_LEASE_S": "6",

@@ -21,7 +21,7 @@ DOT = PROBLEMS / "checkpoint_dot_policy"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, judge_config: JudgeConfig) -> Iterator[Server]:
-    srv = Server(tmp_path_factory.mktemp("server-data"), env={"REMAT_JUDGE_HIDDEN_SEED": "e2e-seed"}).start()
+    srv = Server(tmp_path_factory.mktemp("server-data")).start()
     yield srv
     srv.stop()
 

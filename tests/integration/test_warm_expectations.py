@@ -48,6 +48,7 @@ def server_on(data_dir: Path, problems: Path) -> Server:
             "REMAT_JUDGE_HIDDEN_SEED": SEED,
             "REMAT_JUDGE_WARM_EXPECTATIONS": "true",
             "REMAT_JUDGE_RATE_LIMIT": "",
+            "REMAT_JUDGE_CACHE_DIR": None,  # `<data dir>/cache`: these tests count its builds
         },
     ).start()
 
