@@ -113,4 +113,27 @@ def policy_fraction(run: CaseRun, margin: int) -> tuple[float, str] | None:
         f"({budget}) is {best:,}. Policy score {fraction:.3f} = "
         f"(forward {forward:,} + least {best:,}) / (forward + yours{less})"
     )
+    if run.bwd_recompute.flops < best:
+        why += beyond_optimum(best - run.bwd_recompute.flops, measured=bool(optimum.get("measured")))
     return fraction, why
+
+
+BEYOND = "beyond the optimum"  # in the panel's sentence; boards say it too (`server.store.boards`)
+
+
+def beyond_optimum(saved_flops: int, *, measured: bool) -> str:
+    """The sentence for a submission that recomputes `saved_flops` FLOPs less than the optimum: the
+    optimum is over the schedules of the reference's program (which of its values to keep, which
+    to rebuild; on a budget of the peak, the best schedule the judge measured), so a program
+    below it computes the same function another way. The grade stays capped at 1."""
+    over = (
+        "the best schedule of the reference's program the judge measured"
+        if measured
+        else "the optimum of any schedule of the reference's program"
+    )
+    return (
+        f". That is {saved_flops:,} FLOPs below {over}: {BEYOND}. The optimum chooses which values of the "
+        "reference's forward program to keep and which to rebuild; yours computes the same function with "
+        "less (an algebraic rewrite, a cheaper hand-written derivative, or chunking that program does not "
+        "contain). The grade is capped at 1; the board ranks by what you recompute"
+    )

@@ -56,6 +56,7 @@ def board_show(
             f"{e.score:.4f}",
             e.verdict,
             f"{e.memory_bytes:,}" if e.memory_bytes is not None else "-",
-            f"{e.recompute_flops:,}" if e.recompute_flops is not None else "-",
+            (f"{e.recompute_flops:,}" if e.recompute_flops is not None else "-")
+            + (" (beyond the optimum)" if e.beyond_optimum else ""),
         )
     console.print(table)

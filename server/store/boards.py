@@ -1,7 +1,9 @@
 """Class leaderboards of open (budget) problems: each student's best submission of a problem, ranked
-by score, with the point it makes on the memory/recompute plane (docs/ARCHITECTURE.md, "Budget
-problems"). A course's board lists that course's students only; the admin's board everyone with an
-account. Never a source: only the verdict's numbers."""
+by score and then by what its backward pass recomputes (less first: the grade is capped at 1, so two
+policies within the budget that both reach the optimum's score are told apart by their measured
+recomputation), with the point it makes on the memory/recompute plane (docs/ARCHITECTURE.md,
+"Budget problems"). A course's board lists that course's students only; the admin's board everyone
+with an account. Never a source: only the verdict's numbers."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from server.store.courses import Course, CourseRole, Enrollment
 from server.store.submissions import SubmissionRecord, SubmissionStatus
 
 MAX_REPORT_CHARS = 2_000_000  # a stored verdict larger than this is not read for its point
+MAX_TIED_READ = 20  # of one student's submissions with their best score, the earliest read for their point
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,11 @@ class BoardEntry:
             pass's peak (`peak`), that peak (bytes); recompute_flops: what its backward pass
             recomputes (FLOPs); both from its verdict's residual report (None when it has none).
         submitted_at: when it was stored (UTC).
+        peak: the budget counts the backward pass's peak.
+        optimum_flops: the recomputation of the judge's optimum for the reported case (FLOPs;
+            None without one). `beyond_optimum` is then whether this submission recomputes less:
+            a program the optimum does not cover (it is over the schedules of the reference's
+            program: an algebraic rewrite, a cheaper derivative, chunking), named on the board.
     """
 
     user_id: int
@@ -43,36 +51,63 @@ class BoardEntry:
     recompute_flops: int | None
     submitted_at: datetime
     peak: bool = False
+    optimum_flops: int | None = None
+
+    @property
+    def beyond_optimum(self) -> bool:
+        return (
+            self.recompute_flops is not None
+            and self.optimum_flops is not None
+            and (self.recompute_flops < self.optimum_flops)
+        )
+
+    def order(self) -> tuple[float, float, datetime, str]:
+        """The board's order: higher score, then less recomputation (unknown last), then earlier."""
+        flops = float(self.recompute_flops) if self.recompute_flops is not None else float("inf")
+        return (-self.score, flops, self.submitted_at, self.submission_id)
 
 
 def ranked(entries: list[BoardEntry]) -> list[tuple[int, BoardEntry]]:
-    """(rank, entry) of a board, best first: equal scores share a rank (1, 1, 3)."""
+    """(rank, entry) of a board, best first: equal scores with equal recomputation share a rank
+    (1, 1, 3)."""
     out = []
     rank, last = 0, None
     for i, e in enumerate(entries, start=1):
-        if e.score != last:
-            rank, last = i, e.score
+        if (e.score, e.recompute_flops) != last:
+            rank, last = i, (e.score, e.recompute_flops)
         out.append((rank, e))
     return out
 
 
-def _point(result_json: str | None) -> tuple[int | None, int | None, bool]:
-    """(residual bytes, or the backward pass's peak on a budget of the peak; recompute FLOPs;
-    whether it is the peak) of a stored verdict, or Nones when it has no report."""
+@dataclass(frozen=True)
+class _Point:
+    nbytes: int | None = None
+    flops: int | None = None
+    peak: bool = False
+    optimum_flops: int | None = None
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _point(result_json: str | None) -> _Point:
+    """What a stored verdict puts on the board: residual bytes (or the backward pass's peak on a
+    budget of the peak), recompute FLOPs, the optimum's FLOPs; empty when it has no report."""
     if not result_json or len(result_json) > MAX_REPORT_CHARS:
-        return None, None, False
+        return _Point()
     try:
         residuals = json.loads(result_json).get("residuals") or {}
+        optimum = residuals.get("optimum") or {}
+        peak = residuals.get("budget_of") == "peak"
+        return _Point(
+            _int(residuals.get("submitted_bwd_peak_bytes" if peak else "submitted_bytes")),
+            _int(residuals.get("submitted_recompute_flops")),
+            peak,
+            _int(optimum.get("flops")) if isinstance(optimum, dict) else None,
+        )
     except (ValueError, AttributeError):
-        return None, None, False
-    peak = residuals.get("budget_of") == "peak"
-    nbytes = residuals.get("submitted_bwd_peak_bytes" if peak else "submitted_bytes")
-    flops = residuals.get("submitted_recompute_flops")
-    return (
-        int(nbytes) if isinstance(nbytes, int) else None,
-        int(flops) if isinstance(flops, int) else None,
-        peak,
-    )
+        return _Point()
 
 
 class BoardStore:
@@ -92,9 +127,10 @@ class BoardStore:
             )
 
     def board(self, problem: str, course_id: int | None = None) -> list[BoardEntry]:
-        """Each student's best graded submission of `problem`, best first (score, then earliest):
-        of the course's students when `course_id` is given, else of every account. Reads the
-        columns it ranks by for every submission, and the stored verdict of the best ones only."""
+        """Each student's best graded submission of `problem`, best first (`BoardEntry.order`): of
+        the course's students when `course_id` is given, else of every account. Reads the columns
+        it ranks by for every submission, and the stored verdicts of each student's submissions
+        with their best score only (the earliest `MAX_TIED_READ`), for the least recomputation."""
         s = SubmissionRecord
         query = (
             select(s.id, s.user_id, s.score, s.verdict, s.created_at, UserRecord.display_name)
@@ -107,18 +143,28 @@ class BoardStore:
                 Enrollment.course_id == course_id, Enrollment.role == CourseRole.STUDENT
             )
             query = query.where(s.user_id.in_(students))
-        best: dict[int, tuple[str, float, str, datetime, str]] = {}
+        tied: dict[int, list[tuple[str, float, str, datetime, str]]] = {}
         with self._sessions() as session:
             for sid, user_id, score, verdict, created_at, name in session.execute(query):
-                if user_id is not None and user_id not in best:
-                    best[user_id] = (sid, float(score or 0.0), verdict or "", created_at, name)
-            ids = [b[0] for b in best.values()]
+                if user_id is None:
+                    continue
+                mine = tied.setdefault(user_id, [])
+                if (not mine or float(score or 0.0) == mine[0][1]) and len(mine) < MAX_TIED_READ:
+                    mine.append((sid, float(score or 0.0), verdict or "", created_at, name))
+            ids = [t[0] for group in tied.values() for t in group]
             reports = {sid: text for sid, text in session.execute(select(s.id, s.result_json).where(s.id.in_(ids)))}
         out = []
-        for user_id, (sid, score, verdict, created_at, name) in best.items():
-            nbytes, flops, peak = _point(reports.get(sid))
-            out.append(BoardEntry(user_id, name, sid, score, verdict, nbytes, flops, created_at, peak))
-        return out
+        for user_id, group in tied.items():
+            candidates = []
+            for sid, score, verdict, created_at, name in group:
+                p = _point(reports.get(sid))
+                candidates.append(
+                    BoardEntry(
+                        user_id, name, sid, score, verdict, p.nbytes, p.flops, created_at, p.peak, p.optimum_flops
+                    )
+                )
+            out.append(min(candidates, key=BoardEntry.order))
+        return sorted(out, key=BoardEntry.order)
 
     def frontier(self, submission_id: str) -> tuple[list[dict[str, Any]], int | None]:
         """A graded submission's budget-problem frontier and budget (`ResidualReport.frontier`,

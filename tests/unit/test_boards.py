@@ -21,7 +21,14 @@ SECRET_SOURCE = "def f(x):  # ada's secret solution"
 
 
 def graded(
-    site: Site, user_id: int, score: float, nbytes: int, flops: int, minutes: int, peak: int | None = None
+    site: Site,
+    user_id: int,
+    score: float,
+    nbytes: int,
+    flops: int,
+    minutes: int,
+    peak: int | None = None,
+    optimum: int | None = None,
 ) -> str:
     """A submission graded as a worker stores it, with a residual report's point (and with `peak`,
     the report of a budget on the backward pass's peak)."""
@@ -36,6 +43,8 @@ def graded(
             "frontier": [{"bytes": 638_976, "flops": 8_454_144}, {"bytes": 573_440, "flops": 17_907_712}],
         }
     }
+    if optimum is not None:
+        report["residuals"]["optimum"] = {"bytes": 638_976, "flops": optimum, "optimal": True}
     if peak is not None:
         report["residuals"].update(budget_of="peak", submitted_bwd_peak_bytes=peak, budget_bytes=1_200_000)
     verdict = "ACCEPTED" if score > 0.67 else "WRONG_POLICY"
@@ -136,3 +145,25 @@ def test_a_board_of_a_peak_budget_shows_each_students_peak(course) -> None:  # t
     assert '<th scope="col" class="num">Peak</th>' in page and "backward pass peak bytes" in page
     assert 'title="1,163,268 bytes"' in page  # the point is the peak, not the 950,272 bytes of residuals
     assert 'title="950,272 bytes"' not in page
+
+
+def test_equal_scores_rank_by_recomputation_and_a_program_beyond_the_optimum_is_named(course) -> None:  # type: ignore[no-untyped-def]
+    """The grade is capped at 1, so policies that both reach it are ranked by what they recompute;
+    one that recomputes less than the judge's optimum (a rewrite the optimum does not cover) is
+    marked, and its staff see it listed."""
+    site, people = course
+    graded(site, people["ada"].id, 1.0, 638_976, 9_000_000, 30, optimum=8_454_144)  # within, recomputes more
+    graded(site, people["ada"].id, 1.0, 630_000, 8_998_912, 40, optimum=8_454_144)  # her best: less, later
+    graded(site, people["bob"].id, 1.0, 600_000, 4_000_000, 50, optimum=8_454_144)  # beyond the optimum
+    csrf = site.sign_in("sam@uni.example")
+    page = site.client.get(f"/courses/rm-101/board/{SLUG}").text
+    assert rows(page) == ["1|Bob|1.0000", "2|Ada|1.0000"]  # no shared rank: Bob recomputes less
+    assert 'title="8,998,912 FLOPs"' in page and 'title="9,000,000 FLOPs"' not in page  # Ada's least
+    beyond = page.split('id="board-beyond"', 1)[1].split("</section>", 1)[0]
+    assert "1 submission recomputes less than the judge's optimum" in beyond
+    assert "Bob" in beyond and "recomputes 4,000,000 FLOPs, the optimum 8,454,144" in beyond and "Ada" not in beyond
+    assert page.count("beyond the optimum</span>") == 1
+    site.client.post("/signout", data={"csrf_token": csrf})
+    site.sign_in("ada@uni.example")
+    student = site.client.get(f"/courses/rm-101/board/{SLUG}").text
+    assert 'id="board-beyond"' in student and "4,000,000 FLOPs, the optimum" not in student  # no list for students

@@ -79,6 +79,25 @@ def test_the_policy_part_is_the_share_of_the_best_policys_speed(recompute: int, 
     assert re.search(r"Policy score \d\.\d{3} = \(forward 1,000 \+ least 200\)", result.message)
 
 
+def test_a_program_below_the_optimum_is_named_beyond_it_and_one_at_it_is_not() -> None:
+    """The optimum is over the schedules of the reference's program; a program recomputing less
+    (an algebraic rewrite, a cheaper derivative) is said to be beyond it, with how far."""
+    spec = rule_spec(rule="budget", budgets={"small": 400})
+    messages = {}
+    for recompute in (150, 200, 230):
+        run = budget_run(recompute=recompute)
+        run.bwd_flops = run.expected.bwd_flops = 1_000
+        messages[recompute] = check_recompute([run], rule=spec.memory).message
+    assert "50 FLOPs below the optimum of any schedule of the reference's program: beyond the optimum" in messages[150]
+    assert "algebraic rewrite" in messages[150] and "capped at 1" in messages[150]
+    assert "beyond the optimum" not in messages[200] and "beyond the optimum" not in messages[230]
+    measured = budget_run(recompute=150)
+    measured.bwd_flops = measured.expected.bwd_flops = 1_000
+    measured.expected.budget["optimum"] = {"flops": 200, "measured": 3}  # a peak budget's best schedule
+    message = check_recompute([measured], rule=spec.memory).message
+    assert "below the best schedule of the reference's program the judge measured" in message
+
+
 def test_the_score_takes_the_policy_fraction() -> None:
     checks = [
         CheckResult(name="value", passed=True, message=""),
