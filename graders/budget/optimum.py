@@ -151,6 +151,35 @@ def least_recompute(graph: ForwardGraph, budget_bytes: int, *, time_limit_s: flo
     return Solution(recomputed, nbytes, saved, optimal, min(bound, recomputed), time.monotonic() - start)
 
 
+def no_remat_floor(graph: ForwardGraph, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> int:
+    """The fewest bytes a policy that recomputes nothing must keep, in bytes (per device on a mesh).
+
+    A policy of the model (`least_recompute`) over the reference's forward program with its
+    checkpoints removed, recomputing 0 FLOPs: every needed node is kept, or rebuilt at no cost from
+    kept values (a derivative factor such as `1 - tanh(x)**2` from a kept `tanh(x)`, which the
+    model already allows). A residual budget at or above this floor, or a peak budget at or above
+    it plus the primal outputs' cotangents, lets a program that recomputes nothing fit
+    (`graders.reference.budget_facts`). What it covers is the model's programs only: a hand-written
+    program outside the model (a bit-packed mask, a value stored in a narrower dtype) may keep fewer.
+
+    It is `least_recompute`'s saved bytes at a budget of every needed node, where the least
+    recomputation is 0 and the second solve finds the fewest bytes reaching it. Should a solve stop
+    at `time_limit_s` first, the bytes of the 0-FLOP policy found (at worst every needed node): an
+    upper bound, so a budget at or above it still lets a program that recomputes nothing fit.
+
+    Raises:
+        nothing: keeping every needed node is always a 0-FLOP policy (a graph that needs no node
+        has a floor of 0, with no solve).
+    """
+    if not graph.needed:
+        return 0
+    everything = sum(graph.sizes[v] for v in graph.needed)
+    found = least_recompute(graph, everything, time_limit_s=time_limit_s)
+    if found.recompute_flops != 0:  # a solve stopped before it found the 0-FLOP policy
+        return everything
+    return found.saved_bytes
+
+
 def _floor(bound: object) -> int:
     """A solver's proven lower bound as whole FLOPs (0 when it gives none)."""
     try:

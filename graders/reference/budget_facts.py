@@ -1,7 +1,9 @@
 """What a budget problem's expectations add (docs/ARCHITECTURE.md, "Budget problems"): per case,
 the least recomputation any checkpoint policy reaches within the case's budget and the whole
-frontier, from the reference's forward program with every checkpoint removed. Built once per
-version in the reference's child, cached with the expectations."""
+frontier, from the reference's forward program with every checkpoint removed, and the floor: the
+fewest bytes a program that recomputes nothing keeps (`no_remat_floor`), below which every budget
+must lie (peak budgets: below it plus the outputs' cotangents), or no program would need remat.
+Built once per version in the reference's child, cached with the expectations."""
 
 from __future__ import annotations
 
@@ -11,20 +13,59 @@ from typing import Any
 from graders.budget.extract import forward_graph
 from graders.budget.graph import ForwardGraph
 from graders.budget.measured import best_within, peak_frontier
-from graders.budget.optimum import Solution, frontier, least_recompute
+from graders.budget.optimum import Solution, frontier, least_recompute, no_remat_floor
 from graders.reference.failures import ReferenceCheckError
 from graders.reference.plain import checkpoint_disabled
-from graders.untrusted.parse import deserialize
+from graders.untrusted.parse import deserialize, exported_avals
 from jailside.export import export_case
 
 MAX_SAVED_LABELS = 64  # values of the optimum named in the expectation, in program order
 
 
-def _graph(plain_fn: Callable[..., Any], specs: list[dict[str, Any]], names: list[str]) -> ForwardGraph:
+def _forward(plain_fn: Callable[..., Any], specs: list[dict[str, Any]], names: list[str]) -> tuple[ForwardGraph, int]:
+    """(the forward program's graph, bytes of its primal outputs' cotangents) without checkpoints."""
     # jax.checkpoint is looked up when the function runs: disabled while it is traced too
     with checkpoint_disabled():
         fwd_blob, _, n_out = export_case(plain_fn, specs, None)
-    return forward_graph(deserialize(fwd_blob), n_out, arg_names=names)
+    exported = deserialize(fwd_blob)
+    cotangent = sum(a.nbytes for a in exported_avals(exported.out_avals)[:n_out])
+    return forward_graph(exported, n_out, arg_names=names), cotangent
+
+
+def _graph(plain_fn: Callable[..., Any], specs: list[dict[str, Any]], names: list[str]) -> ForwardGraph:
+    return _forward(plain_fn, specs, names)[0]
+
+
+def refuse_budget_without_remat(case: str, budget: int, budget_of: str, floor: int, cotangent: int) -> None:
+    """Refuses a budget that a program recomputing nothing fits.
+
+    Args:
+        case: the case's name, for the message.
+        budget: the case's budget in bytes (of residuals or of the backward pass's peak: `budget_of`).
+        budget_of: "residuals" or "peak".
+        floor: bytes a policy that recomputes nothing must keep (`no_remat_floor`).
+        cotangent: bytes of the primal outputs' cotangents, which a backward pass holds at its start
+            beside what was kept (so its peak is at least floor + cotangent).
+
+    Raises:
+        ReferenceCheckError: memory_limit when `budget` >= floor (residuals), or >= floor +
+            cotangent (peak): no program would need remat.
+    """
+    limit = floor + cotangent if budget_of == "peak" else floor
+    if budget < limit:
+        return
+    plus = (
+        f" plus the outputs' cotangents ({cotangent:,}), which its backward pass holds at its start"
+        if budget_of == "peak"
+        else ""
+    )
+    raise ReferenceCheckError(
+        "memory_limit",
+        f"case {case!r}: the budget of {budget:,} bytes ({budget_of}) is at or above {limit:,} bytes: the least a "
+        f"program that recomputes nothing keeps ({floor:,}: every value the backward pass reads, less what is "
+        f"free to rebuild){plus}. Such a program fits it, its backward pass freeing each value as it goes, so "
+        f"no program needs remat; a budget below {limit:,} bytes would need it (memory.budgets)",
+    )
 
 
 def solution_point(solution: Solution) -> dict[str, Any]:
@@ -61,6 +102,24 @@ def _peak_facts(
         },
         "frontier": peak_frontier(candidates),
         "forward_flops": forward_flops,
+        "schedules": schedules,
+    }
+
+
+def _residual_facts(case: str, budget: int, graph: ForwardGraph, schedules: list[dict[str, Any]]) -> dict[str, Any]:
+    """A budget on residual bytes: the optimum solved over every choice of saved values, and the frontier."""
+    best = least_recompute(graph, budget)
+    if best.recompute_flops is None:
+        raise ReferenceCheckError(
+            "runtime_error", f"case {case!r}: no checkpoint policy fits the budget of {budget:,} bytes"
+        )
+    saved = [graph.labels[v] for v in sorted(best.saved)][:MAX_SAVED_LABELS]
+    return {
+        "budget_bytes": budget,
+        "budget_of": "residuals",
+        "optimum": {**solution_point(best), "seconds": round(best.seconds, 3), "saved": saved},
+        "frontier": [solution_point(p) for p in frontier(graph)],
+        "forward_flops": sum(graph.costs),
         "schedules": schedules,
     }
 
@@ -106,11 +165,14 @@ def budget_facts(
     Returns:
         {"budget_bytes", "budget_of", "optimum": {"bytes", "flops", "bound_flops", "optimal", "saved":
         [labels], ...}, "frontier": [{"bytes", "flops", "bound_flops", "optimal"}, ...], "forward_flops",
-        "schedules": the measured schedules}.
+        "schedules": the measured schedules, "floor_bytes": bytes a policy that recomputes nothing
+        keeps (`no_remat_floor`), "cotangent_bytes": bytes of the primal outputs' cotangents}.
 
     Raises:
-        ReferenceCheckError: memory_limit when the reference is over its own budget; runtime_error
-            when the reference cannot run without its checkpoints or no policy fits the budget.
+        ReferenceCheckError: memory_limit when the reference is over its own budget, or when a
+            program that recomputes nothing fits the budget (`refuse_budget_without_remat`);
+            runtime_error when the reference cannot run without its checkpoints or no policy fits
+            the budget.
     """
     _reference_fits(case, budget, reference, budget_of)
     if plain_fn is None:
@@ -119,20 +181,10 @@ def budget_facts(
             "a budget problem's reference must also run with its checkpoints removed: the optimum is read "
             "from that program",
         )
-    graph = _graph(plain_fn, specs, names)
+    graph, cotangent = _forward(plain_fn, specs, names)
+    floor = no_remat_floor(graph)
+    refuse_budget_without_remat(case, budget, budget_of, floor, cotangent)
+    sizes = {"floor_bytes": floor, "cotangent_bytes": cotangent}
     if budget_of == "peak":
-        return _peak_facts(case, budget, reference, list(schedules or []), sum(graph.costs))
-    best = least_recompute(graph, budget)
-    if best.recompute_flops is None:
-        raise ReferenceCheckError(
-            "runtime_error", f"case {case!r}: no checkpoint policy fits the budget of {budget:,} bytes"
-        )
-    saved = [graph.labels[v] for v in sorted(best.saved)][:MAX_SAVED_LABELS]
-    return {
-        "budget_bytes": budget,
-        "budget_of": "residuals",
-        "optimum": {**solution_point(best), "seconds": round(best.seconds, 3), "saved": saved},
-        "frontier": [solution_point(p) for p in frontier(graph)],
-        "forward_flops": sum(graph.costs),
-        "schedules": list(schedules or []),
-    }
+        return {**_peak_facts(case, budget, reference, list(schedules or []), sum(graph.costs)), **sizes}
+    return {**_residual_facts(case, budget, graph, list(schedules or [])), **sizes}
