@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +18,7 @@ SPREAD = "spread"
 """A module that sets `pytestmark = pytest.mark.spread` has its tests shared out among the
 pytest-xdist workers one by one (the bank's verdicts, the attacks: many independent gradings), and so has the
 fast layer (tests/unit: no servers); every other module's tests run on one worker, so its
-module-scoped servers start once."""
+module-scoped servers start once (`ModuleScheduling`)."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -31,12 +33,34 @@ def pytest_configure(config: pytest.Config) -> None:
         ProblemRepository(PROBLEMS).make_missing_snapshots()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each test of a module that does not spread joins its module's xdist group (`--dist=loadgroup`)."""
-    for item in items:
-        spread = item.get_closest_marker(SPREAD) is not None or item.nodeid.startswith("tests/unit/")
-        if not spread and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+@functools.cache
+def spreads(root: Path, module: str) -> bool:
+    """Whether the test module at `module` (a path relative to the rootdir) spreads its tests."""
+    if module.startswith("tests/unit/"):
+        return True
+    try:
+        return f"pytest.mark.{SPREAD}" in (root / module).read_text(encoding="utf-8")
+    except OSError:
+        return False
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's scope scheduling with a module's tests as one unit unless the module spreads them.
+
+    Not `--dist=loadgroup` with `xdist_group` marks: pytest-xdist 3.8 puts the group into
+    `item._nodeid`, which pytest 9 no longer reads (a node id is built from `item._id`), so no
+    module was grouped and every module-scoped server and database started on both workers
+    (measured: each LTI module's server set up twice, test_migrations' 23 tests on both workers)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    root = config.rootpath
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return nodeid if spreads(root, module) else module
+
+    return ModuleScheduling(config, log)
 
 
 @pytest.fixture(scope="session", autouse=True)
