@@ -1,6 +1,7 @@
 # expect: ACCEPTED
 # score: 1.0
-# the same residuals as the reference's hand-written VJP, its products written with einsum
+# the same residuals as the reference's hand-written VJP (v rebuilt in the backward pass), its
+# products written with einsum
 import jax
 import jax.numpy as jnp
 
@@ -20,7 +21,7 @@ def _forward(params, x):
     a = (e / z[:, None]) @ v
     y = x + a @ wo
     t = jnp.tanh(y @ w1)
-    return y + t @ w2, (params, x, q, k, v, e, z, a, y, t)
+    return y + t @ w2, (params, x, q, k, e, z, a, y, t)
 
 
 def _fwd(params, x):
@@ -28,9 +29,10 @@ def _fwd(params, x):
 
 
 def _bwd(res, g):
-    (wq, wk, wv, wo, w1, w2), x, q, k, v, e, z, a, y, t = res
+    (wq, wk, wv, wo, w1, w2), x, q, k, e, z, a, y, t = res
     scale = x.shape[1] ** -0.5
-    p = e / z[:, None]  # the only forward work done again: one division
+    v = jnp.einsum("td,de->te", x, wv)  # the forward work done again: one projection
+    p = e / z[:, None]  # and one division
     dw2 = t.T @ g
     dh = (g @ w2.T) * (1 - t * t)
     dw1 = y.T @ dh
