@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 def scan_layers(ws, x):
     n = ws.shape[0]
-    g = 4 if n % 4 == 0 and n > 8 else 2
+    g = 4 if n % 4 == 0 and n > 4 else 2
 
     @jax.checkpoint
     def group(h, wg):

@@ -12,7 +12,6 @@ def _layer(h, w):
 def scan_layers(ws, x):
     n = ws.shape[0]
     rebuilt = n - 5 * n // 8
-    step = 2 if rebuilt % 2 == 0 else 1
     group = jax.checkpoint(lambda h, wg: (jax.lax.scan(_layer, h, wg)[0], None))
-    h = jax.lax.scan(group, x, ws[:rebuilt].reshape(rebuilt // step, step, *ws.shape[1:]))[0]
+    h = jax.lax.scan(group, x, ws[:rebuilt].reshape(rebuilt // 2, 2, *ws.shape[1:]))[0]
     return jax.lax.scan(_layer, h, ws[rebuilt:])[0]
