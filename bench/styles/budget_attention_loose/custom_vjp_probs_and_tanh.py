@@ -1,6 +1,5 @@
-# expect: ACCEPTED
-# score: 1.0
-# a hand-written VJP keeping q, k, v, the softmax probabilities, attended, y and tanh's output (held out: written apart from the package)
+# expect: WRONG_POLICY
+# a hand-written VJP keeping q, k, v, the softmax probabilities, attended, y and tanh's output (held out: written apart from the package): 589,824 bytes, over the budget of 560,000, which is below what recomputing nothing needs
 import jax
 import jax.numpy as jnp
 

@@ -1,6 +1,5 @@
-# expect: ACCEPTED
-# score: 0.9986
-# dots_saveable keeps every matmul output and fits; only the softmax is redone: policy 0.996, nearly the optimum (held out: written apart from the package)
+# expect: WRONG_POLICY
+# dots_saveable keeps every matmul output, 589,824 bytes: it fitted the old budget of 600,000 (recomputing only the softmax), not today's 560,000, below what recomputing nothing needs (held out: written apart from the package)
 import jax
 import jax.numpy as jnp
 
