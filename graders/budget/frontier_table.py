@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from graders.budget.extract import forward_graph
-from graders.budget.optimum import DEFAULT_TIME_LIMIT_S, Solution, frontier
+from graders.budget.optimum import DEFAULT_TIME_LIMIT_S, Solution, frontier, no_remat_floor
 from graders.problems.hidden_inputs import case_arg_specs, leaf_names
 from graders.problems.problem import load_problem
-from graders.reference.budget_facts import solution_point
+from graders.reference.budget_facts import peak_bound, solution_point
 from graders.reference.build import import_file
 from graders.reference.plain import checkpoint_disabled
 from graders.reference.schedules import measure_schedules, schedule_table
-from graders.untrusted.parse import deserialize
+from graders.untrusted.parse import deserialize, exported_avals
 from jailside.export import export_case
 
 
@@ -28,7 +28,10 @@ def case_frontiers(folder: Path, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S) 
     """Per case: {"case", "forward_flops", "budget_of", "points": [{"bytes", "flops", "bound_flops",
     "optimal", "seconds", "saved"}] (saved: how many values the policy keeps; [] on a budget of the
     peak, which this model does not bound), "schedules": the reference and its `SCHEDULES` measured
-    (`graders.reference.schedules.measure_schedules`)}.
+    (`graders.reference.schedules.measure_schedules`), "budget_bytes" (the case's, or None),
+    "floor_bytes" (`no_remat_floor`: a budget at or above it, peak: plus "cotangent_bytes", needs
+    no remat), "bound_flops" (on a budget of the peak: `peak_bound`, the least recomputation any
+    schedule of the reference's program within it needs; None otherwise or when none fits)}.
 
     Raises:
         Whatever importing, exporting or reading the reference raises; ValueError for a problem
@@ -48,11 +51,19 @@ def case_frontiers(folder: Path, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S) 
         specs = case_arg_specs(problem.spec, case)
         with checkpoint_disabled():
             fwd_blob, _, n_out = export_case(fn, specs, None)
-        graph = forward_graph(deserialize(fwd_blob), n_out, arg_names=leaf_names(problem.spec))
+        exported = deserialize(fwd_blob)
+        graph = forward_graph(exported, n_out, arg_names=leaf_names(problem.spec))
         points: list[Solution] = [] if budget_of == "peak" else frontier(graph, time_limit_s=time_limit_s)
+        cotangent = sum(a.nbytes for a in exported_avals(exported.out_avals)[:n_out])
+        budget = (problem.spec.memory.budgets or {}).get(case.name)
+        bound = peak_bound(graph, budget, cotangent) if budget_of == "peak" and budget is not None else None
         out.append(
             {
                 "case": case.name,
+                "budget_bytes": budget,
+                "floor_bytes": no_remat_floor(graph, time_limit_s=time_limit_s),
+                "cotangent_bytes": cotangent,
+                "bound_flops": bound.bound_flops if bound is not None and bound.recompute_flops is not None else None,
                 "forward_flops": sum(graph.costs),
                 "budget_of": budget_of,
                 "schedules": measure_schedules(measured, specs, case.name),

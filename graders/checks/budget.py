@@ -113,9 +113,25 @@ def policy_fraction(run: CaseRun, margin: int) -> tuple[float, str] | None:
         f"({budget}) is {best:,}. Policy score {fraction:.3f} = "
         f"(forward {forward:,} + least {best:,}) / (forward + yours{less})"
     )
+    why += proven_bound(optimum)
     if run.bwd_recompute.flops < best:
         why += beyond_optimum(best - run.bwd_recompute.flops, measured=bool(optimum.get("measured")))
     return fraction, why
+
+
+def proven_bound(optimum: dict[str, object]) -> str:
+    """On a budget of the peak, what is proven about the best measured schedule (`optimum`, from
+    `graders.reference.budget_facts.peak_bound`): that it is the least, or the least any schedule
+    of the reference's program needs; "" on a budget of residuals (its optimum is solved)."""
+    bound = optimum.get("bound_flops")
+    if not optimum.get("measured") or not isinstance(bound, int):
+        return ""
+    if optimum.get("optimal"):
+        return ". No schedule of the reference's program within the budget recomputes less (proven)"
+    return (
+        f". No schedule of the reference's program within the budget recomputes less than {bound:,} FLOPs (proven: "
+        "its residuals are all live when the backward pass starts, so they fit in the budget less the cotangents)"
+    )
 
 
 BEYOND = "beyond the optimum"  # in the panel's sentence; boards say it too (`server.store.boards`)

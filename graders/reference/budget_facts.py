@@ -78,30 +78,46 @@ def solution_point(solution: Solution) -> dict[str, Any]:
     }
 
 
+def peak_bound(graph: ForwardGraph, budget: int, cotangent: int) -> Solution:
+    """A proven lower bound on the recomputation of any schedule of the reference's program whose
+    backward pass peaks within `budget` bytes: every residual is live when the backward pass starts,
+    beside the outputs' cotangents (`cotangent` bytes), so such a schedule keeps at most
+    `budget - cotangent` bytes of residuals, and the least any policy within that needs
+    (`least_recompute`: `bound_flops`, "at least" when HiGHS stopped early) no schedule beats. A
+    schedule-aware model (memory per backward stage) would tighten it; this one is the bound the
+    residual model proves."""
+    return least_recompute(graph, max(0, budget - cotangent))
+
+
 def _peak_facts(
-    case: str, budget: int, reference: dict[str, Any], schedules: list[dict[str, Any]], forward_flops: int
-) -> dict[str, Any]:
+    case: str, budget: int, reference: dict[str, Any], schedules: list[dict[str, Any]], graph: ForwardGraph,
+    cotangent: int,
+) -> dict[str, Any]:  # fmt: skip
     """A budget on the backward pass's peak: the optimum is the best measured schedule within it
-    (`graders.budget.measured`), the reference among them."""
+    (`graders.budget.measured`), the reference among them, and the proven bound (`peak_bound`)."""
     # the named schedules first: on a tie the optimum is named by the schedule the statement lists
     candidates = [*schedules, {"label": "the reference", **reference}]
     best = best_within(candidates, budget)
     if best is None:  # the reference fits (checked first): unreachable but for a changed check
         raise ReferenceCheckError("runtime_error", f"case {case!r}: no measured schedule fits the budget")
+    bound = peak_bound(graph, budget, cotangent)
     return {
         "budget_bytes": budget,
         "budget_of": "peak",
         "optimum": {
             "bytes": best["bytes"],
             "flops": best["flops"],
-            "bound_flops": None,
-            "optimal": False,
+            # a schedule the judge measured is a policy of the model, so the bound is at most its
+            # recomputation; min() keeps the claim true should the two counts ever part
+            "bound_flops": min(bound.bound_flops, best["flops"]) if bound.recompute_flops is not None else None,
+            "bound_proven": bound.optimal,
+            "optimal": best["flops"] <= bound.bound_flops and bound.recompute_flops is not None,
             "measured": len(schedules),
             "label": best["label"],
             "saved": [],
         },
         "frontier": peak_frontier(candidates),
-        "forward_flops": forward_flops,
+        "forward_flops": sum(graph.costs),
         "schedules": schedules,
     }
 
@@ -186,5 +202,5 @@ def budget_facts(
     refuse_budget_without_remat(case, budget, budget_of, floor, cotangent)
     sizes = {"floor_bytes": floor, "cotangent_bytes": cotangent}
     if budget_of == "peak":
-        return {**_peak_facts(case, budget, reference, list(schedules or []), sum(graph.costs)), **sizes}
+        return {**_peak_facts(case, budget, reference, list(schedules or []), graph, cotangent), **sizes}
     return {**_residual_facts(case, budget, graph, list(schedules or [])), **sizes}

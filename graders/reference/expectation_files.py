@@ -42,7 +42,7 @@ from graders.verdict import ResidualFact
 from jailside.frameworks import framework_versions
 
 log = logging.getLogger(__name__)
-CACHE_FORMAT = 20  # 4: arrays.bin (mapped, checksummed); 5: evaluate.COMPILER_OPTIONS; 6: self-checked, float64;
+CACHE_FORMAT = 21  # 4: arrays.bin (mapped, checksummed); 5: evaluate.COMPILER_OPTIONS; 6: self-checked, float64;
 # 9: backward FLOPs without dead code, untaken branches and folded constants (graders.untrusted.flops);
 # 10: bwd_residual_flops; 11: gradients of float input leaves only (an integer leaf has none);
 # 12: recompute as forward work redone (bwd_recompute_flops, bwd_recomputed); 13: bwd_recomputed
@@ -50,7 +50,8 @@ CACHE_FORMAT = 20  # 4: arrays.bin (mapped, checksummed); 5: evaluate.COMPILER_O
 # 15: the backward pass's collectives on a mesh; 16: fwd_flops (the recompute bound's formulation allowance);
 # 17: variants per device and their communication, XLA's memory_analysis, same_pieces on a mesh;
 # 18: a budget problem's optimum and frontier; 19: budget_of (a budget of the peak) and the measured SCHEDULES;
-# 20: bookkeeping read from the artifacts (ResidualFact.left_out: argument dependence, branch selectors)
+# 20: bookkeeping read from the artifacts (ResidualFact.left_out: argument dependence, branch selectors);
+# 21: a budget's no-remat floor and cotangent bytes, and a peak budget's proven bound
 
 
 DATA_MAGIC = b"RJEXPECT"

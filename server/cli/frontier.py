@@ -39,10 +39,27 @@ def problems_frontier(
         raise typer.Exit(1)
     for case in json.loads(done.stdout):
         title = f"{slug}: case {case['case']!r} (forward pass {case['forward_flops']:,} FLOPs)"
+        console.print(_limits_line(case), markup=False)
         if case["points"]:
             console.print(_frontier_table(title, case["points"]))
         if case["schedules"]:
             console.print(_schedules_table(f"{title}: the schedules measured", case["schedules"]))
+
+
+def _limits_line(case: dict[str, Any]) -> str:
+    """What a budget of this case must stay below, and on a budget of the peak the proven bound."""
+    peak = case.get("budget_of") == "peak"
+    limit = case["floor_bytes"] + (case["cotangent_bytes"] if peak else 0)
+    what = f"floor {case['floor_bytes']:,} + cotangents {case['cotangent_bytes']:,}" if peak else "its floor"
+    line = (
+        f"case {case['case']!r}: a program that recomputes nothing fits {limit:,} bytes "
+        f"({'backward peak' if peak else 'residuals'}; {what}): a budget must be below it"
+    )
+    if case.get("budget_bytes") is not None:
+        line += f"; the budget is {case['budget_bytes']:,}"
+    if case.get("bound_flops") is not None:
+        line += f"; no schedule of the reference's program within it recomputes less than {case['bound_flops']:,} FLOPs"
+    return line
 
 
 def _frontier_table(title: str, points: list[dict[str, Any]]) -> Table:

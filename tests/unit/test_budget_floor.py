@@ -100,3 +100,26 @@ def test_budget_facts_records_the_floor_and_refuses_a_budget_at_it() -> None:
         budget_facts(_layer, SPECS, "tiny", 160, reference, ["w", "x"], budget_of="peak")
     peak = budget_facts(_layer, SPECS, "tiny", 159, reference, ["w", "x"], budget_of="peak")
     assert (peak["floor_bytes"], peak["cotangent_bytes"], peak["optimum"]["label"]) == (128, 32, "the reference")
+
+
+def test_a_peak_budget_bounds_the_recomputation_of_every_schedule() -> None:
+    """Every residual is live when the backward pass starts, beside the cotangents: within a peak of
+    P bytes a schedule keeps at most P - cotangent bytes, so the residual optimum there is a bound."""
+    from graders.reference.budget_facts import peak_bound
+
+    graph = tanh_layer()  # floor 32 (x, w, t), 16 bytes of cotangent: a peak budget must be below 48
+    # within 31 bytes of residuals only x and w fit: z and t are rebuilt (110 FLOPs)
+    assert peak_bound(graph, 47, 16).bound_flops == least_recompute(graph, 31).recompute_flops == 110
+    assert peak_bound(graph, 47, 16).optimal
+    assert peak_bound(graph, 30, 16).recompute_flops is None  # x and w alone are 16: nothing fits 14
+
+
+def test_the_panel_says_what_is_proven_about_a_peak_budgets_best_schedule() -> None:
+    from graders.checks.budget import proven_bound
+
+    assert proven_bound({"flops": 10, "measured": 3, "bound_flops": 10, "optimal": True}).endswith(
+        "recomputes less (proven)"
+    )
+    gap = proven_bound({"flops": 900, "measured": 3, "bound_flops": 640, "optimal": False})
+    assert "recomputes less than 640 FLOPs (proven:" in gap and "live when the backward pass starts" in gap
+    assert proven_bound({"flops": 900, "optimal": True, "bound_flops": 900}) == ""  # a residual budget: solved
