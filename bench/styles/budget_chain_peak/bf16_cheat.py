@@ -6,7 +6,7 @@ import jax.numpy as jnp
 def chain_peak(ws, x):
     h = x
     for i, w in enumerate(ws):
-        if i in (0, 1, 3, 4):
+        if i % 2 == 0:
             h = jnp.tanh(h.astype(jnp.bfloat16) @ w.astype(jnp.bfloat16)).astype(jnp.float32)
         else:
             h = jnp.tanh(h @ w)

@@ -1,6 +1,6 @@
 # expect: ACCEPTED
 # score: below 1
-# a hand-written VJP keeping x and the narrow h2..h6; its backward pass rebuilds both wide layers (held out: written apart from the package)
+# a hand-written VJP keeping x and the narrow outputs; its backward pass rebuilds every wide layer, the last one too (held out: written apart from the package)
 import jax
 import jax.numpy as jnp
 
@@ -14,45 +14,30 @@ def _chain(ws, x):
 
 
 def _fwd(ws, x):
-    h1 = jnp.tanh(x @ ws[0])
-    h2 = jnp.tanh(h1 @ ws[1])
-    hs = [h2]
-    h = h2
-    for w in ws[2:]:
-        h = jnp.tanh(h @ w)
-        hs.append(h)
-    # residuals: ws, x, h2, h3, h4 (wide!) ... keep only narrow ones: h2, h3, h5, h6; h4 is wide
-    return h, (ws, x, hs[0], hs[1], hs[3], hs[4])
+    # residuals: ws, x and the narrow outputs h2, h4, ..., h12; the wide ones are dropped
+    h = x
+    narrow = []
+    for i in range(0, len(ws), 2):
+        h = jnp.tanh(jnp.tanh(h @ ws[i]) @ ws[i + 1])
+        narrow.append(h)
+    return h, (ws, x, narrow)
 
 
 def _bwd(res, g):
-    ws, x, h2, h3, h5, h6 = res
-    # layer 6: h6 = tanh(h5 W6)
-    dz = g * (1 - h6 * h6)
-    dW6 = h5.T @ dz
-    g = dz @ ws[5].T
-    # layer 5: h5 = tanh(h4 W5); rebuild wide h4 = tanh(h3 W4)
-    h4 = jnp.tanh(h3 @ ws[3])
-    dz = g * (1 - h5 * h5)
-    dW5 = h4.T @ dz
-    g = dz @ ws[4].T
-    # layer 4
-    dz = g * (1 - h4 * h4)
-    dW4 = h3.T @ dz
-    g = dz @ ws[3].T
-    # layer 3
-    dz = g * (1 - h3 * h3)
-    dW3 = h2.T @ dz
-    g = dz @ ws[2].T
-    # wide pair: rebuild h1
-    h1 = jnp.tanh(x @ ws[0])
-    dz = g * (1 - h2 * h2)
-    dW2 = h1.T @ dz
-    g = dz @ ws[1].T
-    dz = g * (1 - h1 * h1)
-    dW1 = x.T @ dz
-    dx = dz @ ws[0].T
-    return [dW1, dW2, dW3, dW4, dW5, dW6], dx
+    ws, x, narrow = res
+    grads = [None] * len(ws)
+    for p in reversed(range(len(narrow))):
+        i = 2 * p
+        h_in = x if p == 0 else narrow[p - 1]
+        h_out = narrow[p]
+        wide = jnp.tanh(h_in @ ws[i])  # rebuilt
+        dz = g * (1 - h_out * h_out)
+        grads[i + 1] = wide.T @ dz
+        g = dz @ ws[i + 1].T
+        dz = g * (1 - wide * wide)
+        grads[i] = h_in.T @ dz
+        g = dz @ ws[i].T
+    return grads, g
 
 
 _chain.defvjp(_fwd, _bwd)

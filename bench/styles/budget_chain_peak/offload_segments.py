@@ -12,8 +12,8 @@ def _seg(tag):
         return h
 
     policy = jax.checkpoint_policies.save_and_offload_only_these_names(
-        names_which_can_be_saved=[f"{tag}1", f"{tag}2"],
-        names_which_can_be_offloaded=[f"{tag}0"],
+        names_which_can_be_saved=[f"{tag}{i}" for i in range(1, 6, 2)],
+        names_which_can_be_offloaded=[f"{tag}{i}" for i in range(0, 6, 2)],
         offload_src="device",
         offload_dst="pinned_host",
     )
@@ -24,5 +24,5 @@ _first, _second = _seg("a"), _seg("b")
 
 
 def chain_peak(ws, x):
-    h = _first(ws[:3], x)
-    return _second(ws[3:], h)
+    h = _first(ws[:6], x)
+    return _second(ws[6:], h)

@@ -1,6 +1,6 @@
 # expect: ACCEPTED
 # score: 1.0
-# the wide pair checkpointed, its narrow product kept by name, the rest plain (held out: written apart from the package)
+# each pair but the last checkpointed, its narrow product kept by name, the last pair plain (held out: written apart from the package)
 import jax
 import jax.numpy as jnp
 from jax.ad_checkpoint import checkpoint_name
@@ -15,7 +15,9 @@ _pair_ck = jax.checkpoint(_pair, policy=jax.checkpoint_policies.save_only_these_
 
 
 def chain_peak(ws, x):
-    h = _pair_ck(ws[0], ws[1], x)
-    for w in ws[2:]:
+    h = x
+    for i in range(0, len(ws) - 2, 2):
+        h = _pair_ck(ws[i], ws[i + 1], h)
+    for w in ws[-2:]:
         h = jnp.tanh(h @ w)
     return h

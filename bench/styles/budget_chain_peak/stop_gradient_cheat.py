@@ -1,5 +1,5 @@
 # expect: WRONG_GRADIENT
-# stop_gradient on the wide pair's output: a tiny peak, no gradient for W1, W2, x (held out: written apart from the package)
+# stop_gradient on the first pair's output: a smaller peak, no gradient for W1, W2, x (held out: written apart from the package)
 import jax
 import jax.numpy as jnp
 

@@ -1,6 +1,6 @@
 # expect: WRONG_POLICY
-# a checkpoint around every layer: six carries, and the wide ones among them, held through the
-# backward pass; over the peak budget in `large`
+# a checkpoint around every layer: twelve carries, six of them wide, held through the backward
+# pass; over the peak budget
 import jax
 import jax.numpy as jnp
 
