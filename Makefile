@@ -80,7 +80,7 @@ run: setup
 test: setup chromium services
 	$(VENV)/bin/python -m pytest
 
-# The fast layer (under a minute on 2 cores): unit tests and FastAPI TestClient tests with real SQLite,
+# The fast layer (about two minutes on 2 cores, measured quiet): unit tests and FastAPI TestClient tests with real SQLite,
 # ruff, mypy and the import contracts; no jail, no server process, no network, no browser.
 test-fast: setup
 	$(VENV)/bin/python -m pytest tests/unit -q
