@@ -12,16 +12,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from graders.budget.extract import forward_graph
 from graders.budget.optimum import DEFAULT_TIME_LIMIT_S, Solution, frontier, no_remat_floor
 from graders.problems.hidden_inputs import case_arg_specs, leaf_names
 from graders.problems.problem import load_problem
-from graders.reference.budget_facts import peak_bound, solution_point
+from graders.reference.budget_facts import forward_of, peak_bound, solution_point
 from graders.reference.build import import_file
 from graders.reference.plain import checkpoint_disabled
 from graders.reference.schedules import measure_schedules, schedule_table
-from graders.untrusted.parse import deserialize, exported_avals
-from jailside.export import export_case
 
 
 def case_frontiers(folder: Path, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> list[dict[str, Any]]:
@@ -49,12 +46,8 @@ def case_frontiers(folder: Path, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S) 
     out = []
     for case in problem.spec.cases:
         specs = case_arg_specs(problem.spec, case)
-        with checkpoint_disabled():
-            fwd_blob, _, n_out = export_case(fn, specs, None)
-        exported = deserialize(fwd_blob)
-        graph = forward_graph(exported, n_out, arg_names=leaf_names(problem.spec))
+        graph, cotangent = forward_of(fn, specs, leaf_names(problem.spec))
         points: list[Solution] = [] if budget_of == "peak" else frontier(graph, time_limit_s=time_limit_s)
-        cotangent = sum(a.nbytes for a in exported_avals(exported.out_avals)[:n_out])
         budget = (problem.spec.memory.budgets or {}).get(case.name)
         bound = peak_bound(graph, budget, cotangent) if budget_of == "peak" and budget is not None else None
         out.append(

@@ -22,18 +22,18 @@ from jailside.export import export_case
 MAX_SAVED_LABELS = 64  # values of the optimum named in the expectation, in program order
 
 
-def _forward(plain_fn: Callable[..., Any], specs: list[dict[str, Any]], names: list[str]) -> tuple[ForwardGraph, int]:
-    """(the forward program's graph, bytes of its primal outputs' cotangents) without checkpoints."""
+def forward_of(plain_fn: Callable[..., Any], specs: list[dict[str, Any]], names: list[str]) -> tuple[ForwardGraph, int]:
+    """(the forward program's graph, bytes of its primal outputs' cotangents) of `plain_fn` exported
+    on the case `specs` with every checkpoint removed; `names`: the input leaves' names, in order.
+
+    Raises:
+        Whatever exporting or reading the program raises."""
     # jax.checkpoint is looked up when the function runs: disabled while it is traced too
     with checkpoint_disabled():
         fwd_blob, _, n_out = export_case(plain_fn, specs, None)
     exported = deserialize(fwd_blob)
     cotangent = sum(a.nbytes for a in exported_avals(exported.out_avals)[:n_out])
     return forward_graph(exported, n_out, arg_names=names), cotangent
-
-
-def _graph(plain_fn: Callable[..., Any], specs: list[dict[str, Any]], names: list[str]) -> ForwardGraph:
-    return _forward(plain_fn, specs, names)[0]
 
 
 def refuse_budget_without_remat(case: str, budget: int, budget_of: str, floor: int, cotangent: int) -> None:
@@ -197,7 +197,7 @@ def budget_facts(
             "a budget problem's reference must also run with its checkpoints removed: the optimum is read "
             "from that program",
         )
-    graph, cotangent = _forward(plain_fn, specs, names)
+    graph, cotangent = forward_of(plain_fn, specs, names)
     floor = no_remat_floor(graph)
     refuse_budget_without_remat(case, budget, budget_of, floor, cotangent)
     sizes = {"floor_bytes": floor, "cotangent_bytes": cotangent}
