@@ -110,7 +110,6 @@ def _peak_facts(
             # a schedule the judge measured is a policy of the model, so the bound is at most its
             # recomputation; min() keeps the claim true should the two counts ever part
             "bound_flops": min(bound.bound_flops, best["flops"]) if bound.recompute_flops is not None else None,
-            "bound_proven": bound.optimal,
             "optimal": best["flops"] <= bound.bound_flops and bound.recompute_flops is not None,
             "measured": len(schedules),
             "label": best["label"],
